@@ -1,0 +1,1 @@
+//! gatecmd: a device-aware, allowlisted command gateway spoken over MCP.
