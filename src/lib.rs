@@ -1,1 +1,28 @@
-//! gatecmd: a device-aware, allowlisted command gateway spoken over MCP.
+//! gatecmd: a device-aware, allowlisted command gateway for USB development boards,
+//! spoken over the Model Context Protocol (Streamable HTTP and stdio).
+//!
+//! # Layout
+//!
+//! Data flows one way: transport → auth → MCP handler → policy (sanitizer, locks) → executor.
+//!
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`) and start-up wiring.
+//! - [`config`]: the YAML schema, defaults and validation with file/line/field errors.
+//! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
+//! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
+//! - [`server`]: the rmcp handler, the tool list and the shared [`server::AppState`].
+//! - [`tools`]: one file per MCP tool: request/result types and logic.
+//! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
+//! - [`exec`]: running one child in its own process group with timeout, caps and kill.
+//! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
+//! - [`progress`]: output lines turned into MCP progress notifications.
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod exec;
+pub mod http;
+pub mod output;
+pub mod progress;
+pub mod sanitizer;
+pub mod server;
+pub mod tools;

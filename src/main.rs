@@ -1,1 +1,5 @@
-fn main() {}
+//! The `gatecmd` command line.
+
+fn main() -> std::process::ExitCode {
+    gatecmd::cli::main()
+}

@@ -1,0 +1,376 @@
+//! The command line: `serve`, `stdio`, `check`, and the start-up wiring of each.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{self, Credentials, OriginPolicy};
+use crate::config::{Config, ConfigLocation, TokenSource, find_config};
+use crate::http::{self, Access, Gate};
+use crate::server::{AppState, GatecmdServer};
+
+#[derive(Parser)]
+#[command(
+    name = "gatecmd",
+    version,
+    about = "Allowlisted host commands on USB development boards, over MCP"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over Streamable HTTP at /mcp (and /health).
+    Serve {
+        /// Configuration file (default: $GATECMD_CONFIG, /etc/gatecmd/allowed_commands.yaml, then the bundled one).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Address to listen on (overrides `bind` in the config), e.g. 127.0.0.1:9222.
+        #[arg(long)]
+        bind: Option<SocketAddr>,
+        /// Serve without authentication. Only allowed on a loopback address.
+        #[arg(long)]
+        no_auth: bool,
+        /// Log format on stderr.
+        #[arg(long, value_enum, default_value_t = LogFormat::Pretty)]
+        log_format: LogFormat,
+    },
+    /// Serve MCP over stdin/stdout (for a local MCP host).
+    Stdio {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a configuration and print every command line it allows.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => check(config),
+        Command::Serve {
+            config,
+            bind,
+            no_auth,
+            log_format,
+        } => {
+            init_logging(log_format);
+            run_async(serve(config, bind, no_auth))
+        }
+        Command::Stdio { config } => {
+            init_logging(LogFormat::Pretty);
+            run_async(stdio(config))
+        }
+    }
+}
+
+fn run_async(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gatecmd: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("gatecmd: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GATECMD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Pretty => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn load(explicit: Option<PathBuf>) -> Result<(Config, ConfigLocation), String> {
+    let location = find_config(explicit.as_deref());
+    let config = location.load().map_err(|e| {
+        format!(
+            "invalid configuration:\n{e}\n(fix the lines above; `gatecmd check` shows the same)"
+        )
+    })?;
+    Ok((config, location))
+}
+
+async fn serve(
+    config: Option<PathBuf>,
+    bind: Option<SocketAddr>,
+    no_auth: bool,
+) -> Result<(), String> {
+    let (config, location) = load(config)?;
+    tracing::info!(config = %location, "configuration loaded");
+    let bind = bind.unwrap_or(config.bind);
+    let access = access_for(&config, bind, no_auth)?;
+    for (c, why) in config.unavailable_commands() {
+        tracing::warn!(command = %c.name, reason = %why, "command unavailable; it is listed but cannot run");
+    }
+    let policy = OriginPolicy::new(&config, bind, !no_auth);
+    let state = AppState::new(config);
+    let gate = Gate::new(access, policy);
+    let shutdown = CancellationToken::new();
+    let router = http::router(state.clone(), gate.clone(), shutdown.clone());
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
+    // Tests and scripts wait for this line; it carries no secret.
+    eprintln!("gatecmd: listening on http://{addr}/mcp");
+    tokio::spawn(signals(
+        state.clone(),
+        gate,
+        location,
+        bind,
+        no_auth,
+        shutdown.clone(),
+    ));
+    let served = http::serve(listener, router, shutdown.clone()).await;
+    state.executor.shutdown().await;
+    tracing::info!("stopped");
+    served.map_err(|e| format!("server error: {e}"))
+}
+
+/// Decides who may call: tokens (configured, or generated once into the state directory)
+/// or, with `--no-auth` on loopback only, anyone.
+fn access_for(config: &Config, bind: SocketAddr, no_auth: bool) -> Result<Access, String> {
+    if no_auth {
+        if !auth::is_loopback(&bind) {
+            return Err(format!(
+                "--no-auth is refused on {bind}: without a token only a loopback address \
+                 (127.0.0.1 or [::1]) may be served. Configure a client token for other addresses."
+            ));
+        }
+        tracing::warn!(%bind, "authentication is OFF (--no-auth); any local process can run the allowed commands");
+        return Ok(Access::Open);
+    }
+    let mut clients = config.clients.clone();
+    if clients.is_empty() {
+        let (client, path, created) =
+            auth::ensure_generated_token(&config.state_dir).map_err(|e| e.to_string())?;
+        if created {
+            eprintln!(
+                "gatecmd: no client token is configured, so one was generated into {} (owner-only).\n\
+                 gatecmd: read it with `cat {}` and send it as `Authorization: Bearer <token>`.",
+                path.display(),
+                path.display()
+            );
+        } else {
+            tracing::info!(path = %path.display(), "using the generated token");
+        }
+        clients.push(client);
+    }
+    let creds = Credentials::load(&clients).map_err(|e| e.to_string())?;
+    let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+    tracing::info!(clients = ?names, "authentication on");
+    Ok(Access::Tokens(creds))
+}
+
+async fn signals(
+    state: Arc<AppState>,
+    gate: Arc<Gate>,
+    location: ConfigLocation,
+    bind: SocketAddr,
+    no_auth: bool,
+    shutdown: CancellationToken,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => reload(&state, &gate, &location, bind, no_auth),
+        }
+    }
+    tracing::info!("shutting down: stopping running commands");
+    shutdown.cancel();
+    state.executor.shutdown().await;
+}
+
+/// SIGHUP: validate the new configuration first; on any error keep the old one.
+fn reload(
+    state: &AppState,
+    gate: &Gate,
+    location: &ConfigLocation,
+    bind: SocketAddr,
+    no_auth: bool,
+) {
+    let config = match location.load() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(errors = %e, "reload refused: the new configuration is invalid; the old one stays in force");
+            return;
+        }
+    };
+    let access = match access_for(&config, bind, no_auth) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "reload refused: the old configuration stays in force");
+            return;
+        }
+    };
+    if config.bind != state.config().bind {
+        tracing::warn!("`bind` changed; it takes effect at the next restart");
+    }
+    let policy = OriginPolicy::new(&config, bind, !no_auth);
+    gate.replace(access, policy);
+    state.replace_config(config);
+    tracing::info!(config = %location, "configuration reloaded");
+}
+
+async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
+    use rmcp::ServiceExt;
+    let (config, location) = load(config)?;
+    tracing::info!(config = %location, "configuration loaded (stdio)");
+    let state = AppState::new(config);
+    let service = GatecmdServer::new_stdio(state.clone())
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("stdio session failed to start: {e}"))?;
+    let _ = service.waiting().await;
+    state.executor.shutdown().await;
+    Ok(())
+}
+
+fn check(explicit: Option<PathBuf>) -> ExitCode {
+    let location = find_config(explicit.as_deref());
+    let config = match location.load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("gatecmd check: {} error(s) in {location}", e.0.len());
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", summary(&config, &location));
+    let missing = config.unavailable_commands();
+    if missing.is_empty() {
+        println!(
+            "OK: {} command(s), configuration valid",
+            config.commands.len()
+        );
+        ExitCode::SUCCESS
+    } else {
+        for (c, why) in &missing {
+            eprintln!("error: command {:?}: {why}", c.name);
+        }
+        eprintln!(
+            "gatecmd check: {} command(s) cannot run on this host (`serve` would list them as unavailable)",
+            missing.len()
+        );
+        ExitCode::from(1)
+    }
+}
+
+/// What a configuration allows, for people.
+pub fn summary(config: &Config, location: &ConfigLocation) -> String {
+    let mut s = format!("config: {location}\nbind: {}\n", config.bind);
+    if config.clients.is_empty() {
+        s.push_str(&format!(
+            "clients: none configured; `serve` generates a token into {}\n",
+            auth::generated_token_path(&config.state_dir).display()
+        ));
+    } else {
+        s.push_str("clients:\n");
+        for c in &config.clients {
+            let src = match &c.token {
+                TokenSource::Inline(_) => "token in config".to_string(),
+                TokenSource::File(p) => format!("token_file {}", p.display()),
+                TokenSource::Env(v) => format!("token_env {v}"),
+                TokenSource::Sha256(_) => "token_sha256".to_string(),
+            };
+            let cmds = c
+                .commands
+                .as_ref()
+                .map(|c| c.iter().cloned().collect::<Vec<_>>().join(", "))
+                .unwrap_or_else(|| "all commands".into());
+            s.push_str(&format!(
+                "  {} ({src}; {cmds}{})\n",
+                c.name,
+                if c.admin { "; admin" } else { "" }
+            ));
+        }
+    }
+    if !config.file_roots.is_empty() {
+        s.push_str("file roots:\n");
+        for r in &config.file_roots {
+            s.push_str(&format!("  {}\n", r.display()));
+        }
+    }
+    if !config.devices.is_empty() {
+        s.push_str("device classes:\n");
+        for d in &config.devices {
+            let pid = d
+                .pid
+                .map(|p| format!("{p:04x}"))
+                .unwrap_or_else(|| "*".into());
+            let group = d
+                .lock_group
+                .as_ref()
+                .map(|g| format!(" (lock group {g})"))
+                .unwrap_or_default();
+            s.push_str(&format!("  {}: {:04x}:{pid}{group}\n", d.name, d.vid));
+        }
+    }
+    s.push_str("allowed command lines:\n");
+    for c in &config.commands {
+        let dev = c
+            .device
+            .as_ref()
+            .map(|d| format!(", device {d}"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "  {} (timeout {} s{dev}){}\n",
+            c.name,
+            c.timeout.as_secs(),
+            if c.unavailable.is_some() {
+                " UNAVAILABLE"
+            } else {
+                ""
+            }
+        ));
+        for line in c.command_lines() {
+            s.push_str(&format!("    {line}\n"));
+        }
+    }
+    s
+}

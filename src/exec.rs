@@ -1,0 +1,331 @@
+//! Running one child: no shell, absolute binary, cleared environment, own process group,
+//! timeout → SIGTERM → SIGKILL of the whole group, capped output, line streaming.
+//!
+//! The child is the leader of a new process group, so signals reach its grandchildren
+//! too. A [`GroupGuard`] kills the group when the run ends for any reason — including the
+//! caller dropping the future — so no child outlives its request.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// The PATH every child gets: the environment is cleared, so this is all it sees.
+pub const CHILD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub binary: PathBuf,
+    pub args: Vec<String>,
+    /// Added to the fixed PATH and LANG.
+    pub env: BTreeMap<String, String>,
+    pub timeout: Duration,
+}
+
+/// Which output stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    Stdout,
+    Stderr,
+}
+
+/// Why a run was stopped before the child exited by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Timeout,
+    Cancelled,
+    Shutdown,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Exit code; `None` when a signal ended the child.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the child, if one did.
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Bytes produced beyond the cap (dropped).
+    pub stdout_dropped: u64,
+    pub stderr_dropped: u64,
+    pub duration: Duration,
+    pub stopped: Option<StopReason>,
+}
+
+/// Errors before the child ran.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("could not start {binary}: {source}")]
+    Spawn {
+        binary: String,
+        source: std::io::Error,
+    },
+    #[error("the server is shutting down; no new commands are started")]
+    ShuttingDown,
+}
+
+/// Runs children under a global concurrency cap and kills them all at shutdown.
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    permits: Semaphore,
+    max_output: usize,
+    grace: Duration,
+    /// Process groups alive now, so shutdown can kill them.
+    // A std mutex: held only to insert/remove/copy, never across an await.
+    groups: Mutex<HashSet<i32>>,
+    shutdown: CancellationToken,
+}
+
+impl Executor {
+    /// `max_children` runs at once; output capped at `max_output` bytes per stream;
+    /// `grace` between SIGTERM and SIGKILL.
+    pub fn new(max_children: usize, max_output: usize, grace: Duration) -> Self {
+        Executor {
+            inner: Arc::new(Inner {
+                permits: Semaphore::new(max_children.max(1)),
+                max_output,
+                grace,
+                groups: Mutex::new(HashSet::new()),
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Grace period between SIGTERM and SIGKILL.
+    pub fn grace(&self) -> Duration {
+        self.inner.grace
+    }
+
+    /// Stops every running child (SIGTERM, then SIGKILL after the grace) and refuses new ones.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.permits.close();
+        let deadline = tokio::time::Instant::now() + self.inner.grace + Duration::from_secs(1);
+        while !self.live_groups().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for g in self.live_groups() {
+            let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+        }
+    }
+
+    fn live_groups(&self) -> Vec<i32> {
+        self.inner
+            .groups
+            .lock()
+            .map(|g| g.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Runs `spec` to its end, its timeout, or `cancel`. Each output line (split on `\n`
+    /// and `\r`) is passed to `on_line` as it arrives.
+    pub async fn run(
+        &self,
+        spec: &Spec,
+        cancel: CancellationToken,
+        mut on_line: impl FnMut(StreamKind, &str) + Send,
+    ) -> Result<Outcome, ExecError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(ExecError::ShuttingDown);
+        }
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ExecError::ShuttingDown)?;
+        let mut cmd = Command::new(&spec.binary);
+        cmd.args(&spec.args)
+            .env_clear()
+            .env("PATH", CHILD_PATH)
+            .env("LANG", "C.UTF-8")
+            .envs(&spec.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let started = Instant::now();
+        let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+            binary: spec.binary.display().to_string(),
+            source,
+        })?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        let guard = GroupGuard::new(self.inner.clone(), pgid);
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<(StreamKind, String)>();
+        let max = self.inner.max_output;
+        let out_task = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(read_stream(s, StreamKind::Stdout, max, tx.clone())));
+        let err_task = child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(read_stream(s, StreamKind::Stderr, max, tx.clone())));
+        drop(tx);
+
+        let deadline = tokio::time::sleep(spec.timeout);
+        tokio::pin!(deadline);
+        let mut stopped = None;
+        let mut lines_open = true;
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                line = rx.recv(), if lines_open => match line {
+                    Some((kind, l)) => on_line(kind, &l),
+                    None => lines_open = false,
+                },
+                _ = &mut deadline, if stopped.is_none() => stopped = Some(StopReason::Timeout),
+                _ = cancel.cancelled(), if stopped.is_none() => stopped = Some(StopReason::Cancelled),
+                _ = self.inner.shutdown.cancelled(), if stopped.is_none() => stopped = Some(StopReason::Shutdown),
+            }
+            if stopped.is_some() {
+                break guard.terminate(&mut child).await;
+            }
+        };
+        // Whatever the leader left behind in its group goes with it.
+        guard.kill();
+        let (stdout, stdout_dropped) = finish_reader(out_task, self.inner.grace).await;
+        let (stderr, stderr_dropped) = finish_reader(err_task, self.inner.grace).await;
+        while let Ok((kind, l)) = rx.try_recv() {
+            on_line(kind, &l);
+        }
+        drop(guard);
+        let (exit_code, signal) = match status {
+            Ok(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                (s.code(), s.signal())
+            }
+            Err(_) => (None, None),
+        };
+        Ok(Outcome {
+            exit_code,
+            signal,
+            stdout,
+            stderr,
+            stdout_dropped,
+            stderr_dropped,
+            duration: started.elapsed(),
+            stopped,
+        })
+    }
+}
+
+/// Owns a child's process group while it may be alive: kills it on drop.
+struct GroupGuard {
+    inner: Arc<Inner>,
+    pgid: i32,
+}
+
+impl GroupGuard {
+    fn new(inner: Arc<Inner>, pgid: i32) -> Self {
+        if pgid > 0 {
+            if let Ok(mut g) = inner.groups.lock() {
+                g.insert(pgid);
+            }
+        }
+        GroupGuard { inner, pgid }
+    }
+
+    fn kill(&self) {
+        if self.pgid > 0 {
+            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+        }
+    }
+
+    /// SIGTERM to the group; SIGKILL if the leader is still there after the grace.
+    async fn terminate(
+        &self,
+        child: &mut tokio::process::Child,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        if self.pgid > 0 {
+            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGTERM);
+        }
+        match tokio::time::timeout(self.inner.grace, child.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                self.kill();
+                child.wait().await
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+        if let Ok(mut g) = self.inner.groups.lock() {
+            g.remove(&self.pgid);
+        }
+    }
+}
+
+type ReaderResult = (Vec<u8>, u64);
+
+async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
+    mut r: R,
+    kind: StreamKind,
+    max: usize,
+    lines: mpsc::UnboundedSender<(StreamKind, String)>,
+) -> ReaderResult {
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        let room = max.saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..room.min(n)]);
+        dropped += n.saturating_sub(room) as u64;
+        for &b in chunk {
+            if b == b'\n' || b == b'\r' {
+                if !pending.is_empty() {
+                    let _ = lines.send((kind, String::from_utf8_lossy(&pending).into_owned()));
+                    pending.clear();
+                }
+            } else if pending.len() < 64 * 1024 {
+                pending.push(b);
+            }
+        }
+    }
+    if !pending.is_empty() {
+        let _ = lines.send((kind, String::from_utf8_lossy(&pending).into_owned()));
+    }
+    (kept, dropped)
+}
+
+async fn finish_reader(
+    task: Option<tokio::task::JoinHandle<ReaderResult>>,
+    grace: Duration,
+) -> ReaderResult {
+    let Some(mut task) = task else {
+        return (Vec::new(), 0);
+    };
+    // A process that left the group (setsid) may still hold the pipe; do not wait forever.
+    match tokio::time::timeout(grace, &mut task).await {
+        Ok(Ok(r)) => r,
+        _ => {
+            task.abort();
+            (Vec::new(), 0)
+        }
+    }
+}

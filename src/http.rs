@@ -1,0 +1,150 @@
+//! The HTTP front: `/mcp` (rmcp's Streamable HTTP service behind the auth and Origin/Host
+//! checks) and `/health` (no auth, no secrets).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
+use crate::server::{AppState, GatecmdServer};
+
+/// Who may call `/mcp`.
+#[derive(Clone)]
+pub enum Access {
+    /// Bearer tokens of the configured clients.
+    Tokens(Credentials),
+    /// `--no-auth` on a loopback bind: every caller is the client `anonymous`.
+    Open,
+}
+
+/// The request guard's state; swapped as a whole on reload.
+pub struct Gate {
+    inner: RwLock<Arc<(Access, OriginPolicy)>>,
+}
+
+impl Gate {
+    pub fn new(access: Access, policy: OriginPolicy) -> Arc<Self> {
+        Arc::new(Gate {
+            inner: RwLock::new(Arc::new((access, policy))),
+        })
+    }
+
+    /// Replaces tokens and policy (config reload).
+    pub fn replace(&self, access: Access, policy: OriginPolicy) {
+        let new = Arc::new((access, policy));
+        match self.inner.write() {
+            Ok(mut g) => *g = new,
+            Err(p) => *p.into_inner() = new,
+        }
+    }
+
+    fn current(&self) -> Arc<(Access, OriginPolicy)> {
+        match self.inner.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+/// Builds the router. `shutdown` ends every MCP session when cancelled.
+pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken) -> Router {
+    let config = state.config();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(Duration::from_secs(config.limits.session_idle_secs));
+    let mcp_config = StreamableHttpServerConfig::default()
+        // Host and Origin are checked by `guard` (one policy, with errors that say what to do).
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(config.limits.max_request_body_bytes)
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_cancellation_token(shutdown);
+    let factory_state = state.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(GatecmdServer::new(factory_state.clone())),
+        Arc::new(sessions),
+        mcp_config,
+    );
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(gate, guard))
+        .route("/health", axum::routing::get(health))
+}
+
+async fn health() -> impl IntoResponse {
+    axum::Json(
+        serde_json::json!({ "status": "ok", "name": "gatecmd", "version": env!("CARGO_PKG_VERSION") }),
+    )
+}
+
+/// Origin/Host first (403), then the bearer token (401); the identity rides in the request's
+/// extensions, where rmcp hands it to the tools.
+async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+    let current = gate.current();
+    let (access, policy) = &*current;
+    let headers = req.headers();
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("<non-ascii>"));
+    let host = headers
+        .get(header::HOST)
+        .map(|v| v.to_str().unwrap_or("<non-ascii>"));
+    if let Err(e) = policy.check(origin, host) {
+        tracing::warn!(error = %e, "request refused");
+        return error_response(StatusCode::FORBIDDEN, "forbidden", &e);
+    }
+    let identity = match access {
+        Access::Open => ClientIdentity::local("anonymous"),
+        Access::Tokens(creds) => {
+            let auth = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes);
+            match creds.authenticate(auth) {
+                Ok(id) => id,
+                Err(e) => {
+                    tracing::warn!(error = %e, "request refused");
+                    return error_response(StatusCode::UNAUTHORIZED, "unauthorized", &e);
+                }
+            }
+        }
+    };
+    req.extensions_mut().insert(identity);
+    next.run(req).await
+}
+
+fn error_response(status: StatusCode, code: &str, e: &AuthError) -> Response {
+    let body = axum::Json(serde_json::json!({ "error": code, "message": e.to_string() }));
+    let mut resp = (status, body).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        let value = match e {
+            AuthError::Missing => "Bearer",
+            _ => "Bearer error=\"invalid_token\"",
+        };
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(value));
+    }
+    resp
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
+    .await
+}

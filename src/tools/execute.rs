@@ -1,0 +1,340 @@
+//! `execute_command`: policy first (client rights, sanitizer), then the executor.
+
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::ClientIdentity;
+use crate::config::{CancelPolicy, CommandConfig, Config};
+use crate::exec::{Outcome, Spec, StopReason};
+use crate::output;
+use crate::progress;
+use crate::sanitizer::{self, Args};
+use crate::server::AppState;
+
+/// Arguments of `execute_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteRequest {
+    /// Name of the command (from list_commands).
+    pub command: String,
+    /// Arguments: preferably a list of strings, one per argument; a single string is split on
+    /// whitespace.
+    #[serde(default)]
+    pub args: Args,
+    /// Seconds before the command is stopped; at most the command's configured timeout.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Validate everything and show the exact argv, without running anything.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExecuteResult {
+    pub command: String,
+    /// The argv as executed: absolute binary, then arguments (file slots resolved).
+    pub argv: Vec<String>,
+    /// Exit code; null when the command did not exit by itself (signal, timeout, cancel) or in a dry run.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Standard output, escape sequences removed and `\r` overwrites applied.
+    pub stdout: String,
+    pub stderr: String,
+    /// Whether output beyond the server's cap was dropped.
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub duration_ms: u64,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// The timeout that applied, in seconds.
+    pub timeout_secs: u64,
+    /// True when nothing was run (dry_run).
+    pub dry_run: bool,
+    /// Device id the command was bound to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Lock keys held while it ran (or that it would take, in a dry run).
+    pub lock_keys: Vec<String>,
+    /// Why the command was stopped, in words, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+}
+
+/// Runs `execute_command` for `who`.
+pub async fn run(
+    state: &AppState,
+    who: &ClientIdentity,
+    req: ExecuteRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let config = state.config();
+    let prepared = match prepare(&config, who, req) {
+        Ok(p) => p,
+        Err(msg) => {
+            tracing::info!(client = %who.name, verdict = "refused", reason = %msg, "execute_command");
+            return super::refusal(msg);
+        }
+    };
+    let mut result = ExecuteResult {
+        command: prepared.command.name.clone(),
+        argv: prepared.argv(),
+        exit_code: None,
+        signal: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        duration_ms: 0,
+        timed_out: false,
+        cancelled: false,
+        timeout_secs: prepared.spec.timeout.as_secs(),
+        dry_run: prepared.dry_run,
+        device: None,
+        lock_keys: vec![],
+        stop_reason: None,
+    };
+    if prepared.dry_run {
+        let text = format!(
+            "dry run: would run {}\ntimeout {} s; nothing was run",
+            shell_words(&result.argv),
+            result.timeout_secs
+        );
+        return super::structured(&result, text);
+    }
+    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, verdict = "allowed", "execute_command");
+
+    let reporter = ctx.meta.get_progress_token().map(|token| {
+        progress::spawn_reporter(
+            progress::Sink {
+                peer: ctx.peer.clone(),
+                token,
+            },
+            prepared.progress.clone(),
+        )
+    });
+    let on_line = move |_kind, line: &str| {
+        if let Some(tx) = &reporter {
+            let _ = tx.send(line.to_string());
+        }
+    };
+    let outcome = if prepared.cancel == CancelPolicy::Never {
+        // Run detached from this request so that neither a cancel nor a dropped request
+        // stops it; the caller still waits for the result.
+        let executor = state.executor.clone();
+        let spec = prepared.spec.clone();
+        let mut task =
+            tokio::spawn(
+                async move { executor.run(&spec, CancellationToken::new(), on_line).await },
+            );
+        let mut refused_cancel = false;
+        let joined = loop {
+            tokio::select! {
+                r = &mut task => break r,
+                _ = ctx.ct.cancelled(), if !refused_cancel => {
+                    refused_cancel = true;
+                    tracing::warn!(client = %who.name, command = %result.command, "cancel refused: command is marked cancel: never");
+                }
+            }
+        };
+        if refused_cancel {
+            result.stop_reason = Some(
+                "a cancel was refused: this command is marked `cancel: never` and ran to its end"
+                    .into(),
+            );
+        }
+        match joined {
+            Ok(r) => r,
+            Err(e) => return super::refusal(format!("the command's task failed: {e}")),
+        }
+    } else {
+        state
+            .executor
+            .run(&prepared.spec, ctx.ct.clone(), on_line)
+            .await
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
+            return super::refusal(e.to_string());
+        }
+    };
+    fill(&mut result, &outcome, state.executor.grace());
+    tracing::info!(
+        client = %who.name, command = %result.command, exit_code = ?result.exit_code,
+        duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,
+        "execute_command finished"
+    );
+    let text = render(&result);
+    if result.exit_code == Some(0) && !result.timed_out && !result.cancelled {
+        super::structured(&result, text)
+    } else {
+        super::structured_error(&result, text)
+    }
+}
+
+struct Prepared<'a> {
+    command: &'a CommandConfig,
+    spec: Spec,
+    progress: Option<regex::Regex>,
+    cancel: CancelPolicy,
+    dry_run: bool,
+}
+
+impl Prepared<'_> {
+    fn argv(&self) -> Vec<String> {
+        std::iter::once(self.spec.binary.display().to_string())
+            .chain(self.spec.args.iter().cloned())
+            .collect()
+    }
+}
+
+/// Every check that can refuse the call, in order; nothing has run when this fails.
+fn prepare<'a>(
+    config: &'a Config,
+    who: &ClientIdentity,
+    req: ExecuteRequest,
+) -> Result<Prepared<'a>, String> {
+    let visible: Vec<&str> = config
+        .commands
+        .iter()
+        .filter(|c| who.may_run(&c.name))
+        .map(|c| c.name.as_str())
+        .collect();
+    let Some(command) = config
+        .command(&req.command)
+        .filter(|c| who.may_run(&c.name))
+    else {
+        return Err(format!(
+            "unknown command {:?}. Commands you may run: {}. Call list_commands for their argument patterns.",
+            req.command,
+            if visible.is_empty() {
+                "none".to_string()
+            } else {
+                visible.join(", ")
+            }
+        ));
+    };
+    // Checked now, not at load: a tool may be installed (or removed) while the server runs.
+    if let Some(why) = crate::config::binary_problem(&command.binary) {
+        return Err(format!(
+            "command {:?} is configured but unavailable on this host: {why}. Ask the bench operator to install it.",
+            command.name
+        ));
+    }
+    let args = req.args.into_vec();
+    let approved =
+        sanitizer::check(command, &args, &config.file_roots).map_err(|e| e.to_string())?;
+    let pattern = &command.patterns[approved.pattern_index];
+    let limit = pattern.timeout.unwrap_or(command.timeout);
+    let timeout = match req.timeout_secs {
+        None => limit,
+        Some(0) => return Err("timeout_secs must be at least 1".into()),
+        Some(t) if Duration::from_secs(t) > limit => {
+            return Err(format!(
+                "timeout_secs {t} exceeds this command's limit of {} s; pass at most {} or omit it",
+                limit.as_secs(),
+                limit.as_secs()
+            ));
+        }
+        Some(t) => Duration::from_secs(t),
+    };
+    Ok(Prepared {
+        command,
+        spec: Spec {
+            binary: command.binary.clone(),
+            args: approved.args,
+            env: command.env.clone(),
+            timeout,
+        },
+        progress: pattern
+            .progress
+            .clone()
+            .or_else(|| command.progress.clone()),
+        cancel: pattern.cancel.unwrap_or(command.cancel),
+        dry_run: req.dry_run,
+    })
+}
+
+fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
+    result.exit_code = if o.stopped.is_some() {
+        None
+    } else {
+        o.exit_code
+    };
+    result.signal = o.signal;
+    result.stdout = output::clean(&o.stdout);
+    result.stderr = output::clean(&o.stderr);
+    result.stdout_truncated = o.stdout_dropped > 0;
+    result.stderr_truncated = o.stderr_dropped > 0;
+    result.duration_ms = o.duration.as_millis() as u64;
+    result.timed_out = o.stopped == Some(StopReason::Timeout);
+    result.cancelled = matches!(
+        o.stopped,
+        Some(StopReason::Cancelled | StopReason::Shutdown)
+    );
+    let grace = grace.as_secs();
+    result.stop_reason = match o.stopped {
+        Some(StopReason::Timeout) => Some(format!(
+            "timed out after {} s: the process group got SIGTERM, then SIGKILL after {grace} s; output so far is included",
+            result.timeout_secs
+        )),
+        Some(StopReason::Cancelled) => Some(format!(
+            "cancelled by the client after {} ms: the process group got SIGTERM, then SIGKILL after {grace} s",
+            result.duration_ms
+        )),
+        Some(StopReason::Shutdown) => Some("stopped because the server is shutting down".into()),
+        None => result.stop_reason.take(),
+    };
+}
+
+fn render(r: &ExecuteResult) -> String {
+    let mut s = format!("$ {}\n", shell_words(&r.argv));
+    match (&r.stop_reason, r.exit_code, r.signal) {
+        (Some(why), _, _) if r.timed_out || r.cancelled => s.push_str(&format!("{why}\n")),
+        (_, Some(c), _) => s.push_str(&format!("exit code {c} after {} ms\n", r.duration_ms)),
+        (_, None, Some(sig)) => s.push_str(&format!(
+            "killed by signal {sig} after {} ms\n",
+            r.duration_ms
+        )),
+        _ => s.push_str(&format!("ended after {} ms\n", r.duration_ms)),
+    }
+    for (name, text, cut) in [
+        ("stdout", &r.stdout, r.stdout_truncated),
+        ("stderr", &r.stderr, r.stderr_truncated),
+    ] {
+        if !text.is_empty() {
+            s.push_str(&format!(
+                "--- {name}{} ---\n{text}",
+                if cut { " (truncated)" } else { "" }
+            ));
+            if !text.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+/// Argv as one line, quoting words with spaces (for display only; nothing is run through a shell).
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if a.contains(' ') || a.is_empty() {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

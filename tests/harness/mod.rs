@@ -1,0 +1,231 @@
+//! Test harness: the real `gatecmd` binary on an ephemeral loopback port, real MCP clients
+//! (rmcp) in both protocol revisions, and fake tools written as real executables.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::Value;
+
+pub const TOKEN_A: &str = "token-for-vm-a-0123456789";
+pub const TOKEN_B: &str = "token-for-vm-b-9876543210";
+
+/// A running `gatecmd serve`, killed on drop.
+pub struct Server {
+    pub url: String,
+    pub base: String,
+    child: Child,
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Writes `yaml` (owner-only) into a fresh directory and serves it on 127.0.0.1:0.
+    pub fn start(yaml: &str) -> Server {
+        Self::start_with(yaml, &[], &[])
+    }
+
+    /// Like [`Server::start`] with extra arguments and environment.
+    pub fn start_with(yaml: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let yaml = yaml.replace("$DIR", dir.path().to_str().expect("utf8 path"));
+        let cfg = dir.path().join("config.yaml");
+        std::fs::write(&cfg, yaml).expect("write config");
+        std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatecmd"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--bind")
+            .arg("127.0.0.1:0")
+            .args(args)
+            .env("GATECMD_LOG", "info")
+            .env("STATE_DIRECTORY", dir.path().join("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn gatecmd");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("gatecmd: listening on ") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(url.to_string());
+                    }
+                }
+                log2.lock().expect("log").push(line);
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "gatecmd did not start:\n{}",
+                    log.lock().expect("log").join("\n")
+                );
+            }
+        };
+        let base = url.trim_end_matches("/mcp").to_string();
+        Server {
+            url,
+            base,
+            child,
+            log,
+            dir,
+        }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().expect("log").join("\n")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal to the server.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig)
+            .expect("kill");
+    }
+
+    /// Waits for the server to exit.
+    pub fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The two protocol eras a client may speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25: initialize, Mcp-Session-Id, GET stream.
+    Legacy,
+    /// 2026-07-28: stateless, server/discover.
+    Modern,
+}
+
+pub const ERAS: [Era; 2] = [Era::Legacy, Era::Modern];
+
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+/// Connects an rmcp client with `token` (None: no header) in `era`.
+pub async fn connect(url: &str, token: Option<&str>, era: Era) -> anyhow::Result<Client> {
+    connect_with(url, token, era, ClientConfig::default()).await
+}
+
+/// Like [`connect`] with a given client handler configuration.
+pub async fn connect_with(
+    url: &str,
+    token: Option<&str>,
+    era: Era,
+    cfg: ClientConfig,
+) -> anyhow::Result<Client> {
+    let mut tc = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(t) = token {
+        tc = tc.auth_header(t.to_string());
+    }
+    let transport = StreamableHttpClientTransport::from_config(tc);
+    let mode = match era {
+        Era::Legacy => ClientLifecycleMode::Initialize,
+        Era::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
+    let mut cfg = cfg;
+    if era == Era::Legacy {
+        cfg.protocol_version = ProtocolVersion::V_2025_11_25;
+    }
+    Ok(cfg.serve_with_lifecycle(transport, mode).await?)
+}
+
+/// Calls a tool with JSON arguments.
+pub async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let obj = args.as_object().cloned().unwrap_or_default();
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(obj))
+        .await
+        .expect("tools/call")
+}
+
+/// The text content of a result.
+pub fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The structured content of a result.
+pub fn structured(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+pub fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+/// Writes an executable script into `dir`.
+pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p
+}
+
+/// Polls `f` until it is true or `timeout` passes.
+pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+/// Whether a process is gone (no such pid, or a zombie nobody reaped yet).
+pub fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
