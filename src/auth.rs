@@ -278,14 +278,14 @@ impl OriginPolicy {
                 return Err(AuthError::Origin(origin.into()));
             }
         }
-        if let Some(host) = host {
-            if !self.any_host {
-                let name = strip_port(host).to_ascii_lowercase();
-                if !self.allowed_hosts.contains(&name)
-                    && !self.allowed_hosts.contains(&host.to_ascii_lowercase())
-                {
-                    return Err(AuthError::Host(host.into()));
-                }
+        if let Some(host) = host
+            && !self.any_host
+        {
+            let name = strip_port(host).to_ascii_lowercase();
+            if !self.allowed_hosts.contains(&name)
+                && !self.allowed_hosts.contains(&host.to_ascii_lowercase())
+            {
+                return Err(AuthError::Host(host.into()));
             }
         }
         Ok(())

@@ -536,10 +536,11 @@ fn parse_hex16(v: &serde_yaml::Value) -> Result<u16, String> {
         other => format!("{other:?}"),
     };
     let t = s.trim_start_matches("0x");
-    if t.len() == 4 && t.chars().all(|c| c.is_ascii_hexdigit()) {
-        if let Ok(n) = u16::from_str_radix(t, 16) {
-            return Ok(n);
-        }
+    if t.len() == 4
+        && t.chars().all(|c| c.is_ascii_hexdigit())
+        && let Ok(n) = u16::from_str_radix(t, 16)
+    {
+        return Ok(n);
     }
     Err(format!(
         "{s:?} is not a USB id: write 4 hex digits in quotes, e.g. \"2207\""
@@ -857,23 +858,23 @@ impl Validator<'_> {
         self.value(check_name(&name), at, field("name"))?;
         let at = self.loc.item_key(&name, "binary");
         let binary = self.value(parse_abs(&rc.binary), at, field("binary"));
-        if let Some(d) = &rc.device {
-            if !devices.iter().any(|c| &c.name == d) {
-                let at = self.loc.item_key(&name, "device");
-                let known: Vec<_> = devices.iter().map(|c| c.name.as_str()).collect();
-                self.err(
-                    at,
-                    field("device"),
-                    format!(
-                        "unknown device class {d:?}; defined under `devices:`: {}",
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                );
-            }
+        if let Some(d) = &rc.device
+            && !devices.iter().any(|c| &c.name == d)
+        {
+            let at = self.loc.item_key(&name, "device");
+            let known: Vec<_> = devices.iter().map(|c| c.name.as_str()).collect();
+            self.err(
+                at,
+                field("device"),
+                format!(
+                    "unknown device class {d:?}; defined under `devices:`: {}",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            );
         }
         if rc.allowed_args.is_empty() {
             let at = self.loc.item_key(&name, "name");

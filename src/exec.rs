@@ -234,10 +234,10 @@ struct GroupGuard {
 
 impl GroupGuard {
     fn new(inner: Arc<Inner>, pgid: i32) -> Self {
-        if pgid > 0 {
-            if let Ok(mut g) = inner.groups.lock() {
-                g.insert(pgid);
-            }
+        if pgid > 0
+            && let Ok(mut g) = inner.groups.lock()
+        {
+            g.insert(pgid);
         }
         GroupGuard { inner, pgid }
     }

@@ -56,11 +56,10 @@ async fn report(sink: Sink, regex: Option<Regex>, mut lines: mpsc::UnboundedRece
             line = lines.recv() => {
                 let Some(line) = line else { break };
                 let Some(re) = &regex else { continue };
-                if let Some(p) = parse_percent(re, &line) {
-                    if last_sent.is_none_or(|l| p > l) && held.as_ref().is_none_or(|(h, _)| p > *h) {
+                if let Some(p) = parse_percent(re, &line)
+                    && last_sent.is_none_or(|l| p > l) && held.as_ref().is_none_or(|(h, _)| p > *h) {
                         held = Some((p, strip_ansi(&line)));
                     }
-                }
             }
             _ = tokio::time::sleep_until(flush_at), if held.is_some() => {}
             _ = heartbeat.tick(), if regex.is_none() => {
@@ -70,12 +69,12 @@ async fn report(sink: Sink, regex: Option<Regex>, mut lines: mpsc::UnboundedRece
                 continue;
             }
         }
-        if Instant::now() >= last_time + MIN_INTERVAL {
-            if let Some((p, msg)) = held.take() {
-                send(&sink, p, Some(100.0), msg).await;
-                last_sent = Some(p);
-                last_time = Instant::now();
-            }
+        if Instant::now() >= last_time + MIN_INTERVAL
+            && let Some((p, msg)) = held.take()
+        {
+            send(&sink, p, Some(100.0), msg).await;
+            last_sent = Some(p);
+            last_time = Instant::now();
         }
     }
     if let Some((p, msg)) = held.take() {

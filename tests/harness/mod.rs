@@ -64,10 +64,10 @@ impl Server {
         std::thread::spawn(move || {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("gatecmd: listening on ") {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(url.to_string());
-                    }
+                if let Some(url) = line.strip_prefix("gatecmd: listening on ")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(url.to_string());
                 }
                 log2.lock().expect("log").push(line);
             }

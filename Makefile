@@ -1,0 +1,23 @@
+# gatecmd — the two commands a fresh Debian 12 machine needs:
+#   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
+#   make test   install what is missing, run the whole test suite
+.PHONY: run test setup test-setup build lint
+
+setup:
+	./scripts/setup.sh
+
+test-setup:
+	./scripts/setup.sh --test
+
+build: setup
+	cargo build --release --locked
+
+run: build
+	./target/release/gatecmd serve --config allowed_commands.yaml
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets --locked -- -D warnings
+
+test: test-setup lint
+	cargo test --locked

@@ -1,0 +1,257 @@
+//! The executor against real child processes.
+
+mod harness;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gatecmd::exec::{CHILD_PATH, Executor, Spec, StopReason};
+use harness::{process_gone, script};
+use tokio_util::sync::CancellationToken;
+
+fn spec(binary: impl Into<PathBuf>, args: &[&str], timeout_ms: u64) -> Spec {
+    Spec {
+        binary: binary.into(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::new(),
+        timeout: Duration::from_millis(timeout_ms),
+    }
+}
+
+fn executor() -> Executor {
+    Executor::new(4, 64 * 1024, Duration::from_millis(300))
+}
+
+/// A tool that starts a grandchild ignoring SIGTERM, records its pid, and itself ignores SIGTERM.
+fn stubborn(dir: &std::path::Path) -> PathBuf {
+    script(
+        dir,
+        "stubborn.sh",
+        &format!(
+            "trap '' TERM\n(trap '' TERM; while :; do sleep 0.05; done) &\necho $! > {dir}/grandchild.pid\necho started\nwhile :; do sleep 0.05; done",
+            dir = dir.display()
+        ),
+    )
+}
+
+fn read_pid(dir: &std::path::Path) -> i32 {
+    let p = dir.join("grandchild.pid");
+    assert!(harness::eventually(Duration::from_secs(3), || p.exists()));
+    std::fs::read_to_string(&p)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid number")
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group_even_when_sigterm_is_ignored() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = stubborn(dir.path());
+    let started = Instant::now();
+    let out = executor()
+        .run(&spec(bin, &[], 500), CancellationToken::new(), |_, _| {})
+        .await
+        .expect("run");
+    assert_eq!(out.stopped, Some(StopReason::Timeout));
+    assert_eq!(
+        out.signal,
+        Some(9),
+        "SIGTERM was ignored, so SIGKILL ended it"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "started\n",
+        "partial output is kept"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let gc = read_pid(dir.path());
+    assert!(
+        harness::eventually(Duration::from_secs(1), || process_gone(gc)),
+        "grandchild {gc} survived"
+    );
+}
+
+#[tokio::test]
+async fn cancel_kills_the_group() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = stubborn(dir.path());
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c2.cancel();
+    });
+    let out = executor()
+        .run(&spec(bin, &[], 60_000), cancel, |_, _| {})
+        .await
+        .expect("run");
+    assert_eq!(out.stopped, Some(StopReason::Cancelled));
+    let gc = read_pid(dir.path());
+    assert!(harness::eventually(
+        Duration::from_secs(1),
+        || process_gone(gc)
+    ));
+}
+
+#[tokio::test]
+async fn dropping_the_run_kills_the_group() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = stubborn(dir.path());
+    let ex = executor();
+    let s = spec(bin, &[], 60_000);
+    let fut = ex.run(&s, CancellationToken::new(), |_, _| {});
+    let _ = tokio::time::timeout(Duration::from_millis(400), fut).await;
+    let gc = read_pid(dir.path());
+    assert!(
+        harness::eventually(Duration::from_secs(1), || process_gone(gc)),
+        "grandchild outlived a dropped request"
+    );
+}
+
+#[tokio::test]
+async fn leftovers_in_the_group_die_with_a_normal_exit() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = script(
+        dir.path(),
+        "daemonize.sh",
+        &format!(
+            "(while :; do sleep 0.05; done) >/dev/null 2>&1 &\necho $! > {}/grandchild.pid\nexit 0",
+            dir.path().display()
+        ),
+    );
+    let out = executor()
+        .run(&spec(bin, &[], 5_000), CancellationToken::new(), |_, _| {})
+        .await
+        .expect("run");
+    assert_eq!(out.exit_code, Some(0));
+    let gc = read_pid(dir.path());
+    assert!(harness::eventually(
+        Duration::from_secs(1),
+        || process_gone(gc)
+    ));
+}
+
+#[tokio::test]
+async fn output_is_capped_and_the_rest_counted() {
+    let ex = Executor::new(1, 1000, Duration::from_millis(200));
+    let out = ex
+        .run(
+            &spec("/usr/bin/head", &["-c", "300000", "/dev/zero"], 5_000),
+            CancellationToken::new(),
+            |_, _| {},
+        )
+        .await
+        .expect("run");
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "the child was not blocked by the cap"
+    );
+    assert_eq!(out.stdout.len(), 1000);
+    assert_eq!(out.stdout_dropped, 299_000);
+    assert_eq!(out.stderr_dropped, 0);
+}
+
+#[tokio::test]
+async fn environment_is_cleared() {
+    // SAFETY: set before any child is spawned by this test; the variable is unique to it.
+    unsafe { std::env::set_var("GATECMD_TEST_SECRET", "do-not-leak") };
+    let mut s = spec("/usr/bin/env", &[], 5_000);
+    s.env.insert("RK_MODE".into(), "fast".into());
+    let out = executor()
+        .run(&s, CancellationToken::new(), |_, _| {})
+        .await
+        .expect("run");
+    let env = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<&str> = env.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec![
+            "LANG=C.UTF-8".to_string(),
+            format!("PATH={CHILD_PATH}"),
+            "RK_MODE=fast".to_string()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn stdin_is_closed() {
+    let started = Instant::now();
+    let out = executor()
+        .run(
+            &spec("/bin/cat", &[], 5_000),
+            CancellationToken::new(),
+            |_, _| {},
+        )
+        .await
+        .expect("run");
+    assert_eq!(out.exit_code, Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "cat waited for input"
+    );
+}
+
+#[tokio::test]
+async fn lines_stream_as_they_arrive_split_on_cr_and_lf() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = script(
+        dir.path(),
+        "lines.sh",
+        "printf 'a (10%%)\\rb (20%%)\\nc\\n'; sleep 0.2; printf 'late\\n' >&2",
+    );
+    let mut seen = Vec::new();
+    let out = executor()
+        .run(&spec(bin, &[], 5_000), CancellationToken::new(), |k, l| {
+            seen.push((k, l.to_string()))
+        })
+        .await
+        .expect("run");
+    assert_eq!(out.exit_code, Some(0));
+    let texts: Vec<&str> = seen.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(texts, ["a (10%)", "b (20%)", "c", "late"]);
+    assert_eq!(seen[3].0, gatecmd::exec::StreamKind::Stderr);
+}
+
+#[tokio::test]
+async fn missing_binary_is_a_spawn_error() {
+    let err = executor()
+        .run(
+            &spec("/nonexistent/x", &[], 1_000),
+            CancellationToken::new(),
+            |_, _| {},
+        )
+        .await;
+    assert!(err.is_err_and(|e| e.to_string().contains("could not start /nonexistent/x")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_running_children_and_refuses_new_ones() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = stubborn(dir.path());
+    let ex = executor();
+    let ex2 = ex.clone();
+    let s = spec(bin, &[], 60_000);
+    let run = tokio::spawn(async move { ex2.run(&s, CancellationToken::new(), |_, _| {}).await });
+    let gc = read_pid(dir.path());
+    ex.shutdown().await;
+    let out = run.await.expect("join").expect("run");
+    assert_eq!(out.stopped, Some(StopReason::Shutdown));
+    assert!(harness::eventually(
+        Duration::from_secs(1),
+        || process_gone(gc)
+    ));
+    assert!(
+        ex.run(
+            &spec("/bin/true", &[], 1_000),
+            CancellationToken::new(),
+            |_, _| {}
+        )
+        .await
+        .is_err()
+    );
+}
