@@ -36,12 +36,15 @@ pub struct Sink {
     pub token: ProgressToken,
 }
 
-/// Spawns the reporter; feed it output lines through the returned sender. It stops when the
-/// sender is dropped.
-pub fn spawn_reporter(sink: Sink, regex: Option<Regex>) -> mpsc::UnboundedSender<String> {
+/// Spawns the reporter; feed it output lines through the returned sender. It sends what the
+/// throttle held back and stops when the sender is dropped; await the handle before replying
+/// so the last percentage reaches the client ahead of the result.
+pub fn spawn_reporter(
+    sink: Sink,
+    regex: Option<Regex>,
+) -> (mpsc::UnboundedSender<String>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(report(sink, regex, rx));
-    tx
+    (tx, tokio::spawn(report(sink, regex, rx)))
 }
 
 async fn report(sink: Sink, regex: Option<Regex>, mut lines: mpsc::UnboundedReceiver<String>) {

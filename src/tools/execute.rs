@@ -112,15 +112,17 @@ pub async fn run(
     }
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, verdict = "allowed", "execute_command");
 
-    let reporter = ctx.meta.get_progress_token().map(|token| {
-        progress::spawn_reporter(
-            progress::Sink {
+    let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
+        Some(token) => {
+            let sink = progress::Sink {
                 peer: ctx.peer.clone(),
                 token,
-            },
-            prepared.progress.clone(),
-        )
-    });
+            };
+            let (tx, done) = progress::spawn_reporter(sink, prepared.progress.clone());
+            (Some(tx), Some(done))
+        }
+        None => (None, None),
+    };
     let on_line = move |_kind, line: &str| {
         if let Some(tx) = &reporter {
             let _ = tx.send(line.to_string());
@@ -168,6 +170,10 @@ pub async fn run(
             return super::refusal(e.to_string());
         }
     };
+    if let Some(done) = reporter_done {
+        // The line sender went with the run; the reporter now flushes and ends.
+        let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
+    }
     fill(&mut result, &outcome, state.executor.grace());
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,

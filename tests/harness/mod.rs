@@ -229,3 +229,101 @@ pub fn process_gone(pid: i32) -> bool {
             .is_some_and(|(_, rest)| rest.starts_with('Z')),
     }
 }
+
+/// What a recording client heard from the server.
+#[derive(Debug, Clone)]
+pub enum Heard {
+    Progress(rmcp::model::ProgressNotificationParam),
+    ResourceUpdated(String),
+    ResourceListChanged,
+}
+
+/// A client handler that records notifications.
+#[derive(Clone)]
+pub struct Recorder {
+    pub tx: tokio::sync::mpsc::UnboundedSender<Heard>,
+    pub legacy: bool,
+}
+
+impl rmcp::ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        let mut c = ClientConfig::default();
+        if self.legacy {
+            c.protocol_version = ProtocolVersion::V_2025_11_25;
+        }
+        c
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _ctx: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.tx.send(Heard::Progress(params));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _ctx: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.tx.send(Heard::ResourceUpdated(params.uri.to_string()));
+    }
+
+    async fn on_resource_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleClient>) {
+        let _ = self.tx.send(Heard::ResourceListChanged);
+    }
+}
+
+pub type RecordingClient = RunningService<RoleClient, Recorder>;
+
+/// Connects a recording client.
+pub async fn connect_recorder(
+    url: &str,
+    token: Option<&str>,
+    era: Era,
+) -> anyhow::Result<(RecordingClient, tokio::sync::mpsc::UnboundedReceiver<Heard>)> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tc = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(t) = token {
+        tc = tc.auth_header(t.to_string());
+    }
+    let transport = StreamableHttpClientTransport::from_config(tc);
+    let mode = match era {
+        Era::Legacy => ClientLifecycleMode::Initialize,
+        Era::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
+    let client = Recorder {
+        tx,
+        legacy: era == Era::Legacy,
+    }
+    .serve_with_lifecycle(transport, mode)
+    .await?;
+    Ok((client, rx))
+}
+
+/// Sends `tools/call` as a cancellable request.
+pub async fn start_call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: Value,
+) -> rmcp::service::RequestHandle<RoleClient> {
+    let obj = args.as_object().cloned().unwrap_or_default();
+    let req = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(
+        CallToolRequestParams::new(tool.to_string()).with_arguments(obj),
+    ));
+    client
+        .send_cancellable_request(req, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .expect("send tools/call")
+}
+
+/// The fake flashing tool shipped in tests/tools.
+pub fn fake_rk() -> String {
+    format!(
+        "{}/tests/tools/fake-rkdeveloptool",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
