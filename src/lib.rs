@@ -1,1 +1,3 @@
 //! gatecmd: a device-aware, allowlisted command gateway spoken over MCP.
+
+pub mod devices;
