@@ -15,12 +15,17 @@
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
 //! - [`progress`]: output lines turned into MCP progress notifications.
+//! - [`devices`]: the USB device model, Rockchip identification, the registry and its
+//!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
+//! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
 
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod devices;
 pub mod exec;
 pub mod http;
+pub mod locks;
 pub mod output;
 pub mod progress;
 pub mod sanitizer;

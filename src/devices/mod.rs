@@ -1,0 +1,27 @@
+//! USB devices attached to the host: the model, Rockchip identification, the
+//! shared registry with its change stream, and the backends that keep it current.
+//!
+//! - [`model`]: `Device`, `DeviceId` (the physical port path), `VidPid`, events.
+//! - [`rockchip`]: SoC from the PID table, MaskROM/Loader from bcdUSB.
+//! - [`registry`]: the one source of truth (dashmap) and its broadcast channel.
+//! - `udev` (feature `udev`): libudev enumeration + netlink monitor on tokio.
+//! - `libusb`: rusb enumeration + hotplug, for hosts or builds without udev.
+//! - `sysfs`: attribute parsing and the periodic-rescan fallback.
+//! - `monitor`: backend choice, start/stop, and the re-enumeration grace.
+//!
+//! See `docs/DEVICES.md` for the semantics.
+
+mod error;
+mod libusb;
+pub mod model;
+mod monitor;
+pub mod registry;
+pub mod rockchip;
+mod sysfs;
+#[cfg(feature = "udev")]
+mod udev;
+
+pub use error::DeviceError;
+pub use model::{Device, DeviceEvent, DeviceId, DeviceKind, RockchipMode, VidPid};
+pub use monitor::{Backend, DEFAULT_REMOVAL_GRACE, MonitorHandle, MonitorOptions, start_monitor};
+pub use registry::{EventSource, Registry};

@@ -1,0 +1,185 @@
+//! A small safe wrapper over libumockdev's C API, for tests only (it must never
+//! link into the gatecmd binary).
+//!
+//! Rules learnt the hard way (see TESTING.md): the testbed must exist before any
+//! udev monitor or libusb context; the process owning it must itself run under
+//! `LD_PRELOAD=libumockdev-preload.so.0` (use [`rerun_under_preload`]); and
+//! umockdev 0.17 sends no `remove` uevent on removal, so [`Testbed::unplug`] sends
+//! them itself, deepest device first, like the kernel.
+
+#![allow(dead_code)]
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[repr(C)]
+struct GError {
+    domain: u32,
+    code: c_int,
+    message: *mut c_char,
+}
+
+#[link(name = "umockdev")]
+#[link(name = "gobject-2.0")]
+#[link(name = "glib-2.0")]
+unsafe extern "C" {
+    fn umockdev_testbed_new() -> *mut c_void;
+    fn umockdev_testbed_add_from_string(
+        testbed: *mut c_void,
+        data: *const c_char,
+        error: *mut *mut GError,
+    ) -> c_int;
+    fn umockdev_testbed_uevent(testbed: *mut c_void, devpath: *const c_char, action: *const c_char);
+    fn umockdev_testbed_remove_device(testbed: *mut c_void, syspath: *const c_char);
+    fn umockdev_testbed_get_root_dir(testbed: *mut c_void) -> *mut c_char;
+    fn g_object_unref(object: *mut c_void);
+    fn g_free(mem: *mut c_void);
+    fn g_error_free(error: *mut GError);
+}
+
+/// Env var telling a test body that it is the re-executed run under the preload.
+pub const INNER_MARKER: &str = "GATECMD_UMOCKDEV_INNER";
+
+/// True inside the re-executed, preloaded run of a test.
+pub fn is_inner_run() -> bool {
+    std::env::var_os(INNER_MARKER).is_some()
+}
+
+/// Re-executes this test binary for one test only, under the umockdev preload,
+/// prints its output and asserts that it passed.
+pub fn rerun_under_preload(test_name: &str) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let output = Command::new(exe)
+        .args([test_name, "--exact", "--test-threads=1", "--nocapture"])
+        .env("LD_PRELOAD", "libumockdev-preload.so.0")
+        .env(INNER_MARKER, "1")
+        .env_remove("UMOCKDEV_DIR")
+        .output()
+        .expect("re-running the test binary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("--- {test_name} under umockdev: stdout ---\n{stdout}");
+    eprintln!("--- {test_name} under umockdev: stderr ---\n{stderr}");
+    assert!(
+        output.status.success(),
+        "{test_name} failed under umockdev ({})",
+        output.status
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{test_name} did not run exactly one test under umockdev"
+    );
+}
+
+/// A umockdev testbed: a fake /sys and /dev for this process.
+pub struct Testbed {
+    raw: *mut c_void,
+}
+
+impl Testbed {
+    /// Creates the testbed and points `UMOCKDEV_DIR` at it. Call before creating
+    /// any udev monitor or libusb context.
+    pub fn new() -> Self {
+        assert!(
+            is_inner_run(),
+            "a Testbed needs the umockdev preload: call rerun_under_preload first"
+        );
+        // SAFETY: plain constructor; returns a new GObject reference we own.
+        let raw = unsafe { umockdev_testbed_new() };
+        assert!(!raw.is_null(), "umockdev_testbed_new failed");
+        Testbed { raw }
+    }
+
+    /// Adds devices from umockdev-record text; emits an `add` uevent for each.
+    pub fn add_from_string(&self, text: &str) {
+        let text = CString::new(text).expect("fixture without NUL bytes");
+        let mut error: *mut GError = std::ptr::null_mut();
+        // SAFETY: valid testbed and C string; `error` is an out-pointer we free.
+        let ok = unsafe { umockdev_testbed_add_from_string(self.raw, text.as_ptr(), &mut error) };
+        if ok == 0 {
+            let message = if error.is_null() {
+                "unknown error".to_owned()
+            } else {
+                // SAFETY: a set GError has a valid message; freed right after.
+                let m = unsafe { CStr::from_ptr((*error).message) }
+                    .to_string_lossy()
+                    .into_owned();
+                unsafe { g_error_free(error) };
+                m
+            };
+            panic!("umockdev_testbed_add_from_string: {message}");
+        }
+    }
+
+    /// Sends a uevent (`add`, `remove`, `change`, `bind`, `unbind`) for a
+    /// `/sys/devices/…` path.
+    pub fn uevent(&self, syspath: &str, action: &str) {
+        let path = CString::new(syspath).expect("syspath without NUL");
+        let action = CString::new(action).expect("action without NUL");
+        // SAFETY: valid testbed and C strings.
+        unsafe { umockdev_testbed_uevent(self.raw, path.as_ptr(), action.as_ptr()) };
+    }
+
+    /// Unplugs a device like the kernel does: `remove` for each child and then
+    /// the device, deepest first, each followed by its removal from the testbed.
+    pub fn unplug(&self, syspath: &str) {
+        let top = self.root_dir().join(syspath.trim_start_matches('/'));
+        let mut devices = Vec::new();
+        collect_devices(&top, &mut devices);
+        devices.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for dir in devices {
+            let rel = dir
+                .strip_prefix(self.root_dir())
+                .expect("under the testbed");
+            let sys = format!("/{}", rel.display());
+            self.uevent(&sys, "remove");
+            let c = CString::new(sys).expect("syspath without NUL");
+            // SAFETY: valid testbed and C string.
+            unsafe { umockdev_testbed_remove_device(self.raw, c.as_ptr()) };
+        }
+    }
+
+    /// The testbed directory (holds `sys/` and `dev/`).
+    pub fn root_dir(&self) -> PathBuf {
+        // SAFETY: returns a newly allocated string we free with g_free.
+        unsafe {
+            let raw = umockdev_testbed_get_root_dir(self.raw);
+            assert!(!raw.is_null(), "testbed without root dir");
+            let path = PathBuf::from(CStr::from_ptr(raw).to_string_lossy().into_owned());
+            g_free(raw.cast());
+            path
+        }
+    }
+}
+
+impl Default for Testbed {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        // SAFETY: we own exactly one reference.
+        unsafe { g_object_unref(self.raw) };
+    }
+}
+
+/// `dir` and every directory below it that is a device (has a `uevent` file).
+fn collect_devices(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.join("uevent").is_file() {
+        out.push(dir.to_owned());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // Links (driver, subsystem, port, …) point elsewhere: not children.
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if is_dir {
+            collect_devices(&path, out);
+        }
+    }
+}
