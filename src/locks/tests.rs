@@ -1,0 +1,1138 @@
+//! Behaviour tests for the lock manager, on a real tokio runtime. TTL tests
+//! run with paused time, so they are exact and instant.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use tokio::time::{Instant, sleep, timeout};
+
+use super::*;
+
+fn k(text: &str) -> LockKey {
+    text.parse().unwrap()
+}
+
+fn board() -> LockKey {
+    k("usb:2207:350b")
+}
+
+fn client(name: &str) -> ClientName {
+    ClientName(name.to_owned())
+}
+
+fn mgr() -> LockManager {
+    LockManager::new(LockSettings::default())
+}
+
+fn cmd(who: &str, keys: &[LockKey]) -> CommandLockRequest {
+    CommandLockRequest {
+        keys: keys.to_vec(),
+        client: client(who),
+        session: None,
+        lease: None,
+        command: format!("rkdeveloptool by {who}"),
+    }
+}
+
+fn cmd_with_lease(who: &str, key: &LockKey, lease: &LeaseId) -> CommandLockRequest {
+    CommandLockRequest {
+        lease: Some(lease.clone()),
+        ..cmd(who, std::slice::from_ref(key))
+    }
+}
+
+fn lease_req(who: &str, key: &LockKey) -> LeaseRequest {
+    LeaseRequest {
+        key: key.clone(),
+        client: client(who),
+        session: None,
+        ttl: None,
+        note: None,
+        wait: Duration::ZERO,
+    }
+}
+
+fn queue_len(m: &LockManager, key: &LockKey) -> usize {
+    m.key_state(key).map_or(0, |s| s.queue_len)
+}
+
+/// Lets spawned tasks run until `key` has `n` waiters.
+async fn until_queued(m: &LockManager, key: &LockKey, n: usize) {
+    for _ in 0..10_000 {
+        if queue_len(m, key) == n {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("queue of {key} never reached {n}");
+}
+
+fn busy(err: LockError) -> BusyInfo {
+    match err {
+        LockError::Busy(info) => *info,
+        other => panic!("expected Busy, got {other:?}"),
+    }
+}
+
+fn drain(rx: &mut tokio::sync::broadcast::Receiver<LockEvent>) -> Vec<LockEventKind> {
+    let mut kinds = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        kinds.push(event.kind);
+    }
+    kinds
+}
+
+// ---- exclusion and queueing -------------------------------------------
+
+#[tokio::test]
+async fn free_key_is_taken_at_once_and_freed_on_drop() {
+    let m = mgr();
+    let guard = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let state = m.key_state(&board()).unwrap();
+    assert_eq!(state.running.unwrap().client, client("vm-a"));
+    drop(guard);
+    assert_eq!(m.key_state(&board()), None);
+    assert!(m.snapshot().keys.is_empty());
+}
+
+#[tokio::test]
+async fn second_command_is_refused_naming_the_running_one() {
+    let m = mgr();
+    let _a = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let info = busy(
+        m.try_acquire_for_command(cmd("vm-b", &[board()]))
+            .unwrap_err(),
+    );
+    assert_eq!(info.holder, client("vm-a"));
+    assert_eq!(info.held_by, HeldBy::Command);
+    assert_eq!(info.command.as_deref(), Some("rkdeveloptool by vm-a"));
+    assert_eq!(info.queue_len, 0);
+    assert_eq!(info.expires_at, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutual_exclusion_under_heavy_concurrency() {
+    let m = mgr();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    // Who holds a lease right now: no other client's command may run then.
+    let leased_by = Arc::new(std::sync::Mutex::new(None::<ClientName>));
+
+    let mut tasks = Vec::new();
+    for t in 0..40 {
+        let (m, inside, max_seen, runs, leased_by) = (
+            m.clone(),
+            inside.clone(),
+            max_seen.clone(),
+            runs.clone(),
+            leased_by.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let me = client(&format!("vm-{t}"));
+            let run = |lease: Option<LeaseId>| {
+                let req = CommandLockRequest {
+                    keys: vec![board(), k("group:rk")],
+                    client: me.clone(),
+                    session: None,
+                    lease,
+                    command: "rkdeveloptool rd".to_owned(),
+                };
+                let (m, inside, max_seen, runs, leased_by) = (
+                    m.clone(),
+                    inside.clone(),
+                    max_seen.clone(),
+                    runs.clone(),
+                    leased_by.clone(),
+                );
+                let me = me.clone();
+                async move {
+                    let _g = m
+                        .acquire_for_command_wait(req, Duration::from_secs(60))
+                        .await
+                        .unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_seen.fetch_max(now, Ordering::SeqCst);
+                    if let Some(holder) = leased_by.lock().unwrap().clone() {
+                        assert_eq!(holder, me, "ran during another client's lease");
+                    }
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    runs.fetch_add(1, Ordering::SeqCst);
+                }
+            };
+            for i in 0..10 {
+                if (t + i) % 7 == 0 {
+                    let lease = m
+                        .lock(LeaseRequest {
+                            wait: Duration::from_secs(60),
+                            ..lease_req(&me.0, &board())
+                        })
+                        .await
+                        .unwrap();
+                    *leased_by.lock().unwrap() = Some(me.clone());
+                    run(Some(lease.lease_id.clone())).await;
+                    run(Some(lease.lease_id.clone())).await;
+                    *leased_by.lock().unwrap() = None;
+                    m.unlock(&lease.lease_id, &me).unwrap();
+                } else {
+                    run(None).await;
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        timeout(Duration::from_secs(60), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(max_seen.load(Ordering::SeqCst), 1);
+    assert!(runs.load(Ordering::SeqCst) >= 400);
+    assert!(m.snapshot().keys.is_empty(), "{:?}", m.snapshot());
+}
+
+#[tokio::test]
+async fn five_waiters_are_served_in_fifo_order() {
+    let m = mgr();
+    let first = m.try_acquire_for_command(cmd("vm-0", &[board()])).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for i in 1..=5 {
+        let (mc, tx) = (m.clone(), tx.clone());
+        tasks.push(tokio::spawn(async move {
+            let g = mc
+                .acquire_for_command(cmd(&format!("vm-{i}"), &[board()]))
+                .await
+                .unwrap();
+            tx.send(i).unwrap();
+            tokio::task::yield_now().await;
+            drop(g);
+        }));
+        until_queued(&m, &board(), i).await;
+    }
+    drop(tx);
+    drop(first);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut order = Vec::new();
+    while let Some(i) = rx.recv().await {
+        order.push(i);
+    }
+    assert_eq!(order, vec![1, 2, 3, 4, 5]);
+}
+
+#[tokio::test]
+async fn lease_and_command_requests_share_one_queue() {
+    let m = mgr();
+    let running = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let lease_waiter = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.lock(LeaseRequest {
+                wait: Duration::from_secs(60),
+                ..lease_req("vm-b", &board())
+            })
+            .await
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+    let cmd_waiter = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.acquire_for_command_wait(cmd("vm-c", &[board()]), Duration::from_secs(60))
+                .await
+                .map(|g| g.keys().cloned().collect::<Vec<_>>())
+        }
+    });
+    until_queued(&m, &board(), 2).await;
+
+    drop(running);
+    let lease = lease_waiter.await.unwrap().unwrap();
+    assert_eq!(lease.holder, client("vm-b"));
+    // vm-c is behind vm-b's lease now.
+    assert_eq!(queue_len(&m, &board()), 1);
+    assert!(!cmd_waiter.is_finished());
+
+    m.unlock(&lease.lease_id, &client("vm-b")).unwrap();
+    assert_eq!(cmd_waiter.await.unwrap().unwrap(), vec![board()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_timeout_is_busy_with_queue_info() {
+    let m = mgr();
+    let _held = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let _patient = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire_for_command(cmd("vm-c", &[board()])).await }
+    });
+    until_queued(&m, &board(), 1).await;
+
+    let start = Instant::now();
+    let err = m
+        .acquire_for_command_wait(cmd("vm-b", &[board()]), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    let info = busy(err.clone());
+    assert_eq!(info.queue_len, 1, "only the patient waiter is left");
+    assert_eq!(info.waited_secs, 5);
+    assert!(
+        err.to_string().ends_with(
+            "; 1 waiting; waited 5s. Retry with wait_secs to queue for it, or try later."
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_waiting_future_leaves_the_queue_at_once() {
+    let m = mgr();
+    let held = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let mut waiting = Box::pin(m.acquire_for_command(cmd("vm-b", &[board()])));
+    assert!(futures::poll!(&mut waiting).is_pending());
+    assert_eq!(queue_len(&m, &board()), 1);
+    drop(waiting);
+    assert_eq!(queue_len(&m, &board()), 0);
+    drop(held);
+    assert_eq!(m.key_state(&board()), None);
+}
+
+#[tokio::test]
+async fn a_key_handed_to_a_waiter_that_gave_up_passes_on() {
+    let m = mgr();
+    let held = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let mut b = Box::pin(m.acquire_for_command(cmd("vm-b", &[board()])));
+    assert!(futures::poll!(&mut b).is_pending());
+    let mut c = Box::pin(m.acquire_for_command(cmd("vm-c", &[board()])));
+    assert!(futures::poll!(&mut c).is_pending());
+
+    drop(held);
+    // Handed over at once, before vm-b's future runs again.
+    let running = m.key_state(&board()).unwrap().running.unwrap();
+    assert_eq!(running.client, client("vm-b"));
+    drop(b);
+    let running = m.key_state(&board()).unwrap().running.unwrap();
+    assert_eq!(running.client, client("vm-c"));
+    let g = c.await.unwrap();
+    drop(g);
+    assert_eq!(m.key_state(&board()), None);
+}
+
+#[tokio::test]
+async fn a_lease_handed_to_a_waiter_that_gave_up_is_ended() {
+    let m = mgr();
+    let mut events = m.subscribe();
+    let held = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let mut b = Box::pin(m.lock(LeaseRequest {
+        wait: Duration::from_secs(60),
+        ..lease_req("vm-b", &board())
+    }));
+    assert!(futures::poll!(&mut b).is_pending());
+    drop(held);
+    assert_eq!(
+        m.key_state(&board()).unwrap().lease.unwrap().holder,
+        client("vm-b")
+    );
+    drop(b);
+    assert_eq!(m.key_state(&board()), None);
+    let kinds = drain(&mut events);
+    assert!(kinds.ends_with(&[LockEventKind::Taken, LockEventKind::Released]));
+}
+
+#[tokio::test]
+async fn a_newcomer_cannot_barge_past_waiters() {
+    let m = mgr();
+    let held = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let waiter = tokio::spawn({
+        let m = m.clone();
+        async move {
+            let g = m
+                .acquire_for_command(cmd("vm-b", &[board()]))
+                .await
+                .unwrap();
+            sleep(Duration::from_millis(20)).await;
+            drop(g);
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+    drop(held);
+    // vm-b's task has not run since, yet the key is already its.
+    let info = busy(
+        m.try_acquire_for_command(cmd("vm-c", &[board()]))
+            .unwrap_err(),
+    );
+    assert_eq!(info.holder, client("vm-b"));
+    waiter.await.unwrap();
+}
+
+#[tokio::test]
+async fn two_commands_of_one_lease_run_one_after_the_other() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    let first = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+        .unwrap();
+    let info = busy(
+        m.try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+            .unwrap_err(),
+    );
+    assert_eq!(info.holder, client("vm-a"));
+    let second = tokio::spawn({
+        let m = m.clone();
+        let req = cmd_with_lease("vm-a", &board(), &lease.lease_id);
+        async move {
+            m.acquire_for_command_wait(req, Duration::from_secs(60))
+                .await
+                .map(drop)
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+    drop(first);
+    second.await.unwrap().unwrap();
+}
+
+// ---- multiple keys ---------------------------------------------------------
+
+#[tokio::test]
+async fn several_keys_are_sorted_and_deduplicated() {
+    let m = mgr();
+    let g = m
+        .try_acquire_for_command(cmd(
+            "vm-a",
+            &[k("usb:2207:350b"), k("group:rk"), k("usb:2207:350b")],
+        ))
+        .unwrap();
+    let keys: Vec<_> = g.keys().cloned().collect();
+    assert_eq!(keys, vec![k("usb:2207:350b"), k("group:rk")]);
+    assert_eq!(m.snapshot().keys.len(), 2);
+}
+
+#[tokio::test]
+async fn a_failed_try_on_several_keys_holds_none() {
+    let m = mgr();
+    let (k1, k2) = (k("usb:2207:0001"), k("usb:2207:0002"));
+    let _b = m
+        .try_acquire_for_command(cmd("vm-b", std::slice::from_ref(&k2)))
+        .unwrap();
+    let info = busy(
+        m.try_acquire_for_command(cmd("vm-a", &[k2.clone(), k1.clone()]))
+            .unwrap_err(),
+    );
+    assert_eq!(info.key, k2);
+    assert_eq!(m.key_state(&k1), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_wait_on_several_keys_releases_the_earlier_ones() {
+    let m = mgr();
+    let (k1, k2) = (k("usb:2207:0001"), k("usb:2207:0002"));
+    let _b = m
+        .try_acquire_for_command(cmd("vm-b", std::slice::from_ref(&k2)))
+        .unwrap();
+    let attempt = tokio::spawn({
+        let m = m.clone();
+        let req = cmd("vm-a", &[k1.clone(), k2.clone()]);
+        async move {
+            m.acquire_for_command_wait(req, Duration::from_secs(5))
+                .await
+        }
+    });
+    until_queued(&m, &k2, 1).await;
+    // While it queues for k2 it holds k1: ordered locking.
+    assert_eq!(
+        m.key_state(&k1).unwrap().running.unwrap().client,
+        client("vm-a")
+    );
+    let info = busy(attempt.await.unwrap().unwrap_err());
+    assert_eq!(info.key, k2);
+    assert_eq!(m.key_state(&k1), None);
+    assert_eq!(queue_len(&m, &k2), 0);
+}
+
+#[tokio::test]
+async fn a_command_without_keys_needs_no_lock() {
+    let m = mgr();
+    let g = m.try_acquire_for_command(cmd("vm-a", &[])).unwrap();
+    assert_eq!(g.keys().count(), 0);
+}
+
+// ---- leases -----------------------------------------------------------------
+
+#[tokio::test]
+async fn a_lease_admits_only_its_holder() {
+    let m = mgr();
+    let lease = m
+        .lock(LeaseRequest {
+            session: Some(SessionId("s-a".into())),
+            note: Some("flashing rk3588".into()),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap();
+    let id = &lease.lease_id;
+
+    // Another client, without the id: busy, naming the lease.
+    let info = busy(
+        m.try_acquire_for_command(cmd("vm-b", &[board()]))
+            .unwrap_err(),
+    );
+    assert_eq!(info.held_by, HeldBy::Lease);
+    assert_eq!(info.note.as_deref(), Some("flashing rk3588"));
+    assert_eq!(info.expires_in_secs, Some(600));
+
+    // Another client with the id: refused at once, even when willing to wait.
+    let start = Instant::now();
+    let err = m
+        .acquire_for_command_wait(
+            cmd_with_lease("vm-b", &board(), id),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        err,
+        LockError::NotYourLease {
+            lease_id: id.clone(),
+            owner: client("vm-a"),
+            client: client("vm-b"),
+        }
+    );
+
+    // The holder with the id.
+    drop(
+        m.try_acquire_for_command(cmd_with_lease("vm-a", &board(), id))
+            .unwrap(),
+    );
+    // The holder's session without the id.
+    drop(
+        m.try_acquire_for_command(CommandLockRequest {
+            session: Some(SessionId("s-a".into())),
+            ..cmd("vm-a", &[board()])
+        })
+        .unwrap(),
+    );
+    // The holder from elsewhere without the id: like anyone else.
+    busy(
+        m.try_acquire_for_command(cmd("vm-a", &[board()]))
+            .unwrap_err(),
+    );
+    busy(
+        m.try_acquire_for_command(CommandLockRequest {
+            session: Some(SessionId("s-other".into())),
+            ..cmd("vm-a", &[board()])
+        })
+        .unwrap_err(),
+    );
+    // Someone else who happens to share the session id: still not theirs.
+    busy(
+        m.try_acquire_for_command(CommandLockRequest {
+            session: Some(SessionId("s-a".into())),
+            ..cmd("vm-b", &[board()])
+        })
+        .unwrap_err(),
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_lease_is_refused() {
+    let m = mgr();
+    let ghost = LeaseId("lease-00000000-0000-4000-8000-000000000000".into());
+    let err = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &ghost))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LockError::UnknownLease {
+            lease_id: ghost.clone()
+        }
+    );
+    let err = m
+        .acquire_for_command(cmd_with_lease("vm-a", &board(), &ghost))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LockError::UnknownLease {
+            lease_id: ghost.clone()
+        }
+    );
+    assert!(matches!(
+        m.unlock(&ghost, &client("vm-a")),
+        Err(LockError::UnknownLease { .. })
+    ));
+    assert!(matches!(
+        m.force_unlock(&ghost, "root"),
+        Err(LockError::UnknownLease { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_holder_is_not_blocked_by_strangers_queued_for_its_lease() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    let _stranger = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire_for_command(cmd("vm-b", &[board()])).await }
+    });
+    until_queued(&m, &board(), 1).await;
+    drop(
+        m.try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+            .unwrap(),
+    );
+    assert_eq!(queue_len(&m, &board()), 1);
+}
+
+#[tokio::test]
+async fn asking_again_for_a_held_key_is_already_held() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    let err = m
+        .lock(LeaseRequest {
+            wait: Duration::from_secs(30),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LockError::AlreadyHeld {
+            key: board(),
+            client: client("vm-a"),
+            lease_id: lease.lease_id.clone(),
+            expires_at: lease.expires_at,
+        }
+    );
+    assert_eq!(m.snapshot().keys.len(), 1);
+}
+
+#[tokio::test]
+async fn ttl_defaults_and_limits() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    assert_eq!(lease.ttl_secs, 600);
+    assert_eq!(lease.key, board());
+    assert_eq!(lease.holder, client("vm-a"));
+    assert!(lease.lease_id.0.starts_with("lease-"));
+
+    let too_long = m
+        .lock(LeaseRequest {
+            ttl: Some(Duration::from_secs(3601)),
+            ..lease_req("vm-a", &k("group:rk"))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        too_long,
+        LockError::TtlTooLong {
+            requested: Duration::from_secs(3601),
+            max: Duration::from_secs(3600),
+        }
+    );
+    let zero = m
+        .lock(LeaseRequest {
+            ttl: Some(Duration::ZERO),
+            ..lease_req("vm-a", &k("group:rk"))
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(zero, LockError::ZeroTtl { .. }));
+    let max = m
+        .lock(LeaseRequest {
+            ttl: Some(Duration::from_secs(3600)),
+            ..lease_req("vm-a", &k("group:rk"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(max.ttl_secs, 3600);
+}
+
+#[tokio::test]
+async fn a_lease_needs_the_key_free_of_running_commands() {
+    let m = mgr();
+    let running = m.try_acquire_for_command(cmd("vm-b", &[board()])).unwrap();
+    let info = busy(m.lock(lease_req("vm-a", &board())).await.unwrap_err());
+    assert_eq!(info.held_by, HeldBy::Command);
+    drop(running);
+    m.lock(lease_req("vm-a", &board())).await.unwrap();
+}
+
+#[tokio::test]
+async fn unlock_refuses_other_clients_and_frees_the_key() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    let err = m.unlock(&lease.lease_id, &client("vm-b")).unwrap_err();
+    assert!(matches!(err, LockError::NotYourLease { .. }));
+    assert!(m.key_state(&board()).unwrap().lease.is_some());
+
+    let ended = m.unlock(&lease.lease_id, &client("vm-a")).unwrap();
+    assert_eq!(ended.lease_id, lease.lease_id);
+    assert_eq!(m.key_state(&board()), None);
+    assert!(matches!(
+        m.unlock(&lease.lease_id, &client("vm-a")),
+        Err(LockError::UnknownLease { .. })
+    ));
+}
+
+#[tokio::test]
+async fn unlock_during_a_command_frees_the_key_when_it_ends() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    let running = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+        .unwrap();
+    let waiter = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.acquire_for_command(cmd("vm-b", &[board()]))
+                .await
+                .map(drop)
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+
+    m.unlock(&lease.lease_id, &client("vm-a")).unwrap();
+    // The lease is gone at once; the command keeps the key.
+    let state = m.key_state(&board()).unwrap();
+    assert_eq!(state.lease, None);
+    assert_eq!(state.running.unwrap().client, client("vm-a"));
+    assert!(matches!(
+        m.try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id)),
+        Err(LockError::UnknownLease { .. })
+    ));
+    assert!(!waiter.is_finished());
+
+    drop(running);
+    waiter.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn force_unlock_ends_anyones_lease() {
+    let m = mgr();
+    let mut events = m.subscribe();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    let ended = m.force_unlock(&lease.lease_id, "admin").unwrap();
+    assert_eq!(ended.holder, client("vm-a"));
+    assert_eq!(m.key_state(&board()), None);
+    let _taken = events.try_recv().unwrap();
+    let forced = events.try_recv().unwrap();
+    assert_eq!(forced.kind, LockEventKind::ForceReleased);
+    assert_eq!(forced.reason.as_deref(), Some("force-unlocked by admin"));
+}
+
+#[tokio::test]
+async fn release_session_ends_that_sessions_leases() {
+    let m = mgr();
+    let s = SessionId("s-1".into());
+    let in_session = |key: &LockKey| LeaseRequest {
+        session: Some(s.clone()),
+        ..lease_req("vm-a", key)
+    };
+    let (k1, k2, k3) = (k("usb:2207:0001"), k("usb:2207:0002"), k("usb:2207:0003"));
+    m.lock(in_session(&k1)).await.unwrap();
+    m.lock(in_session(&k2)).await.unwrap();
+    m.lock(lease_req("vm-a", &k3)).await.unwrap();
+    let waiter = tokio::spawn({
+        let m = m.clone();
+        let k1 = k1.clone();
+        async move {
+            m.lock(LeaseRequest {
+                wait: Duration::from_secs(60),
+                ..lease_req("vm-b", &k1)
+            })
+            .await
+        }
+    });
+    until_queued(&m, &k1, 1).await;
+
+    let ended = m.release_session(&s);
+    let keys: Vec<_> = ended.iter().map(|l| l.key.clone()).collect();
+    assert_eq!(keys, vec![k1.clone(), k2.clone()]);
+    assert_eq!(waiter.await.unwrap().unwrap().holder, client("vm-b"));
+    assert_eq!(m.key_state(&k2), None);
+    assert!(m.key_state(&k3).unwrap().lease.is_some());
+    assert!(m.release_session(&s).is_empty());
+}
+
+// ---- TTL (paused time) ---------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_expires_after_its_ttl() {
+    let m = mgr();
+    let mut events = m.subscribe();
+    m.lock(LeaseRequest {
+        ttl: Some(Duration::from_secs(60)),
+        ..lease_req("vm-a", &board())
+    })
+    .await
+    .unwrap();
+    sleep(Duration::from_secs(59)).await;
+    assert!(m.key_state(&board()).is_some());
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(m.key_state(&board()), None);
+    assert_eq!(
+        drain(&mut events),
+        vec![LockEventKind::Taken, LockEventKind::Expired]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_command_renews_its_lease_at_start_and_end() {
+    let m = mgr();
+    let mut events = m.subscribe();
+    let lease = m
+        .lock(LeaseRequest {
+            ttl: Some(Duration::from_secs(60)),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap();
+    let remaining = |m: &LockManager| {
+        busy(
+            m.try_acquire_for_command(cmd("vm-b", &[board()]))
+                .unwrap_err(),
+        )
+    };
+
+    sleep(Duration::from_secs(50)).await;
+    assert_eq!(remaining(&m).expires_in_secs, Some(10));
+    let g = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+        .unwrap();
+    assert_eq!(remaining(&m).expires_in_secs, Some(60));
+    sleep(Duration::from_secs(20)).await;
+    drop(g);
+    assert_eq!(remaining(&m).expires_in_secs, Some(60));
+    let kinds = drain(&mut events);
+    assert!(kinds.contains(&LockEventKind::Renewed));
+    assert!(kinds.contains(&LockEventKind::CommandFinished));
+
+    // 110 s after it was taken, a 60 s lease lives on thanks to its command.
+    sleep(Duration::from_secs(40)).await;
+    assert!(m.key_state(&board()).unwrap().lease.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_does_not_expire_while_its_command_runs() {
+    let m = mgr();
+    let lease = m
+        .lock(LeaseRequest {
+            ttl: Some(Duration::from_secs(10)),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap();
+    let g = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+        .unwrap();
+    sleep(Duration::from_secs(300)).await;
+    assert!(m.key_state(&board()).unwrap().lease.is_some());
+    let info = busy(
+        m.try_acquire_for_command(cmd("vm-b", &[board()]))
+            .unwrap_err(),
+    );
+    assert!(
+        info.to_string()
+            .contains(", expires 10s after the running command ends;"),
+        "{info}"
+    );
+
+    drop(g); // the TTL restarts now
+    sleep(Duration::from_secs(9)).await;
+    assert!(m.key_state(&board()).is_some());
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(m.key_state(&board()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn expiry_hands_the_key_to_the_next_waiter() {
+    let m = mgr();
+    m.lock(LeaseRequest {
+        ttl: Some(Duration::from_secs(30)),
+        ..lease_req("vm-a", &board())
+    })
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let lease_b = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.lock(LeaseRequest {
+                wait: Duration::from_secs(120),
+                ..lease_req("vm-b", &board())
+            })
+            .await
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+    let cmd_c = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.acquire_for_command_wait(cmd("vm-c", &[board()]), Duration::from_secs(700))
+                .await
+                .map(drop)
+        }
+    });
+    let b = lease_b.await.unwrap().unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    assert_eq!(b.holder, client("vm-b"));
+    // vm-c queued behind vm-b's new lease gets the key when that expires.
+    cmd_c.await.unwrap().unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(630));
+}
+
+// ---- visibility --------------------------------------------------------------------
+
+#[tokio::test]
+async fn snapshot_shows_leases_commands_and_queues_in_key_order() {
+    let m = mgr();
+    let lease = m
+        .lock(lease_req("vm-a", &k("usb:2207:350b")))
+        .await
+        .unwrap();
+    let _g = m
+        .try_acquire_for_command(cmd("vm-b", &[k("group:rk")]))
+        .unwrap();
+    let _w = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire_for_command(cmd("vm-c", &[k("group:rk")])).await }
+    });
+    until_queued(&m, &k("group:rk"), 1).await;
+
+    let view = m.snapshot();
+    let keys: Vec<_> = view.keys.iter().map(|s| s.key.to_string()).collect();
+    assert_eq!(keys, vec!["usb:2207:350b", "group:rk"]);
+    assert_eq!(view.keys[0].lease.as_ref(), Some(&lease));
+    assert_eq!(
+        view.keys[1].running.as_ref().unwrap().client,
+        client("vm-b")
+    );
+    assert_eq!(view.keys[1].queue_len, 1);
+
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["keys"][0]["key"], "usb:2207:350b");
+    assert_eq!(json["keys"][0]["lease"]["holder"], "vm-a");
+    assert_eq!(
+        json["keys"][1]["running"]["command"],
+        "rkdeveloptool by vm-b"
+    );
+    let _schema = schemars::schema_for!(LocksView);
+}
+
+#[tokio::test]
+async fn events_describe_each_change_and_refusal() {
+    let m = mgr();
+    let mut events = m.subscribe();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    drop(
+        m.try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+            .unwrap(),
+    );
+    let _ = m.try_acquire_for_command(cmd("vm-b", &[board()]));
+    m.unlock(&lease.lease_id, &client("vm-a")).unwrap();
+
+    let mut all = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        all.push(e);
+    }
+    let kinds: Vec<_> = all.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            LockEventKind::Taken,
+            LockEventKind::CommandStarted,
+            LockEventKind::CommandFinished,
+            LockEventKind::Renewed,
+            LockEventKind::Refused,
+            LockEventKind::Released,
+        ]
+    );
+    let refused = &all[4];
+    assert_eq!(refused.client, client("vm-b"));
+    assert!(
+        refused
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("device usb:2207:350b is locked by client \"vm-a\" (lease) since ")
+    );
+    let json = serde_json::to_value(&all[1]).unwrap();
+    assert_eq!(json["kind"], "command_started");
+    assert_eq!(json["reason"], "rkdeveloptool by vm-a");
+}
+
+#[tokio::test]
+async fn shutdown_ends_queued_waits() {
+    let m = mgr();
+    let _held = m.try_acquire_for_command(cmd("vm-a", &[board()])).unwrap();
+    let waiter = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.acquire_for_command(cmd("vm-b", &[board()]))
+                .await
+                .map(drop)
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+    m.shutdown();
+    assert_eq!(waiter.await.unwrap().unwrap_err(), LockError::ShutDown);
+    assert_eq!(
+        m.acquire_for_command(cmd("vm-c", &[board()]))
+            .await
+            .unwrap_err(),
+        LockError::ShutDown
+    );
+}
+
+// ---- refusal messages, word for word -----------------------------------------
+
+fn fixed_busy() -> BusyInfo {
+    BusyInfo {
+        key: board(),
+        holder: client("vm-a"),
+        held_by: HeldBy::Lease,
+        note: Some("flashing rk3588".into()),
+        command: None,
+        since: Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap(),
+        expires_at: Some(Utc.with_ymd_and_hms(2026, 11, 30, 9, 10, 0).unwrap()),
+        expires_in_secs: Some(598),
+        ttl_secs: Some(600),
+        queue_len: 2,
+        waited_secs: 0,
+    }
+}
+
+#[test]
+fn busy_by_lease_with_note() {
+    assert_eq!(
+        LockError::Busy(Box::new(fixed_busy())).to_string(),
+        "device usb:2207:350b is locked by client \"vm-a\" (lease, note: \"flashing rk3588\") since 2026-11-30T09:00:00Z, expires in 9m 58s; 2 waiting. Retry with wait_secs (up to the lease's remaining time) to queue for it, or try later."
+    );
+}
+
+#[test]
+fn busy_by_lease_without_note_under_a_minute() {
+    let info = BusyInfo {
+        note: None,
+        expires_in_secs: Some(42),
+        queue_len: 0,
+        ..fixed_busy()
+    };
+    assert_eq!(
+        info.to_string(),
+        "device usb:2207:350b is locked by client \"vm-a\" (lease) since 2026-11-30T09:00:00Z, expires in 42s; 0 waiting. Retry with wait_secs (up to the lease's remaining time) to queue for it, or try later."
+    );
+}
+
+#[test]
+fn busy_by_lease_with_its_command_running() {
+    let info = BusyInfo {
+        command: Some("rkdeveloptool wl 0 image.img".into()),
+        queue_len: 1,
+        ..fixed_busy()
+    };
+    assert_eq!(
+        info.to_string(),
+        "device usb:2207:350b is locked by client \"vm-a\" (lease, note: \"flashing rk3588\", running \"rkdeveloptool wl 0 image.img\") since 2026-11-30T09:00:00Z, expires 10m 0s after the running command ends; 1 waiting. Retry with wait_secs (up to the lease's remaining time) to queue for it, or try later."
+    );
+}
+
+#[test]
+fn busy_by_a_command_after_waiting() {
+    let info = BusyInfo {
+        key: k("group:rk"),
+        held_by: HeldBy::Command,
+        note: None,
+        command: Some("rkdeveloptool rd".into()),
+        since: Utc.with_ymd_and_hms(2026, 11, 30, 9, 5, 7).unwrap(),
+        expires_at: None,
+        expires_in_secs: None,
+        ttl_secs: None,
+        queue_len: 0,
+        waited_secs: 65,
+        ..fixed_busy()
+    };
+    assert_eq!(
+        info.to_string(),
+        "device group:rk is locked by client \"vm-a\" (running \"rkdeveloptool rd\") since 2026-11-30T09:05:07Z; 0 waiting; waited 1m 5s. Retry with wait_secs to queue for it, or try later."
+    );
+}
+
+#[test]
+fn other_refusals() {
+    let id = LeaseId("lease-7f3c".into());
+    let cases = [
+        (
+            LockError::NotYourLease {
+                lease_id: id.clone(),
+                owner: client("vm-a"),
+                client: client("vm-b"),
+            },
+            "lease lease-7f3c belongs to client \"vm-a\", not \"vm-b\"; take your own lease with lock_device.",
+        ),
+        (
+            LockError::UnknownLease {
+                lease_id: id.clone(),
+            },
+            "lease lease-7f3c is unknown or has ended (unlocked, expired, or its session closed); take a new lease with lock_device.",
+        ),
+        (
+            LockError::AlreadyHeld {
+                key: board(),
+                client: client("vm-a"),
+                lease_id: id.clone(),
+                expires_at: Utc.with_ymd_and_hms(2026, 11, 30, 9, 10, 0).unwrap(),
+            },
+            "client \"vm-a\" already holds device usb:2207:350b with lease lease-7f3c (expires 2026-11-30T09:10:00Z); pass that lease with your commands, or unlock_device it first.",
+        ),
+        (
+            LockError::TtlTooLong {
+                requested: Duration::from_secs(7200),
+                max: Duration::from_secs(3600),
+            },
+            "ttl_secs 7200 exceeds the maximum of 3600; ask for at most 3600 seconds.",
+        ),
+        (
+            LockError::ZeroTtl {
+                default: Duration::from_secs(600),
+            },
+            "ttl_secs must be at least 1; omit it for the default of 600 seconds.",
+        ),
+        (
+            LockError::ShutDown,
+            "the lock manager has shut down (gatecmd is stopping); retry once it is back.",
+        ),
+    ];
+    for (err, text) in cases {
+        assert_eq!(err.to_string(), text);
+    }
+}
+
+#[tokio::test]
+async fn a_live_refusal_matches_the_documented_format() {
+    let m = mgr();
+    let _lease = m
+        .lock(LeaseRequest {
+            note: Some("flashing rk3588".into()),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap();
+    let err = m
+        .try_acquire_for_command(cmd("vm-b", &[board()]))
+        .unwrap_err();
+    let info = busy(err.clone());
+    let since = info
+        .since
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "device usb:2207:350b is locked by client \"vm-a\" (lease, note: \"flashing rk3588\") since {since}, expires in 10m 0s; 0 waiting. Retry with wait_secs (up to the lease's remaining time) to queue for it, or try later."
+        )
+    );
+}
