@@ -90,7 +90,11 @@ pub fn main() -> ExitCode {
             init_logging(LogFormat::Pretty);
             run_async(stdio(config))
         }
-        Command::Devices { config, json, watch } => {
+        Command::Devices {
+            config,
+            json,
+            watch,
+        } => {
             init_logging(LogFormat::Pretty);
             run_async(devices(config, json, watch))
         }
@@ -307,7 +311,10 @@ async fn devices(config: Option<PathBuf>, json: bool, watch: bool) -> Result<(),
         event_source: monitor.source().to_string(),
     };
     if json && !watch {
-        println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     if !json {
@@ -349,7 +356,9 @@ async fn devices(config: Option<PathBuf>, json: bool, watch: bool) -> Result<(),
                     println!("{now} {what} {}", render_device(&view(d.clone())));
                 }
             }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => println!("{now} (missed {n} events)"),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                println!("{now} (missed {n} events)")
+            }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
         }
     }
