@@ -1,7 +1,7 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
-.PHONY: run test setup test-setup build lint
+.PHONY: run test setup test-setup build lint test-python conformance
 
 setup:
 	./scripts/setup.sh
@@ -21,3 +21,13 @@ lint:
 
 test: test-setup lint
 	cargo test --locked
+	./scripts/pytest.sh
+	./scripts/conformance.sh
+
+# The MCP Python SDK against the real binary (tests/python, own .venv).
+test-python: test-setup
+	./scripts/pytest.sh
+
+# The MCP conformance suites, 2025 and 2026-07-28 (project-local Node 22 in .node/).
+conformance: test-setup
+	./scripts/conformance.sh

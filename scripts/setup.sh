@@ -5,6 +5,8 @@ set -euo pipefail
 
 packages=(pkg-config libudev-dev libusb-1.0-0-dev umockdev libumockdev-dev usbutils rkdeveloptool)
 if [ "${1:-}" = "--test" ]; then
+  # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
+  # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
   packages+=(python3-venv nodejs npm systemd)
 fi
 
