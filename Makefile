@@ -1,7 +1,7 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
-.PHONY: run test setup test-setup build lint test-python conformance
+.PHONY: run test setup test-setup build lint test-python conformance bench bench-smoke
 
 setup:
 	./scripts/setup.sh
@@ -31,3 +31,10 @@ test-python: test-setup
 # The MCP conformance suites, 2025 and 2026-07-28 (project-local Node 22 in .node/).
 conformance: test-setup
 	./scripts/conformance.sh
+
+# Benchmarks (not part of `make test`): starts the release server itself, prints one table.
+bench: test-setup
+	cargo bench --locked --bench gatecmd
+
+bench-smoke: test-setup
+	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench gatecmd
