@@ -18,6 +18,8 @@
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
+//! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
+//!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks.
 
 pub mod auth;
 pub mod cli;
@@ -30,4 +32,5 @@ pub mod output;
 pub mod progress;
 pub mod sanitizer;
 pub mod server;
+pub mod staging;
 pub mod tools;

@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod execute;
+pub mod files;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
