@@ -44,6 +44,33 @@ pub struct Config {
     pub leases: LeaseSettings,
     /// File staging (upload/list/stat/remove tools): limits and who may write where.
     pub staging: StagingConfig,
+    pub monitor: MonitorSettings,
+}
+
+/// How the device registry is kept current.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MonitorSettings {
+    /// `auto` (udev where built with it, falling back as needed), `udev`, `libusb` or `poll`.
+    pub backend: String,
+    /// Rescan interval of the polling sources.
+    pub poll_interval_ms: u64,
+    /// How long a vanished device is kept in case its port re-enumerates (then reported as
+    /// one change instead of removed + added). 0 reports removals at once.
+    pub removal_grace_ms: u64,
+    /// Where sysfs is mounted (tests point it at a testbed).
+    pub sysfs_root: PathBuf,
+}
+
+impl Default for MonitorSettings {
+    fn default() -> Self {
+        MonitorSettings {
+            backend: "auto".into(),
+            poll_interval_ms: 1000,
+            removal_grace_ms: 0,
+            sysfs_root: PathBuf::from("/sys"),
+        }
+    }
 }
 
 /// Resource limits; every one has a default.
@@ -420,6 +447,8 @@ struct RawConfig {
     #[serde(default)]
     leases: LeaseSettings,
     #[serde(default)]
+    monitor: MonitorSettings,
+    #[serde(default)]
     staging: RawStaging,
     #[serde(default)]
     commands: Vec<RawCommand>,
@@ -703,6 +732,22 @@ impl Validator<'_> {
                 ),
             );
         }
+        if raw
+            .monitor
+            .backend
+            .parse::<crate::devices::Backend>()
+            .is_err()
+        {
+            let at = self.loc.key_line("backend", 0);
+            self.err(
+                at,
+                "monitor.backend".into(),
+                format!(
+                    "unknown backend {:?}; use auto, udev, libusb or poll",
+                    raw.monitor.backend
+                ),
+            );
+        }
         for (i, o) in raw.allowed_origins.iter().enumerate() {
             if !(o.starts_with("http://") || o.starts_with("https://")) {
                 let at = self.loc.value_line(o);
@@ -726,6 +771,7 @@ impl Validator<'_> {
             limits: raw.limits,
             leases: raw.leases,
             staging,
+            monitor: raw.monitor,
         }
     }
 

@@ -18,6 +18,9 @@
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
+//! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
+//! - [`notify`]: resource change notifications for both protocol eras.
+//! - [`sessions`]: the session manager that ends a legacy session's leases with it.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
 //!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks.
 
@@ -28,9 +31,12 @@ pub mod devices;
 pub mod exec;
 pub mod http;
 pub mod locks;
+pub mod notify;
 pub mod output;
 pub mod progress;
+pub mod resources;
 pub mod sanitizer;
 pub mod server;
+pub mod sessions;
 pub mod staging;
 pub mod tools;
