@@ -81,6 +81,8 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Children running at once across all clients.
     pub max_concurrent_children: usize,
+    /// Commands one client may run at once; more are refused with this limit named.
+    pub max_concurrent_per_client: usize,
     /// Largest accepted HTTP request body.
     pub max_request_body_bytes: usize,
     /// Seconds between SIGTERM and SIGKILL when a command is stopped.
@@ -97,6 +99,7 @@ impl Default for Limits {
         Limits {
             max_output_bytes: 1024 * 1024,
             max_concurrent_children: 16,
+            max_concurrent_per_client: 8,
             max_request_body_bytes: 4 * 1024 * 1024,
             kill_grace_secs: 3,
             max_timeout_secs: 3600,
@@ -711,6 +714,14 @@ impl Validator<'_> {
                     );
                 }
             }
+        }
+        if raw.limits.max_concurrent_per_client == 0 {
+            let at = self.loc.key_line("max_concurrent_per_client", 0);
+            self.err(
+                at,
+                "limits.max_concurrent_per_client".into(),
+                "must be at least 1".into(),
+            );
         }
         if raw.limits.max_concurrent_children == 0 {
             let at = self.loc.key_line("max_concurrent_children", 0);

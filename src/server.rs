@@ -5,6 +5,9 @@ use std::borrow::Cow;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use dashmap::DashMap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -41,6 +44,8 @@ pub struct AppState {
     /// Attached devices; written only by the device monitor.
     pub registry: Registry,
     pub locks: LockManager,
+    /// Per-client command slots (`limits.max_concurrent_per_client`).
+    client_slots: DashMap<String, Arc<Semaphore>>,
     /// File staging's per-file and per-root locks.
     pub staging: crate::staging::Staging,
 }
@@ -67,8 +72,20 @@ impl AppState {
             executor,
             registry,
             locks,
+            client_slots: DashMap::new(),
             staging: crate::staging::Staging::default(),
         })
+    }
+
+    /// A command slot for `client`, or `None` when it already runs its maximum.
+    pub fn client_slot(&self, client: &str) -> Option<OwnedSemaphorePermit> {
+        let max = self.config().limits.max_concurrent_per_client;
+        let sem = self
+            .client_slots
+            .entry(client.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(max)))
+            .clone();
+        sem.try_acquire_owned().ok()
     }
 
     /// The configuration in force now.
