@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::Audit;
 use crate::auth::{self, Credentials, OriginPolicy};
 use crate::config::{Config, ConfigLocation, TokenSource, find_config};
 use crate::http::{self, Access, Gate};
@@ -137,7 +138,11 @@ async fn serve(
         tracing::warn!(command = %c.name, reason = %why, "command unavailable; it is listed but cannot run");
     }
     let policy = OriginPolicy::new(&config, bind, !no_auth);
-    let state = AppState::new(config);
+    let audit = open_audit(&config)?;
+    let state = AppState::with_audit(config, audit);
+    // TODO(locks wiring): when AppState gains the LockManager, spawn
+    // `audit::record_lock_events(state.audit.clone(), locks.subscribe())` here so every
+    // lease event reaches the audit log (tested in src/audit.rs with its own LockManager).
     let gate = Gate::new(access, policy);
     let shutdown = CancellationToken::new();
     let router = http::router(state.clone(), gate.clone(), shutdown.clone());
@@ -160,6 +165,19 @@ async fn serve(
     state.executor.shutdown().await;
     tracing::info!("stopped");
     served.map_err(|e| format!("server error: {e}"))
+}
+
+/// Opens `<state_dir>/audit.log` and records the start (a restart releases every lease,
+/// so readers of the log need to see where one happened).
+fn open_audit(config: &Config) -> Result<Audit, String> {
+    let audit = Audit::open(&config.state_dir, &config.audit).map_err(|e| e.to_string())?;
+    if let Some(path) = audit.path() {
+        tracing::info!(path = %path.display(), "audit log");
+    }
+    audit.record(&serde_json::json!({
+        "event": "server_started", "version": env!("CARGO_PKG_VERSION"), "config": config.source,
+    }));
+    Ok(audit)
 }
 
 /// Decides who may call: tokens (configured, or generated once into the state directory)
@@ -238,6 +256,9 @@ fn reload(
         Ok(c) => c,
         Err(e) => {
             tracing::error!(errors = %e, "reload refused: the new configuration is invalid; the old one stays in force");
+            state.audit.record(&serde_json::json!({
+                "event": "config_reload_refused", "config": location.to_string(), "reason": e.to_string(),
+            }));
             return;
         }
     };
@@ -255,13 +276,22 @@ fn reload(
     gate.replace(access, policy);
     state.replace_config(config);
     tracing::info!(config = %location, "configuration reloaded");
+    state
+        .audit
+        .record(&serde_json::json!({"event": "config_reloaded", "config": location.to_string()}));
 }
 
 async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
     use rmcp::ServiceExt;
     let (config, location) = load(config)?;
     tracing::info!(config = %location, "configuration loaded (stdio)");
-    let state = AppState::new(config);
+    // stdio serves the local user only: an unwritable state directory is a warning there,
+    // not a reason to refuse (for `serve` it is).
+    let audit = open_audit(&config).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "audit log off for this stdio session");
+        Audit::disabled()
+    });
+    let state = AppState::with_audit(config, audit);
     let service = GatecmdServer::new_stdio(state.clone())
         .serve(rmcp::transport::stdio())
         .await

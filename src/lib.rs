@@ -18,7 +18,10 @@
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
+//! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
+//!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod config;

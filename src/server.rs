@@ -13,6 +13,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use crate::audit::Audit;
 use crate::auth::ClientIdentity;
 use crate::config::Config;
 use crate::exec::Executor;
@@ -23,11 +24,18 @@ pub struct AppState {
     // A std lock: readers clone the Arc and never hold it across an await.
     config: RwLock<Arc<Config>>,
     pub executor: Executor,
+    /// Where decisions are recorded (src/audit.rs); disabled unless the caller opened one.
+    pub audit: Audit,
 }
 
 impl AppState {
     /// State for `config`, with an executor sized by its limits.
     pub fn new(config: Config) -> Arc<Self> {
+        Self::with_audit(config, Audit::disabled())
+    }
+
+    /// State for `config` that records its decisions in `audit`.
+    pub fn with_audit(config: Config, audit: Audit) -> Arc<Self> {
         let executor = Executor::new(
             config.limits.max_concurrent_children,
             config.limits.max_output_bytes,
@@ -36,6 +44,7 @@ impl AppState {
         Arc::new(AppState {
             config: RwLock::new(Arc::new(config)),
             executor,
+            audit,
         })
     }
 
@@ -49,6 +58,8 @@ impl AppState {
 
     /// Replaces the configuration (after it was validated).
     pub fn replace_config(&self, config: Config) {
+        // New rotation limits apply at once; a new `state_dir` only at restart.
+        self.audit.configure(&config.audit);
         match self.config.write() {
             Ok(mut c) => *c = Arc::new(config),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(config),

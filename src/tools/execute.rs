@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::exec::{Outcome, Spec, StopReason};
@@ -77,10 +78,18 @@ pub async fn run(
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let config = state.config();
+    // Audit: the request as asked, before `prepare` consumes it.
+    let call = audit::ExecuteCall::new(who, ctx, &req.command);
+    let asked = req.args.clone().into_vec();
     let prepared = match prepare(&config, who, req) {
         Ok(p) => p,
         Err(msg) => {
             tracing::info!(client = %who.name, verdict = "refused", reason = %msg, "execute_command");
+            state.audit.record(&audit::ExecuteRecord::ExecuteRefused {
+                call: &call,
+                args: &asked,
+                reason: &msg,
+            });
             return super::refusal(msg);
         }
     };
@@ -108,9 +117,15 @@ pub async fn run(
             shell_words(&result.argv),
             result.timeout_secs
         );
+        state.audit.record(&audit::ExecuteRecord::ExecuteDryRun {
+            call: &call,
+            argv: &result.argv,
+        });
         return super::structured(&result, text);
     }
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, verdict = "allowed", "execute_command");
+    // Written before the spawn, so a crash mid-run still shows what was started.
+    let trail = audit::RunTrail::start(&state.audit, call, &result);
 
     let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
         Some(token) => {
@@ -155,7 +170,11 @@ pub async fn run(
         }
         match joined {
             Ok(r) => r,
-            Err(e) => return super::refusal(format!("the command's task failed: {e}")),
+            Err(e) => {
+                let msg = format!("the command's task failed: {e}");
+                trail.failed(&result, &msg);
+                return super::refusal(msg);
+            }
         }
     } else {
         state
@@ -167,6 +186,7 @@ pub async fn run(
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
+            trail.failed(&result, &e.to_string());
             return super::refusal(e.to_string());
         }
     };
@@ -175,6 +195,7 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
     }
     fill(&mut result, &outcome, state.executor.grace());
+    trail.finished(&result, &outcome);
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,
         duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,
