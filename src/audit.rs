@@ -373,12 +373,12 @@ impl ExecuteCall {
     /// Who asks for what, from the request.
     pub fn new(
         who: &crate::auth::ClientIdentity,
-        ctx: &rmcp::service::RequestContext<rmcp::RoleServer>,
+        session: Option<&crate::locks::SessionId>,
         command: &str,
     ) -> Self {
         ExecuteCall {
             client: who.name.clone(),
-            session: session_of(ctx),
+            session: session.map(|s| s.0.clone()),
             command: command.to_string(),
         }
     }
@@ -460,15 +460,6 @@ impl RunTrail {
             error,
         });
     }
-}
-
-/// The legacy MCP session id of a request, if it came over HTTP with one.
-pub fn session_of(ctx: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Option<String> {
-    ctx.extensions
-        .get::<http::request::Parts>()
-        .and_then(|p| p.headers.get("mcp-session-id"))
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
@@ -11,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::Audit;
 use crate::auth::{self, Credentials, OriginPolicy};
 use crate::config::{Config, ConfigLocation, TokenSource, find_config};
+use crate::devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
 use crate::http::{self, Access, Gate};
 use crate::server::{AppState, GatecmdServer};
 
@@ -52,6 +54,17 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Print the attached USB devices as MCP clients see them; --watch streams hotplug events.
+    Devices {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// JSON output (one document; with --watch, one JSON line per event).
+        #[arg(long)]
+        json: bool,
+        /// Keep running and print each add/remove/change with a timestamp and the live event source.
+        #[arg(long)]
+        watch: bool,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -77,6 +90,10 @@ pub fn main() -> ExitCode {
         Command::Stdio { config } => {
             init_logging(LogFormat::Pretty);
             run_async(stdio(config))
+        }
+        Command::Devices { config, json, watch } => {
+            init_logging(LogFormat::Pretty);
+            run_async(devices(config, json, watch))
         }
     }
 }
@@ -139,10 +156,7 @@ async fn serve(
     }
     let policy = OriginPolicy::new(&config, bind, !no_auth);
     let audit = open_audit(&config)?;
-    let state = AppState::with_audit(config, audit);
-    // TODO(locks wiring): when AppState gains the LockManager, spawn
-    // `audit::record_lock_events(state.audit.clone(), locks.subscribe())` here so every
-    // lease event reaches the audit log (tested in src/audit.rs with its own LockManager).
+    let (state, _monitor) = start_state(config, audit).await?;
     let gate = Gate::new(access, policy);
     let shutdown = CancellationToken::new();
     let router = http::router(state.clone(), gate.clone(), shutdown.clone());
@@ -276,9 +290,89 @@ fn reload(
     gate.replace(access, policy);
     state.replace_config(config);
     tracing::info!(config = %location, "configuration reloaded");
-    state
-        .audit
-        .record(&serde_json::json!({"event": "config_reloaded", "config": location.to_string()}));
+    state.audit.record(&serde_json::json!({"event": "config_reloaded", "config": location.to_string()}));
+}
+
+/// Monitor options from the configuration.
+fn monitor_options(config: &Config) -> Result<MonitorOptions, String> {
+    let m = &config.monitor;
+    Ok(MonitorOptions {
+        sysfs_root: m.sysfs_root.clone(),
+        backend: m.backend.parse::<Backend>().map_err(|e| e.to_string())?,
+        poll_interval: Duration::from_millis(m.poll_interval_ms.max(50)),
+        removal_grace: Duration::from_millis(m.removal_grace_ms),
+    })
+}
+
+/// The shared state with its device monitor running (the registry is full when this returns).
+async fn start_state(config: Config, audit: Audit) -> Result<(Arc<AppState>, MonitorHandle), String> {
+    let opts = monitor_options(&config)?;
+    let registry = Registry::new();
+    let monitor = start_monitor(registry.clone(), opts)
+        .await
+        .map_err(|e| format!("cannot start the device monitor: {e:#}"))?;
+    tracing::info!(source = %monitor.source(), devices = registry.len(), "device monitor running");
+    Ok((AppState::with_audit(config, registry, audit), monitor))
+}
+
+async fn devices(config: Option<PathBuf>, json: bool, watch: bool) -> Result<(), String> {
+    use crate::tools::devices::{DeviceList, DeviceView, render_device};
+    let (config, _) = load(config)?;
+    let config = Arc::new(config);
+    // `devices` only looks: it decides nothing, so it records nothing.
+    let (state, monitor) = start_state((*config).clone(), Audit::disabled()).await?;
+    let view = |d| DeviceView::new(&state, &config, d, "");
+    let list = DeviceList {
+        devices: state.registry.snapshot().into_iter().map(view).collect(),
+        event_source: monitor.source().to_string(),
+    };
+    if json && !watch {
+        println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    if !json {
+        for d in &list.devices {
+            println!("{}", render_device(d));
+        }
+        if list.devices.is_empty() {
+            println!("(no USB devices)");
+        }
+        println!("event source: {}", list.event_source);
+    }
+    if !watch {
+        return Ok(());
+    }
+    let mut events = state.registry.subscribe();
+    if json {
+        let hello = serde_json::json!({"event": "watching", "event_source": list.event_source, "devices": list.devices});
+        println!("{hello}");
+    } else {
+        println!("watching for hotplug events (Ctrl-C to stop)");
+    }
+    loop {
+        let ev = tokio::select! {
+            ev = events.recv() => ev,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        match ev {
+            Ok(ev) => {
+                if json {
+                    let line = serde_json::json!({"at": now, "source": monitor.source().to_string(), "event": ev});
+                    println!("{line}");
+                } else {
+                    let (what, d) = match &ev {
+                        crate::devices::DeviceEvent::Added(d) => ("added  ", d),
+                        crate::devices::DeviceEvent::Removed(d) => ("removed", d),
+                        crate::devices::DeviceEvent::Changed { new, .. } => ("changed", new),
+                    };
+                    println!("{now} {what} {}", render_device(&view(d.clone())));
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => println!("{now} (missed {n} events)"),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+        }
+    }
 }
 
 async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
@@ -291,7 +385,7 @@ async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
         tracing::warn!(error = %e, "audit log off for this stdio session");
         Audit::disabled()
     });
-    let state = AppState::with_audit(config, audit);
+    let (state, _monitor) = start_state(config, audit).await?;
     let service = GatecmdServer::new_stdio(state.clone())
         .serve(rmcp::transport::stdio())
         .await

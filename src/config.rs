@@ -42,7 +42,34 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub limits: Limits,
     pub leases: LeaseSettings,
+    pub monitor: MonitorSettings,
     pub audit: AuditSettings,
+}
+
+/// How the device registry is kept current.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MonitorSettings {
+    /// `auto` (udev where built with it, falling back as needed), `udev`, `libusb` or `poll`.
+    pub backend: String,
+    /// Rescan interval of the polling sources.
+    pub poll_interval_ms: u64,
+    /// How long a vanished device is kept in case its port re-enumerates (then reported as
+    /// one change instead of removed + added). 0 reports removals at once.
+    pub removal_grace_ms: u64,
+    /// Where sysfs is mounted (tests point it at a testbed).
+    pub sysfs_root: PathBuf,
+}
+
+impl Default for MonitorSettings {
+    fn default() -> Self {
+        MonitorSettings {
+            backend: "auto".into(),
+            poll_interval_ms: 1000,
+            removal_grace_ms: 0,
+            sysfs_root: PathBuf::from("/sys"),
+        }
+    }
 }
 
 /// Resource limits; every one has a default.
@@ -441,6 +468,8 @@ struct RawConfig {
     #[serde(default)]
     leases: LeaseSettings,
     #[serde(default)]
+    monitor: MonitorSettings,
+    #[serde(default)]
     audit: AuditSettings,
     #[serde(default)]
     commands: Vec<RawCommand>,
@@ -714,6 +743,14 @@ impl Validator<'_> {
                 ),
             );
         }
+        if raw.monitor.backend.parse::<crate::devices::Backend>().is_err() {
+            let at = self.loc.key_line("backend", 0);
+            self.err(
+                at,
+                "monitor.backend".into(),
+                format!("unknown backend {:?}; use auto, udev, libusb or poll", raw.monitor.backend),
+            );
+        }
         // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.
         let audit_at = self.loc.key_line("audit", 0).map_or(0, |(line, _)| line);
         if raw.audit.max_bytes < AUDIT_MIN_BYTES {
@@ -758,6 +795,7 @@ impl Validator<'_> {
             state_dir,
             limits: raw.limits,
             leases: raw.leases,
+            monitor: raw.monitor,
             audit: raw.audit,
         }
     }

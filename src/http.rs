@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
 use crate::server::{AppState, GatecmdServer};
+use crate::sessions::LeaseReleasingSessions;
 
 /// Who may call `/mcp`.
 #[derive(Clone)]
@@ -68,6 +69,7 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown);
     let factory_state = state.clone();
+    let sessions = LeaseReleasingSessions::new(sessions, state.locks.clone());
     let mcp = StreamableHttpService::new(
         move || Ok(GatecmdServer::new(factory_state.clone())),
         Arc::new(sessions),

@@ -18,6 +18,9 @@
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
+//! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
+//! - [`notify`]: resource change notifications for both protocol eras.
+//! - [`sessions`]: the session manager that ends a legacy session's leases with it.
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
 //!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 
@@ -29,8 +32,11 @@ pub mod devices;
 pub mod exec;
 pub mod http;
 pub mod locks;
+pub mod notify;
 pub mod output;
 pub mod progress;
+pub mod resources;
 pub mod sanitizer;
 pub mod server;
+pub mod sessions;
 pub mod tools;

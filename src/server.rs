@@ -3,49 +3,73 @@
 
 use std::borrow::Cow;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
 use crate::audit::Audit;
 use crate::auth::ClientIdentity;
 use crate::config::Config;
+use crate::devices::Registry;
 use crate::exec::Executor;
+use crate::locks::{LockManager, LockSettings};
+use crate::locks::SessionId;
+use crate::notify::{self, Subscriptions};
+use crate::resources;
 use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
+use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
+use crate::tools::locks::{LeaseResult, LockList, LockRequest, UnlockRequest, UnlockResult};
 
 /// State shared by every session: the one source of truth the handlers read.
 pub struct AppState {
     // A std lock: readers clone the Arc and never hold it across an await.
     config: RwLock<Arc<Config>>,
     pub executor: Executor,
-    /// Where decisions are recorded (src/audit.rs); disabled unless the caller opened one.
+    /// Attached devices; written only by the device monitor.
+    pub registry: Registry,
+    pub locks: LockManager,
+    /// Where decisions are recorded (src/audit.rs); disabled unless set with `with_audit`.
     pub audit: Audit,
 }
 
 impl AppState {
-    /// State for `config`, with an executor sized by its limits.
+    /// State for `config`, with an empty registry (start a monitor on it to fill it).
     pub fn new(config: Config) -> Arc<Self> {
-        Self::with_audit(config, Audit::disabled())
+        Self::with_registry(config, Registry::new())
     }
 
-    /// State for `config` that records its decisions in `audit`.
-    pub fn with_audit(config: Config, audit: Audit) -> Arc<Self> {
+    /// State for `config` reading devices from `registry`.
+    pub fn with_registry(config: Config, registry: Registry) -> Arc<Self> {
+        Self::with_audit(config, registry, Audit::disabled())
+    }
+
+    /// State for `config` reading devices from `registry` and recording its decisions and
+    /// every lock event in `audit` (src/audit.rs).
+    pub fn with_audit(config: Config, registry: Registry, audit: Audit) -> Arc<Self> {
         let executor = Executor::new(
             config.limits.max_concurrent_children,
             config.limits.max_output_bytes,
-            std::time::Duration::from_secs(config.limits.kill_grace_secs),
+            Duration::from_secs(config.limits.kill_grace_secs),
         );
-        Arc::new(AppState {
-            config: RwLock::new(Arc::new(config)),
-            executor,
-            audit,
-        })
+        let locks = LockManager::new(LockSettings {
+            default_ttl: Duration::from_secs(config.leases.default_ttl_secs),
+            max_ttl: Duration::from_secs(config.leases.max_ttl_secs),
+        });
+        if audit.is_enabled() {
+            // Every lease event into the audit log; the task ends with the lock manager.
+            tokio::spawn(crate::audit::record_lock_events(audit.clone(), locks.subscribe()));
+        }
+        Arc::new(AppState { config: RwLock::new(Arc::new(config)), executor, registry, locks, audit })
     }
 
     /// The configuration in force now.
@@ -73,6 +97,8 @@ pub struct GatecmdServer {
     pub(crate) state: Arc<AppState>,
     /// Who the stdio transport's client is (HTTP clients are identified per request).
     local_identity: Option<ClientIdentity>,
+    /// URIs this (legacy) session subscribed to with `resources/subscribe`.
+    subscriptions: Subscriptions,
     tool_router: ToolRouter<Self>,
 }
 
@@ -82,24 +108,18 @@ impl GatecmdServer {
         GatecmdServer {
             state,
             local_identity: None,
+            subscriptions: Subscriptions::default(),
             tool_router: Self::tool_router(),
         }
     }
 
     /// A handler for stdio: the local user is the client `stdio`.
     pub fn new_stdio(state: Arc<AppState>) -> Self {
-        GatecmdServer {
-            state,
-            local_identity: Some(ClientIdentity::local("stdio")),
-            tool_router: Self::tool_router(),
-        }
+        GatecmdServer { local_identity: Some(ClientIdentity::local("stdio")), ..Self::new(state) }
     }
 
     /// The authenticated caller of a request.
-    pub(crate) fn identity(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<ClientIdentity, McpError> {
+    pub(crate) fn identity(&self, ctx: &RequestContext<RoleServer>) -> Result<ClientIdentity, McpError> {
         if let Some(id) = ctx
             .extensions
             .get::<http::request::Parts>()
@@ -113,6 +133,13 @@ impl GatecmdServer {
     }
 }
 
+/// The legacy (2025-11-25) session a request belongs to, if any: leases taken in it end with it.
+pub fn session_id(ctx: &RequestContext<RoleServer>) -> Option<SessionId> {
+    let parts = ctx.extensions.get::<http::request::Parts>()?;
+    let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+    Some(SessionId(id.to_string()))
+}
+
 #[tool_router]
 impl GatecmdServer {
     /// Lists the allowlisted commands with every allowed argument pattern.
@@ -123,10 +150,7 @@ impl GatecmdServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<CommandList>()
     )]
-    async fn list_commands(
-        &self,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    async fn list_commands(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
         Ok(tools::commands::list(&self.state.config(), &who))
     }
@@ -134,8 +158,11 @@ impl GatecmdServer {
     /// Runs one allowlisted command.
     #[tool(
         description = "Run one allowlisted host command with arguments that match one of its patterns \
-                       (see list_commands). No shell is involved. Returns exit code, stdout, stderr and \
-                       timing. With dry_run: true, validates and shows the exact argv without running.",
+                       (see list_commands). No shell is involved. A command that touches a device class \
+                       locks that device while it runs: pass lease (from lock_device) if you hold one, \
+                       wait_secs to queue if it is busy, device to pick one board. Returns exit code, \
+                       stdout, stderr and timing. With dry_run: true, validates and shows the exact argv \
+                       and lock keys without running.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<ExecuteResult>()
     )]
@@ -145,7 +172,87 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(tools::execute::run(&self.state, &who, req, &ctx).await)
+        Ok(tools::execute::run(&self.state, &who, session_id(&ctx), req, &ctx).await)
+    }
+
+    /// Lists attached USB devices.
+    #[tool(
+        description = "List the USB devices attached to the host: id (physical port path, stable across \
+                       re-enumeration), vid/pid, Rockchip SoC and mode (maskrom/loader), strings, bus and \
+                       device numbers, the config's device class and who holds the device's lock. \
+                       Optional filters: id, vid, pid, class, mode.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<DeviceList>()
+    )]
+    async fn list_devices(
+        &self,
+        Parameters(filter): Parameters<DeviceFilter>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::devices::list(&self.state, &who.name, filter))
+    }
+
+    /// Waits until a matching device is attached or detached.
+    #[tool(
+        description = "Wait until a device matching {id?, vid?, pid?, class?, mode?} is attached, or until none \
+                       is (state: attached|detached), up to timeout_secs (default 30). Use it after a command \
+                       that makes a board re-enumerate (rkdeveloptool db, rd). Returns the device.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<WaitResult>()
+    )]
+    async fn wait_for_device(
+        &self,
+        Parameters(req): Parameters<WaitRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::devices::wait(&self.state, &who.name, req, &ctx).await)
+    }
+
+    /// Takes a lease on a device's lock.
+    #[tool(
+        description = "Lease a device (by device id, or by lock key such as usb:2207:350b) so that only you \
+                       run commands on it across several calls, e.g. db → re-enumeration → wl → rd. Pass \
+                       the returned lease_id as `lease` to execute_command. The lease renews with each \
+                       command and expires after ttl_secs of inactivity. wait_secs queues fairly if busy.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<LeaseResult>()
+    )]
+    async fn lock_device(
+        &self,
+        Parameters(req): Parameters<LockRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::locks::lock(&self.state, &who, session_id(&ctx), req, &ctx).await)
+    }
+
+    /// Releases a lease.
+    #[tool(
+        description = "Release a lease taken with lock_device; the next waiter gets the device.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<UnlockResult>()
+    )]
+    async fn unlock_device(
+        &self,
+        Parameters(req): Parameters<UnlockRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::locks::unlock(&self.state, &who, req))
+    }
+
+    /// Lists leases, running commands and waiters.
+    #[tool(
+        description = "List every device lock that is leased, in use or waited for: holder, note, since, \
+                       lease expiry, running command and queue length.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<LockList>()
+    )]
+    async fn list_locks(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::locks::list(&self.state, &who.name))
     }
 }
 
@@ -157,21 +264,91 @@ impl ServerHandler for GatecmdServer {
             ProtocolVersion::V_2025_11_25,
             ProtocolVersion::V_2025_06_18,
             ProtocolVersion::V_2025_03_26,
+            ProtocolVersion::V_2024_11_05,
         ])
     }
 
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("gatecmd", env!("CARGO_PKG_VERSION"))
-                    .with_title("gatecmd: USB board bench")
-                    .with_description(
-                        "Allowlisted host commands (flashing tools, lsusb) on USB development boards.",
-                    ),
-            )
-            .with_instructions(
-                "gatecmd runs allowlisted host commands for you. Call list_commands to see what you \
-                 may run and with which arguments, then execute_command.",
-            )
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("gatecmd", env!("CARGO_PKG_VERSION"))
+                .with_title("gatecmd: USB board bench")
+                .with_description("Allowlisted host commands (flashing tools, lsusb) on USB development boards."),
+        )
+        .with_instructions(
+            "gatecmd runs allowlisted host commands on USB development boards for you. Call list_devices \
+             to see the boards, list_commands to see what you may run, then execute_command. Hold a board \
+             across several commands with lock_device/unlock_device. Subscribe to gatecmd://devices for \
+             hotplug notifications.",
+        )
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        // Only legacy sessions initialize; they get their notifications from a forwarder.
+        notify::spawn_legacy_forwarder(self.state.clone(), ctx.peer.clone(), self.subscriptions.clone());
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(resources::list(&self.state)))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(resources::templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let who = self.identity(&ctx)?;
+        resources::read(&self.state, &who, &request.uri).map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(&self, request: SubscribeRequestParams, _ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+        if !resources::is_known(&request.uri) {
+            return Err(resources::not_found(&request.uri, "cannot subscribe to an unknown resource"));
+        }
+        if let Ok(mut s) = self.subscriptions.lock() {
+            s.insert(request.uri);
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(&self, request: UnsubscribeRequestParams, _ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+        if let Ok(mut s) = self.subscriptions.lock() {
+            s.remove(&request.uri);
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.supported_by(&self.get_info().capabilities);
+        if let Some(uris) = &mut accepted.resource_subscriptions {
+            uris.retain(|u| resources::is_known(u));
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        notify::listen(self.state.clone(), context).await;
+        Ok(())
     }
 }

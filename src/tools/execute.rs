@@ -12,6 +12,10 @@ use tokio_util::sync::CancellationToken;
 use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
+use crate::devices::DeviceId;
+use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
+use crate::tools::devices::{LockView, lock_key_of};
+use crate::tools::locks::MAX_WAIT_SECS;
 use crate::exec::{Outcome, Spec, StopReason};
 use crate::output;
 use crate::progress;
@@ -34,6 +38,17 @@ pub struct ExecuteRequest {
     /// Validate everything and show the exact argv, without running anything.
     #[serde(default)]
     pub dry_run: bool,
+    /// Device id (from list_devices) for a command that touches a device class; default: every
+    /// attached device of the class.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Lease id from lock_device, when the device is leased (a 2025-11-25 session that took the
+    /// lease may omit it).
+    #[serde(default)]
+    pub lease: Option<String>,
+    /// How long to queue if the device is busy (default 0: answer at once with who holds it).
+    #[serde(default)]
+    pub wait_secs: Option<u64>,
 }
 
 /// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
@@ -74,23 +89,30 @@ pub struct ExecuteResult {
 pub async fn run(
     state: &AppState,
     who: &ClientIdentity,
+    session: Option<SessionId>,
     req: ExecuteRequest,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let config = state.config();
-    // Audit: the request as asked, before `prepare` consumes it.
-    let call = audit::ExecuteCall::new(who, ctx, &req.command);
+    let lease = req.lease.clone().map(LeaseId);
+    let wait_secs = req.wait_secs.unwrap_or(0);
+    // Audit: the request as asked, before `prepare` consumes it; every refusal below goes
+    // through `refuse` so that it is recorded with its reason.
+    let call = audit::ExecuteCall::new(who, session.as_ref(), &req.command);
     let asked = req.args.clone().into_vec();
-    let prepared = match prepare(&config, who, req) {
+    let refuse = |reason: String| {
+        state.audit.record(&audit::ExecuteRecord::ExecuteRefused {
+            call: &call,
+            args: &asked,
+            reason: &reason,
+        });
+        super::refusal(reason)
+    };
+    let prepared = match prepare(&config, state, who, req) {
         Ok(p) => p,
         Err(msg) => {
             tracing::info!(client = %who.name, verdict = "refused", reason = %msg, "execute_command");
-            state.audit.record(&audit::ExecuteRecord::ExecuteRefused {
-                call: &call,
-                args: &asked,
-                reason: &msg,
-            });
-            return super::refusal(msg);
+            return refuse(msg);
         }
     };
     let mut result = ExecuteResult {
@@ -107,25 +129,54 @@ pub async fn run(
         cancelled: false,
         timeout_secs: prepared.spec.timeout.as_secs(),
         dry_run: prepared.dry_run,
-        device: None,
-        lock_keys: vec![],
+        device: prepared.device.as_ref().map(|d| d.to_string()),
+        lock_keys: prepared.keys.iter().map(|k| k.to_string()).collect(),
         stop_reason: None,
     };
     if prepared.dry_run {
-        let text = format!(
-            "dry run: would run {}\ntimeout {} s; nothing was run",
+        let mut text = format!(
+            "dry run: would run {}\ntimeout {} s; nothing was run\n",
             shell_words(&result.argv),
             result.timeout_secs
         );
+        for k in &prepared.keys {
+            let v = LockView::of(&state.locks, k, &who.name);
+            match (&v.holder, v.held) {
+                (Some(h), true) => text.push_str(&format!("lock {k}: held by {h} now ({} waiting)\n", v.queue_len)),
+                _ => text.push_str(&format!("lock {k}: free now\n")),
+            }
+        }
         state.audit.record(&audit::ExecuteRecord::ExecuteDryRun {
             call: &call,
             argv: &result.argv,
         });
         return super::structured(&result, text);
     }
+    if wait_secs > MAX_WAIT_SECS {
+        return refuse(format!("wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"));
+    }
+    let lock_req = CommandLockRequest {
+        keys: prepared.keys.clone(),
+        client: ClientName(who.name.clone()),
+        session,
+        lease,
+        command: format!("{} {}", prepared.command.name, prepared.spec.args.join(" ")).trim_end().to_string(),
+    };
+    // A request cancelled while queued leaves the queue at once (the future is dropped).
+    let acquired = tokio::select! {
+        r = state.locks.acquire_for_command_wait(lock_req, Duration::from_secs(wait_secs)) => r,
+        _ = ctx.ct.cancelled() => return refuse("cancelled while waiting for the device lock; nothing was run".into()),
+    };
+    let lock_guard = match acquired {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::info!(client = %who.name, command = %result.command, verdict = "refused", reason = %e, "execute_command");
+            return refuse(e.to_string());
+        }
+    };
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, verdict = "allowed", "execute_command");
-    // Written before the spawn, so a crash mid-run still shows what was started.
-    let trail = audit::RunTrail::start(&state.audit, call, &result);
+    // Written before the spawn (locks held), so a crash mid-run still shows what was started.
+    let trail = audit::RunTrail::start(&state.audit, call.clone(), &result);
 
     let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
         Some(token) => {
@@ -148,10 +199,12 @@ pub async fn run(
         // stops it; the caller still waits for the result.
         let executor = state.executor.clone();
         let spec = prepared.spec.clone();
-        let mut task =
-            tokio::spawn(
-                async move { executor.run(&spec, CancellationToken::new(), on_line).await },
-            );
+        let mut task = tokio::spawn(async move {
+            let r = executor.run(&spec, CancellationToken::new(), on_line).await;
+            // The device stays locked until the command (and its group) is gone.
+            drop(lock_guard);
+            r
+        });
         let mut refused_cancel = false;
         let joined = loop {
             tokio::select! {
@@ -177,10 +230,9 @@ pub async fn run(
             }
         }
     } else {
-        state
-            .executor
-            .run(&prepared.spec, ctx.ct.clone(), on_line)
-            .await
+        let r = state.executor.run(&prepared.spec, ctx.ct.clone(), on_line).await;
+        drop(lock_guard);
+        r
     };
     let outcome = match outcome {
         Ok(o) => o,
@@ -211,6 +263,8 @@ pub async fn run(
 
 struct Prepared<'a> {
     command: &'a CommandConfig,
+    keys: Vec<LockKey>,
+    device: Option<DeviceId>,
     spec: Spec,
     progress: Option<regex::Regex>,
     cancel: CancelPolicy,
@@ -228,6 +282,7 @@ impl Prepared<'_> {
 /// Every check that can refuse the call, in order; nothing has run when this fails.
 fn prepare<'a>(
     config: &'a Config,
+    state: &AppState,
     who: &ClientIdentity,
     req: ExecuteRequest,
 ) -> Result<Prepared<'a>, String> {
@@ -275,8 +330,11 @@ fn prepare<'a>(
         }
         Some(t) => Duration::from_secs(t),
     };
+    let (keys, device) = device_keys(config, state, command, req.device.as_deref())?;
     Ok(Prepared {
         command,
+        keys,
+        device,
         spec: Spec {
             binary: command.binary.clone(),
             args: approved.args,
@@ -290,6 +348,60 @@ fn prepare<'a>(
         cancel: pattern.cancel.unwrap_or(command.cancel),
         dry_run: req.dry_run,
     })
+}
+
+/// The lock keys a command takes: those of the device it names, or of every attached device
+/// of its class. A command with a class and no such device attached is refused.
+fn device_keys(
+    config: &Config,
+    state: &AppState,
+    command: &CommandConfig,
+    device: Option<&str>,
+) -> Result<(Vec<LockKey>, Option<DeviceId>), String> {
+    let Some(class_name) = &command.device else {
+        return match device {
+            Some(_) => Err(format!("command {:?} does not touch a device; omit `device`", command.name)),
+            None => Ok((vec![], None)),
+        };
+    };
+    let Some(class) = config.device_class(class_name) else {
+        return Err(format!("device class {class_name:?} is not configured"));
+    };
+    let all = state.registry.snapshot();
+    let attached_list = || {
+        let v: Vec<String> = all.iter().map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid)).collect();
+        if v.is_empty() { "nothing".to_string() } else { v.join(", ") }
+    };
+    let pid = class.pid.map(|p| format!("{p:04x}")).unwrap_or_else(|| "*".into());
+    if let Some(d) = device {
+        let id: DeviceId = d.parse().map_err(|e: crate::devices::DeviceError| e.to_string())?;
+        let Some(dev) = all.iter().find(|x| x.id == id) else {
+            return Err(format!(
+                "device {d} is not attached. Attached now: {}. Call list_devices, or wait_for_device for a board that is re-enumerating.",
+                attached_list()
+            ));
+        };
+        if !class.matches(dev.vid, dev.pid) {
+            return Err(format!(
+                "device {d} ({:04x}:{:04x}) is not a {class_name} device ({:04x}:{pid}); {:?} runs only on those",
+                dev.vid, dev.pid, class.vid, command.name
+            ));
+        }
+        return Ok((vec![lock_key_of(config, dev)], Some(id)));
+    }
+    let mut keys: Vec<LockKey> = all.iter().filter(|d| class.matches(d.vid, d.pid)).map(|d| lock_key_of(config, d)).collect();
+    if keys.is_empty() {
+        return Err(format!(
+            "no {class_name} device ({:04x}:{pid}) is attached, so {:?} has nothing to run on. Attached now: {}. \
+             Plug the board in (in MaskROM or Loader mode), or call wait_for_device.",
+            class.vid,
+            command.name,
+            attached_list()
+        ));
+    }
+    keys.sort();
+    keys.dedup();
+    Ok((keys, None))
 }
 
 fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {

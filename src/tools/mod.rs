@@ -2,7 +2,9 @@
 //! the `#[tool_router]` list that dispatches to them.
 
 pub mod commands;
+pub mod devices;
 pub mod execute;
+pub mod locks;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;

@@ -1,0 +1,105 @@
+//! Resource change notifications, for both protocol eras.
+//!
+//! One change stream merges the device registry's and the lock manager's events into
+//! [`Change`]s. A 2025-11-25 session gets a forwarder task (started when the client says
+//! `initialized`) that sends `list_changed` always and `updated` for the URIs it subscribed
+//! to with `resources/subscribe`. A 2026-07-28 client opens `subscriptions/listen`, and the
+//! handler's `listen` sends what its accepted filter asks for.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use rmcp::RoleServer;
+use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
+use rmcp::service::{Peer, SubscriptionContext};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::devices::DeviceEvent;
+use crate::locks::{LockEvent, LockEventKind};
+use crate::resources::Change;
+use crate::server::AppState;
+
+/// The merged change stream of one subscriber.
+pub struct Changes {
+    state: Arc<AppState>,
+    devices: broadcast::Receiver<DeviceEvent>,
+    locks: broadcast::Receiver<LockEvent>,
+}
+
+impl Changes {
+    /// Subscribes now: changes from this moment on are seen.
+    pub fn new(state: Arc<AppState>) -> Self {
+        Changes { devices: state.registry.subscribe(), locks: state.locks.subscribe(), state }
+    }
+
+    /// The next change; `None` when both sources are gone.
+    pub async fn next(&mut self) -> Option<Change> {
+        loop {
+            tokio::select! {
+                ev = self.devices.recv() => match ev {
+                    Ok(ev) => return Some(Change::from_device(&ev)),
+                    // Missed events: say that everything may have changed.
+                    Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
+                    Err(RecvError::Closed) => return None,
+                },
+                ev = self.locks.recv() => match ev {
+                    // A refusal changes nothing anyone can read.
+                    Ok(ev) if ev.kind == LockEventKind::Refused => continue,
+                    Ok(ev) => return Some(Change::from_lock(&self.state, &ev)),
+                    Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
+                    Err(RecvError::Closed) => return None,
+                },
+            }
+        }
+    }
+}
+
+/// URIs a legacy session subscribed to.
+pub type Subscriptions = Arc<Mutex<HashSet<String>>>;
+
+/// Forwards changes to one 2025-11-25 session until the session is gone.
+pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs: Subscriptions) {
+    let mut changes = Changes::new(state);
+    tokio::spawn(async move {
+        while let Some(change) = changes.next().await {
+            if peer.is_transport_closed() {
+                break;
+            }
+            if change.list_changed && peer.notify_resource_list_changed().await.is_err() {
+                break;
+            }
+            let wanted: Vec<String> = match subs.lock() {
+                Ok(s) => change.updated.iter().filter(|u| s.contains(*u)).cloned().collect(),
+                Err(_) => break,
+            };
+            for uri in wanted {
+                if peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        tracing::debug!("legacy notification forwarder ended");
+    });
+}
+
+/// Serves one 2026-07-28 `subscriptions/listen` until the client closes it.
+pub async fn listen(state: Arc<AppState>, ctx: SubscriptionContext) {
+    let accepted: SubscriptionFilter = ctx.accepted().clone();
+    let want_list = accepted.resources_list_changed == Some(true);
+    let uris: HashSet<String> = accepted.resource_subscriptions.clone().unwrap_or_default().into_iter().collect();
+    let mut changes = Changes::new(state);
+    loop {
+        let change = tokio::select! {
+            c = changes.next() => match c { Some(c) => c, None => return },
+            _ = ctx.cancelled() => return,
+        };
+        if want_list && change.list_changed && ctx.sink().notify_resource_list_changed().await.is_err() {
+            return;
+        }
+        for uri in change.updated.iter().filter(|u| uris.contains(*u)) {
+            if ctx.sink().notify_resource_updated(uri.clone()).await.is_err() {
+                return;
+            }
+        }
+    }
+}

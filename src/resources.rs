@@ -1,0 +1,154 @@
+//! MCP resources: `gatecmd://devices`, `gatecmd://devices/{id}`, `gatecmd://locks`,
+//! `gatecmd://commands` (JSON), and which of them a device or lock event changes.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use serde::Serialize;
+
+use crate::auth::ClientIdentity;
+use crate::devices::{DeviceEvent, DeviceId};
+use crate::locks::LockEvent;
+use crate::server::AppState;
+use crate::tools::devices::{DeviceView, lock_key_of, render_device};
+
+pub const DEVICES: &str = "gatecmd://devices";
+pub const DEVICE_PREFIX: &str = "gatecmd://devices/";
+pub const DEVICE_TEMPLATE: &str = "gatecmd://devices/{id}";
+pub const LOCKS: &str = "gatecmd://locks";
+pub const COMMANDS: &str = "gatecmd://commands";
+
+const JSON: &str = "application/json";
+
+/// The URI of one device's resource.
+pub fn device_uri(id: &DeviceId) -> String {
+    format!("{DEVICE_PREFIX}{id}")
+}
+
+fn resource(uri: &str, name: &str, description: &str) -> Resource {
+    Resource::new(uri, name).with_description(description).with_mime_type(JSON)
+}
+
+/// Every concrete resource: the fixed ones and one per attached device.
+pub fn list(state: &AppState) -> Vec<Resource> {
+    let mut out = vec![
+        resource(DEVICES, "devices", "All attached USB devices with class and lock state"),
+        resource(LOCKS, "locks", "Leases, running commands and waiters per lock key"),
+        resource(COMMANDS, "commands", "The allowlisted commands and their argument patterns"),
+    ];
+    for d in state.registry.snapshot() {
+        let uri = device_uri(&d.id);
+        let title = format!("device {} ({:04x}:{:04x})", d.id, d.vid, d.pid);
+        out.push(resource(&uri, &title, "One attached USB device"));
+    }
+    out
+}
+
+/// The resource templates.
+pub fn templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new(DEVICE_TEMPLATE, "device")
+            .with_description("One USB device by its id (physical port path, e.g. 1-2.3)")
+            .with_mime_type(JSON),
+    ]
+}
+
+fn json_contents(uri: &str, value: &impl Serialize) -> Result<ReadResourceResult, McpError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| McpError::internal_error(format!("cannot serialize {uri}: {e}"), None))?;
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(text, uri).with_mime_type(JSON),
+    ]))
+}
+
+/// Resource-not-found, with `data.uri` as the spec asks.
+pub fn not_found(uri: &str, why: &str) -> McpError {
+    McpError::new(
+        ErrorCode::RESOURCE_NOT_FOUND,
+        format!("resource {uri} not found: {why}"),
+        Some(serde_json::json!({ "uri": uri })),
+    )
+}
+
+/// Reads one resource for `who`.
+pub fn read(state: &AppState, who: &ClientIdentity, uri: &str) -> Result<ReadResourceResult, McpError> {
+    let config = state.config();
+    match uri {
+        DEVICES => {
+            let devices: Vec<DeviceView> = state
+                .registry
+                .snapshot()
+                .into_iter()
+                .map(|d| DeviceView::new(state, &config, d, &who.name))
+                .collect();
+            json_contents(uri, &serde_json::json!({ "devices": devices, "event_source": state.registry.source().to_string() }))
+        }
+        LOCKS => json_contents(uri, &crate::tools::locks::view(state, &who.name)),
+        COMMANDS => {
+            let r = crate::tools::commands::list(&config, who);
+            json_contents(uri, &r.structured_content.unwrap_or_default())
+        }
+        _ => {
+            let Some(id) = uri.strip_prefix(DEVICE_PREFIX) else {
+                return Err(not_found(uri, "gatecmd serves gatecmd://devices, gatecmd://devices/{id}, gatecmd://locks, gatecmd://commands"));
+            };
+            let id: DeviceId = id.parse().map_err(|_| not_found(uri, "not a device id (e.g. 1-2.3)"))?;
+            let d = state
+                .registry
+                .get(&id)
+                .ok_or_else(|| not_found(uri, "no device is attached on that port; see gatecmd://devices"))?;
+            let view = DeviceView::new(state, &config, d, &who.name);
+            tracing::trace!(device = %render_device(&view), "read");
+            json_contents(uri, &view)
+        }
+    }
+}
+
+/// Whether `uri` names a resource this server has (or may have: a device not attached now).
+pub fn is_known(uri: &str) -> bool {
+    matches!(uri, DEVICES | LOCKS | COMMANDS)
+        || uri.strip_prefix(DEVICE_PREFIX).is_some_and(|id| id.parse::<DeviceId>().is_ok())
+}
+
+/// What one change means for subscribers.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Resources whose content changed.
+    pub updated: Vec<String>,
+    /// Whether the resource list changed (a device came or went).
+    pub list_changed: bool,
+}
+
+impl Change {
+    /// Everything may have changed (after missed events).
+    pub fn everything(state: &AppState) -> Change {
+        let mut updated = vec![DEVICES.to_string(), LOCKS.to_string()];
+        updated.extend(state.registry.snapshot().iter().map(|d| device_uri(&d.id)));
+        Change { updated, list_changed: true }
+    }
+
+    /// A device event.
+    pub fn from_device(ev: &DeviceEvent) -> Change {
+        Change {
+            updated: vec![DEVICES.to_string(), device_uri(ev.id())],
+            list_changed: matches!(ev, DeviceEvent::Added(_) | DeviceEvent::Removed(_)),
+        }
+    }
+
+    /// A lock event: the locks resource, and every attached device whose key it concerns.
+    pub fn from_lock(state: &AppState, ev: &LockEvent) -> Change {
+        let config = state.config();
+        let mut updated = vec![LOCKS.to_string()];
+        let devices: Vec<String> = state
+            .registry
+            .snapshot()
+            .iter()
+            .filter(|d| lock_key_of(&config, d) == ev.key)
+            .map(|d| device_uri(&d.id))
+            .collect();
+        if !devices.is_empty() {
+            updated.push(DEVICES.to_string());
+            updated.extend(devices);
+        }
+        Change { updated, list_changed: false }
+    }
+}

@@ -1,0 +1,380 @@
+//! `list_devices` and `wait_for_device`: the device registry as agents see it, with the
+//! class label from the config and the lock state of each device's key.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::config::Config;
+use crate::devices::{Device, DeviceKind, RockchipMode};
+use crate::locks::{HeldBy, KeyState, LockKey, LockManager};
+use crate::server::AppState;
+
+/// The class a device belongs to: the first `devices:` entry that matches it.
+pub fn class_of<'a>(config: &'a Config, d: &Device) -> Option<&'a crate::config::DeviceClass> {
+    config.devices.iter().find(|c| c.matches(d.vid, d.pid))
+}
+
+/// The lock key of a device: its class's lock group, or its VID:PID.
+pub fn lock_key_of(config: &Config, d: &Device) -> LockKey {
+    match class_of(config, d).and_then(|c| c.lock_group.as_ref()) {
+        Some(g) => LockKey::Group(g.clone()),
+        None => LockKey::usb(d.vid, d.pid),
+    }
+}
+
+/// A key's lock state as any client may see it (no lease ids, except the caller's own).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LockView {
+    /// The lock key (`usb:VVVV:PPPP`, `group:NAME` or `port:ID`).
+    pub key: String,
+    /// Whether a lease or a running command holds the key.
+    pub held: bool,
+    /// Client holding the lease, or running the command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// `lease` or `command`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub since: Option<DateTime<Utc>>,
+    /// When the lease ends unless renewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The command running on the key now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// Requests waiting for the key.
+    pub queue_len: usize,
+    /// The lease id, shown only to its holder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<String>,
+}
+
+impl LockView {
+    /// The view of `key` for `caller`.
+    pub fn of(locks: &LockManager, key: &LockKey, caller: &str) -> LockView {
+        Self::from_state(key, locks.key_state(key).as_ref(), caller)
+    }
+
+    /// The view of a key's state for `caller` (`None`: free).
+    pub fn from_state(key: &LockKey, st: Option<&KeyState>, caller: &str) -> LockView {
+        let mut v = LockView {
+            key: key.to_string(),
+            held: false,
+            holder: None,
+            held_by: None,
+            note: None,
+            since: None,
+            lease_expires_at: None,
+            running: None,
+            queue_len: 0,
+            lease_id: None,
+        };
+        let Some(st) = st else { return v };
+        v.queue_len = st.queue_len;
+        if let Some(r) = &st.running {
+            v.held = true;
+            v.holder = Some(r.client.0.clone());
+            v.held_by = Some(held_by(HeldBy::Command));
+            v.since = Some(r.since);
+            v.running = Some(r.command.clone());
+        }
+        if let Some(l) = &st.lease {
+            v.held = true;
+            v.holder = Some(l.holder.0.clone());
+            v.held_by = Some(held_by(HeldBy::Lease));
+            v.note = l.note.clone();
+            v.since = Some(l.acquired_at);
+            v.lease_expires_at = Some(l.expires_at);
+            if l.holder.0 == caller {
+                v.lease_id = Some(l.lease_id.0.clone());
+            }
+        }
+        v
+    }
+}
+
+fn held_by(h: HeldBy) -> String {
+    match h {
+        HeldBy::Lease => "lease".into(),
+        HeldBy::Command => "command".into(),
+    }
+}
+
+/// A device as `list_devices` and the device resources show it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeviceView {
+    #[serde(flatten)]
+    pub device: Device,
+    /// The config's device class, if one matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The device's lock key and who holds it.
+    pub lock: LockView,
+}
+
+impl DeviceView {
+    /// The view of `d` for `caller`.
+    pub fn new(state: &AppState, config: &Config, d: Device, caller: &str) -> DeviceView {
+        let key = lock_key_of(config, &d);
+        DeviceView {
+            class: class_of(config, &d).map(|c| c.name.clone()),
+            lock: LockView::of(&state.locks, &key, caller),
+            device: d,
+        }
+    }
+}
+
+/// Filters of `list_devices` (all optional; all must match).
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceFilter {
+    /// Device id (physical port path, e.g. "1-2").
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Vendor id, 4 hex digits (e.g. "2207").
+    #[serde(default)]
+    pub vid: Option<String>,
+    /// Product id, 4 hex digits (e.g. "350b").
+    #[serde(default)]
+    pub pid: Option<String>,
+    /// Device class name from the server's config (e.g. "rockusb").
+    #[serde(default)]
+    pub class: Option<String>,
+    /// Rockchip mode: "maskrom" or "loader".
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+impl DeviceFilter {
+    /// Checks the filter's values; the error tells the agent the valid forms.
+    pub fn validate(&self, config: &Config) -> Result<(), String> {
+        for (name, v) in [("vid", &self.vid), ("pid", &self.pid)] {
+            if let Some(v) = v {
+                if u16::from_str_radix(v, 16).is_err() || v.len() != 4 {
+                    return Err(format!("{name} {v:?} is not 4 hex digits (e.g. \"2207\")"));
+                }
+            }
+        }
+        if let Some(m) = &self.mode {
+            if m != "maskrom" && m != "loader" {
+                return Err(format!("mode {m:?} is not one of \"maskrom\", \"loader\""));
+            }
+        }
+        if let Some(c) = &self.class {
+            if config.device_class(c).is_none() {
+                let known: Vec<&str> = config.devices.iter().map(|d| d.name.as_str()).collect();
+                return Err(format!(
+                    "unknown device class {c:?}; classes: {}",
+                    if known.is_empty() { "none configured".into() } else { known.join(", ") }
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `d` passes the filter.
+    pub fn matches(&self, config: &Config, d: &Device) -> bool {
+        let hex = |v: &Option<String>, x: u16| {
+            v.as_ref().is_none_or(|v| u16::from_str_radix(v, 16).is_ok_and(|n| n == x))
+        };
+        self.id.as_ref().is_none_or(|i| i == d.id.as_str())
+            && hex(&self.vid, d.vid)
+            && hex(&self.pid, d.pid)
+            && self.class.as_ref().is_none_or(|c| class_of(config, d).is_some_and(|k| &k.name == c))
+            && self.mode.as_ref().is_none_or(|m| {
+                let mode = match d.mode {
+                    Some(RockchipMode::MaskRom) => "maskrom",
+                    Some(RockchipMode::Loader) => "loader",
+                    None => "",
+                };
+                m == mode
+            })
+    }
+
+    fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            ("id", &self.id),
+            ("vid", &self.vid),
+            ("pid", &self.pid),
+            ("class", &self.class),
+            ("mode", &self.mode),
+        ]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .collect();
+        if parts.is_empty() { "any device".into() } else { parts.join(", ") }
+    }
+}
+
+/// Result of `list_devices`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeviceList {
+    pub devices: Vec<DeviceView>,
+    /// Which event source keeps the list current (udev monitor, kernel uevents, rescan…).
+    pub event_source: String,
+}
+
+/// One line per device, for people.
+pub fn render_device(v: &DeviceView) -> String {
+    let d = &v.device;
+    let mut s = format!("{}  {:04x}:{:04x}", d.id, d.vid, d.pid);
+    if let Some(soc) = &d.soc {
+        s.push_str(&format!("  {soc}"));
+    }
+    match (d.kind, d.mode) {
+        (DeviceKind::Rockusb, Some(RockchipMode::MaskRom)) => s.push_str(" MaskROM"),
+        (DeviceKind::Rockusb, Some(RockchipMode::Loader)) => s.push_str(" Loader"),
+        (DeviceKind::RockchipOther, _) => s.push_str(" (Rockchip, not rockusb)"),
+        _ => {}
+    }
+    for part in [&d.manufacturer, &d.product].into_iter().flatten() {
+        s.push_str(&format!("  {part}"));
+    }
+    if let Some(serial) = &d.serial {
+        s.push_str(&format!("  serial {serial}"));
+    }
+    s.push_str(&format!("  bus {} dev {}", d.busnum, d.devnum));
+    if let Some(c) = &v.class {
+        s.push_str(&format!("  class {c}"));
+    }
+    if v.lock.held {
+        s.push_str(&format!(
+            "  [{} held by {}]",
+            v.lock.key,
+            v.lock.holder.as_deref().unwrap_or("?")
+        ));
+    }
+    s
+}
+
+/// `list_devices`.
+pub fn list(state: &AppState, caller: &str, filter: DeviceFilter) -> CallToolResult {
+    let config = state.config();
+    if let Err(e) = filter.validate(&config) {
+        return super::refusal(e);
+    }
+    let devices: Vec<DeviceView> = state
+        .registry
+        .snapshot()
+        .into_iter()
+        .filter(|d| filter.matches(&config, d))
+        .map(|d| DeviceView::new(state, &config, d, caller))
+        .collect();
+    let mut text = if devices.is_empty() {
+        format!("No device matches ({}).\n", filter.describe())
+    } else {
+        devices.iter().map(render_device).collect::<Vec<_>>().join("\n") + "\n"
+    };
+    let source = state.registry.source().to_string();
+    text.push_str(&format!("(event source: {source})\n"));
+    super::structured(&DeviceList { devices, event_source: source }, text)
+}
+
+/// Arguments of `wait_for_device`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRequest {
+    /// Which device: any of id, vid, pid, class, mode (all given must match).
+    #[serde(rename = "match", default)]
+    pub filter: DeviceFilter,
+    /// Wait until a matching device is attached, or until none is.
+    pub state: WaitState,
+    /// How long to wait (default 30, at most 3600).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// What `wait_for_device` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitState {
+    Attached,
+    Detached,
+}
+
+/// Result of `wait_for_device`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WaitResult {
+    /// The matching device (attached), or the one that left (detached) if seen leaving.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceView>,
+    pub state: WaitState,
+    /// False when the timeout passed first.
+    pub satisfied: bool,
+    pub waited_ms: u64,
+}
+
+/// `wait_for_device`: answers from the registry's change stream, no polling.
+pub async fn wait(state: &AppState, caller: &str, req: WaitRequest, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    let config = state.config();
+    if let Err(e) = req.filter.validate(&config) {
+        return super::refusal(e);
+    }
+    let timeout = Duration::from_secs(req.timeout_secs.unwrap_or(30).clamp(1, 3600));
+    // Subscribe before looking, so an event between the look and the wait is not lost.
+    let mut events = state.registry.subscribe();
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    let token = ctx.meta.get_progress_token();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    let mut left: Option<Device> = None;
+    let found = loop {
+        let current: Vec<Device> =
+            state.registry.snapshot().into_iter().filter(|d| req.filter.matches(&config, d)).collect();
+        match req.state {
+            WaitState::Attached if !current.is_empty() => break current.into_iter().next(),
+            WaitState::Detached if current.is_empty() => break left.take(),
+            _ => {}
+        }
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Ok(crate::devices::DeviceEvent::Removed(d)) if req.filter.matches(&config, &d) => left = Some(d),
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return super::refusal("the device monitor stopped; try again later"),
+            },
+            _ = tick.tick() => {
+                if let Some(t) = &token {
+                    let secs = started.elapsed().as_secs_f64().floor();
+                    let p = ProgressNotificationParam::new(t.clone(), secs)
+                        .with_total(timeout.as_secs_f64())
+                        .with_message(format!("waiting for {} to be {:?} ({secs:.0} s)", req.filter.describe(), req.state).to_lowercase());
+                    let _ = ctx.peer.notify_progress(p).await;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let attached: Vec<String> = state.registry.snapshot().iter().map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid)).collect();
+                let result = WaitResult { device: None, state: req.state, satisfied: false, waited_ms: started.elapsed().as_millis() as u64 };
+                let text = format!(
+                    "timed out after {} s waiting for {} to be {}; attached now: {}",
+                    timeout.as_secs(),
+                    req.filter.describe(),
+                    if req.state == WaitState::Attached { "attached" } else { "detached" },
+                    if attached.is_empty() { "nothing".into() } else { attached.join(", ") }
+                );
+                return super::structured_error(&result, text);
+            }
+            _ = ctx.ct.cancelled() => return super::refusal("cancelled"),
+        }
+    };
+    let device = found.map(|d| DeviceView::new(state, &config, d, caller));
+    let text = match (&device, req.state) {
+        (Some(v), WaitState::Attached) => format!("attached: {}\n", render_device(v)),
+        (Some(v), WaitState::Detached) => format!("detached: {}\n", render_device(v)),
+        (None, _) => format!("no device matches {} (detached)\n", req.filter.describe()),
+    };
+    let result = WaitResult { device, state: req.state, satisfied: true, waited_ms: started.elapsed().as_millis() as u64 };
+    super::structured(&result, text)
+}

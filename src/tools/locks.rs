@@ -1,0 +1,214 @@
+//! `lock_device`, `unlock_device`, `list_locks`: leases that hold a device across commands.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rmcp::RoleServer;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::ClientIdentity;
+use crate::devices::DeviceId;
+use crate::locks::{ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
+use crate::server::AppState;
+use crate::tools::devices::{LockView, lock_key_of};
+
+/// Longest a caller may queue for a key.
+pub const MAX_WAIT_SECS: u64 = 3600;
+
+/// Arguments of `lock_device`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LockRequest {
+    /// Device id from list_devices (e.g. "1-2"); its lock key is used.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Or a lock key directly: "usb:2207:350b", "group:NAME" — works for a board that is not
+    /// plugged in yet.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Lease lifetime in seconds (default from the server's config); renewed by each command
+    /// run under the lease.
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
+    /// How long to queue if the key is busy (default 0: answer at once).
+    #[serde(default)]
+    pub wait_secs: Option<u64>,
+    /// Shown to others who find the device busy (e.g. "flashing rk3588 image").
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// Result of `lock_device`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LeaseResult {
+    /// Pass this as `lease` with each execute_command on the device, and to unlock_device.
+    pub lease_id: String,
+    pub key: String,
+    pub holder: String,
+    #[schemars(with = "String")]
+    pub expires_at: DateTime<Utc>,
+    pub ttl_secs: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl From<&LeaseInfo> for LeaseResult {
+    fn from(l: &LeaseInfo) -> Self {
+        LeaseResult {
+            lease_id: l.lease_id.0.clone(),
+            key: l.key.to_string(),
+            holder: l.holder.0.clone(),
+            expires_at: l.expires_at,
+            ttl_secs: l.ttl_secs,
+            note: l.note.clone(),
+        }
+    }
+}
+
+/// Resolves `device` or `key` to a lock key.
+fn key_for(state: &AppState, device: Option<&str>, key: Option<&str>) -> Result<LockKey, String> {
+    match (device, key) {
+        (Some(_), Some(_)) => Err("give either device or key, not both".into()),
+        (None, None) => Err("give device (an id from list_devices) or key (e.g. \"usb:2207:350b\")".into()),
+        (None, Some(k)) => k.parse::<LockKey>().map_err(|e| e.to_string()),
+        (Some(d), None) => {
+            let id: DeviceId = d.parse().map_err(|e: crate::devices::DeviceError| e.to_string())?;
+            let config = state.config();
+            match state.registry.get(&id) {
+                Some(dev) => Ok(lock_key_of(&config, &dev)),
+                None => Err(format!(
+                    "device {d} is not attached. To lease a board that is not plugged in yet, pass its key \
+                     (e.g. key: \"usb:2207:350b\"); list_devices shows what is attached."
+                )),
+            }
+        }
+    }
+}
+
+/// `lock_device`.
+pub async fn lock(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: LockRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let key = match key_for(state, req.device.as_deref(), req.key.as_deref()) {
+        Ok(k) => k,
+        Err(e) => return super::refusal(e),
+    };
+    let wait = req.wait_secs.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return super::refusal(format!("wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"));
+    }
+    let lease_req = LeaseRequest {
+        key,
+        client: ClientName(who.name.clone()),
+        session,
+        ttl: req.ttl_secs.map(Duration::from_secs),
+        note: req.note.filter(|n| !n.trim().is_empty()),
+        wait: Duration::from_secs(wait),
+    };
+    // A cancelled request leaves the queue at once: dropping the future removes the waiter.
+    let taken = tokio::select! {
+        r = state.locks.lock(lease_req) => r,
+        _ = ctx.ct.cancelled() => return super::refusal("cancelled while waiting for the lock"),
+    };
+    match taken {
+        Ok(info) => {
+            let r = LeaseResult::from(&info);
+            let text = format!(
+                "lease {} on {} for {}; expires at {} unless renewed (each command under the lease renews it for {} s).\n\
+                 Pass lease: \"{}\" with execute_command; release with unlock_device.",
+                r.lease_id,
+                r.key,
+                r.holder,
+                r.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                r.ttl_secs,
+                r.lease_id
+            );
+            super::structured(&r, text)
+        }
+        Err(e) => super::refusal(e.to_string()),
+    }
+}
+
+/// Arguments of `unlock_device`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnlockRequest {
+    /// The lease id lock_device returned.
+    pub lease: String,
+}
+
+/// Result of `unlock_device`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct UnlockResult {
+    pub lease_id: String,
+    pub key: String,
+    pub released: bool,
+}
+
+/// `unlock_device`. An admin client may release another client's lease (logged).
+pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> CallToolResult {
+    let lease = LeaseId(req.lease);
+    let mut r = state.locks.unlock(&lease, &ClientName(who.name.clone()));
+    if who.admin && matches!(r, Err(LockError::NotYourLease { .. })) {
+        r = state.locks.force_unlock(&lease, &who.name);
+    }
+    match r {
+        Ok(info) => {
+            let res = UnlockResult { lease_id: info.lease_id.0.clone(), key: info.key.to_string(), released: true };
+            let text = format!("released lease {} on {}\n", res.lease_id, res.key);
+            super::structured(&res, text)
+        }
+        Err(e) => super::refusal(e.to_string()),
+    }
+}
+
+/// Result of `list_locks`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LockList {
+    /// Keys that are leased, in use or waited for.
+    pub locks: Vec<LockView>,
+}
+
+/// The lock table as `caller` may see it.
+pub fn view(state: &AppState, caller: &str) -> LockList {
+    LockList {
+        locks: state
+            .locks
+            .snapshot()
+            .keys
+            .iter()
+            .map(|k| LockView::from_state(&k.key, Some(k), caller))
+            .collect(),
+    }
+}
+
+/// `list_locks`.
+pub fn list(state: &AppState, caller: &str) -> CallToolResult {
+    let v = view(state, caller);
+    let mut text = String::new();
+    for l in &v.locks {
+        text.push_str(&format!("{}: ", l.key));
+        match (&l.holder, &l.held_by) {
+            (Some(h), Some(by)) => text.push_str(&format!("held by {h} ({by})")),
+            _ => text.push_str("free"),
+        }
+        if let Some(e) = l.lease_expires_at {
+            text.push_str(&format!(", lease expires {}", e.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+        }
+        if let Some(r) = &l.running {
+            text.push_str(&format!(", running {r:?}"));
+        }
+        text.push_str(&format!(", {} waiting\n", l.queue_len));
+    }
+    if v.locks.is_empty() {
+        text.push_str("No device is locked.\n");
+    }
+    super::structured(&v, text)
+}
