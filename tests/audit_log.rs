@@ -106,6 +106,18 @@ async fn every_completed_decision_survives_a_sigkill() {
     .await;
     assert!(!is_error(&dry));
 
+    // A lease: taken and released, both recorded as lock events.
+    let lease = call(
+        &c,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "note": "audit test"}),
+    )
+    .await;
+    assert!(!is_error(&lease), "{}", text(&lease));
+    let lease_id = structured(&lease)["lease_id"].clone();
+    let unlock = call(&c, "unlock_device", json!({"lease": lease_id})).await;
+    assert!(!is_error(&unlock), "{}", text(&unlock));
+
     // A long command is running when the server dies.
     let client = c.clone();
     let running = tokio::spawn(async move {
@@ -192,6 +204,16 @@ async fn every_completed_decision_survives_a_sigkill() {
     assert_eq!(timeout[0]["outcome"], "timed_out");
     assert_eq!(timeout[0]["exit_code"], Value::Null);
     assert_eq!(find(&events, "execute_dry_run", |_| true).len(), 1);
+
+    // Lease events from the lock manager's stream (written by a task; awaited above).
+    let lock_kinds: Vec<&str> = find(&events, "lock", |e| e["key"] == "usb:2207:350b")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(lock_kinds, ["taken", "released"], "{raw}");
+    let taken = find(&events, "lock", |e| e["kind"] == "taken");
+    assert_eq!(taken[0]["client"], "vm-a");
+    assert_eq!(taken[0]["lease_id"], lease_id);
 
     // The run in progress at the kill: started, never finished.
     let long = find(&events, "execute_started", |e| {
