@@ -91,7 +91,11 @@ pub fn main() -> ExitCode {
             init_logging(LogFormat::Pretty);
             run_async(stdio(config))
         }
-        Command::Devices { config, json, watch } => {
+        Command::Devices {
+            config,
+            json,
+            watch,
+        } => {
             init_logging(LogFormat::Pretty);
             run_async(devices(config, json, watch))
         }
@@ -290,7 +294,9 @@ fn reload(
     gate.replace(access, policy);
     state.replace_config(config);
     tracing::info!(config = %location, "configuration reloaded");
-    state.audit.record(&serde_json::json!({"event": "config_reloaded", "config": location.to_string()}));
+    state
+        .audit
+        .record(&serde_json::json!({"event": "config_reloaded", "config": location.to_string()}));
 }
 
 /// Monitor options from the configuration.
@@ -305,7 +311,10 @@ fn monitor_options(config: &Config) -> Result<MonitorOptions, String> {
 }
 
 /// The shared state with its device monitor running (the registry is full when this returns).
-async fn start_state(config: Config, audit: Audit) -> Result<(Arc<AppState>, MonitorHandle), String> {
+async fn start_state(
+    config: Config,
+    audit: Audit,
+) -> Result<(Arc<AppState>, MonitorHandle), String> {
     let opts = monitor_options(&config)?;
     let registry = Registry::new();
     let monitor = start_monitor(registry.clone(), opts)
@@ -327,7 +336,10 @@ async fn devices(config: Option<PathBuf>, json: bool, watch: bool) -> Result<(),
         event_source: monitor.source().to_string(),
     };
     if json && !watch {
-        println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     if !json {
@@ -369,7 +381,9 @@ async fn devices(config: Option<PathBuf>, json: bool, watch: bool) -> Result<(),
                     println!("{now} {what} {}", render_device(&view(d.clone())));
                 }
             }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => println!("{now} (missed {n} events)"),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                println!("{now} (missed {n} events)")
+            }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
         }
     }

@@ -743,12 +743,20 @@ impl Validator<'_> {
                 ),
             );
         }
-        if raw.monitor.backend.parse::<crate::devices::Backend>().is_err() {
+        if raw
+            .monitor
+            .backend
+            .parse::<crate::devices::Backend>()
+            .is_err()
+        {
             let at = self.loc.key_line("backend", 0);
             self.err(
                 at,
                 "monitor.backend".into(),
-                format!("unknown backend {:?}; use auto, udev, libusb or poll", raw.monitor.backend),
+                format!(
+                    "unknown backend {:?}; use auto, udev, libusb or poll",
+                    raw.monitor.backend
+                ),
             );
         }
         // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.

@@ -29,7 +29,11 @@ pub struct Changes {
 impl Changes {
     /// Subscribes now: changes from this moment on are seen.
     pub fn new(state: Arc<AppState>) -> Self {
-        Changes { devices: state.registry.subscribe(), locks: state.locks.subscribe(), state }
+        Changes {
+            devices: state.registry.subscribe(),
+            locks: state.locks.subscribe(),
+            state,
+        }
     }
 
     /// The next change; `None` when both sources are gone.
@@ -69,11 +73,20 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
                 break;
             }
             let wanted: Vec<String> = match subs.lock() {
-                Ok(s) => change.updated.iter().filter(|u| s.contains(*u)).cloned().collect(),
+                Ok(s) => change
+                    .updated
+                    .iter()
+                    .filter(|u| s.contains(*u))
+                    .cloned()
+                    .collect(),
                 Err(_) => break,
             };
             for uri in wanted {
-                if peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_err() {
+                if peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -86,18 +99,31 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
 pub async fn listen(state: Arc<AppState>, ctx: SubscriptionContext) {
     let accepted: SubscriptionFilter = ctx.accepted().clone();
     let want_list = accepted.resources_list_changed == Some(true);
-    let uris: HashSet<String> = accepted.resource_subscriptions.clone().unwrap_or_default().into_iter().collect();
+    let uris: HashSet<String> = accepted
+        .resource_subscriptions
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     let mut changes = Changes::new(state);
     loop {
         let change = tokio::select! {
             c = changes.next() => match c { Some(c) => c, None => return },
             _ = ctx.cancelled() => return,
         };
-        if want_list && change.list_changed && ctx.sink().notify_resource_list_changed().await.is_err() {
+        if want_list
+            && change.list_changed
+            && ctx.sink().notify_resource_list_changed().await.is_err()
+        {
             return;
         }
         for uri in change.updated.iter().filter(|u| uris.contains(*u)) {
-            if ctx.sink().notify_resource_updated(uri.clone()).await.is_err() {
+            if ctx
+                .sink()
+                .notify_resource_updated(uri.clone())
+                .await
+                .is_err()
+            {
                 return;
             }
         }

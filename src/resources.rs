@@ -25,15 +25,29 @@ pub fn device_uri(id: &DeviceId) -> String {
 }
 
 fn resource(uri: &str, name: &str, description: &str) -> Resource {
-    Resource::new(uri, name).with_description(description).with_mime_type(JSON)
+    Resource::new(uri, name)
+        .with_description(description)
+        .with_mime_type(JSON)
 }
 
 /// Every concrete resource: the fixed ones and one per attached device.
 pub fn list(state: &AppState) -> Vec<Resource> {
     let mut out = vec![
-        resource(DEVICES, "devices", "All attached USB devices with class and lock state"),
-        resource(LOCKS, "locks", "Leases, running commands and waiters per lock key"),
-        resource(COMMANDS, "commands", "The allowlisted commands and their argument patterns"),
+        resource(
+            DEVICES,
+            "devices",
+            "All attached USB devices with class and lock state",
+        ),
+        resource(
+            LOCKS,
+            "locks",
+            "Leases, running commands and waiters per lock key",
+        ),
+        resource(
+            COMMANDS,
+            "commands",
+            "The allowlisted commands and their argument patterns",
+        ),
     ];
     for d in state.registry.snapshot() {
         let uri = device_uri(&d.id);
@@ -70,7 +84,11 @@ pub fn not_found(uri: &str, why: &str) -> McpError {
 }
 
 /// Reads one resource for `who`.
-pub fn read(state: &AppState, who: &ClientIdentity, uri: &str) -> Result<ReadResourceResult, McpError> {
+pub fn read(
+    state: &AppState,
+    who: &ClientIdentity,
+    uri: &str,
+) -> Result<ReadResourceResult, McpError> {
     let config = state.config();
     match uri {
         DEVICES => {
@@ -80,7 +98,10 @@ pub fn read(state: &AppState, who: &ClientIdentity, uri: &str) -> Result<ReadRes
                 .into_iter()
                 .map(|d| DeviceView::new(state, &config, d, &who.name))
                 .collect();
-            json_contents(uri, &serde_json::json!({ "devices": devices, "event_source": state.registry.source().to_string() }))
+            json_contents(
+                uri,
+                &serde_json::json!({ "devices": devices, "event_source": state.registry.source().to_string() }),
+            )
         }
         LOCKS => json_contents(uri, &crate::tools::locks::view(state, &who.name)),
         COMMANDS => {
@@ -89,13 +110,20 @@ pub fn read(state: &AppState, who: &ClientIdentity, uri: &str) -> Result<ReadRes
         }
         _ => {
             let Some(id) = uri.strip_prefix(DEVICE_PREFIX) else {
-                return Err(not_found(uri, "gatecmd serves gatecmd://devices, gatecmd://devices/{id}, gatecmd://locks, gatecmd://commands"));
+                return Err(not_found(
+                    uri,
+                    "gatecmd serves gatecmd://devices, gatecmd://devices/{id}, gatecmd://locks, gatecmd://commands",
+                ));
             };
-            let id: DeviceId = id.parse().map_err(|_| not_found(uri, "not a device id (e.g. 1-2.3)"))?;
-            let d = state
-                .registry
-                .get(&id)
-                .ok_or_else(|| not_found(uri, "no device is attached on that port; see gatecmd://devices"))?;
+            let id: DeviceId = id
+                .parse()
+                .map_err(|_| not_found(uri, "not a device id (e.g. 1-2.3)"))?;
+            let d = state.registry.get(&id).ok_or_else(|| {
+                not_found(
+                    uri,
+                    "no device is attached on that port; see gatecmd://devices",
+                )
+            })?;
             let view = DeviceView::new(state, &config, d, &who.name);
             tracing::trace!(device = %render_device(&view), "read");
             json_contents(uri, &view)
@@ -106,7 +134,9 @@ pub fn read(state: &AppState, who: &ClientIdentity, uri: &str) -> Result<ReadRes
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
     matches!(uri, DEVICES | LOCKS | COMMANDS)
-        || uri.strip_prefix(DEVICE_PREFIX).is_some_and(|id| id.parse::<DeviceId>().is_ok())
+        || uri
+            .strip_prefix(DEVICE_PREFIX)
+            .is_some_and(|id| id.parse::<DeviceId>().is_ok())
 }
 
 /// What one change means for subscribers.
@@ -123,7 +153,10 @@ impl Change {
     pub fn everything(state: &AppState) -> Change {
         let mut updated = vec![DEVICES.to_string(), LOCKS.to_string()];
         updated.extend(state.registry.snapshot().iter().map(|d| device_uri(&d.id)));
-        Change { updated, list_changed: true }
+        Change {
+            updated,
+            list_changed: true,
+        }
     }
 
     /// A device event.
@@ -149,6 +182,9 @@ impl Change {
             updated.push(DEVICES.to_string());
             updated.extend(devices);
         }
-        Change { updated, list_changed: false }
+        Change {
+            updated,
+            list_changed: false,
+        }
     }
 }

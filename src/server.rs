@@ -22,13 +22,13 @@ use crate::auth::ClientIdentity;
 use crate::config::Config;
 use crate::devices::Registry;
 use crate::exec::Executor;
-use crate::locks::{LockManager, LockSettings};
 use crate::locks::SessionId;
+use crate::locks::{LockManager, LockSettings};
 use crate::notify::{self, Subscriptions};
 use crate::resources;
-use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
 use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
 use crate::tools::locks::{LeaseResult, LockList, LockRequest, UnlockRequest, UnlockResult};
+use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
 
 /// State shared by every session: the one source of truth the handlers read.
 pub struct AppState {
@@ -67,9 +67,18 @@ impl AppState {
         });
         if audit.is_enabled() {
             // Every lease event into the audit log; the task ends with the lock manager.
-            tokio::spawn(crate::audit::record_lock_events(audit.clone(), locks.subscribe()));
+            tokio::spawn(crate::audit::record_lock_events(
+                audit.clone(),
+                locks.subscribe(),
+            ));
         }
-        Arc::new(AppState { config: RwLock::new(Arc::new(config)), executor, registry, locks, audit })
+        Arc::new(AppState {
+            config: RwLock::new(Arc::new(config)),
+            executor,
+            registry,
+            locks,
+            audit,
+        })
     }
 
     /// The configuration in force now.
@@ -115,11 +124,17 @@ impl GatecmdServer {
 
     /// A handler for stdio: the local user is the client `stdio`.
     pub fn new_stdio(state: Arc<AppState>) -> Self {
-        GatecmdServer { local_identity: Some(ClientIdentity::local("stdio")), ..Self::new(state) }
+        GatecmdServer {
+            local_identity: Some(ClientIdentity::local("stdio")),
+            ..Self::new(state)
+        }
     }
 
     /// The authenticated caller of a request.
-    pub(crate) fn identity(&self, ctx: &RequestContext<RoleServer>) -> Result<ClientIdentity, McpError> {
+    pub(crate) fn identity(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ClientIdentity, McpError> {
         if let Some(id) = ctx
             .extensions
             .get::<http::request::Parts>()
@@ -150,7 +165,10 @@ impl GatecmdServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<CommandList>()
     )]
-    async fn list_commands(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
+    async fn list_commands(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
         Ok(tools::commands::list(&self.state.config(), &who))
     }
@@ -250,7 +268,10 @@ impl GatecmdServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<LockList>()
     )]
-    async fn list_locks(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
+    async fn list_locks(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
         Ok(tools::locks::list(&self.state, &who.name))
     }
@@ -292,7 +313,11 @@ impl ServerHandler for GatecmdServer {
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
         // Only legacy sessions initialize; they get their notifications from a forwarder.
-        notify::spawn_legacy_forwarder(self.state.clone(), ctx.peer.clone(), self.subscriptions.clone());
+        notify::spawn_legacy_forwarder(
+            self.state.clone(),
+            ctx.peer.clone(),
+            self.subscriptions.clone(),
+        );
     }
 
     async fn list_resources(
@@ -300,7 +325,9 @@ impl ServerHandler for GatecmdServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(resources::list(&self.state)))
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.state,
+        )))
     }
 
     async fn list_resource_templates(
@@ -308,7 +335,9 @@ impl ServerHandler for GatecmdServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(resources::templates()))
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
     }
 
     async fn read_resource(
@@ -321,9 +350,16 @@ impl ServerHandler for GatecmdServer {
     }
 
     #[allow(deprecated)]
-    async fn subscribe(&self, request: SubscribeRequestParams, _ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         if !resources::is_known(&request.uri) {
-            return Err(resources::not_found(&request.uri, "cannot subscribe to an unknown resource"));
+            return Err(resources::not_found(
+                &request.uri,
+                "cannot subscribe to an unknown resource",
+            ));
         }
         if let Ok(mut s) = self.subscriptions.lock() {
             s.insert(request.uri);
@@ -332,14 +368,21 @@ impl ServerHandler for GatecmdServer {
     }
 
     #[allow(deprecated)]
-    async fn unsubscribe(&self, request: UnsubscribeRequestParams, _ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         if let Ok(mut s) = self.subscriptions.lock() {
             s.remove(&request.uri);
         }
         Ok(())
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         let mut accepted = requested.supported_by(&self.get_info().capabilities);
         if let Some(uris) = &mut accepted.resource_subscriptions {
             uris.retain(|u| resources::is_known(u));

@@ -59,7 +59,11 @@ impl SessionManager for LeaseReleasingSessions {
         self.inner.create_stream(id, message).await
     }
 
-    async fn accept_message(&self, id: &McpSessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+    async fn accept_message(
+        &self,
+        id: &McpSessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
         self.inner.accept_message(id, message).await
     }
 
@@ -78,7 +82,10 @@ impl SessionManager for LeaseReleasingSessions {
         self.inner.resume(id, last_event_id).await
     }
 
-    async fn restore_session(&self, id: McpSessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+    async fn restore_session(
+        &self,
+        id: McpSessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         self.inner.restore_session(id).await
     }
 }

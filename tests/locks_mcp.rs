@@ -67,7 +67,10 @@ fn start_with_board(tb: &Testbed) -> Server {
     let s = Server::start_with(
         &config("stress"),
         &[],
-        &[("LD_PRELOAD", "libumockdev-preload.so.0"), ("UMOCKDEV_DIR", root.to_str().expect("utf8"))],
+        &[
+            ("LD_PRELOAD", "libumockdev-preload.so.0"),
+            ("UMOCKDEV_DIR", root.to_str().expect("utf8")),
+        ],
     );
     record_script(s.dir.path());
     s
@@ -91,7 +94,12 @@ async fn no_two_commands_on_one_device_overlap() {
             let era = if i % 3 == 0 { Era::Legacy } else { Era::Modern };
             let c = connect(&url, Some(token), era).await.expect("connect");
             for n in 0..RUNS_EACH {
-                let r = call(&c, "execute_command", json!({"command": "record", "args": [format!("c{i}n{n}")], "wait_secs": 120})).await;
+                let r = call(
+                    &c,
+                    "execute_command",
+                    json!({"command": "record", "args": [format!("c{i}n{n}")], "wait_secs": 120}),
+                )
+                .await;
                 assert!(!is_error(&r), "client {i} run {n}: {}", text(&r));
             }
         }));
@@ -155,10 +163,14 @@ async fn no_overlap_with_leases_interleaved() {
         if let Some(rest) = name.strip_prefix('L') {
             let (client, n) = rest.split_once('n').expect("Lc n");
             let n: usize = n.parse().expect("n");
-            if n % 8 == 0 {
+            if n.is_multiple_of(8) {
                 for j in 1..4 {
                     let expect = format!("L{client}n{}", n + j);
-                    assert_eq!(names.get(k + j).copied(), Some(expect.as_str()), "lease sequence interrupted at {k}");
+                    assert_eq!(
+                        names.get(k + j).copied(),
+                        Some(expect.as_str()),
+                        "lease sequence interrupted at {k}"
+                    );
                 }
             }
         }
@@ -183,11 +195,20 @@ async fn queue_len(c: &Client, key: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_waiter_leaves_the_queue() {
     let s = Server::start(&lease_config());
-    let a = connect(&s.url, Some(TOKEN_A), Era::Modern).await.expect("a");
-    let (b, _rx) = connect_recorder(&s.url, Some(TOKEN_B), Era::Legacy).await.expect("b");
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let (b, _rx) = connect_recorder(&s.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("b");
     let r = call(&a, "lock_device", json!({"key": "usb:2207:350b"})).await;
     assert!(!is_error(&r), "{}", text(&r));
-    let h = start_call(&b, "lock_device", json!({"key": "usb:2207:350b", "wait_secs": 60})).await;
+    let h = start_call(
+        &b,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "wait_secs": 60}),
+    )
+    .await;
     assert!(
         tokio::time::timeout(Duration::from_secs(5), async {
             while queue_len(&a, "usb:2207:350b").await != 1 {
@@ -198,7 +219,9 @@ async fn a_cancelled_waiter_leaves_the_queue() {
         .is_ok(),
         "b never queued"
     );
-    h.cancel(Some("changed my mind".into())).await.expect("cancel");
+    h.cancel(Some("changed my mind".into()))
+        .await
+        .expect("cancel");
     assert!(
         tokio::time::timeout(Duration::from_secs(5), async {
             while queue_len(&a, "usb:2207:350b").await != 0 {
@@ -214,13 +237,26 @@ async fn a_cancelled_waiter_leaves_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_a_legacy_session_releases_its_lease() {
     let s = Server::start(&lease_config());
-    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy).await.expect("a");
-    let b = connect(&s.url, Some(TOKEN_B), Era::Modern).await.expect("b");
-    let r = call(&a, "lock_device", json!({"key": "group:bench", "ttl_secs": 3600})).await;
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let r = call(
+        &a,
+        "lock_device",
+        json!({"key": "group:bench", "ttl_secs": 3600}),
+    )
+    .await;
     assert!(!is_error(&r), "{}", text(&r));
     let r = call(&b, "lock_device", json!({"key": "group:bench"})).await;
     assert!(is_error(&r));
-    assert!(text(&r).contains("is locked by client \"vm-a\" (lease)"), "{}", text(&r));
+    assert!(
+        text(&r).contains("is locked by client \"vm-a\" (lease)"),
+        "{}",
+        text(&r)
+    );
     assert!(text(&r).contains("; 0 waiting."), "{}", text(&r));
     a.cancel().await.expect("close session (DELETE)");
     let ok = tokio::time::timeout(Duration::from_secs(5), async {
@@ -239,18 +275,46 @@ async fn closing_a_legacy_session_releases_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_ownership_and_admin_release() {
     let s = Server::start(&lease_config());
-    let a = connect(&s.url, Some(TOKEN_A), Era::Modern).await.expect("a");
-    let b = connect(&s.url, Some(TOKEN_B), Era::Modern).await.expect("b");
-    let ops = connect(&s.url, Some("ops-token-123456"), Era::Modern).await.expect("ops");
-    let r = call(&a, "lock_device", json!({"key": "usb:2207:350b", "ttl_secs": 600})).await;
-    let lease = structured(&r)["lease_id"].as_str().expect("lease").to_string();
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let ops = connect(&s.url, Some("ops-token-123456"), Era::Modern)
+        .await
+        .expect("ops");
+    let r = call(
+        &a,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "ttl_secs": 600}),
+    )
+    .await;
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
     assert_eq!(structured(&r)["ttl_secs"], json!(600));
     let r = call(&b, "unlock_device", json!({"lease": lease})).await;
     assert!(is_error(&r));
-    assert_eq!(text(&r), format!("lease {lease} belongs to client \"vm-a\", not \"vm-b\"; take your own lease with lock_device."));
+    assert_eq!(
+        text(&r),
+        format!(
+            "lease {lease} belongs to client \"vm-a\", not \"vm-b\"; take your own lease with lock_device."
+        )
+    );
     let r = call(&a, "lock_device", json!({"key": "usb:2207:350b"})).await;
-    assert!(text(&r).contains(&lease), "already held names the lease: {}", text(&r));
-    let r = call(&a, "lock_device", json!({"key": "usb:2207:350b", "ttl_secs": 999999})).await;
+    assert!(
+        text(&r).contains(&lease),
+        "already held names the lease: {}",
+        text(&r)
+    );
+    let r = call(
+        &a,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "ttl_secs": 999999}),
+    )
+    .await;
     assert!(is_error(&r));
     // Only the holder sees the lease id in list_locks.
     let r = call(&b, "list_locks", json!({})).await;
@@ -267,8 +331,12 @@ async fn lease_ownership_and_admin_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expires_after_its_ttl() {
     let s = Server::start(&lease_config());
-    let a = connect(&s.url, Some(TOKEN_A), Era::Modern).await.expect("a");
-    let b = connect(&s.url, Some(TOKEN_B), Era::Modern).await.expect("b");
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
     let r = call(&a, "lock_device", json!({"key": "group:x", "ttl_secs": 1})).await;
     assert!(!is_error(&r));
     // b queues and gets the key when the lease expires.

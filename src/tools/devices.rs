@@ -161,25 +161,30 @@ impl DeviceFilter {
     /// Checks the filter's values; the error tells the agent the valid forms.
     pub fn validate(&self, config: &Config) -> Result<(), String> {
         for (name, v) in [("vid", &self.vid), ("pid", &self.pid)] {
-            if let Some(v) = v {
-                if u16::from_str_radix(v, 16).is_err() || v.len() != 4 {
-                    return Err(format!("{name} {v:?} is not 4 hex digits (e.g. \"2207\")"));
+            if let Some(v) = v
+                && (u16::from_str_radix(v, 16).is_err() || v.len() != 4)
+            {
+                return Err(format!("{name} {v:?} is not 4 hex digits (e.g. \"2207\")"));
+            }
+        }
+        if let Some(m) = &self.mode
+            && m != "maskrom"
+            && m != "loader"
+        {
+            return Err(format!("mode {m:?} is not one of \"maskrom\", \"loader\""));
+        }
+        if let Some(c) = &self.class
+            && config.device_class(c).is_none()
+        {
+            let known: Vec<&str> = config.devices.iter().map(|d| d.name.as_str()).collect();
+            return Err(format!(
+                "unknown device class {c:?}; classes: {}",
+                if known.is_empty() {
+                    "none configured".into()
+                } else {
+                    known.join(", ")
                 }
-            }
-        }
-        if let Some(m) = &self.mode {
-            if m != "maskrom" && m != "loader" {
-                return Err(format!("mode {m:?} is not one of \"maskrom\", \"loader\""));
-            }
-        }
-        if let Some(c) = &self.class {
-            if config.device_class(c).is_none() {
-                let known: Vec<&str> = config.devices.iter().map(|d| d.name.as_str()).collect();
-                return Err(format!(
-                    "unknown device class {c:?}; classes: {}",
-                    if known.is_empty() { "none configured".into() } else { known.join(", ") }
-                ));
-            }
+            ));
         }
         Ok(())
     }
@@ -187,12 +192,16 @@ impl DeviceFilter {
     /// Whether `d` passes the filter.
     pub fn matches(&self, config: &Config, d: &Device) -> bool {
         let hex = |v: &Option<String>, x: u16| {
-            v.as_ref().is_none_or(|v| u16::from_str_radix(v, 16).is_ok_and(|n| n == x))
+            v.as_ref()
+                .is_none_or(|v| u16::from_str_radix(v, 16).is_ok_and(|n| n == x))
         };
         self.id.as_ref().is_none_or(|i| i == d.id.as_str())
             && hex(&self.vid, d.vid)
             && hex(&self.pid, d.pid)
-            && self.class.as_ref().is_none_or(|c| class_of(config, d).is_some_and(|k| &k.name == c))
+            && self
+                .class
+                .as_ref()
+                .is_none_or(|c| class_of(config, d).is_some_and(|k| &k.name == c))
             && self.mode.as_ref().is_none_or(|m| {
                 let mode = match d.mode {
                     Some(RockchipMode::MaskRom) => "maskrom",
@@ -214,7 +223,11 @@ impl DeviceFilter {
         .iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
         .collect();
-        if parts.is_empty() { "any device".into() } else { parts.join(", ") }
+        if parts.is_empty() {
+            "any device".into()
+        } else {
+            parts.join(", ")
+        }
     }
 }
 
@@ -275,11 +288,22 @@ pub fn list(state: &AppState, caller: &str, filter: DeviceFilter) -> CallToolRes
     let mut text = if devices.is_empty() {
         format!("No device matches ({}).\n", filter.describe())
     } else {
-        devices.iter().map(render_device).collect::<Vec<_>>().join("\n") + "\n"
+        devices
+            .iter()
+            .map(render_device)
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
     };
     let source = state.registry.source().to_string();
     text.push_str(&format!("(event source: {source})\n"));
-    super::structured(&DeviceList { devices, event_source: source }, text)
+    super::structured(
+        &DeviceList {
+            devices,
+            event_source: source,
+        },
+        text,
+    )
 }
 
 /// Arguments of `wait_for_device`.
@@ -317,7 +341,12 @@ pub struct WaitResult {
 }
 
 /// `wait_for_device`: answers from the registry's change stream, no polling.
-pub async fn wait(state: &AppState, caller: &str, req: WaitRequest, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+pub async fn wait(
+    state: &AppState,
+    caller: &str,
+    req: WaitRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
     let config = state.config();
     if let Err(e) = req.filter.validate(&config) {
         return super::refusal(e);
@@ -332,8 +361,12 @@ pub async fn wait(state: &AppState, caller: &str, req: WaitRequest, ctx: &Reques
     tick.tick().await;
     let mut left: Option<Device> = None;
     let found = loop {
-        let current: Vec<Device> =
-            state.registry.snapshot().into_iter().filter(|d| req.filter.matches(&config, d)).collect();
+        let current: Vec<Device> = state
+            .registry
+            .snapshot()
+            .into_iter()
+            .filter(|d| req.filter.matches(&config, d))
+            .collect();
         match req.state {
             WaitState::Attached if !current.is_empty() => break current.into_iter().next(),
             WaitState::Detached if current.is_empty() => break left.take(),
@@ -375,6 +408,11 @@ pub async fn wait(state: &AppState, caller: &str, req: WaitRequest, ctx: &Reques
         (Some(v), WaitState::Detached) => format!("detached: {}\n", render_device(v)),
         (None, _) => format!("no device matches {} (detached)\n", req.filter.describe()),
     };
-    let result = WaitResult { device, state: req.state, satisfied: true, waited_ms: started.elapsed().as_millis() as u64 };
+    let result = WaitResult {
+        device,
+        state: req.state,
+        satisfied: true,
+        waited_ms: started.elapsed().as_millis() as u64,
+    };
     super::structured(&result, text)
 }

@@ -13,14 +13,14 @@ use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::devices::DeviceId;
-use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
-use crate::tools::devices::{LockView, lock_key_of};
-use crate::tools::locks::MAX_WAIT_SECS;
 use crate::exec::{Outcome, Spec, StopReason};
+use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::output;
 use crate::progress;
 use crate::sanitizer::{self, Args};
 use crate::server::AppState;
+use crate::tools::devices::{LockView, lock_key_of};
+use crate::tools::locks::MAX_WAIT_SECS;
 
 /// Arguments of `execute_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -142,7 +142,10 @@ pub async fn run(
         for k in &prepared.keys {
             let v = LockView::of(&state.locks, k, &who.name);
             match (&v.holder, v.held) {
-                (Some(h), true) => text.push_str(&format!("lock {k}: held by {h} now ({} waiting)\n", v.queue_len)),
+                (Some(h), true) => text.push_str(&format!(
+                    "lock {k}: held by {h} now ({} waiting)\n",
+                    v.queue_len
+                )),
                 _ => text.push_str(&format!("lock {k}: free now\n")),
             }
         }
@@ -153,14 +156,18 @@ pub async fn run(
         return super::structured(&result, text);
     }
     if wait_secs > MAX_WAIT_SECS {
-        return refuse(format!("wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"));
+        return refuse(format!(
+            "wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"
+        ));
     }
     let lock_req = CommandLockRequest {
         keys: prepared.keys.clone(),
         client: ClientName(who.name.clone()),
         session,
         lease,
-        command: format!("{} {}", prepared.command.name, prepared.spec.args.join(" ")).trim_end().to_string(),
+        command: format!("{} {}", prepared.command.name, prepared.spec.args.join(" "))
+            .trim_end()
+            .to_string(),
     };
     // A request cancelled while queued leaves the queue at once (the future is dropped).
     let acquired = tokio::select! {
@@ -230,7 +237,10 @@ pub async fn run(
             }
         }
     } else {
-        let r = state.executor.run(&prepared.spec, ctx.ct.clone(), on_line).await;
+        let r = state
+            .executor
+            .run(&prepared.spec, ctx.ct.clone(), on_line)
+            .await;
         drop(lock_guard);
         r
     };
@@ -360,7 +370,10 @@ fn device_keys(
 ) -> Result<(Vec<LockKey>, Option<DeviceId>), String> {
     let Some(class_name) = &command.device else {
         return match device {
-            Some(_) => Err(format!("command {:?} does not touch a device; omit `device`", command.name)),
+            Some(_) => Err(format!(
+                "command {:?} does not touch a device; omit `device`",
+                command.name
+            )),
             None => Ok((vec![], None)),
         };
     };
@@ -369,12 +382,24 @@ fn device_keys(
     };
     let all = state.registry.snapshot();
     let attached_list = || {
-        let v: Vec<String> = all.iter().map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid)).collect();
-        if v.is_empty() { "nothing".to_string() } else { v.join(", ") }
+        let v: Vec<String> = all
+            .iter()
+            .map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid))
+            .collect();
+        if v.is_empty() {
+            "nothing".to_string()
+        } else {
+            v.join(", ")
+        }
     };
-    let pid = class.pid.map(|p| format!("{p:04x}")).unwrap_or_else(|| "*".into());
+    let pid = class
+        .pid
+        .map(|p| format!("{p:04x}"))
+        .unwrap_or_else(|| "*".into());
     if let Some(d) = device {
-        let id: DeviceId = d.parse().map_err(|e: crate::devices::DeviceError| e.to_string())?;
+        let id: DeviceId = d
+            .parse()
+            .map_err(|e: crate::devices::DeviceError| e.to_string())?;
         let Some(dev) = all.iter().find(|x| x.id == id) else {
             return Err(format!(
                 "device {d} is not attached. Attached now: {}. Call list_devices, or wait_for_device for a board that is re-enumerating.",
@@ -389,7 +414,11 @@ fn device_keys(
         }
         return Ok((vec![lock_key_of(config, dev)], Some(id)));
     }
-    let mut keys: Vec<LockKey> = all.iter().filter(|d| class.matches(d.vid, d.pid)).map(|d| lock_key_of(config, d)).collect();
+    let mut keys: Vec<LockKey> = all
+        .iter()
+        .filter(|d| class.matches(d.vid, d.pid))
+        .map(|d| lock_key_of(config, d))
+        .collect();
     if keys.is_empty() {
         return Err(format!(
             "no {class_name} device ({:04x}:{pid}) is attached, so {:?} has nothing to run on. Attached now: {}. \

@@ -72,10 +72,14 @@ impl From<&LeaseInfo> for LeaseResult {
 fn key_for(state: &AppState, device: Option<&str>, key: Option<&str>) -> Result<LockKey, String> {
     match (device, key) {
         (Some(_), Some(_)) => Err("give either device or key, not both".into()),
-        (None, None) => Err("give device (an id from list_devices) or key (e.g. \"usb:2207:350b\")".into()),
+        (None, None) => {
+            Err("give device (an id from list_devices) or key (e.g. \"usb:2207:350b\")".into())
+        }
         (None, Some(k)) => k.parse::<LockKey>().map_err(|e| e.to_string()),
         (Some(d), None) => {
-            let id: DeviceId = d.parse().map_err(|e: crate::devices::DeviceError| e.to_string())?;
+            let id: DeviceId = d
+                .parse()
+                .map_err(|e: crate::devices::DeviceError| e.to_string())?;
             let config = state.config();
             match state.registry.get(&id) {
                 Some(dev) => Ok(lock_key_of(&config, &dev)),
@@ -102,7 +106,9 @@ pub async fn lock(
     };
     let wait = req.wait_secs.unwrap_or(0);
     if wait > MAX_WAIT_SECS {
-        return super::refusal(format!("wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"));
+        return super::refusal(format!(
+            "wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"
+        ));
     }
     let lease_req = LeaseRequest {
         key,
@@ -126,7 +132,8 @@ pub async fn lock(
                 r.lease_id,
                 r.key,
                 r.holder,
-                r.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                r.expires_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 r.ttl_secs,
                 r.lease_id
             );
@@ -161,7 +168,11 @@ pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> Cal
     }
     match r {
         Ok(info) => {
-            let res = UnlockResult { lease_id: info.lease_id.0.clone(), key: info.key.to_string(), released: true };
+            let res = UnlockResult {
+                lease_id: info.lease_id.0.clone(),
+                key: info.key.to_string(),
+                released: true,
+            };
             let text = format!("released lease {} on {}\n", res.lease_id, res.key);
             super::structured(&res, text)
         }
@@ -200,7 +211,10 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
             _ => text.push_str("free"),
         }
         if let Some(e) = l.lease_expires_at {
-            text.push_str(&format!(", lease expires {}", e.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+            text.push_str(&format!(
+                ", lease expires {}",
+                e.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
         }
         if let Some(r) = &l.running {
             text.push_str(&format!(", running {r:?}"));
