@@ -24,12 +24,19 @@ devices:
   - name: rockusb
     match: {{vid: "2207"}}
 commands:
+  - name: flash
+    binary: {rk}
+    device: rockusb
+    env: {{FAKE_RK_STEPS: "400", FAKE_RK_IGNORE_TERM: "1", FAKE_RK_CHILD: $DIR/gc.pid}}
+    allowed_args:
+      - pattern: wl
   - name: record
     binary: $DIR/record.sh
     device: rockusb
     allowed_args:
       - pattern: "{{who}}"
-"#
+"#,
+        rk = fake_rk()
     )
 }
 
@@ -343,4 +350,53 @@ async fn lease_expires_after_its_ttl() {
     let r = call(&b, "lock_device", json!({"key": "group:x", "wait_secs": 5})).await;
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["holder"], json!("vm-b"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_command_frees_the_device_after_its_group_is_gone() {
+    if !is_inner_run() {
+        return rerun_under_preload(
+            "cancelling_a_command_frees_the_device_after_its_group_is_gone",
+        );
+    }
+    let tb = Testbed::new();
+    let s = start_with_board(&tb);
+    for era in ERAS {
+        let pidfile = s.path("gc.pid");
+        let _ = std::fs::remove_file(&pidfile);
+        let (a, _rx) = connect_recorder(&s.url, Some(TOKEN_A), era)
+            .await
+            .expect("a");
+        let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+            .await
+            .expect("b");
+        let h = start_call(
+            &a,
+            "execute_command",
+            json!({"command": "flash", "args": ["wl"]}),
+        )
+        .await;
+        assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
+        let gc: i32 = std::fs::read_to_string(&pidfile)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("num");
+        let r = call(&b, "lock_device", json!({"device": "1-2"})).await;
+        assert!(text(&r).contains("running \"flash wl\""), "{}", text(&r));
+        h.cancel(Some("stop".into())).await.expect("cancel");
+        // b queues for the key; it gets it only once the tool's whole group is gone.
+        let r = call(&b, "lock_device", json!({"device": "1-2", "wait_secs": 10})).await;
+        assert!(!is_error(&r), "{era:?}: {}", text(&r));
+        assert!(
+            process_gone(gc),
+            "{era:?}: the key was handed over while grandchild {gc} lived"
+        );
+        let lease = structured(&r)["lease_id"]
+            .as_str()
+            .expect("lease")
+            .to_string();
+        let r = call(&b, "unlock_device", json!({"lease": lease})).await;
+        assert!(!is_error(&r));
+    }
 }

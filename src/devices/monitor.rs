@@ -87,9 +87,10 @@ pub struct MonitorOptions {
     pub removal_grace: Duration,
 }
 
-/// Long enough for a Rockchip board to come back after `db`/`rd` (typically
-/// 0.5–2 s); a real unplug is reported this much later.
-pub const DEFAULT_REMOVAL_GRACE: Duration = Duration::from_secs(3);
+/// Removals are reported at once by default (DESIGN: subscribers hear of a board leaving
+/// within milliseconds); a board that re-enumerates is then `Removed` + `Added` on the same id.
+/// The configuration's `monitor.removal_grace_ms` sets another value.
+pub const DEFAULT_REMOVAL_GRACE: Duration = Duration::ZERO;
 
 impl Default for MonitorOptions {
     fn default() -> Self {
