@@ -3,7 +3,7 @@
 #   make test   install what is missing, run the whole test suite
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run test setup test-setup build lint install
+.PHONY: run test setup test-setup build lint install bench bench-smoke
 
 setup:
 	./scripts/setup.sh
@@ -27,3 +27,10 @@ test: test-setup lint
 # Not dependent on `build`: `sudo make install` should not run cargo as root.
 install:
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" ./scripts/install.sh
+
+# Benchmarks (not part of `make test`): starts the release server itself, prints one table.
+bench: test-setup
+	cargo bench --locked --bench gatecmd
+
+bench-smoke: test-setup
+	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench gatecmd

@@ -136,7 +136,9 @@ async fn no_overlap_with_leases_interleaved() {
             let c = connect(&url, Some(token), Era::Modern).await.expect("connect");
             let mut n = 0;
             while n < RUNS_EACH {
-                if i % 4 == 0 && n % 8 == 0 {
+                // Lease takers are two different clients (a client asking again for a key it
+                // already leases is answered "already held", not queued).
+                if i < 2 && n % 8 == 0 {
                     // A leased sequence of four commands: nobody else runs in between.
                     let r = call(&c, "lock_device", json!({"device": "1-2", "wait_secs": 120, "note": format!("c{i}")})).await;
                     assert!(!is_error(&r), "{}", text(&r));
@@ -399,4 +401,43 @@ async fn cancelling_a_command_frees_the_device_after_its_group_is_gone() {
         let r = call(&b, "unlock_device", json!({"lease": lease})).await;
         assert!(!is_error(&r));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_expires_and_its_lease_with_it() {
+    // session_idle_secs is the knob that keeps idle listeners connected (default 24 h);
+    // set to 1 s here to show that it is applied and that expiry releases the lease.
+    let yaml = format!("{}limits:\n  session_idle_secs: 1\n", lease_config());
+    let s = Server::start(&yaml);
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let r = call(
+        &a,
+        "lock_device",
+        json!({"key": "group:idle", "ttl_secs": 3600}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = call(
+        &b,
+        "lock_device",
+        json!({"key": "group:idle", "wait_secs": 10}),
+    )
+    .await;
+    assert!(
+        !is_error(&r),
+        "the idle session's lease was not released: {}",
+        text(&r)
+    );
+    assert_eq!(structured(&r)["holder"], json!("vm-b"));
+    assert!(
+        s.log_text()
+            .contains("session ended: its lease was released"),
+        "{}",
+        s.log_text()
+    );
 }

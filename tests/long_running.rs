@@ -256,3 +256,45 @@ async fn sigterm_stops_the_server_and_its_children() {
     );
     assert!(!s.path("flash.done").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_run_more_than_its_share_at_once() {
+    let yaml = config("").replace("limits:\n", "limits:\n  max_concurrent_per_client: 1\n");
+    let s = Server::start(&yaml);
+    let (a, _rx) = connect_recorder(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let first = start_call(
+        &a,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["1"]}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("c");
+    let r = call(
+        &c,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["0"]}),
+    )
+    .await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains(
+            "client \"vm-a\" already runs 1 commands at once (limits.max_concurrent_per_client)"
+        ),
+        "{}",
+        text(&r)
+    );
+    let r = result(first.await_response().await.expect("first"));
+    assert!(!is_error(&r));
+    let r = call(
+        &c,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["0"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "the slot is free again: {}", text(&r));
+}
