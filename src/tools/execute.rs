@@ -162,7 +162,7 @@ pub async fn run(
     }
     let Some(slot) = state.client_slot(&who.name) else {
         let max = config.limits.max_concurrent_per_client;
-        return super::refusal(format!(
+        return refuse(format!(
             "client {:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
              wait for one to finish, then retry",
             who.name
