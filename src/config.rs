@@ -45,6 +45,7 @@ pub struct Config {
     /// File staging (upload/list/stat/remove tools): limits and who may write where.
     pub staging: StagingConfig,
     pub monitor: MonitorSettings,
+    pub audit: AuditSettings,
 }
 
 /// How the device registry is kept current.
@@ -121,6 +122,28 @@ impl Default for LeaseSettings {
         LeaseSettings {
             default_ttl_secs: 600,
             max_ttl_secs: 3600,
+        }
+    }
+}
+
+/// Rotation of the audit log (`<state_dir>/audit.log`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// The file is rotated before a line would take it past this size.
+    pub max_bytes: u64,
+    /// Rotated files kept (`audit.log.1` … `audit.log.N`); older ones are deleted.
+    pub keep: u32,
+}
+
+/// Smallest accepted `audit.max_bytes`: below this, rotation would happen every few lines.
+pub const AUDIT_MIN_BYTES: u64 = 4096;
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            max_bytes: 10 * 1024 * 1024,
+            keep: 5,
         }
     }
 }
@@ -452,6 +475,8 @@ struct RawConfig {
     #[serde(default)]
     monitor: MonitorSettings,
     #[serde(default)]
+    audit: AuditSettings,
+    #[serde(default)]
     staging: RawStaging,
     #[serde(default)]
     commands: Vec<RawCommand>,
@@ -759,6 +784,28 @@ impl Validator<'_> {
                 ),
             );
         }
+        // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.
+        let audit_at = self.loc.key_line("audit", 0).map_or(0, |(line, _)| line);
+        if raw.audit.max_bytes < AUDIT_MIN_BYTES {
+            let at = self.loc.key_line("max_bytes", audit_at);
+            self.err(
+                at,
+                "audit.max_bytes".into(),
+                format!(
+                    "{} is too small: rotate at {AUDIT_MIN_BYTES} bytes or more (the default is {})",
+                    raw.audit.max_bytes,
+                    AuditSettings::default().max_bytes
+                ),
+            );
+        }
+        if raw.audit.keep == 0 {
+            let at = self.loc.key_line("keep", audit_at);
+            self.err(
+                at,
+                "audit.keep".into(),
+                "must be at least 1: rotation keeps the previous file as audit.log.1".into(),
+            );
+        }
         for (i, o) in raw.allowed_origins.iter().enumerate() {
             if !(o.starts_with("http://") || o.starts_with("https://")) {
                 let at = self.loc.value_line(o);
@@ -783,6 +830,7 @@ impl Validator<'_> {
             leases: raw.leases,
             staging,
             monitor: raw.monitor,
+            audit: raw.audit,
         }
     }
 
@@ -1637,6 +1685,33 @@ mod tests {
         let c = Config::parse(EMBEDDED_DEFAULT, EMBEDDED_NAME).expect("bundled config");
         assert!(c.command("lsusb").is_some());
         assert_eq!(c.bind.to_string(), DEFAULT_BIND);
+    }
+
+    #[test]
+    fn audit_defaults_and_overrides() {
+        let c = Config::parse("{}", "t.yaml").expect("valid");
+        assert_eq!(c.audit, AuditSettings::default());
+        assert_eq!(c.audit.max_bytes, 10 * 1024 * 1024);
+        assert_eq!(c.audit.keep, 5);
+        let c = Config::parse("audit:\n  max_bytes: 65536\n  keep: 2\n", "t.yaml").expect("valid");
+        assert_eq!(
+            c.audit,
+            AuditSettings {
+                max_bytes: 65536,
+                keep: 2
+            }
+        );
+    }
+
+    #[test]
+    fn bad_audit_settings_name_line_and_field() {
+        let e = errors("limits:\n  kill_grace_secs: 1\naudit:\n  max_bytes: 10\n  keep: 0\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!((e[0].line, e[0].field.as_str()), (4, "audit.max_bytes"));
+        assert!(e[0].message.contains("4096"), "{}", e[0]);
+        assert_eq!((e[1].line, e[1].field.as_str()), (5, "audit.keep"));
+        let e = errors("audit:\n  max_byte: 10000\n");
+        assert!(e[0].message.contains("max_bytes"), "{}", e[0]);
     }
 
     #[test]
