@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use crate::audit::Audit;
 use crate::auth::ClientIdentity;
 use crate::config::Config;
 use crate::devices::Registry;
@@ -29,6 +30,10 @@ use crate::locks::{LockManager, LockSettings};
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
+use crate::tools::files::{
+    ListFilesRequest, ListFilesResult, RemoveFileRequest, RemoveFileResult, StatFileRequest,
+    StatFileResult, WriteFileRequest, WriteFileResult,
+};
 use crate::tools::locks::{LeaseResult, LockList, LockRequest, UnlockRequest, UnlockResult};
 use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
 
@@ -40,8 +45,12 @@ pub struct AppState {
     /// Attached devices; written only by the device monitor.
     pub registry: Registry,
     pub locks: LockManager,
+    /// Where decisions are recorded (src/audit.rs); disabled unless set with `with_audit`.
+    pub audit: Audit,
     /// Per-client command slots (`limits.max_concurrent_per_client`).
     client_slots: DashMap<String, Arc<Semaphore>>,
+    /// File staging's per-file and per-root locks.
+    pub staging: crate::staging::Staging,
 }
 
 impl AppState {
@@ -52,6 +61,12 @@ impl AppState {
 
     /// State for `config` reading devices from `registry`.
     pub fn with_registry(config: Config, registry: Registry) -> Arc<Self> {
+        Self::with_audit(config, registry, Audit::disabled())
+    }
+
+    /// State for `config` reading devices from `registry` and recording its decisions and
+    /// every lock event in `audit` (src/audit.rs).
+    pub fn with_audit(config: Config, registry: Registry, audit: Audit) -> Arc<Self> {
         let executor = Executor::new(
             config.limits.max_concurrent_children,
             config.limits.max_output_bytes,
@@ -61,12 +76,21 @@ impl AppState {
             default_ttl: Duration::from_secs(config.leases.default_ttl_secs),
             max_ttl: Duration::from_secs(config.leases.max_ttl_secs),
         });
+        if audit.is_enabled() {
+            // Every lease event into the audit log; the task ends with the lock manager.
+            tokio::spawn(crate::audit::record_lock_events(
+                audit.clone(),
+                locks.subscribe(),
+            ));
+        }
         Arc::new(AppState {
             config: RwLock::new(Arc::new(config)),
             executor,
             registry,
             locks,
+            audit,
             client_slots: DashMap::new(),
+            staging: crate::staging::Staging::default(),
         })
     }
 
@@ -91,6 +115,8 @@ impl AppState {
 
     /// Replaces the configuration (after it was validated).
     pub fn replace_config(&self, config: Config) {
+        // New rotation limits apply at once; a new `state_dir` only at restart.
+        self.audit.configure(&config.audit);
         match self.config.write() {
             Ok(mut c) => *c = Arc::new(config),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
@@ -273,6 +299,75 @@ impl GatecmdServer {
         let who = self.identity(&ctx)?;
         Ok(tools::locks::list(&self.state, &who.name))
     }
+
+    // File staging: agents have no shared folder, so images travel through these tools.
+
+    /// Lists a directory inside a file root.
+    #[tool(
+        description = "List a directory inside a file root (the directories where command file \
+                       arguments live): name, type, size, modified; symlinks are shown, never followed. \
+                       Also returns the roots (which you may write) and your upload limits.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<ListFilesResult>()
+    )]
+    async fn list_files(
+        &self,
+        Parameters(req): Parameters<ListFilesRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::list(self.state.clone(), &who, req).await)
+    }
+
+    /// Size and SHA-256 of a file inside a file root.
+    #[tool(
+        description = "Size, modification time and SHA-256 of a regular file inside a file root: \
+                       confirm the host has exactly the image you built before flashing it.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<StatFileResult>()
+    )]
+    async fn stat_file(
+        &self,
+        Parameters(req): Parameters<StatFileRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::stat(self.state.clone(), &who, req).await)
+    }
+
+    /// Uploads one chunk of a file.
+    #[tool(
+        description = "Upload a file into a file root in base64 chunks: offset 0 starts (truncate: true \
+                       restarts an unfinished upload), each next chunk at the returned next_offset; give \
+                       sha256 of the whole file with the last chunk: it is verified, then the file appears \
+                       under its name (never before). Chunk size limit: see list_files.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<WriteFileResult>()
+    )]
+    async fn write_file(
+        &self,
+        Parameters(req): Parameters<WriteFileRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::write(self.state.clone(), &who, req).await)
+    }
+
+    /// Removes a file.
+    #[tool(
+        description = "Remove a regular file inside a file root you may write (files only; also aborts \
+                       an unfinished upload when given its .<name>.gatecmd-upload name).",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<RemoveFileResult>()
+    )]
+    async fn remove_file(
+        &self,
+        Parameters(req): Parameters<RemoveFileRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::remove(self.state.clone(), &who, req).await)
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -305,7 +400,9 @@ impl ServerHandler for GatecmdServer {
             "gatecmd runs allowlisted host commands on USB development boards for you. Call list_devices \
              to see the boards, list_commands to see what you may run, then execute_command. Hold a board \
              across several commands with lock_device/unlock_device. Subscribe to gatecmd://devices for \
-             hotplug notifications.",
+             hotplug notifications. To get a file (e.g. an image) onto the host, upload it with \
+             write_file into a file root (list_files shows them), then pass its path as the \
+             command's file argument.",
         )
     }
 

@@ -136,7 +136,9 @@ async fn no_overlap_with_leases_interleaved() {
             let c = connect(&url, Some(token), Era::Modern).await.expect("connect");
             let mut n = 0;
             while n < RUNS_EACH {
-                if i % 4 == 0 && n % 8 == 0 {
+                // Lease takers are two different clients (a client asking again for a key it
+                // already leases is answered "already held", not queued).
+                if i < 2 && n % 8 == 0 {
                     // A leased sequence of four commands: nobody else runs in between.
                     let r = call(&c, "lock_device", json!({"device": "1-2", "wait_secs": 120, "note": format!("c{i}")})).await;
                     assert!(!is_error(&r), "{}", text(&r));
