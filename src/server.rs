@@ -142,7 +142,7 @@ impl GatecmdServer {
             state,
             local_identity: None,
             subscriptions: Subscriptions::default(),
-            tool_router: Self::tool_router(),
+            tool_router: Self::shared_router(),
         }
     }
 
@@ -169,6 +169,15 @@ impl GatecmdServer {
         self.local_identity
             .clone()
             .ok_or_else(|| McpError::internal_error("request carries no client identity", None))
+    }
+}
+
+impl GatecmdServer {
+    /// The tool list, built once: rmcp makes a handler per stateless request, and building
+    /// the router (every tool's schemas) for each would be wasted work on the hot path.
+    fn shared_router() -> ToolRouter<Self> {
+        static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
+        ROUTER.get_or_init(Self::tool_router).clone()
     }
 }
 
