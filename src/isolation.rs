@@ -303,7 +303,7 @@ impl Setup {
             Err((step, err)) => {
                 let b = [step as u8];
                 // SAFETY: writing one byte from a stack buffer to a pipe fd.
-                unsafe { libc::write(report, b.as_ptr().cast(), 1) };
+                unsafe { sys::write(report, b.as_ptr().cast(), 1) };
                 Err(err)
             }
         }
@@ -313,10 +313,10 @@ impl Setup {
         let fail = |step| move |e| (step, e);
         match self.privilege {
             Privilege::Root => {
-                check(unsafe { libc::unshare(libc::CLONE_NEWNS) }).map_err(fail(Step::Unshare))?
+                check(unsafe { sys::unshare(libc::CLONE_NEWNS) }).map_err(fail(Step::Unshare))?
             }
             Privilege::UserNamespace => {
-                check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) })
+                check(unsafe { sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) })
                     .map_err(fail(Step::Unshare))?;
                 // An unprivileged process may write its gid_map only after giving up
                 // setgroups(2); supplementary groups stay as they are (so a plugdev
@@ -328,7 +328,7 @@ impl Setup {
         }
         // Nothing mounted here may propagate back to the host's namespace.
         check(unsafe {
-            libc::mount(
+            sys::mount(
                 std::ptr::null(),
                 self.root.as_ptr(),
                 std::ptr::null(),
@@ -341,10 +341,10 @@ impl Setup {
         // source must be in the caller's mount namespace.
         let node_fd = match &self.node {
             Some((_, node)) => {
-                let fd = unsafe { libc::open(node.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+                let fd = unsafe { sys::open(node.as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
                 check(fd).map_err(fail(Step::OpenNode))?;
-                // SAFETY: a fresh fd we own; closed on drop (also on the error paths).
-                Some(unsafe { OwnedFd::from_raw_fd(fd) })
+                // Closed on drop, also on the error paths.
+                Some(RawFdGuard(fd))
             }
             None => None,
         };
@@ -352,27 +352,27 @@ impl Setup {
         self.mount_tmpfs(&self.listing, flags)
             .map_err(fail(Step::MountListing))?;
         for (target, link) in &self.links {
-            check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })
+            check(unsafe { sys::symlink(target.as_ptr(), link.as_ptr()) })
                 .map_err(fail(Step::Symlink))?;
         }
         seal(&self.listing, flags).map_err(fail(Step::SealListing))?;
         self.mount_tmpfs(&self.usbfs, flags)
             .map_err(fail(Step::MountUsbfs))?;
         if let (Some((dir, node)), Some(fd)) = (&self.node, &node_fd) {
-            check(unsafe { libc::mkdir(dir.as_ptr(), 0o755) }).map_err(fail(Step::MkdirBus))?;
+            check(unsafe { sys::mkdir(dir.as_ptr(), 0o755) }).map_err(fail(Step::MkdirBus))?;
             let f = unsafe {
-                libc::open(
+                sys::open(
                     node.as_ptr(),
                     libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
                     0o600,
                 )
             };
             check(f).map_err(fail(Step::CreateNode))?;
-            unsafe { libc::close(f) };
+            unsafe { sys::close(f) };
             let mut buf = [0u8; 32];
-            let source = proc_fd_path(&mut buf, fd.as_raw_fd());
+            let source = proc_fd_path(&mut buf, fd.0);
             check(unsafe {
-                libc::mount(
+                sys::mount(
                     source,
                     node.as_ptr(),
                     std::ptr::null(),
@@ -389,7 +389,7 @@ impl Setup {
 
     fn mount_tmpfs(&self, target: &CString, flags: libc::c_ulong) -> io::Result<()> {
         check(unsafe {
-            libc::mount(
+            sys::mount(
                 self.tmpfs.as_ptr(),
                 target.as_ptr(),
                 self.tmpfs.as_ptr(),
@@ -437,6 +437,52 @@ impl Setup {
     }
 }
 
+/// The syscalls the child makes, issued with `syscall(2)` rather than through libc's
+/// wrappers: an `LD_PRELOAD` library in the server (umockdev's, in tests) interposes
+/// on those wrappers, and its code may take locks or allocate, which a forked child of
+/// a multithreaded process must not.
+mod sys {
+    use libc::{c_char, c_int, c_ulong, c_void};
+
+    fn int(rc: libc::c_long) -> c_int {
+        rc as c_int
+    }
+
+    pub unsafe fn unshare(flags: c_int) -> c_int {
+        int(unsafe { libc::syscall(libc::SYS_unshare, flags) })
+    }
+
+    pub unsafe fn mount(
+        source: *const c_char,
+        target: *const c_char,
+        fstype: *const c_char,
+        flags: c_ulong,
+        data: *const c_void,
+    ) -> c_int {
+        int(unsafe { libc::syscall(libc::SYS_mount, source, target, fstype, flags, data) })
+    }
+
+    pub unsafe fn open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+        int(unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path, flags, mode) })
+    }
+
+    pub unsafe fn symlink(target: *const c_char, link: *const c_char) -> c_int {
+        int(unsafe { libc::syscall(libc::SYS_symlinkat, target, libc::AT_FDCWD, link) })
+    }
+
+    pub unsafe fn mkdir(path: *const c_char, mode: libc::mode_t) -> c_int {
+        int(unsafe { libc::syscall(libc::SYS_mkdirat, libc::AT_FDCWD, path, mode) })
+    }
+
+    pub unsafe fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
+        unsafe { libc::syscall(libc::SYS_write, fd, buf, len) as isize }
+    }
+
+    pub unsafe fn close(fd: c_int) -> c_int {
+        int(unsafe { libc::syscall(libc::SYS_close, fd) })
+    }
+}
+
 fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -445,10 +491,19 @@ fn check(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// An fd the child closes with a raw syscall (an `OwnedFd` would call libc's `close`).
+struct RawFdGuard(RawFd);
+
+impl Drop for RawFdGuard {
+    fn drop(&mut self) {
+        unsafe { sys::close(self.0) };
+    }
+}
+
 /// Remounts a tmpfs of the view read-only, so the tool cannot add entries to it.
 fn seal(target: &CString, flags: libc::c_ulong) -> io::Result<()> {
     check(unsafe {
-        libc::mount(
+        sys::mount(
             std::ptr::null(),
             target.as_ptr(),
             std::ptr::null(),
@@ -459,11 +514,11 @@ fn seal(target: &CString, flags: libc::c_ulong) -> io::Result<()> {
 }
 
 fn write_file(path: &CString, data: &[u8]) -> io::Result<()> {
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    let fd = unsafe { sys::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC, 0) };
     check(fd)?;
-    let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+    let n = unsafe { sys::write(fd, data.as_ptr().cast(), data.len()) };
     let err = io::Error::last_os_error();
-    unsafe { libc::close(fd) };
+    unsafe { sys::close(fd) };
     if n < 0 || n as usize != data.len() {
         return Err(err);
     }
