@@ -1,7 +1,7 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
-.PHONY: run test setup test-setup build lint
+.PHONY: run test setup test-setup build lint bench bench-smoke
 
 setup:
 	./scripts/setup.sh
@@ -21,3 +21,10 @@ lint:
 
 test: test-setup lint
 	cargo test --locked
+
+# Benchmarks (not part of `make test`): starts the release server itself, prints one table.
+bench: test-setup
+	cargo bench --locked --bench gatecmd
+
+bench-smoke: test-setup
+	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench gatecmd

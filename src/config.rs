@@ -42,6 +42,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub limits: Limits,
     pub leases: LeaseSettings,
+    /// File staging (upload/list/stat/remove tools): limits and who may write where.
+    pub staging: StagingConfig,
     pub monitor: MonitorSettings,
     pub isolation: IsolationSettings,
 }
@@ -109,6 +111,8 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Children running at once across all clients.
     pub max_concurrent_children: usize,
+    /// Commands one client may run at once; more are refused with this limit named.
+    pub max_concurrent_per_client: usize,
     /// Largest accepted HTTP request body.
     pub max_request_body_bytes: usize,
     /// Seconds between SIGTERM and SIGKILL when a command is stopped.
@@ -125,6 +129,7 @@ impl Default for Limits {
         Limits {
             max_output_bytes: 1024 * 1024,
             max_concurrent_children: 16,
+            max_concurrent_per_client: 8,
             max_request_body_bytes: 4 * 1024 * 1024,
             kill_grace_secs: 3,
             max_timeout_secs: 3600,
@@ -505,6 +510,8 @@ struct RawConfig {
     #[serde(default)]
     isolation: IsolationSettings,
     #[serde(default)]
+    staging: RawStaging,
+    #[serde(default)]
     commands: Vec<RawCommand>,
 }
 
@@ -519,6 +526,9 @@ struct RawClient {
     commands: Option<Vec<String>>,
     #[serde(default)]
     admin: bool,
+    // File staging: read by `Validator::staging`, not by `Validator::clients`.
+    write_roots: Option<Vec<String>>,
+    staging: Option<RawStagingOverride>,
 }
 
 #[derive(Deserialize)]
@@ -698,7 +708,7 @@ impl Validator<'_> {
         }
     }
 
-    fn validate(&mut self, raw: RawConfig) -> Config {
+    fn validate(&mut self, mut raw: RawConfig) -> Config {
         let default_bind = SocketAddr::from(([127, 0, 0, 1], 9222));
         let bind = match raw.bind {
             None => default_bind,
@@ -708,6 +718,7 @@ impl Validator<'_> {
                     .unwrap_or(default_bind)
             }
         };
+        let client_staging = take_client_staging(&mut raw.clients);
         let clients = self.clients(raw.auth_token, raw.clients);
         let devices = self.devices(raw.devices);
         let mut file_roots = Vec::new();
@@ -717,6 +728,12 @@ impl Validator<'_> {
                 file_roots.push(p);
             }
         }
+        let staging = self.staging(
+            raw.staging,
+            client_staging,
+            &file_roots,
+            raw.limits.max_request_body_bytes,
+        );
         let state_dir = match raw.state_dir {
             None => default_state_dir(),
             Some(d) => {
@@ -758,6 +775,14 @@ impl Validator<'_> {
                     );
                 }
             }
+        }
+        if raw.limits.max_concurrent_per_client == 0 {
+            let at = self.loc.key_line("max_concurrent_per_client", 0);
+            self.err(
+                at,
+                "limits.max_concurrent_per_client".into(),
+                "must be at least 1".into(),
+            );
         }
         if raw.limits.max_concurrent_children == 0 {
             let at = self.loc.key_line("max_concurrent_children", 0);
@@ -832,6 +857,7 @@ impl Validator<'_> {
             state_dir,
             limits: raw.limits,
             leases: raw.leases,
+            staging,
             monitor: raw.monitor,
             isolation: raw.isolation,
         }
@@ -1161,6 +1187,399 @@ impl Validator<'_> {
             isolate: rc.isolate,
             unavailable,
         })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// File staging (`staging:` and the per-client `write_roots:` / `staging:` keys).
+//
+// Kept in one block so that it stays apart from the rest of the schema. The per-client
+// values live in `StagingConfig::clients` (by client name) rather than in `ClientConfig`,
+// so the token table and the identity type do not change.
+
+/// Size limits of file staging. Per client, each may be overridden.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagingLimits {
+    /// Largest file a client may upload.
+    pub max_file_bytes: u64,
+    /// Largest chunk (decoded bytes) of one `write_file` call. Its base64 form must fit in
+    /// `limits.max_request_body_bytes`.
+    pub max_chunk_bytes: u64,
+    /// A write is refused when the regular files under the root (unfinished uploads
+    /// included) would exceed this many bytes.
+    pub quota_bytes_per_root: u64,
+}
+
+impl Default for StagingLimits {
+    fn default() -> Self {
+        StagingLimits {
+            max_file_bytes: 8 << 30,
+            // 2 MiB is 2.7 MiB in base64: fits the default 4 MiB request body with room.
+            max_chunk_bytes: 2 << 20,
+            quota_bytes_per_root: 32 << 30,
+        }
+    }
+}
+
+/// Where a client may write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteRoots {
+    /// Every file root (implicit clients: `default`, `anonymous`, `stdio`).
+    All,
+    /// Only these roots (each one of `file_roots`); empty: nowhere.
+    Only(Vec<PathBuf>),
+}
+
+impl WriteRoots {
+    /// Whether `root` (an entry of `file_roots`) may be written.
+    pub fn allows(&self, root: &Path) -> bool {
+        match self {
+            WriteRoots::All => true,
+            WriteRoots::Only(roots) => roots.iter().any(|r| r == root),
+        }
+    }
+}
+
+/// The staging policy of one client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientStaging {
+    pub write_roots: WriteRoots,
+    pub limits: StagingLimits,
+}
+
+/// The `staging:` section, with each configured client's policy.
+#[derive(Debug, Clone, Default)]
+pub struct StagingConfig {
+    /// Limits of clients that do not override them.
+    pub defaults: StagingLimits,
+    /// An unfinished upload untouched for this long is deleted (when another upload starts
+    /// in its directory).
+    pub stale_upload_secs: u64,
+    /// Policies of the clients listed under `clients:`, by name.
+    pub clients: BTreeMap<String, ClientStaging>,
+}
+
+impl StagingConfig {
+    /// The policy for the client named `name`.
+    ///
+    /// A client listed under `clients:` writes only to its `write_roots` (none if absent):
+    /// security by default. Identities that are not listed there — `default` (the simple
+    /// schema's `auth_token` or the generated token), `anonymous` (`--no-auth` on loopback)
+    /// and `stdio` (the local user) — are single-user setups and may write to every root.
+    pub fn policy(&self, name: &str) -> ClientStaging {
+        self.clients.get(name).cloned().unwrap_or(ClientStaging {
+            write_roots: WriteRoots::All,
+            limits: self.defaults,
+        })
+    }
+}
+
+/// Bytes of JSON-RPC envelope allowed for around a chunk's base64 text.
+pub const CHUNK_ENVELOPE_BYTES: u64 = 64 * 1024;
+
+/// Length of the base64 (padded) text of `n` bytes.
+pub fn base64_len(n: u64) -> u64 {
+    n.div_ceil(3) * 4
+}
+
+// Plain fields rather than a flattened `StagingLimits`: serde cannot combine `flatten`
+// with `deny_unknown_fields`, and a misspelt key must be an error.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawStaging {
+    max_file_bytes: u64,
+    max_chunk_bytes: u64,
+    quota_bytes_per_root: u64,
+    stale_upload_secs: u64,
+}
+
+impl Default for RawStaging {
+    fn default() -> Self {
+        let l = StagingLimits::default();
+        RawStaging {
+            max_file_bytes: l.max_file_bytes,
+            max_chunk_bytes: l.max_chunk_bytes,
+            quota_bytes_per_root: l.quota_bytes_per_root,
+            stale_upload_secs: 24 * 3600,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawStagingOverride {
+    max_file_bytes: Option<u64>,
+    max_chunk_bytes: Option<u64>,
+    quota_bytes_per_root: Option<u64>,
+}
+
+/// A client's staging keys, taken out before `Validator::clients` consumes the entry.
+struct RawClientStaging {
+    index: usize,
+    name: String,
+    write_roots: Option<Vec<String>>,
+    overrides: RawStagingOverride,
+}
+
+fn take_client_staging(clients: &mut [RawClient]) -> Vec<RawClientStaging> {
+    clients
+        .iter_mut()
+        .enumerate()
+        .map(|(index, c)| RawClientStaging {
+            index,
+            name: c.name.clone(),
+            write_roots: c.write_roots.take(),
+            overrides: c.staging.take().unwrap_or_default(),
+        })
+        .collect()
+}
+
+impl Validator<'_> {
+    /// Line of `key:` inside the top-level `staging:` section.
+    fn staging_key(&self, key: &str) -> Option<(usize, usize)> {
+        let start = self
+            .loc
+            .lines
+            .iter()
+            .position(|l| l.starts_with("staging:"))?;
+        self.loc.key_line(key, start)
+    }
+
+    fn staging(
+        &mut self,
+        raw: RawStaging,
+        clients: Vec<RawClientStaging>,
+        file_roots: &[PathBuf],
+        max_body: usize,
+    ) -> StagingConfig {
+        let defaults = StagingLimits {
+            max_file_bytes: raw.max_file_bytes,
+            max_chunk_bytes: raw.max_chunk_bytes,
+            quota_bytes_per_root: raw.quota_bytes_per_root,
+        };
+        self.staging_limits(&defaults, "staging", None, file_roots, max_body);
+        if raw.stale_upload_secs == 0 {
+            let at = self.staging_key("stale_upload_secs");
+            self.err(
+                at,
+                "staging.stale_upload_secs".into(),
+                "must be at least 1 second".into(),
+            );
+        }
+        let mut out = BTreeMap::new();
+        for c in clients {
+            let i = c.index;
+            let mut roots = Vec::new();
+            for (j, r) in c.write_roots.iter().flatten().enumerate() {
+                let at = self.loc.item_key(&c.name, "write_roots");
+                let field = format!("clients[{i}].write_roots[{j}]");
+                let Some(p) = self.value(parse_abs(r), at, field.clone()) else {
+                    continue;
+                };
+                // Compared by components, so "/srv/img/" and "/srv/img" are the same root.
+                match file_roots.iter().find(|f| f.components().eq(p.components())) {
+                    Some(root) => roots.push(root.clone()),
+                    None => self.err(
+                        at,
+                        field,
+                        format!(
+                            "{r:?} is not one of file_roots ({}); write_roots lists file roots this client may write",
+                            if file_roots.is_empty() {
+                                "none are configured".to_string()
+                            } else {
+                                file_roots
+                                    .iter()
+                                    .map(|f| f.display().to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ),
+                    ),
+                }
+            }
+            let o = c.overrides;
+            let limits = StagingLimits {
+                max_file_bytes: o.max_file_bytes.unwrap_or(defaults.max_file_bytes),
+                max_chunk_bytes: o.max_chunk_bytes.unwrap_or(defaults.max_chunk_bytes),
+                quota_bytes_per_root: o
+                    .quota_bytes_per_root
+                    .unwrap_or(defaults.quota_bytes_per_root),
+            };
+            let prefix = format!("clients[{i}].staging");
+            self.staging_limits(&limits, &prefix, Some(&c.name), file_roots, max_body);
+            out.insert(
+                c.name,
+                ClientStaging {
+                    write_roots: WriteRoots::Only(roots),
+                    limits,
+                },
+            );
+        }
+        StagingConfig {
+            defaults,
+            stale_upload_secs: raw.stale_upload_secs,
+            clients: out,
+        }
+    }
+
+    /// Checks one set of limits; `client` locates a client's override.
+    fn staging_limits(
+        &mut self,
+        l: &StagingLimits,
+        prefix: &str,
+        client: Option<&str>,
+        file_roots: &[PathBuf],
+        max_body: usize,
+    ) {
+        let locate = |v: &Self, key: &str| match client {
+            // `item_key` falls back to the item's `name:` line when the key is not on a
+            // line of its own (e.g. in a flow mapping `staging: {...}`).
+            Some(name) => {
+                let item = v.loc.item_key(name, "name");
+                match v.loc.item_key(name, key) {
+                    Some(at) if Some(at) != item => Some(at),
+                    _ => v.loc.item_key(name, "staging"),
+                }
+            }
+            None => v.staging_key(key),
+        };
+        for (key, value) in [
+            ("max_file_bytes", l.max_file_bytes),
+            ("max_chunk_bytes", l.max_chunk_bytes),
+            ("quota_bytes_per_root", l.quota_bytes_per_root),
+        ] {
+            if value == 0 {
+                let at = locate(self, key);
+                self.err(at, format!("{prefix}.{key}"), "must be at least 1".into());
+            }
+        }
+        // A chunk travels as base64 inside one JSON-RPC request: without file roots no
+        // chunk is ever sent, so the relation only matters when there are roots.
+        let need = base64_len(l.max_chunk_bytes) + CHUNK_ENVELOPE_BYTES;
+        if !file_roots.is_empty() && need > max_body as u64 {
+            let fits = (max_body as u64).saturating_sub(CHUNK_ENVELOPE_BYTES) / 4 * 3;
+            let at = locate(self, "max_chunk_bytes");
+            self.err(
+                at,
+                format!("{prefix}.max_chunk_bytes"),
+                format!(
+                    "a chunk of {} bytes needs a request body of {need} bytes (base64 plus envelope), \
+                     more than limits.max_request_body_bytes ({max_body}); lower max_chunk_bytes to at \
+                     most {fits} or raise limits.max_request_body_bytes to at least {need}",
+                    l.max_chunk_bytes
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod staging_tests {
+    use super::*;
+
+    fn errors(text: &str) -> Vec<ConfigError> {
+        match Config::parse(text, "test.yaml") {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.0,
+        }
+    }
+
+    #[test]
+    fn defaults_and_implicit_clients_write_everywhere() {
+        let c = Config::parse("auth_token: x\nfile_roots: [/srv/a, /srv/b]\n", "t").expect("ok");
+        assert_eq!(c.staging.defaults, StagingLimits::default());
+        assert_eq!(c.staging.stale_upload_secs, 86400);
+        for name in ["default", "anonymous", "stdio"] {
+            let p = c.staging.policy(name);
+            assert_eq!(p.write_roots, WriteRoots::All, "{name}");
+            assert!(p.write_roots.allows(Path::new("/srv/b")));
+        }
+    }
+
+    #[test]
+    fn listed_client_writes_only_its_roots() {
+        let c = Config::parse(
+            "clients:\n  - name: a\n    token_env: A\n    write_roots: [/srv/b/]\n    staging: {max_file_bytes: 1000}\n  - name: b\n    token_env: B\nfile_roots: [/srv/a, /srv/b]\nstaging:\n  max_chunk_bytes: 1024\n",
+            "t",
+        )
+        .expect("ok");
+        let a = c.staging.policy("a");
+        assert_eq!(
+            a.write_roots,
+            WriteRoots::Only(vec![PathBuf::from("/srv/b")])
+        );
+        assert!(!a.write_roots.allows(Path::new("/srv/a")));
+        assert_eq!(a.limits.max_file_bytes, 1000);
+        assert_eq!(
+            a.limits.max_chunk_bytes, 1024,
+            "inherits the section's value"
+        );
+        let b = c.staging.policy("b");
+        assert_eq!(
+            b.write_roots,
+            WriteRoots::Only(vec![]),
+            "nowhere by default"
+        );
+    }
+
+    #[test]
+    fn write_root_must_be_a_file_root() {
+        let e = errors(
+            "file_roots: [/srv/a]\nclients:\n  - name: a\n    token_env: A\n    write_roots: [/srv/x]\n",
+        );
+        assert_eq!(
+            (e[0].line, e[0].field.as_str()),
+            (5, "clients[0].write_roots[0]")
+        );
+        assert!(
+            e[0].message.contains("not one of file_roots (/srv/a)"),
+            "{}",
+            e[0]
+        );
+    }
+
+    #[test]
+    fn chunk_must_fit_the_request_body() {
+        let e = errors("file_roots: [/srv/a]\nstaging:\n  max_chunk_bytes: 8388608\n");
+        assert_eq!(
+            (e[0].line, e[0].field.as_str()),
+            (3, "staging.max_chunk_bytes")
+        );
+        assert!(
+            e[0].message.contains("raise limits.max_request_body_bytes"),
+            "{}",
+            e[0]
+        );
+        // Raising the body limit makes it valid.
+        Config::parse(
+            "file_roots: [/srv/a]\nlimits: {max_request_body_bytes: 16777216}\nstaging:\n  max_chunk_bytes: 8388608\n",
+            "t",
+        )
+        .expect("fits");
+        // A client override is checked too, at the client's line.
+        let e = errors(
+            "file_roots: [/srv/a]\nclients:\n  - name: a\n    token_env: A\n    staging: {max_chunk_bytes: 8388608}\n",
+        );
+        assert_eq!(
+            (e[0].line, e[0].field.as_str()),
+            (5, "clients[0].staging.max_chunk_bytes")
+        );
+    }
+
+    #[test]
+    fn zero_limits_and_unknown_keys_are_located() {
+        let e = errors("staging:\n  quota_bytes_per_root: 0\n");
+        assert_eq!(
+            (e[0].line, e[0].field.as_str()),
+            (2, "staging.quota_bytes_per_root")
+        );
+        let e = errors("staging:\n  max_chunk: 5\n");
+        assert_eq!(e[0].line, 2);
+        assert!(
+            e[0].message.contains("unknown field `max_chunk`"),
+            "{}",
+            e[0]
+        );
     }
 }
 

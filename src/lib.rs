@@ -22,6 +22,8 @@
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
 //! - [`sessions`]: the session manager that ends a legacy session's leases with it.
+//! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
+//!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks.
 
 pub mod auth;
 pub mod cli;
@@ -38,4 +40,5 @@ pub mod resources;
 pub mod sanitizer;
 pub mod server;
 pub mod sessions;
+pub mod staging;
 pub mod tools;

@@ -5,6 +5,9 @@ use std::borrow::Cow;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use dashmap::DashMap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -26,6 +29,10 @@ use crate::locks::{LockManager, LockSettings};
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
+use crate::tools::files::{
+    ListFilesRequest, ListFilesResult, RemoveFileRequest, RemoveFileResult, StatFileRequest,
+    StatFileResult, WriteFileRequest, WriteFileResult,
+};
 use crate::tools::locks::{LeaseResult, LockList, LockRequest, UnlockRequest, UnlockResult};
 use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
 
@@ -37,6 +44,10 @@ pub struct AppState {
     /// Attached devices; written only by the device monitor.
     pub registry: Registry,
     pub locks: LockManager,
+    /// Per-client command slots (`limits.max_concurrent_per_client`).
+    client_slots: DashMap<String, Arc<Semaphore>>,
+    /// File staging's per-file and per-root locks.
+    pub staging: crate::staging::Staging,
 }
 
 impl AppState {
@@ -61,7 +72,20 @@ impl AppState {
             executor,
             registry,
             locks,
+            client_slots: DashMap::new(),
+            staging: crate::staging::Staging::default(),
         })
+    }
+
+    /// A command slot for `client`, or `None` when it already runs its maximum.
+    pub fn client_slot(&self, client: &str) -> Option<OwnedSemaphorePermit> {
+        let max = self.config().limits.max_concurrent_per_client;
+        let sem = self
+            .client_slots
+            .entry(client.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(max)))
+            .clone();
+        sem.try_acquire_owned().ok()
     }
 
     /// The configuration in force now.
@@ -256,6 +280,75 @@ impl GatecmdServer {
         let who = self.identity(&ctx)?;
         Ok(tools::locks::list(&self.state, &who.name))
     }
+
+    // File staging: agents have no shared folder, so images travel through these tools.
+
+    /// Lists a directory inside a file root.
+    #[tool(
+        description = "List a directory inside a file root (the directories where command file \
+                       arguments live): name, type, size, modified; symlinks are shown, never followed. \
+                       Also returns the roots (which you may write) and your upload limits.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<ListFilesResult>()
+    )]
+    async fn list_files(
+        &self,
+        Parameters(req): Parameters<ListFilesRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::list(self.state.clone(), &who, req).await)
+    }
+
+    /// Size and SHA-256 of a file inside a file root.
+    #[tool(
+        description = "Size, modification time and SHA-256 of a regular file inside a file root: \
+                       confirm the host has exactly the image you built before flashing it.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<StatFileResult>()
+    )]
+    async fn stat_file(
+        &self,
+        Parameters(req): Parameters<StatFileRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::stat(self.state.clone(), &who, req).await)
+    }
+
+    /// Uploads one chunk of a file.
+    #[tool(
+        description = "Upload a file into a file root in base64 chunks: offset 0 starts (truncate: true \
+                       restarts an unfinished upload), each next chunk at the returned next_offset; give \
+                       sha256 of the whole file with the last chunk: it is verified, then the file appears \
+                       under its name (never before). Chunk size limit: see list_files.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<WriteFileResult>()
+    )]
+    async fn write_file(
+        &self,
+        Parameters(req): Parameters<WriteFileRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::write(self.state.clone(), &who, req).await)
+    }
+
+    /// Removes a file.
+    #[tool(
+        description = "Remove a regular file inside a file root you may write (files only; also aborts \
+                       an unfinished upload when given its .<name>.gatecmd-upload name).",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<RemoveFileResult>()
+    )]
+    async fn remove_file(
+        &self,
+        Parameters(req): Parameters<RemoveFileRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::files::remove(self.state.clone(), &who, req).await)
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -288,7 +381,9 @@ impl ServerHandler for GatecmdServer {
             "gatecmd runs allowlisted host commands on USB development boards for you. Call list_devices \
              to see the boards, list_commands to see what you may run, then execute_command. Hold a board \
              across several commands with lock_device/unlock_device. Subscribe to gatecmd://devices for \
-             hotplug notifications.",
+             hotplug notifications. To get a file (e.g. an image) onto the host, upload it with \
+             write_file into a file root (list_files shows them), then pass its path as the \
+             command's file argument.",
         )
     }
 

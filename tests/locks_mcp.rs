@@ -24,12 +24,19 @@ devices:
   - name: rockusb
     match: {{vid: "2207"}}
 commands:
+  - name: flash
+    binary: {rk}
+    device: rockusb
+    env: {{FAKE_RK_STEPS: "400", FAKE_RK_IGNORE_TERM: "1", FAKE_RK_CHILD: $DIR/gc.pid}}
+    allowed_args:
+      - pattern: wl
   - name: record
     binary: $DIR/record.sh
     device: rockusb
     allowed_args:
       - pattern: "{{who}}"
-"#
+"#,
+        rk = fake_rk()
     )
 }
 
@@ -129,7 +136,9 @@ async fn no_overlap_with_leases_interleaved() {
             let c = connect(&url, Some(token), Era::Modern).await.expect("connect");
             let mut n = 0;
             while n < RUNS_EACH {
-                if i % 4 == 0 && n % 8 == 0 {
+                // Lease takers are two different clients (a client asking again for a key it
+                // already leases is answered "already held", not queued).
+                if i < 2 && n % 8 == 0 {
                     // A leased sequence of four commands: nobody else runs in between.
                     let r = call(&c, "lock_device", json!({"device": "1-2", "wait_secs": 120, "note": format!("c{i}")})).await;
                     assert!(!is_error(&r), "{}", text(&r));
@@ -343,4 +352,92 @@ async fn lease_expires_after_its_ttl() {
     let r = call(&b, "lock_device", json!({"key": "group:x", "wait_secs": 5})).await;
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["holder"], json!("vm-b"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_command_frees_the_device_after_its_group_is_gone() {
+    if !is_inner_run() {
+        return rerun_under_preload(
+            "cancelling_a_command_frees_the_device_after_its_group_is_gone",
+        );
+    }
+    let tb = Testbed::new();
+    let s = start_with_board(&tb);
+    for era in ERAS {
+        let pidfile = s.path("gc.pid");
+        let _ = std::fs::remove_file(&pidfile);
+        let (a, _rx) = connect_recorder(&s.url, Some(TOKEN_A), era)
+            .await
+            .expect("a");
+        let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+            .await
+            .expect("b");
+        let h = start_call(
+            &a,
+            "execute_command",
+            json!({"command": "flash", "args": ["wl"]}),
+        )
+        .await;
+        assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
+        let gc: i32 = std::fs::read_to_string(&pidfile)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("num");
+        let r = call(&b, "lock_device", json!({"device": "1-2"})).await;
+        assert!(text(&r).contains("running \"flash wl\""), "{}", text(&r));
+        h.cancel(Some("stop".into())).await.expect("cancel");
+        // b queues for the key; it gets it only once the tool's whole group is gone.
+        let r = call(&b, "lock_device", json!({"device": "1-2", "wait_secs": 10})).await;
+        assert!(!is_error(&r), "{era:?}: {}", text(&r));
+        assert!(
+            process_gone(gc),
+            "{era:?}: the key was handed over while grandchild {gc} lived"
+        );
+        let lease = structured(&r)["lease_id"]
+            .as_str()
+            .expect("lease")
+            .to_string();
+        let r = call(&b, "unlock_device", json!({"lease": lease})).await;
+        assert!(!is_error(&r));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_expires_and_its_lease_with_it() {
+    // session_idle_secs is the knob that keeps idle listeners connected (default 24 h);
+    // set to 1 s here to show that it is applied and that expiry releases the lease.
+    let yaml = format!("{}limits:\n  session_idle_secs: 1\n", lease_config());
+    let s = Server::start(&yaml);
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let r = call(
+        &a,
+        "lock_device",
+        json!({"key": "group:idle", "ttl_secs": 3600}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = call(
+        &b,
+        "lock_device",
+        json!({"key": "group:idle", "wait_secs": 10}),
+    )
+    .await;
+    assert!(
+        !is_error(&r),
+        "the idle session's lease was not released: {}",
+        text(&r)
+    );
+    assert_eq!(structured(&r)["holder"], json!("vm-b"));
+    assert!(
+        s.log_text()
+            .contains("session ended: its lease was released"),
+        "{}",
+        s.log_text()
+    );
 }

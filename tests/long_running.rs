@@ -223,3 +223,78 @@ async fn heartbeat_progress_without_a_regex() {
     assert_eq!(beats[0].1, None);
     assert_eq!(beats[0].2.as_deref(), Some("running for 5 s"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_server_and_its_children() {
+    let mut s = Server::start(&config(
+        "      FAKE_RK_IGNORE_TERM: \"1\"\n      FAKE_RK_STEPS: \"400\"",
+    ));
+    let (c, _heard) = connect_recorder(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("connect");
+    let _h = start_call(
+        &c,
+        "execute_command",
+        json!({"command": "flash", "args": ["wl", "0"]}),
+    )
+    .await;
+    let pidfile = s.path("grandchild.pid");
+    assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
+    let gc: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("num");
+    s.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = s
+        .wait(Duration::from_secs(10))
+        .expect("server exits after SIGTERM");
+    assert!(status.success(), "{status:?}\n{}", s.log_text());
+    assert!(
+        eventually(Duration::from_secs(2), || process_gone(gc)),
+        "grandchild {gc} outlived the server"
+    );
+    assert!(!s.path("flash.done").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_run_more_than_its_share_at_once() {
+    let yaml = config("").replace("limits:\n", "limits:\n  max_concurrent_per_client: 1\n");
+    let s = Server::start(&yaml);
+    let (a, _rx) = connect_recorder(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let first = start_call(
+        &a,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["1"]}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("c");
+    let r = call(
+        &c,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["0"]}),
+    )
+    .await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains(
+            "client \"vm-a\" already runs 1 commands at once (limits.max_concurrent_per_client)"
+        ),
+        "{}",
+        text(&r)
+    );
+    let r = result(first.await_response().await.expect("first"));
+    assert!(!is_error(&r));
+    let r = call(
+        &c,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["0"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "the slot is free again: {}", text(&r));
+}

@@ -164,6 +164,14 @@ pub async fn run(
             "wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"
         ));
     }
+    let Some(slot) = state.client_slot(&who.name) else {
+        let max = config.limits.max_concurrent_per_client;
+        return super::refusal(format!(
+            "client {:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
+             wait for one to finish, then retry",
+            who.name
+        ));
+    };
     let lock_req = CommandLockRequest {
         keys: prepared.keys.clone(),
         shared: prepared.shared_keys.clone(),
@@ -227,6 +235,7 @@ pub async fn run(
             let r = executor.run(&spec, CancellationToken::new(), on_line).await;
             // The device stays locked until the command (and its group) is gone.
             drop(lock_guard);
+            drop(slot);
             r
         });
         let mut refused_cancel = false;
@@ -252,6 +261,7 @@ pub async fn run(
     } else {
         let r = state.executor.run(&spec, ctx.ct.clone(), on_line).await;
         drop(lock_guard);
+        drop(slot);
         r
     };
     let outcome = match outcome {

@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod devices;
 pub mod execute;
+pub mod files;
 pub mod locks;
 
 use rmcp::model::{CallToolResult, ContentBlock};
