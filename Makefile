@@ -1,7 +1,9 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
-.PHONY: run test setup test-setup build lint bench bench-smoke
+#   make build && sudo make install   install as a systemd service (scripts/install.sh;
+#                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
+.PHONY: run test setup test-setup build lint install bench bench-smoke
 
 setup:
 	./scripts/setup.sh
@@ -21,6 +23,10 @@ lint:
 
 test: test-setup lint
 	cargo test --locked
+
+# Not dependent on `build`: `sudo make install` should not run cargo as root.
+install:
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" ./scripts/install.sh
 
 # Benchmarks (not part of `make test`): starts the release server itself, prints one table.
 bench: test-setup

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::Audit;
 use crate::auth::{self, Credentials, OriginPolicy};
 use crate::config::{Config, ConfigLocation, TokenSource, find_config};
 use crate::devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
@@ -158,7 +159,8 @@ async fn serve(
         tracing::warn!(command = %c.name, reason = %why, "command unavailable; it is listed but cannot run");
     }
     let policy = OriginPolicy::new(&config, bind, !no_auth);
-    let (state, _monitor) = start_state(config).await?;
+    let audit = open_audit(&config)?;
+    let (state, _monitor) = start_state(config, audit).await?;
     let gate = Gate::new(access, policy);
     let shutdown = CancellationToken::new();
     let router = http::router(state.clone(), gate.clone(), shutdown.clone());
@@ -181,6 +183,19 @@ async fn serve(
     state.executor.shutdown().await;
     tracing::info!("stopped");
     served.map_err(|e| format!("server error: {e}"))
+}
+
+/// Opens `<state_dir>/audit.log` and records the start (a restart releases every lease,
+/// so readers of the log need to see where one happened).
+fn open_audit(config: &Config) -> Result<Audit, String> {
+    let audit = Audit::open(&config.state_dir, &config.audit).map_err(|e| e.to_string())?;
+    if let Some(path) = audit.path() {
+        tracing::info!(path = %path.display(), "audit log");
+    }
+    audit.record(&serde_json::json!({
+        "event": "server_started", "version": env!("CARGO_PKG_VERSION"), "config": config.source,
+    }));
+    Ok(audit)
 }
 
 /// Decides who may call: tokens (configured, or generated once into the state directory)
@@ -259,6 +274,9 @@ fn reload(
         Ok(c) => c,
         Err(e) => {
             tracing::error!(errors = %e, "reload refused: the new configuration is invalid; the old one stays in force");
+            state.audit.record(&serde_json::json!({
+                "event": "config_reload_refused", "config": location.to_string(), "reason": e.to_string(),
+            }));
             return;
         }
     };
@@ -276,6 +294,9 @@ fn reload(
     gate.replace(access, policy);
     state.replace_config(config);
     tracing::info!(config = %location, "configuration reloaded");
+    state
+        .audit
+        .record(&serde_json::json!({"event": "config_reloaded", "config": location.to_string()}));
 }
 
 /// Monitor options from the configuration.
@@ -290,7 +311,10 @@ fn monitor_options(config: &Config) -> Result<MonitorOptions, String> {
 }
 
 /// The shared state with its device monitor running (the registry is full when this returns).
-async fn start_state(config: Config) -> Result<(Arc<AppState>, MonitorHandle), String> {
+async fn start_state(
+    config: Config,
+    audit: Audit,
+) -> Result<(Arc<AppState>, MonitorHandle), String> {
     let opts = monitor_options(&config)?;
     let registry = Registry::new();
     let monitor = start_monitor(registry.clone(), opts)
@@ -298,14 +322,15 @@ async fn start_state(config: Config) -> Result<(Arc<AppState>, MonitorHandle), S
         .map_err(|e| format!("cannot start the device monitor: {e:#}"))?;
     tracing::info!(source = %monitor.source(), devices = registry.len(), "device monitor running");
     log_isolation(&config);
-    Ok((AppState::with_registry(config, registry), monitor))
+    Ok((AppState::with_audit(config, registry, audit), monitor))
 }
 
 async fn devices(config: Option<PathBuf>, json: bool, watch: bool) -> Result<(), String> {
     use crate::tools::devices::{DeviceList, DeviceView, render_device};
     let (config, _) = load(config)?;
     let config = Arc::new(config);
-    let (state, monitor) = start_state((*config).clone()).await?;
+    // `devices` only looks: it decides nothing, so it records nothing.
+    let (state, monitor) = start_state((*config).clone(), Audit::disabled()).await?;
     let view = |d| DeviceView::new(&state, &config, d, "");
     let list = DeviceList {
         devices: state.registry.snapshot().into_iter().map(view).collect(),
@@ -369,7 +394,13 @@ async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
     use rmcp::ServiceExt;
     let (config, location) = load(config)?;
     tracing::info!(config = %location, "configuration loaded (stdio)");
-    let (state, _monitor) = start_state(config).await?;
+    // stdio serves the local user only: an unwritable state directory is a warning there,
+    // not a reason to refuse (for `serve` it is).
+    let audit = open_audit(&config).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "audit log off for this stdio session");
+        Audit::disabled()
+    });
+    let (state, _monitor) = start_state(config, audit).await?;
     let service = GatecmdServer::new_stdio(state.clone())
         .serve(rmcp::transport::stdio())
         .await

@@ -46,6 +46,7 @@ pub struct Config {
     pub staging: StagingConfig,
     pub monitor: MonitorSettings,
     pub isolation: IsolationSettings,
+    pub audit: AuditSettings,
 }
 
 /// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).
@@ -151,6 +152,28 @@ impl Default for LeaseSettings {
         LeaseSettings {
             default_ttl_secs: 600,
             max_ttl_secs: 3600,
+        }
+    }
+}
+
+/// Rotation of the audit log (`<state_dir>/audit.log`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// The file is rotated before a line would take it past this size.
+    pub max_bytes: u64,
+    /// Rotated files kept (`audit.log.1` … `audit.log.N`); older ones are deleted.
+    pub keep: u32,
+}
+
+/// Smallest accepted `audit.max_bytes`: below this, rotation would happen every few lines.
+pub const AUDIT_MIN_BYTES: u64 = 4096;
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            max_bytes: 10 * 1024 * 1024,
+            keep: 5,
         }
     }
 }
@@ -510,6 +533,8 @@ struct RawConfig {
     #[serde(default)]
     isolation: IsolationSettings,
     #[serde(default)]
+    audit: AuditSettings,
+    #[serde(default)]
     staging: RawStaging,
     #[serde(default)]
     commands: Vec<RawCommand>,
@@ -835,6 +860,28 @@ impl Validator<'_> {
                 );
             }
         }
+        // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.
+        let audit_at = self.loc.key_line("audit", 0).map_or(0, |(line, _)| line);
+        if raw.audit.max_bytes < AUDIT_MIN_BYTES {
+            let at = self.loc.key_line("max_bytes", audit_at);
+            self.err(
+                at,
+                "audit.max_bytes".into(),
+                format!(
+                    "{} is too small: rotate at {AUDIT_MIN_BYTES} bytes or more (the default is {})",
+                    raw.audit.max_bytes,
+                    AuditSettings::default().max_bytes
+                ),
+            );
+        }
+        if raw.audit.keep == 0 {
+            let at = self.loc.key_line("keep", audit_at);
+            self.err(
+                at,
+                "audit.keep".into(),
+                "must be at least 1: rotation keeps the previous file as audit.log.1".into(),
+            );
+        }
         for (i, o) in raw.allowed_origins.iter().enumerate() {
             if !(o.starts_with("http://") || o.starts_with("https://")) {
                 let at = self.loc.value_line(o);
@@ -860,6 +907,7 @@ impl Validator<'_> {
             staging,
             monitor: raw.monitor,
             isolation: raw.isolation,
+            audit: raw.audit,
         }
     }
 
@@ -1728,6 +1776,33 @@ mod tests {
         let c = Config::parse(EMBEDDED_DEFAULT, EMBEDDED_NAME).expect("bundled config");
         assert!(c.command("lsusb").is_some());
         assert_eq!(c.bind.to_string(), DEFAULT_BIND);
+    }
+
+    #[test]
+    fn audit_defaults_and_overrides() {
+        let c = Config::parse("{}", "t.yaml").expect("valid");
+        assert_eq!(c.audit, AuditSettings::default());
+        assert_eq!(c.audit.max_bytes, 10 * 1024 * 1024);
+        assert_eq!(c.audit.keep, 5);
+        let c = Config::parse("audit:\n  max_bytes: 65536\n  keep: 2\n", "t.yaml").expect("valid");
+        assert_eq!(
+            c.audit,
+            AuditSettings {
+                max_bytes: 65536,
+                keep: 2
+            }
+        );
+    }
+
+    #[test]
+    fn bad_audit_settings_name_line_and_field() {
+        let e = errors("limits:\n  kill_grace_secs: 1\naudit:\n  max_bytes: 10\n  keep: 0\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!((e[0].line, e[0].field.as_str()), (4, "audit.max_bytes"));
+        assert!(e[0].message.contains("4096"), "{}", e[0]);
+        assert_eq!((e[1].line, e[1].field.as_str()), (5, "audit.keep"));
+        let e = errors("audit:\n  max_byte: 10000\n");
+        assert!(e[0].message.contains("max_bytes"), "{}", e[0]);
     }
 
     #[test]

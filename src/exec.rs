@@ -287,6 +287,40 @@ pub fn umockdev_env() -> &'static [(String, String)] {
     })
 }
 
+/// Builds `setup`'s view in a throw-away child that exits right after, running nothing:
+/// whether isolated commands can run on this host (`gatecmd check`, the start-up log).
+pub fn probe_isolation(
+    setup: Arc<crate::isolation::Setup>,
+) -> Result<(), crate::isolation::IsolationError> {
+    use crate::isolation::IsolationError;
+    use std::os::unix::process::CommandExt;
+    let (read, write) = crate::isolation::report_pipe()
+        .map_err(|e| IsolationError::Setup(format!("isolation: cannot create a pipe: {e}")))?;
+    let report = write.as_raw_fd();
+    let child_setup = Arc::clone(&setup);
+    // Never executed: the child ends in `pre_exec`.
+    let mut cmd = std::process::Command::new("/");
+    // SAFETY: the closure makes raw syscalls on memory prepared before the fork, then
+    // ends the child without returning to std's exec path.
+    unsafe {
+        cmd.pre_exec(move || {
+            child_setup.apply(report)?;
+            libc::_exit(0)
+        });
+    }
+    let spawned = cmd.spawn();
+    drop(write);
+    match spawned {
+        Ok(mut child) => {
+            let _ = child.wait();
+            Ok(())
+        }
+        Err(e) => Err(setup.spawn_error(&read, &e).unwrap_or_else(|| {
+            IsolationError::Setup(format!("isolation: the probe could not start: {e}"))
+        })),
+    }
+}
+
 /// Owns a child's process group while it may be alive: kills it on drop.
 struct GroupGuard {
     inner: Arc<Inner>,

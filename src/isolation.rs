@@ -560,33 +560,10 @@ pub fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// an empty view (no entries, no node) and exits. `gatecmd check` and the first
 /// isolated command use it to say exactly what is missing.
 pub fn probe(roots: &Roots) -> Result<Privilege, IsolationError> {
-    use std::os::unix::process::CommandExt;
     let privilege = Privilege::current();
     let setup = Arc::new(Setup::new(roots, privilege, &[], None)?);
-    let (read, write) = report_pipe()
-        .map_err(|e| IsolationError::Setup(format!("isolation: cannot create a pipe: {e}")))?;
-    let report = write.as_raw_fd();
-    let child_setup = Arc::clone(&setup);
-    let mut cmd = std::process::Command::new("/");
-    // SAFETY: the closure only makes raw syscalls on memory prepared before the fork,
-    // then ends the child without running anything.
-    unsafe {
-        cmd.pre_exec(move || {
-            child_setup.apply(report)?;
-            libc::_exit(0)
-        });
-    }
-    let spawned = cmd.spawn();
-    drop(write);
-    match spawned {
-        Ok(mut child) => {
-            let _ = child.wait();
-            Ok(privilege)
-        }
-        Err(e) => Err(setup.spawn_error(&read, &e).unwrap_or_else(|| {
-            IsolationError::Setup(format!("isolation: the probe could not start: {e}"))
-        })),
-    }
+    crate::exec::probe_isolation(setup)?;
+    Ok(privilege)
 }
 
 #[cfg(test)]

@@ -22,9 +22,12 @@
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
 //! - [`sessions`]: the session manager that ends a legacy session's leases with it.
+//! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
+//!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
 //!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks.
 
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod config;

@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use crate::audit::Audit;
 use crate::auth::ClientIdentity;
 use crate::config::Config;
 use crate::devices::Registry;
@@ -44,6 +45,8 @@ pub struct AppState {
     /// Attached devices; written only by the device monitor.
     pub registry: Registry,
     pub locks: LockManager,
+    /// Where decisions are recorded (src/audit.rs); disabled unless set with `with_audit`.
+    pub audit: Audit,
     /// Per-client command slots (`limits.max_concurrent_per_client`).
     client_slots: DashMap<String, Arc<Semaphore>>,
     /// File staging's per-file and per-root locks.
@@ -58,6 +61,12 @@ impl AppState {
 
     /// State for `config` reading devices from `registry`.
     pub fn with_registry(config: Config, registry: Registry) -> Arc<Self> {
+        Self::with_audit(config, registry, Audit::disabled())
+    }
+
+    /// State for `config` reading devices from `registry` and recording its decisions and
+    /// every lock event in `audit` (src/audit.rs).
+    pub fn with_audit(config: Config, registry: Registry, audit: Audit) -> Arc<Self> {
         let executor = Executor::new(
             config.limits.max_concurrent_children,
             config.limits.max_output_bytes,
@@ -67,11 +76,19 @@ impl AppState {
             default_ttl: Duration::from_secs(config.leases.default_ttl_secs),
             max_ttl: Duration::from_secs(config.leases.max_ttl_secs),
         });
+        if audit.is_enabled() {
+            // Every lease event into the audit log; the task ends with the lock manager.
+            tokio::spawn(crate::audit::record_lock_events(
+                audit.clone(),
+                locks.subscribe(),
+            ));
+        }
         Arc::new(AppState {
             config: RwLock::new(Arc::new(config)),
             executor,
             registry,
             locks,
+            audit,
             client_slots: DashMap::new(),
             staging: crate::staging::Staging::default(),
         })
@@ -98,6 +115,8 @@ impl AppState {
 
     /// Replaces the configuration (after it was validated).
     pub fn replace_config(&self, config: Config) {
+        // New rotation limits apply at once; a new `state_dir` only at restart.
+        self.audit.configure(&config.audit);
         match self.config.write() {
             Ok(mut c) => *c = Arc::new(config),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(config),

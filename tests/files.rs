@@ -166,6 +166,15 @@ async fn a_64_mib_image_is_uploaded_in_chunks_verified_and_used_by_a_command() {
         "finalize is audited with its hash:\n{log}"
     );
     assert!(log.contains("action=\"remove\""), "{log}");
+    // The same decisions are in the audit log, one JSON line each.
+    let audit = std::fs::read_to_string(s.path("state/audit.log")).expect("audit log");
+    let finalize = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == json!("file") && v["action"] == json!("finalize"))
+        .expect("a finalize record");
+    assert_eq!(finalize["sha256"], json!(want));
+    assert!(audit.contains("\"action\":\"remove\""), "{audit}");
     c.cancel().await.expect("close");
 }
 

@@ -380,9 +380,19 @@ pub struct AuditRecord<'a> {
     pub refused: Option<&'a str>,
 }
 
-/// Records a staging decision. The one place file staging reports to the audit trail, so
-/// that a later audit log (DESIGN.md `audit.rs`) hooks in here.
-pub fn audit(r: &AuditRecord<'_>) {
+/// Records a staging decision in the audit log (and the service log): the one place file
+/// staging reports to the audit trail.
+pub fn audit(log: &crate::audit::Audit, r: &AuditRecord<'_>) {
+    log.record(&serde_json::json!({
+        "event": "file",
+        "client": r.client,
+        "action": r.action,
+        "path": r.path,
+        "bytes": r.bytes,
+        "sha256": r.sha256,
+        "verdict": if r.refused.is_some() { "refused" } else { "allowed" },
+        "reason": r.refused,
+    }));
     tracing::info!(
         target: "gatecmd::audit",
         client = %r.client,

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::devices::DeviceId;
@@ -104,11 +105,23 @@ pub async fn run(
     let config = state.config();
     let lease = req.lease.clone().map(LeaseId);
     let wait_secs = req.wait_secs.unwrap_or(0);
+    // Audit: the request as asked, before `prepare` consumes it; every refusal below goes
+    // through `refuse` so that it is recorded with its reason.
+    let call = audit::ExecuteCall::new(who, session.as_ref(), &req.command);
+    let asked = req.args.clone().into_vec();
+    let refuse = |reason: String| {
+        state.audit.record(&audit::ExecuteRecord::ExecuteRefused {
+            call: &call,
+            args: &asked,
+            reason: &reason,
+        });
+        super::refusal(reason)
+    };
     let prepared = match prepare(&config, state, who, req) {
         Ok(p) => p,
         Err(msg) => {
             tracing::info!(client = %who.name, verdict = "refused", reason = %msg, "execute_command");
-            return super::refusal(msg);
+            return refuse(msg);
         }
     };
     let mut result = ExecuteResult {
@@ -144,7 +157,7 @@ pub async fn run(
                     text.push_str(&render_view(&plan.view));
                     result.isolated_view = Some(plan.view);
                 }
-                Err(e) => return super::refusal(e.to_string()),
+                Err(e) => return refuse(e.to_string()),
             }
         }
         for k in prepared.keys.iter().chain(&prepared.shared_keys) {
@@ -157,16 +170,20 @@ pub async fn run(
                 _ => text.push_str(&format!("lock {k}: free now\n")),
             }
         }
+        state.audit.record(&audit::ExecuteRecord::ExecuteDryRun {
+            call: &call,
+            argv: &result.argv,
+        });
         return super::structured(&result, text);
     }
     if wait_secs > MAX_WAIT_SECS {
-        return super::refusal(format!(
+        return refuse(format!(
             "wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"
         ));
     }
     let Some(slot) = state.client_slot(&who.name) else {
         let max = config.limits.max_concurrent_per_client;
-        return super::refusal(format!(
+        return refuse(format!(
             "client {:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
              wait for one to finish, then retry",
             who.name
@@ -185,13 +202,13 @@ pub async fn run(
     // A request cancelled while queued leaves the queue at once (the future is dropped).
     let acquired = tokio::select! {
         r = state.locks.acquire_for_command_wait(lock_req, Duration::from_secs(wait_secs)) => r,
-        _ = ctx.ct.cancelled() => return super::refusal("cancelled while waiting for the device lock; nothing was run"),
+        _ = ctx.ct.cancelled() => return refuse("cancelled while waiting for the device lock; nothing was run".into()),
     };
     let lock_guard = match acquired {
         Ok(g) => g,
         Err(e) => {
             tracing::info!(client = %who.name, command = %result.command, verdict = "refused", reason = %e, "execute_command");
-            return super::refusal(e.to_string());
+            return refuse(e.to_string());
         }
     };
     let mut spec = prepared.spec.clone();
@@ -205,11 +222,13 @@ pub async fn run(
             }
             Err(e) => {
                 tracing::info!(client = %who.name, command = %result.command, verdict = "refused", reason = %e, "execute_command");
-                return super::refusal(e.to_string());
+                return refuse(e.to_string());
             }
         }
     }
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
+    // Written before the spawn (locks held), so a crash mid-run still shows what was started.
+    let trail = audit::RunTrail::start(&state.audit, call.clone(), &result);
 
     let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
         Some(token) => {
@@ -256,7 +275,11 @@ pub async fn run(
         }
         match joined {
             Ok(r) => r,
-            Err(e) => return super::refusal(format!("the command's task failed: {e}")),
+            Err(e) => {
+                let msg = format!("the command's task failed: {e}");
+                trail.failed(&result, &msg);
+                return super::refusal(msg);
+            }
         }
     } else {
         let r = state.executor.run(&spec, ctx.ct.clone(), on_line).await;
@@ -268,6 +291,7 @@ pub async fn run(
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
+            trail.failed(&result, &e.to_string());
             return super::refusal(e.to_string());
         }
     };
@@ -276,6 +300,7 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
     }
     fill(&mut result, &outcome, state.executor.grace());
+    trail.finished(&result, &outcome);
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,
         duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,

@@ -182,20 +182,24 @@ async fn blocking<T: Send + 'static>(
 
 /// Audits and renders a refusal.
 fn refused(
+    log: &crate::audit::Audit,
     who: &ClientIdentity,
     action: &'static str,
     path: &str,
     e: &StagingError,
 ) -> CallToolResult {
     let msg = e.to_string();
-    staging::audit(&AuditRecord {
-        client: &who.name,
-        action,
-        path,
-        bytes: None,
-        sha256: None,
-        refused: Some(&msg),
-    });
+    staging::audit(
+        log,
+        &AuditRecord {
+            client: &who.name,
+            action,
+            path,
+            bytes: None,
+            sha256: None,
+            refused: Some(&msg),
+        },
+    );
     super::refusal(msg)
 }
 
@@ -209,12 +213,12 @@ pub async fn list(
     let path = req.path.unwrap_or_default();
     let target = match staging::resolve(&config.file_roots, req.root.as_ref(), &path) {
         Ok(t) => t,
-        Err(e) => return refused(who, "list", &path, &e),
+        Err(e) => return refused(&state.audit, who, "list", &path, &e),
     };
     let t = target.clone();
     let listing = match blocking(move || staging::list(&t)).await {
         Ok(l) => l,
-        Err(e) => return refused(who, "list", &target.display(), &e),
+        Err(e) => return refused(&state.audit, who, "list", &target.display(), &e),
     };
     let policy = config.staging.policy(&who.name);
     let result = ListFilesResult {
@@ -298,7 +302,7 @@ pub async fn stat(
     let config = state.config();
     let target = match staging::resolve(&config.file_roots, None, &req.path) {
         Ok(t) => t,
-        Err(e) => return refused(who, "stat", &req.path, &e),
+        Err(e) => return refused(&state.audit, who, "stat", &req.path, &e),
     };
     let t = target.clone();
     match blocking(move || staging::stat(&t)).await {
@@ -316,7 +320,7 @@ pub async fn stat(
             );
             super::structured(&result, text)
         }
-        Err(e) => refused(who, "stat", &target.display(), &e),
+        Err(e) => refused(&state.audit, who, "stat", &target.display(), &e),
     }
 }
 
@@ -329,12 +333,12 @@ pub async fn write(
     let config = state.config();
     let target = match staging::resolve(&config.file_roots, None, &req.path) {
         Ok(t) => t,
-        Err(e) => return refused(who, "write", &req.path, &e),
+        Err(e) => return refused(&state.audit, who, "write", &req.path, &e),
     };
     let shown = target.display();
     let chunk = match check_write(&config, who, &target, req) {
         Ok(c) => c,
-        Err(e) => return refused(who, "write", &shown, &e),
+        Err(e) => return refused(&state.audit, who, "write", &shown, &e),
     };
     let offset = chunk.offset;
     let policy = config.staging.policy(&who.name);
@@ -347,34 +351,40 @@ pub async fn write(
     .await
     {
         Ok(w) => w,
-        Err(e) => return refused(who, "write", &shown, &e),
+        Err(e) => return refused(&state.audit, who, "write", &shown, &e),
     };
     for p in &written.expired {
-        staging::audit(&AuditRecord {
-            client: &who.name,
-            action: "expire",
-            path: p,
-            bytes: None,
-            sha256: None,
-            refused: None,
-        });
+        staging::audit(
+            &state.audit,
+            &AuditRecord {
+                client: &who.name,
+                action: "expire",
+                path: p,
+                bytes: None,
+                sha256: None,
+                refused: None,
+            },
+        );
     }
-    staging::audit(&AuditRecord {
-        client: &who.name,
-        action: if written.complete {
-            "finalize"
-        } else {
-            "write"
+    staging::audit(
+        &state.audit,
+        &AuditRecord {
+            client: &who.name,
+            action: if written.complete {
+                "finalize"
+            } else {
+                "write"
+            },
+            path: &shown,
+            bytes: Some(if written.complete {
+                written.size
+            } else {
+                written.bytes
+            }),
+            sha256: written.sha256.as_deref(),
+            refused: None,
         },
-        path: &shown,
-        bytes: Some(if written.complete {
-            written.size
-        } else {
-            written.bytes
-        }),
-        sha256: written.sha256.as_deref(),
-        refused: None,
-    });
+    );
     let result = WriteFileResult {
         path: shown,
         root: target.root.display().to_string(),
@@ -437,25 +447,28 @@ pub async fn remove(
     let config = state.config();
     let target = match staging::resolve(&config.file_roots, None, &req.path) {
         Ok(t) => t,
-        Err(e) => return refused(who, "remove", &req.path, &e),
+        Err(e) => return refused(&state.audit, who, "remove", &req.path, &e),
     };
     let shown = target.display();
     let policy = config.staging.policy(&who.name);
     if let Err(e) = staging::check_writable(&who.name, &policy, &config.file_roots, &target) {
-        return refused(who, "remove", &shown, &e);
+        return refused(&state.audit, who, "remove", &shown, &e);
     }
     let t = target.clone();
     let st = state.clone();
     match blocking(move || staging::remove(&st.staging, &t)).await {
         Ok(bytes) => {
-            staging::audit(&AuditRecord {
-                client: &who.name,
-                action: "remove",
-                path: &shown,
-                bytes: Some(bytes),
-                sha256: None,
-                refused: None,
-            });
+            staging::audit(
+                &state.audit,
+                &AuditRecord {
+                    client: &who.name,
+                    action: "remove",
+                    path: &shown,
+                    bytes: Some(bytes),
+                    sha256: None,
+                    refused: None,
+                },
+            );
             let result = RemoveFileResult {
                 path: shown,
                 root: target.root.display().to_string(),
@@ -464,6 +477,6 @@ pub async fn remove(
             let text = format!("removed {} ({} bytes)", result.path, result.removed_bytes);
             super::structured(&result, text)
         }
-        Err(e) => refused(who, "remove", &shown, &e),
+        Err(e) => refused(&state.audit, who, "remove", &shown, &e),
     }
 }

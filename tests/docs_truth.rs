@@ -1,0 +1,280 @@
+//! Keeps the prose honest: every `` `symbol` in `src/file.rs` `` reference in
+//! docs/REQUEST-PATH.md and docs/ARCHITECTURE.md must name something defined in that file,
+//! and the invariants docs/ARCHITECTURE.md states (who spawns, who writes the device
+//! registry) must hold in the source. A rename or move that the docs miss fails CI.
+
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Documents whose references are checked.
+const CHECKED_DOCS: [&str; 2] = ["docs/REQUEST-PATH.md", "docs/ARCHITECTURE.md"];
+
+/// One `` `symbol` in `path` `` found in a document.
+#[derive(Debug, PartialEq, Eq)]
+struct Reference {
+    line: usize,
+    /// `name` or a path such as `Type::method`.
+    symbol: String,
+    /// A file or directory, relative to the repository.
+    path: String,
+}
+
+/// Every reference in `doc`, in order. A reference may wrap: `x` in, newline, `path`.
+fn references(doc: &str) -> Vec<Reference> {
+    let re = Regex::new(
+        r"`([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)`\s+in\s+`([A-Za-z0-9_./-]+)`",
+    )
+    .expect("reference regex");
+    re.captures_iter(doc)
+        .map(|c| Reference {
+            line: doc[..c.get(0).map_or(0, |m| m.start())]
+                .matches('\n')
+                .count()
+                + 1,
+            symbol: c[1].to_string(),
+            path: c[2].to_string(),
+        })
+        .collect()
+}
+
+/// Source text without `//` comments (doc comments included), so a name that is only
+/// mentioned in a comment does not count as defined. (A `//` inside a string literal also
+/// cuts the line; that can only hide a definition, never invent one.)
+fn strip_comments(source: &str) -> String {
+    source
+        .lines()
+        .map(|l| l.split_once("//").map_or(l, |(code, _)| code))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `name` is defined in `source` as a whole word: `fn`, `struct`, `enum`, `trait`,
+/// `type`, `const`, `static`, `mod`, `union`, `macro_rules!`, or named in an `impl … name`
+/// header. With `variant_ok`, an enum variant (`Name,` `Name(` `Name {` at a line start)
+/// counts too: used for the segments after the first in `Type::Variant`.
+fn defines(source: &str, name: &str, variant_ok: bool) -> bool {
+    let n = regex::escape(name);
+    let mut patterns = vec![
+        format!(r"\b(?:fn|struct|enum|trait|type|const|static|mod|union)\s+{n}\b"),
+        format!(r"\bmacro_rules!\s*{n}\b"),
+        format!(r"\bimpl\b[^{{;]*\b{n}\b"),
+    ];
+    if variant_ok {
+        patterns.push(format!(r"(?m)^\s*{n}\s*(?:,|\(|\{{|=|$)"));
+    }
+    let code = strip_comments(source);
+    patterns
+        .iter()
+        .any(|p| Regex::new(p).is_ok_and(|re| re.is_match(&code)))
+}
+
+/// The Rust source at `path` (a file, or every `.rs` file under a directory).
+fn source_at(repo: &Path, path: &str) -> Option<String> {
+    let full = repo.join(path);
+    if full.is_file() {
+        return std::fs::read_to_string(full).ok();
+    }
+    if full.is_dir() {
+        let mut text = String::new();
+        for f in rust_files(&full) {
+            text.push_str(&std::fs::read_to_string(f).ok()?);
+            text.push('\n');
+        }
+        return Some(text);
+    }
+    None
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every broken reference in `doc` (named `doc_name` in messages); empty when all hold.
+fn check_document(repo: &Path, doc_name: &str, doc: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    for r in references(doc) {
+        let Some(source) = source_at(repo, &r.path) else {
+            errors.push(format!(
+                "{doc_name}:{}: `{}` in `{}`: no such file or directory",
+                r.line, r.symbol, r.path
+            ));
+            continue;
+        };
+        for (i, segment) in r.symbol.split("::").enumerate() {
+            if !defines(&source, segment, i > 0) {
+                errors.push(format!(
+                    "{doc_name}:{}: `{}` in `{}`: no definition of `{segment}` there \
+                     (renamed or moved? update the document)",
+                    r.line, r.symbol, r.path
+                ));
+                break;
+            }
+        }
+    }
+    errors
+}
+
+fn read_doc(name: &str) -> String {
+    std::fs::read_to_string(Path::new(REPO).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn documents_name_only_symbols_that_exist() {
+    let mut errors = Vec::new();
+    for name in CHECKED_DOCS {
+        let doc = read_doc(name);
+        assert!(
+            references(&doc).len() >= 10,
+            "{name} has almost no checked references; write them as `symbol` in `src/file.rs`"
+        );
+        errors.extend(check_document(Path::new(REPO), name, &doc));
+    }
+    assert!(
+        errors.is_empty(),
+        "stale references:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn request_path_covers_every_stage() {
+    let doc = read_doc("docs/REQUEST-PATH.md");
+    let refs = references(&doc);
+    for (symbol, path) in [
+        ("serve", "src/http.rs"),
+        ("guard", "src/http.rs"),
+        ("authenticate", "src/auth.rs"),
+        ("execute_command", "src/server.rs"),
+        ("run", "src/tools/execute.rs"),
+        ("prepare", "src/tools/execute.rs"),
+        ("check", "src/sanitizer.rs"),
+        ("resolve_file", "src/sanitizer.rs"),
+        ("run", "src/exec.rs"),
+        ("GroupGuard", "src/exec.rs"),
+        ("clean", "src/output.rs"),
+        ("spawn_reporter", "src/progress.rs"),
+    ] {
+        assert!(
+            refs.iter()
+                .any(|r| r.symbol.rsplit("::").next() == Some(symbol) && r.path == path),
+            "REQUEST-PATH.md does not mention `{symbol}` in `{path}`"
+        );
+    }
+    assert!(
+        doc.contains("## Rough edges"),
+        "the Rough edges section is missing"
+    );
+}
+
+#[test]
+fn a_broken_reference_fails_and_names_its_line() {
+    let doc = "intro\nthe executor is `run` in `src/exec.rs`, then `no_such_fn` in `src/exec.rs`\n\
+               `run` in `src/no_such_file.rs`\n`GroupGuard::no_such_method` in `src/exec.rs`\n";
+    let errors = check_document(Path::new(REPO), "test.md", doc);
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("test.md:2: `no_such_fn`"),
+        "{}",
+        errors[0]
+    );
+    assert!(errors[1].contains("no such file"), "{}", errors[1]);
+    assert!(errors[2].starts_with("test.md:4:"), "{}", errors[2]);
+}
+
+#[test]
+fn references_are_parsed_in_their_fixed_form() {
+    let refs =
+        references("a `x` in `src/a.rs` and `A::b` in\n`src/locks/` but not `y` or `z` in plain");
+    assert_eq!(
+        refs,
+        [
+            Reference {
+                line: 1,
+                symbol: "x".into(),
+                path: "src/a.rs".into()
+            },
+            Reference {
+                line: 1,
+                symbol: "A::b".into(),
+                path: "src/locks/".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn definitions_are_whole_words_outside_comments() {
+    let src = "pub(crate) async fn run_all() {}\n// fn run() is gone\nimpl Drop for GroupGuard {}\n\
+               pub enum StopReason {\n    Timeout,\n    Other(u8),\n}\nconst LIMIT: u8 = 1;\n";
+    assert!(defines(src, "run_all", false));
+    assert!(
+        !defines(src, "run", false),
+        "a prefix or a comment is not a definition"
+    );
+    assert!(defines(src, "GroupGuard", false), "impl … name counts");
+    assert!(defines(src, "StopReason", false));
+    assert!(defines(src, "LIMIT", false));
+    assert!(!defines(src, "Timeout", false));
+    assert!(defines(src, "Timeout", true), "a variant, after `Type::`");
+    assert!(defines(src, "Other", true));
+}
+
+#[test]
+fn a_directory_reference_searches_its_files() {
+    let errors = check_document(
+        Path::new(REPO),
+        "t.md",
+        "`LockManager::subscribe` in `src/locks/`\n",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// ARCHITECTURE.md: only src/exec.rs spawns processes.
+#[test]
+fn only_the_executor_spawns_processes() {
+    let src = Path::new(REPO).join("src");
+    let spawn = Regex::new(r"\b(?:Command::new|process::Command|fork\(|execv)").expect("regex");
+    let offenders: Vec<String> = rust_files(&src)
+        .into_iter()
+        .filter(|f| !f.ends_with("src/exec.rs"))
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| spawn.is_match(&strip_comments(&t))))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "only src/exec.rs may spawn processes (docs/ARCHITECTURE.md); found in {offenders:?}"
+    );
+}
+
+/// ARCHITECTURE.md: only the device layer writes the registry.
+#[test]
+fn only_the_device_layer_writes_the_registry() {
+    let src = Path::new(REPO).join("src");
+    let write = Regex::new(r"\.(?:upsert|reconcile|set_source)\(").expect("regex");
+    let offenders: Vec<String> = rust_files(&src)
+        .into_iter()
+        .filter(|f| !f.starts_with(src.join("devices")))
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| write.is_match(&strip_comments(&t))))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "only src/devices/ may write the registry (docs/ARCHITECTURE.md); found in {offenders:?}"
+    );
+}
