@@ -543,6 +543,7 @@ fn main() {
     let out = Command::new(std::env::current_exe().expect("exe"))
         .args(std::env::args().skip(1))
         .env(INNER, "1")
+        .env(umockdev::INNER_MARKER, "1")
         .env("LD_PRELOAD", "libumockdev-preload.so.0")
         .env_remove("UMOCKDEV_DIR")
         .output()
