@@ -627,6 +627,7 @@ mod tests {
                 ttl: None,
                 note: Some("flashing".into()),
                 wait: Duration::ZERO,
+                shared: vec![],
             })
             .await
             .expect("lease");

@@ -321,6 +321,7 @@ async fn start_state(
         .await
         .map_err(|e| format!("cannot start the device monitor: {e:#}"))?;
     tracing::info!(source = %monitor.source(), devices = registry.len(), "device monitor running");
+    log_isolation(&config);
     Ok((AppState::with_audit(config, registry, audit), monitor))
 }
 
@@ -409,6 +410,57 @@ async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
+/// Says at start whether isolated commands can run here (each call says it again if not),
+/// and warns when children inherit umockdev's preload.
+fn log_isolation(config: &Config) {
+    if !crate::exec::umockdev_env().is_empty() {
+        tracing::warn!(
+            "gatecmd runs under umockdev's preload: children inherit LD_PRELOAD and UMOCKDEV_DIR (emulated devices; never on a real bench)"
+        );
+    }
+    if !config.commands.iter().any(|c| c.may_isolate()) {
+        return;
+    }
+    match crate::isolation::probe(&config.isolation.roots()) {
+        Ok(p) => tracing::info!(privilege = ?p, "isolated commands can run here"),
+        Err(e) => {
+            tracing::warn!(error = %e, "isolated commands cannot run here; each call will be refused")
+        }
+    }
+}
+
+/// `gatecmd check`'s line on isolation: `Err` when isolated commands cannot run here.
+fn check_isolation(config: &Config) -> Option<Result<String, String>> {
+    let names: Vec<&str> = config
+        .commands
+        .iter()
+        .filter(|c| c.may_isolate())
+        .map(|c| c.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let roots = config.isolation.roots();
+    Some(match crate::isolation::probe(&roots) {
+        Ok(crate::isolation::Privilege::Root) => Ok(format!(
+            "isolation: OK for {} (root: a mount namespace per command; views of {} and {})",
+            names.join(", "),
+            roots.listing().display(),
+            roots.usbfs().display()
+        )),
+        Ok(crate::isolation::Privilege::UserNamespace) => Ok(format!(
+            "isolation: OK for {} (unprivileged: a user + mount namespace per command; views of {} and {})",
+            names.join(", "),
+            roots.listing().display(),
+            roots.usbfs().display()
+        )),
+        Err(e) => Err(format!(
+            "isolated commands ({}) cannot run on this host: {e}",
+            names.join(", ")
+        )),
+    })
+}
+
 fn check(explicit: Option<PathBuf>) -> ExitCode {
     let location = find_config(explicit.as_deref());
     let config = match location.load() {
@@ -420,6 +472,14 @@ fn check(explicit: Option<PathBuf>) -> ExitCode {
         }
     };
     print!("{}", summary(&config, &location));
+    match check_isolation(&config) {
+        Some(Ok(line)) => println!("{line}"),
+        Some(Err(why)) => {
+            eprintln!("error: {why}");
+            return ExitCode::from(1);
+        }
+        None => {}
+    }
     let missing = config.unavailable_commands();
     if missing.is_empty() {
         println!(
@@ -496,6 +556,11 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
             .as_ref()
             .map(|d| format!(", device {d}"))
             .unwrap_or_default();
+        let dev = match (c.isolate, c.may_isolate()) {
+            (true, _) => format!("{dev}, isolated"),
+            (false, true) => format!("{dev}, isolated for some patterns"),
+            _ => dev,
+        };
         s.push_str(&format!(
             "  {} (timeout {} s{dev}){}\n",
             c.name,

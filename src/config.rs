@@ -45,7 +45,37 @@ pub struct Config {
     /// File staging (upload/list/stat/remove tools): limits and who may write where.
     pub staging: StagingConfig,
     pub monitor: MonitorSettings,
+    pub isolation: IsolationSettings,
     pub audit: AuditSettings,
+}
+
+/// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IsolationSettings {
+    /// Where sysfs is mounted; the view replaces `<sysfs_root>/bus/usb/devices`.
+    pub sysfs_root: PathBuf,
+    /// Where devfs is mounted; the view replaces `<devfs_root>/bus/usb`.
+    pub devfs_root: PathBuf,
+}
+
+impl Default for IsolationSettings {
+    fn default() -> Self {
+        IsolationSettings {
+            sysfs_root: PathBuf::from("/sys"),
+            devfs_root: PathBuf::from("/dev"),
+        }
+    }
+}
+
+impl IsolationSettings {
+    /// The roots as the isolation module takes them.
+    pub fn roots(&self) -> crate::isolation::Roots {
+        crate::isolation::Roots {
+            sysfs: self.sysfs_root.clone(),
+            devfs: self.devfs_root.clone(),
+        }
+    }
 }
 
 /// How the device registry is kept current.
@@ -215,6 +245,8 @@ pub struct PatternConfig {
     pub timeout: Option<Duration>,
     pub progress: Option<Regex>,
     pub cancel: Option<CancelPolicy>,
+    /// Overrides the command's `isolate` for this pattern.
+    pub isolate: Option<bool>,
 }
 
 /// One allowlisted command.
@@ -232,11 +264,27 @@ pub struct CommandConfig {
     pub cancel: CancelPolicy,
     pub read_only: bool,
     pub destructive: bool,
+    /// Runs in a view of the system holding only the chosen board (docs/ISOLATION.md);
+    /// a pattern may override it.
+    pub isolate: bool,
     /// Why the command cannot run on this host (binary missing), if so.
     pub unavailable: Option<String>,
 }
 
 impl CommandConfig {
+    /// Whether a call matching pattern `index` runs isolated.
+    pub fn isolates(&self, index: usize) -> bool {
+        self.patterns
+            .get(index)
+            .and_then(|p| p.isolate)
+            .unwrap_or(self.isolate)
+    }
+
+    /// Whether any pattern of the command runs isolated.
+    pub fn may_isolate(&self) -> bool {
+        (0..self.patterns.len()).any(|i| self.isolates(i))
+    }
+
     /// Every allowed command line, as a person would type it.
     pub fn command_lines(&self) -> Vec<String> {
         self.patterns
@@ -403,6 +451,14 @@ impl Config {
         self.devices.iter().find(|d| d.name == name)
     }
 
+    /// Whether some command runs isolated on boards of class `name`: their leases are
+    /// then taken per board (`port:` keys) by `lock_device {device}`.
+    pub fn class_is_isolated(&self, name: &str) -> bool {
+        self.commands
+            .iter()
+            .any(|c| c.device.as_deref() == Some(name) && c.may_isolate())
+    }
+
     /// Binaries that do not exist or are not executable: fatal for `gatecmd check`.
     pub fn unavailable_commands(&self) -> Vec<(&CommandConfig, &str)> {
         self.commands
@@ -475,6 +531,8 @@ struct RawConfig {
     #[serde(default)]
     monitor: MonitorSettings,
     #[serde(default)]
+    isolation: IsolationSettings,
+    #[serde(default)]
     audit: AuditSettings,
     #[serde(default)]
     staging: RawStaging,
@@ -536,6 +594,8 @@ struct RawCommand {
     read_only: bool,
     #[serde(default)]
     destructive: bool,
+    #[serde(default)]
+    isolate: bool,
 }
 
 #[derive(Deserialize)]
@@ -549,6 +609,7 @@ struct RawPattern {
     timeout_secs: Option<u64>,
     progress: Option<String>,
     cancel: Option<CancelPolicy>,
+    isolate: Option<bool>,
 }
 
 // Values are read as plain YAML and checked by the validator: serde_yaml reports an error
@@ -784,6 +845,21 @@ impl Validator<'_> {
                 ),
             );
         }
+        for (key, p) in [
+            ("sysfs_root", &raw.isolation.sysfs_root),
+            ("devfs_root", &raw.isolation.devfs_root),
+        ] {
+            if !p.is_absolute() {
+                // After the `isolation:` line: `monitor:` has a sysfs_root too.
+                let from = self.loc.key_line("isolation", 0).map_or(0, |(l, _)| l);
+                let at = self.loc.key_line(key, from);
+                self.err(
+                    at,
+                    format!("isolation.{key}"),
+                    format!("{} is not an absolute path", p.display()),
+                );
+            }
+        }
         // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.
         let audit_at = self.loc.key_line("audit", 0).map_or(0, |(line, _)| line);
         if raw.audit.max_bytes < AUDIT_MIN_BYTES {
@@ -830,6 +906,7 @@ impl Validator<'_> {
             leases: raw.leases,
             staging,
             monitor: raw.monitor,
+            isolation: raw.isolation,
             audit: raw.audit,
         }
     }
@@ -1109,6 +1186,7 @@ impl Validator<'_> {
                 timeout: rp.timeout_secs.map(Duration::from_secs),
                 progress: pprogress,
                 cancel: rp.cancel,
+                isolate: rp.isolate,
             });
         }
         for key in rc.params.keys() {
@@ -1127,6 +1205,18 @@ impl Validator<'_> {
                 );
             }
         }
+        let isolated = rc.isolate || patterns.iter().any(|p| p.isolate == Some(true));
+        if isolated && rc.device.is_none() {
+            let at = self
+                .loc
+                .item_key(&name, "isolate")
+                .or(self.loc.item_key(&name, "name"));
+            self.err(
+                at,
+                field("isolate"),
+                "an isolated command needs `device:` (the class whose board it runs on): the view holds one board of that class".into(),
+            );
+        }
         let binary = binary?;
         let unavailable = binary_problem(&binary);
         Some(CommandConfig {
@@ -1142,6 +1232,7 @@ impl Validator<'_> {
             cancel: rc.cancel,
             read_only: rc.read_only,
             destructive: rc.destructive,
+            isolate: rc.isolate,
             unavailable,
         })
     }

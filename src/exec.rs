@@ -6,6 +6,7 @@
 //! caller dropping the future — so no child outlives its request.
 
 use std::collections::{BTreeMap, HashSet};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,8 @@ pub struct Spec {
     /// Added to the fixed PATH and LANG.
     pub env: BTreeMap<String, String>,
     pub timeout: Duration,
+    /// For an isolated command: the view to build between fork and exec.
+    pub isolation: Option<Arc<crate::isolation::Setup>>,
 }
 
 /// Which output stream a line came from.
@@ -72,6 +75,8 @@ pub enum ExecError {
     },
     #[error("the server is shutting down; no new commands are started")]
     ShuttingDown,
+    #[error("{0}; nothing was run")]
+    Isolation(#[from] crate::isolation::IsolationError),
 }
 
 /// Runs children under a global concurrency cap and kills them all at shutdown.
@@ -153,17 +158,48 @@ impl Executor {
             .env_clear()
             .env("PATH", CHILD_PATH)
             .env("LANG", "C.UTF-8")
+            .envs(umockdev_env().iter().map(|(k, v)| (k, v)))
             .envs(&spec.env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        let report = match &spec.isolation {
+            Some(setup) => {
+                let (read, write) =
+                    crate::isolation::report_pipe().map_err(|source| ExecError::Spawn {
+                        binary: spec.binary.display().to_string(),
+                        source,
+                    })?;
+                let setup = Arc::clone(setup);
+                let fd = write.as_raw_fd();
+                // SAFETY: `apply` makes raw syscalls on memory allocated before the fork
+                // and nothing else (no allocation, no locks), as a forked child of a
+                // multithreaded process must.
+                unsafe { cmd.pre_exec(move || setup.apply(fd)) };
+                Some((read, write))
+            }
+            None => None,
+        };
         let started = Instant::now();
-        let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
-            binary: spec.binary.display().to_string(),
-            source,
-        })?;
+        let spawned = cmd.spawn();
+        // The parent's copy of the write end goes now, so a read sees only the child's.
+        let report = report.map(|(read, _write)| read);
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(source) => {
+                if let (Some(setup), Some(read)) = (&spec.isolation, &report)
+                    && let Some(e) = setup.spawn_error(read, &source)
+                {
+                    return Err(ExecError::Isolation(e));
+                }
+                return Err(ExecError::Spawn {
+                    binary: spec.binary.display().to_string(),
+                    source,
+                });
+            }
+        };
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         let guard = GroupGuard::new(self.inner.clone(), pgid);
 
@@ -223,6 +259,65 @@ impl Executor {
             duration: started.elapsed(),
             stopped,
         })
+    }
+}
+
+/// The umockdev variables a child inherits when the server itself runs under umockdev's
+/// preload (tests and demos of emulated boards): the child then sees the same emulated
+/// devices. Only these two, only with exactly umockdev's preload library, and only from
+/// the server's own environment — which its operator controls, not the config or an
+/// agent (the config's `env:` still refuses `LD_*`). The start-up log warns when it
+/// applies.
+pub fn umockdev_env() -> &'static [(String, String)] {
+    static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        let preload = std::env::var("LD_PRELOAD").unwrap_or_default();
+        let dir = std::env::var("UMOCKDEV_DIR").unwrap_or_default();
+        let is_umockdev = preload.rsplit('/').next().is_some_and(|lib| {
+            lib == "libumockdev-preload.so.0" || lib == "libumockdev-preload.so"
+        });
+        if is_umockdev && !dir.is_empty() {
+            vec![
+                ("LD_PRELOAD".to_owned(), preload),
+                ("UMOCKDEV_DIR".to_owned(), dir),
+            ]
+        } else {
+            Vec::new()
+        }
+    })
+}
+
+/// Builds `setup`'s view in a throw-away child that exits right after, running nothing:
+/// whether isolated commands can run on this host (`gatecmd check`, the start-up log).
+pub fn probe_isolation(
+    setup: Arc<crate::isolation::Setup>,
+) -> Result<(), crate::isolation::IsolationError> {
+    use crate::isolation::IsolationError;
+    use std::os::unix::process::CommandExt;
+    let (read, write) = crate::isolation::report_pipe()
+        .map_err(|e| IsolationError::Setup(format!("isolation: cannot create a pipe: {e}")))?;
+    let report = write.as_raw_fd();
+    let child_setup = Arc::clone(&setup);
+    // Never executed: the child ends in `pre_exec`.
+    let mut cmd = std::process::Command::new("/");
+    // SAFETY: the closure makes raw syscalls on memory prepared before the fork, then
+    // ends the child without returning to std's exec path.
+    unsafe {
+        cmd.pre_exec(move || {
+            child_setup.apply(report)?;
+            libc::_exit(0)
+        });
+    }
+    let spawned = cmd.spawn();
+    drop(write);
+    match spawned {
+        Ok(mut child) => {
+            let _ = child.wait();
+            Ok(())
+        }
+        Err(e) => Err(setup.spawn_error(&read, &e).unwrap_or_else(|| {
+            IsolationError::Setup(format!("isolation: the probe could not start: {e}"))
+        })),
     }
 }
 

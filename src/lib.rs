@@ -13,6 +13,7 @@
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
 //! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
+//! - [`isolation`]: the per-board view (mount namespace) an isolated command runs in.
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
 //! - [`progress`]: output lines turned into MCP progress notifications.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
@@ -33,6 +34,7 @@ pub mod config;
 pub mod devices;
 pub mod exec;
 pub mod http;
+pub mod isolation;
 pub mod locks;
 pub mod notify;
 pub mod output;

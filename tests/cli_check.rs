@@ -128,3 +128,135 @@ fn world_readable_config_with_a_token_is_refused() {
     );
     assert!(!err.contains("hunter2"));
 }
+
+/// A config with one isolated command whose views are built over `root`.
+fn isolated_config(dir: &std::path::Path, root: &std::path::Path) -> std::path::PathBuf {
+    let p = dir.join("iso.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+devices:
+  - name: rockusb
+    match: {{vid: "2207"}}
+isolation:
+  sysfs_root: {root}/sys
+  devfs_root: {root}/dev
+commands:
+  - name: ld
+    binary: /bin/true
+    device: rockusb
+    isolate: true
+    allowed_args:
+      - pattern: ld
+"#,
+            root = root.display()
+        ),
+    )
+    .expect("write");
+    p
+}
+
+#[test]
+fn check_says_whether_isolated_commands_can_run_here() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A host without a USB bus: nothing to build a view over.
+    let (code, out, err) = check(Some(&isolated_config(dir.path(), dir.path())));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(
+            "isolated commands (ld) cannot run on this host: isolation: mounting a tmpfs over"
+        ) && err.contains("/sys/bus/usb/devices failed"),
+        "{err}"
+    );
+    // With the directories the view replaces, the probe builds an (empty) view.
+    std::fs::create_dir_all(dir.path().join("sys/bus/usb/devices")).expect("mkdir");
+    std::fs::create_dir_all(dir.path().join("dev/bus/usb")).expect("mkdir");
+    let (code, out, err) = check(Some(&isolated_config(dir.path(), dir.path())));
+    let root = nix::unistd::geteuid().is_root();
+    if root {
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(
+            out.contains("isolation: OK for ld (root: a mount namespace per command"),
+            "{out}"
+        );
+        assert!(
+            out.contains("(timeout 60 s, device rockusb, isolated)"),
+            "{out}"
+        );
+    }
+    // The probe's mounts stayed in the probe's namespace.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("sys/bus/usb/devices"))
+            .expect("dir")
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn check_works_unprivileged_through_a_user_namespace() {
+    if !nix::unistd::geteuid().is_root() {
+        return; // needs root to switch to an unprivileged user
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::create_dir_all(dir.path().join("sys/bus/usb/devices")).expect("mkdir");
+    std::fs::create_dir_all(dir.path().join("dev/bus/usb")).expect("mkdir");
+    let cfg = isolated_config(dir.path(), dir.path());
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_gatecmd"))
+        .arg("check")
+        .arg("--config")
+        .arg(&cfg)
+        .env("GATECMD_CONFIG", "")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run gatecmd check as nobody");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if stderr.contains("Permission denied") && stderr.contains("gatecmd") && stdout.is_empty() {
+        return; // the build directory is not reachable for nobody here
+    }
+    let userns_allowed = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .map(|v| v.trim() != "0")
+        .unwrap_or(false)
+        && std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+            .map(|v| v.trim() != "0")
+            .unwrap_or(true);
+    if userns_allowed {
+        assert!(
+            stdout.contains(
+                "isolation: OK for ld (unprivileged: a user + mount namespace per command"
+            ),
+            "{stdout}{stderr}"
+        );
+    } else {
+        assert!(
+            stderr.contains("does not allow unprivileged user namespaces"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_isolated_command_needs_a_device_class() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("bad.yaml");
+    std::fs::write(
+        &p,
+        "commands:\n  - name: ld\n    binary: /bin/true\n    isolate: true\n    allowed_args:\n      - pattern: ld\n",
+    )
+    .expect("write");
+    let (code, _, err) = check(Some(&p));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(":4:5: commands[0].isolate: an isolated command needs `device:`"),
+        "{err}"
+    );
+}

@@ -16,6 +16,7 @@ fn spec(binary: impl Into<PathBuf>, args: &[&str], timeout_ms: u64) -> Spec {
         args: args.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::new(),
         timeout: Duration::from_millis(timeout_ms),
+        isolation: None,
     }
 }
 

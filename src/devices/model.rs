@@ -291,6 +291,33 @@ impl DeviceEvent {
 }
 
 #[cfg(test)]
+impl Device {
+    /// A plain 2207:350b device on `id` for unit tests.
+    pub(crate) fn sample(id: &str, devnum: u16) -> Device {
+        Device {
+            id: id.parse().expect("test id"),
+            vid: 0x2207,
+            pid: 0x350b,
+            bcd_usb: 0x0200,
+            bcd_device: 0x0100,
+            manufacturer: None,
+            product: None,
+            serial: None,
+            busnum: 1,
+            devnum,
+            speed: None,
+            syspath: String::new(),
+            devnode: None,
+            driver: None,
+            first_seen: Utc::now(),
+            soc: None,
+            mode: None,
+            kind: DeviceKind::Other,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

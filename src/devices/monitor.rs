@@ -401,30 +401,10 @@ async fn sleep_until(deadline: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::model::{DeviceEvent, DeviceKind};
-    use chrono::Utc;
+    use crate::devices::model::DeviceEvent;
 
     fn dev(id: &str, devnum: u16) -> Device {
-        Device {
-            id: id.parse().unwrap(),
-            vid: 0x2207,
-            pid: 0x350b,
-            bcd_usb: 0x0200,
-            bcd_device: 0x0100,
-            manufacturer: None,
-            product: None,
-            serial: None,
-            busnum: 1,
-            devnum,
-            speed: None,
-            syspath: String::new(),
-            devnode: None,
-            driver: None,
-            first_seen: Utc::now(),
-            soc: None,
-            mode: None,
-            kind: DeviceKind::Other,
-        }
+        Device::sample(id, devnum)
     }
 
     #[test]

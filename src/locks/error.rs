@@ -142,6 +142,11 @@ pub struct BusyInfo {
     /// How long this request waited before giving up (0 when it did not
     /// wait).
     pub waited_secs: u64,
+    /// When the key is held shared through a board: that board's key
+    /// (`port:1-2`). The lease or command is on that key; look there for
+    /// its expiry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<LockKey>,
 }
 
 impl fmt::Display for BusyInfo {
@@ -160,6 +165,9 @@ impl fmt::Display for BusyInfo {
         }
         if let Some(command) = &self.command {
             parts.push(format!("running {command:?}"));
+        }
+        if let Some(via) = &self.via {
+            parts.push(format!("through board {via}"));
         }
         write!(f, "{}) since {}", parts.join(", "), rfc3339(&self.since))?;
         if self.held_by == HeldBy::Lease {

@@ -64,3 +64,45 @@ impl Drop for WaitGuard<'_> {
         }
     }
 }
+
+/// Shared holds taken for a lease request that is still queueing for its
+/// other keys. Dropped before being handed to the lease, it gives them back.
+pub(super) struct SharedHolds<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) holds: Vec<(LockKey, Ticket)>,
+}
+
+impl Drop for SharedHolds<'_> {
+    fn drop(&mut self) {
+        if self.holds.is_empty() {
+            return;
+        }
+        self.shared.with_state(|state| {
+            for (key, ticket) in &self.holds {
+                state.release_command(key, *ticket);
+            }
+        });
+    }
+}
+
+/// A lease granted to a request that still queues for a later key of its
+/// plan. Dropped while still holding it, it ends the lease again.
+pub(super) struct LeaseUndo<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) taken: Option<super::LeaseInfo>,
+}
+
+impl Drop for LeaseUndo<'_> {
+    fn drop(&mut self) {
+        if let Some(info) = self.taken.take() {
+            self.shared.with_state(|state| {
+                state.end_lease(
+                    &info.key,
+                    super::LockEventKind::Released,
+                    Some("the waiter gave up before receiving the lease".to_owned()),
+                );
+                state.dispatch(&info.key);
+            });
+        }
+    }
+}

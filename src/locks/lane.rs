@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::LockSettings;
 use super::error::{BusyInfo, HeldBy, ceil_secs};
 use super::ids::{ClientName, LeaseId, LockKey, SessionId};
-use super::view::{KeyState, LeaseInfo, LockEvent, LockEventKind, RunInfo};
+use super::view::{KeyState, LeaseInfo, LockEvent, LockEventKind, RunInfo, SharedInfo};
 
 /// Identifies one request (waiter, running command, or the request that
 /// created a lease) so that a guard can undo exactly its own grant.
@@ -87,12 +87,74 @@ pub(super) struct State {
 struct Lane {
     lease: Option<Lease>,
     running: Option<Running>,
+    /// Shared (intention) holds: boards of this VID:PID in use through their
+    /// own `port:` key. Any number coexist; they keep out exclusive users.
+    shared: Vec<SharedHold>,
     waiters: VecDeque<Waiter>,
 }
 
 impl Lane {
+    /// Whether a board command admitted under lease `id` still runs: the
+    /// lease cannot expire meanwhile, as with its own commands.
+    fn holds_shared_under(&self, id: &LeaseId) -> bool {
+        self.shared
+            .iter()
+            .any(|h| h.under_lease.as_ref() == Some(id))
+    }
+
     fn is_idle(&self) -> bool {
-        self.lease.is_none() && self.running.is_none() && self.waiters.is_empty()
+        self.lease.is_none()
+            && self.running.is_none()
+            && self.shared.is_empty()
+            && self.waiters.is_empty()
+    }
+}
+
+/// One shared hold on a key, taken for a command or a lease on `via`.
+struct SharedHold {
+    ticket: Ticket,
+    via: LockKey,
+    client: ClientName,
+    held_by: HeldBy,
+    command: Option<String>,
+    since: DateTime<Utc>,
+    /// The lease on this key the hold was admitted under, if any: it renews
+    /// when the hold ends and does not expire while the hold lasts.
+    under_lease: Option<LeaseId>,
+    /// For a hold that belongs to a lease on `via`: that lease, whose
+    /// commands the hold does not keep out (the lease holder may still run a
+    /// whole-VID:PID command).
+    owner: Option<LeaseOwner>,
+}
+
+/// What authorizes commands under a lease, copied into its shared holds.
+struct LeaseOwner {
+    id: LeaseId,
+    holder: ClientName,
+    session: Option<SessionId>,
+}
+
+impl LeaseOwner {
+    fn authorizes(&self, want: &CommandWant) -> bool {
+        authorizes(&self.id, &self.holder, self.session.as_ref(), want)
+    }
+}
+
+/// Whether a command may run under a lease: it presents the lease id and
+/// comes from the holder, or presents none and comes from the legacy session
+/// that took the lease.
+fn authorizes(
+    id: &LeaseId,
+    holder: &ClientName,
+    session: Option<&SessionId>,
+    want: &CommandWant,
+) -> bool {
+    if want.client != *holder {
+        return false;
+    }
+    match &want.lease {
+        Some(presented) => presented == id,
+        None => want.session.is_some() && want.session.as_ref() == session,
     }
 }
 
@@ -110,6 +172,9 @@ struct Lease {
     /// The request that created the lease, so a waiter that is handed the
     /// lease but gives up before receiving it can end it again.
     origin: Ticket,
+    /// Shared holds the lease keeps on other keys (a board lease's VID:PID
+    /// key), released when the lease ends.
+    shared: Vec<(LockKey, Ticket)>,
 }
 
 impl Lease {
@@ -117,12 +182,16 @@ impl Lease {
     /// and comes from the holder, or presents none and comes from the legacy
     /// session that took the lease.
     fn authorizes(&self, want: &CommandWant) -> bool {
-        if want.client != self.holder {
-            return false;
-        }
-        match &want.lease {
-            Some(id) => *id == self.id,
-            None => want.session.is_some() && want.session == self.session,
+        authorizes(&self.id, &self.holder, self.session.as_ref(), want)
+    }
+
+    /// Whether a shared hold for `want` may be taken on the leased key: a
+    /// command the lease authorizes, or a lease of the same holder.
+    fn admits_shared(&self, of: &Want) -> bool {
+        match of {
+            Want::Command(c) => self.authorizes(c),
+            Want::Lease(l) => l.client == self.holder,
+            Want::Shared { .. } => false,
         }
     }
 
@@ -155,8 +224,19 @@ struct Running {
 /// What a request wants from a key.
 #[derive(Clone)]
 pub(super) enum Want {
+    /// To run a command: exclusive.
     Command(CommandWant),
+    /// To lease the key: exclusive.
     Lease(LeaseWant),
+    /// A shared (intention) hold for a command or lease (`of`) on the key
+    /// `via` — a board's `port:` key holding its VID:PID key shared.
+    Shared { via: LockKey, of: Box<Want> },
+}
+
+impl Want {
+    fn is_shared(&self) -> bool {
+        matches!(self, Want::Shared { .. })
+    }
 }
 
 #[derive(Clone)]
@@ -181,6 +261,8 @@ pub(super) enum Grant {
     Command(Ticket),
     /// A new lease.
     Lease(LeaseInfo),
+    /// A shared hold under this ticket.
+    Shared(Ticket),
 }
 
 struct Waiter {
@@ -190,20 +272,58 @@ struct Waiter {
 }
 
 /// Who is in the way of `want` on `lane`, or `None` if it may take the key.
+/// `ahead` are the waiters queued before the request.
 ///
-/// A key is taken by a command when nothing runs on it and it is either not
-/// leased or leased to this command; by a lease when nothing runs and it is
-/// not leased.
-fn blocker(key: &LockKey, lane: &Lane, want: &Want) -> Option<BusyInfo> {
-    let blocked = lane.running.is_some()
+/// - An exclusive want (command, lease) needs no running command, no lease
+///   (or, for a command, one that authorizes it) and no shared hold (except
+///   those of a lease that authorizes the command).
+/// - A shared want needs no running command and no lease (or one that admits
+///   it), and no exclusive waiter ahead that only shared holds keep out: a
+///   stream of board commands must not starve a whole-VID:PID command.
+fn blocker<'a>(
+    key: &LockKey,
+    lane: &Lane,
+    want: &Want,
+    mut ahead: impl Iterator<Item = &'a Waiter>,
+) -> Option<BusyInfo> {
+    if exclusive_blocked(lane, want) {
+        return lane_busy(key, lane);
+    }
+    if want.is_shared() {
+        let starved = ahead.any(|w| {
+            !w.want.is_shared()
+                && !exclusive_blocked(lane, &w.want)
+                && shared_blocker(lane, &w.want).is_some()
+        });
+        if starved {
+            return lane.shared.first().map(|h| shared_busy(key, lane, h));
+        }
+        return None;
+    }
+    shared_blocker(lane, want).map(|h| shared_busy(key, lane, h))
+}
+
+/// Whether the running command or the lease keeps `want` out.
+fn exclusive_blocked(lane: &Lane, want: &Want) -> bool {
+    lane.running.is_some()
         || match (&lane.lease, want) {
             (None, _) => false,
             (Some(_), Want::Lease(_)) => true,
             (Some(lease), Want::Command(c)) => !lease.authorizes(c),
-        };
-    if !blocked {
-        return None;
-    }
+            (Some(lease), Want::Shared { of, .. }) => !lease.admits_shared(of),
+        }
+}
+
+/// The first shared hold that keeps the exclusive `want` out.
+fn shared_blocker<'a>(lane: &'a Lane, want: &Want) -> Option<&'a SharedHold> {
+    lane.shared.iter().find(|h| match (want, &h.owner) {
+        (Want::Command(c), Some(owner)) => !owner.authorizes(c),
+        (Want::Shared { .. }, _) => false,
+        _ => true,
+    })
+}
+
+fn lane_busy(key: &LockKey, lane: &Lane) -> Option<BusyInfo> {
     let command = lane.running.as_ref().map(|r| r.info.command.clone());
     Some(match (&lane.lease, &lane.running) {
         (Some(lease), _) => BusyInfo {
@@ -220,6 +340,7 @@ fn blocker(key: &LockKey, lane: &Lane, want: &Want) -> Option<BusyInfo> {
             ttl_secs: Some(lease.ttl.as_secs()),
             queue_len: lane.waiters.len(),
             waited_secs: 0,
+            via: None,
         },
         (None, Some(running)) => BusyInfo {
             key: key.clone(),
@@ -233,10 +354,28 @@ fn blocker(key: &LockKey, lane: &Lane, want: &Want) -> Option<BusyInfo> {
             ttl_secs: None,
             queue_len: lane.waiters.len(),
             waited_secs: 0,
+            via: None,
         },
-        // `blocked` needs a lease or a running command.
+        // Only called when a lease or a running command is in the way.
         (None, None) => return None,
     })
+}
+
+fn shared_busy(key: &LockKey, lane: &Lane, h: &SharedHold) -> BusyInfo {
+    BusyInfo {
+        key: key.clone(),
+        holder: h.client.clone(),
+        held_by: h.held_by,
+        note: None,
+        command: h.command.clone(),
+        since: h.since,
+        expires_at: None,
+        expires_in_secs: None,
+        ttl_secs: None,
+        queue_len: lane.waiters.len(),
+        waited_secs: 0,
+        via: Some(h.via.clone()),
+    }
 }
 
 pub(super) fn utc_after(d: Duration) -> DateTime<Utc> {
@@ -304,7 +443,7 @@ impl State {
     pub(super) fn blocker(&self, key: &LockKey, want: &Want) -> Option<BusyInfo> {
         self.lanes
             .get(key)
-            .and_then(|lane| blocker(key, lane, want))
+            .and_then(|lane| blocker(key, lane, want, lane.waiters.iter()))
     }
 
     /// Takes `key` for `want` if nothing is in the way, else says who is.
@@ -379,6 +518,7 @@ impl State {
                     deadline: Instant::now() + l.ttl,
                     expires_at: utc_after(l.ttl),
                     origin: ticket,
+                    shared: Vec::new(),
                 };
                 let info = lease.info(key);
                 lane.lease = Some(lease);
@@ -393,7 +533,88 @@ impl State {
                 );
                 Grant::Lease(info)
             }
+            Want::Shared { via, of } => {
+                // Admitted under the key's lease (a whole-VID:PID lease whose
+                // holder runs a board command): renew it, like a command.
+                let under_lease = lane.lease.as_mut().map(|lease| {
+                    lease.renew();
+                    lease.id.clone()
+                });
+                let (client, held_by, command) = match of.as_ref() {
+                    Want::Command(c) => {
+                        (c.client.clone(), HeldBy::Command, Some(c.command.clone()))
+                    }
+                    Want::Lease(l) => (l.client.clone(), HeldBy::Lease, None),
+                    Want::Shared { .. } => {
+                        unreachable!("a shared hold is for a command or a lease")
+                    }
+                };
+                lane.shared.push(SharedHold {
+                    ticket,
+                    via: via.clone(),
+                    client,
+                    held_by,
+                    command,
+                    since: Utc::now(),
+                    under_lease,
+                    owner: None,
+                });
+                Grant::Shared(ticket)
+            }
         }
+    }
+
+    /// Ends the shared hold `ticket` on `key`, renewing the lease it was
+    /// admitted under (its TTL restarts now). Does not dispatch.
+    fn finish_shared(&mut self, key: &LockKey, ticket: Ticket) {
+        let Some(lane) = self.lanes.get_mut(key) else {
+            return;
+        };
+        let Some(pos) = lane.shared.iter().position(|h| h.ticket == ticket) else {
+            return;
+        };
+        let hold = lane.shared.remove(pos);
+        if let Some(lease) = lane.lease.as_mut()
+            && hold.under_lease.as_ref() == Some(&lease.id)
+        {
+            lease.renew();
+            self.expiry_dirty = true;
+        }
+    }
+
+    /// Ties shared holds, taken for a lease request, to the lease `id` on
+    /// `key`: they end with it. False if that lease is gone (the caller then
+    /// releases the holds).
+    pub(super) fn attach_shared(
+        &mut self,
+        key: &LockKey,
+        id: &LeaseId,
+        holds: Vec<(LockKey, Ticket)>,
+    ) -> bool {
+        let Some(lease) = self
+            .lanes
+            .get_mut(key)
+            .and_then(|lane| lane.lease.as_mut())
+            .filter(|lease| lease.id == *id)
+        else {
+            return false;
+        };
+        let (holder, session) = (lease.holder.clone(), lease.session.clone());
+        lease.shared.extend(holds.iter().cloned());
+        for (skey, ticket) in &holds {
+            if let Some(hold) = self
+                .lanes
+                .get_mut(skey)
+                .and_then(|lane| lane.shared.iter_mut().find(|h| h.ticket == *ticket))
+            {
+                hold.owner = Some(LeaseOwner {
+                    id: id.clone(),
+                    holder: holder.clone(),
+                    session: session.clone(),
+                });
+            }
+        }
+        true
     }
 
     /// Ends the command `ticket` runs on `key`, renewing its lease (the TTL
@@ -438,6 +659,7 @@ impl State {
     /// on.
     pub(super) fn release_command(&mut self, key: &LockKey, ticket: Ticket) {
         self.finish_command(key, ticket, None);
+        self.finish_shared(key, ticket);
         self.dispatch(key);
     }
 
@@ -454,6 +676,11 @@ impl State {
         self.leases.remove(&lease.id);
         let info = lease.info(key);
         self.emit(kind, key, &lease.holder, Some(&lease.id), reason);
+        // Its shared holds are on other keys: free them and hand those on.
+        for (skey, ticket) in &lease.shared {
+            self.finish_shared(skey, *ticket);
+            self.dispatch(skey);
+        }
         Some(info)
     }
 
@@ -465,11 +692,9 @@ impl State {
             let Some(lane) = self.lanes.get_mut(key) else {
                 return;
             };
-            let Some(pos) = lane
-                .waiters
-                .iter()
-                .position(|w| blocker(key, lane, &w.want).is_none())
-            else {
+            let Some(pos) = (0..lane.waiters.len()).find(|&i| {
+                blocker(key, lane, &lane.waiters[i].want, lane.waiters.range(..i)).is_none()
+            }) else {
                 break;
             };
             let Some(waiter) = lane.waiters.remove(pos) else {
@@ -495,6 +720,7 @@ impl State {
             ticket,
             Some("the waiter gave up before it could start".to_owned()),
         );
+        self.finish_shared(key, ticket);
         let abandoned_lease = self
             .lanes
             .get(key)
@@ -556,7 +782,11 @@ impl State {
             .lanes
             .iter()
             .filter(|(_, lane)| {
-                lane.running.is_none() && lane.lease.as_ref().is_some_and(|l| l.deadline <= now)
+                lane.running.is_none()
+                    && lane
+                        .lease
+                        .as_ref()
+                        .is_some_and(|l| l.deadline <= now && !lane.holds_shared_under(&l.id))
             })
             .map(|(key, _)| key.clone())
             .collect();
@@ -577,7 +807,12 @@ impl State {
         self.lanes
             .values()
             .filter(|lane| lane.running.is_none())
-            .filter_map(|lane| lane.lease.as_ref().map(|l| l.deadline))
+            .filter_map(|lane| {
+                lane.lease
+                    .as_ref()
+                    .filter(|l| !lane.holds_shared_under(&l.id))
+            })
+            .map(|l| l.deadline)
             .min()
     }
 
@@ -595,6 +830,17 @@ impl State {
             key: key.clone(),
             lease: lane.lease.as_ref().map(|l| l.info(key)),
             running: lane.running.as_ref().map(|r| r.info.clone()),
+            shared: lane
+                .shared
+                .iter()
+                .map(|h| SharedInfo {
+                    via: h.via.clone(),
+                    client: h.client.clone(),
+                    held_by: h.held_by,
+                    command: h.command.clone(),
+                    since: h.since,
+                })
+                .collect(),
             queue_len: lane.waiters.len(),
         })
     }

@@ -18,6 +18,11 @@
 //!   the queue ([`LockManager::acquire_for_command_wait`] does both).
 //! - **Several keys** are taken in sorted order, so two commands never
 //!   deadlock; a command never keeps some keys after failing to get others.
+//! - **Shared holds** (intention locks): a command or lease on one board
+//!   (`port:1-2`) also holds the board's VID:PID key *shared*. Any number of
+//!   board holds coexist; a whole-VID:PID command or lease (exclusive) waits
+//!   for all of them, and they wait for it. A queued exclusive request is
+//!   not overtaken by later shared ones.
 //!
 //! Everything is in memory: a restart releases every lease.
 
@@ -39,10 +44,10 @@ use tokio::sync::broadcast;
 pub use error::{BusyInfo, HeldBy, LockError};
 pub use guard::CommandGuard;
 pub use ids::{ClientName, LeaseId, LockKey, ParseLockKeyError, SessionId};
-pub use view::{KeyState, LeaseInfo, LockEvent, LockEventKind, LocksView, RunInfo};
+pub use view::{KeyState, LeaseInfo, LockEvent, LockEventKind, LocksView, RunInfo, SharedInfo};
 
 use error::ceil_secs;
-use guard::{KeyHold, WaitGuard};
+use guard::{KeyHold, LeaseUndo, SharedHolds, WaitGuard};
 use lane::{CommandWant, Grant, LeaseWant, Shared, Want};
 
 /// How long leases live.
@@ -69,6 +74,10 @@ impl Default for LockSettings {
 pub struct CommandLockRequest {
     /// Every key the command touches; order and duplicates do not matter.
     pub keys: Vec<LockKey>,
+    /// Keys held shared for the command's duration: the VID:PID (or group)
+    /// key of the board an isolated command runs on. A key also in `keys`
+    /// is taken exclusively only.
+    pub shared: Vec<LockKey>,
     /// Who asks.
     pub client: ClientName,
     /// The legacy MCP session it comes from, if any.
@@ -96,6 +105,10 @@ pub struct LeaseRequest {
     pub note: Option<String>,
     /// How long to queue if the key is busy; zero refuses at once.
     pub wait: Duration,
+    /// Keys held shared while the lease lives: for a board lease
+    /// (`port:1-2`), the board's VID:PID key, so that nobody takes the whole
+    /// VID:PID meanwhile.
+    pub shared: Vec<LockKey>,
 }
 
 /// The lock manager: a cheap-to-clone handle to one shared lock table.
@@ -185,9 +198,9 @@ impl LockManager {
         &self,
         req: CommandLockRequest,
     ) -> Result<CommandGuard, LockError> {
-        let keys = sorted(&req.keys);
-        self.try_command(&keys, &req)
-            .map_err(|err| self.refused(keys.first(), &req.client, err))
+        let plan = command_plan(&req);
+        self.try_command(&plan, &req)
+            .map_err(|err| self.refused(plan.first().map(|(k, _)| k), &req.client, err))
     }
 
     /// Takes every key of `req` for one command, queueing (FIFO) for each
@@ -202,15 +215,14 @@ impl LockManager {
         &self,
         req: CommandLockRequest,
     ) -> Result<CommandGuard, LockError> {
-        let keys = sorted(&req.keys);
+        let plan = command_plan(&req);
         self.shared
             .with_state(|state| check_presented_lease(state, &req))
-            .map_err(|err| self.refused(keys.first(), &req.client, err))?;
-        let want = Want::Command(command_want(&req));
-        let mut holds = Vec::with_capacity(keys.len());
-        for key in keys {
-            match self.acquire_key(&key, want.clone()).await? {
-                Grant::Command(ticket) => holds.push(KeyHold {
+            .map_err(|err| self.refused(plan.first().map(|(k, _)| k), &req.client, err))?;
+        let mut holds = Vec::with_capacity(plan.len());
+        for (key, want) in plan {
+            match self.acquire_key(&key, want).await? {
+                Grant::Command(ticket) | Grant::Shared(ticket) => holds.push(KeyHold {
                     shared: Arc::clone(&self.shared),
                     key,
                     ticket,
@@ -238,9 +250,14 @@ impl LockManager {
             // the very end of the wait is not refused, and so the refusal
             // names whoever is in the way now.
             Err(_elapsed) => {
-                let keys = sorted(&req.keys);
-                self.try_command(&keys, &req)
-                    .map_err(|err| self.refused(keys.first(), &req.client, with_waited(err, wait)))
+                let plan = command_plan(&req);
+                self.try_command(&plan, &req).map_err(|err| {
+                    self.refused(
+                        plan.first().map(|(k, _)| k),
+                        &req.client,
+                        with_waited(err, wait),
+                    )
+                })
             }
         }
     }
@@ -279,15 +296,13 @@ impl LockManager {
             ttl,
             note: req.note.clone(),
         });
-        let busy = match self.try_lease(req, &want) {
+        let plan = lease_plan(req, &want);
+        let busy = match self.try_lease(req, &plan) {
             Ok(info) => return Ok(info),
             Err(LockError::Busy(_)) if !req.wait.is_zero() => {
-                match tokio::time::timeout(req.wait, self.acquire_key(&req.key, want.clone())).await
-                {
-                    Ok(Ok(Grant::Lease(info))) => return Ok(info),
-                    Ok(Ok(Grant::Command(_))) => unreachable!("a lease request is granted a lease"),
-                    Ok(Err(err)) => return Err(err),
-                    Err(_elapsed) => self.try_lease(req, &want),
+                match tokio::time::timeout(req.wait, self.lease_queued(&req.key, &plan)).await {
+                    Ok(result) => return result,
+                    Err(_elapsed) => self.try_lease(req, &plan),
                 }
             }
             Err(err) => return Err(err),
@@ -295,8 +310,12 @@ impl LockManager {
         busy.map_err(|err| with_waited(err, req.wait))
     }
 
-    /// The lease for `want`, now or never.
-    fn try_lease(&self, req: &LeaseRequest, want: &Want) -> Result<LeaseInfo, LockError> {
+    /// The lease (and its shared holds) of `plan`, now or never.
+    fn try_lease(
+        &self,
+        req: &LeaseRequest,
+        plan: &[(LockKey, Want)],
+    ) -> Result<LeaseInfo, LockError> {
         self.shared.with_state(|state| {
             if let Some(held) = state.lease_of(&req.key, &req.client) {
                 return Err(LockError::AlreadyHeld {
@@ -306,13 +325,56 @@ impl LockManager {
                     expires_at: held.expires_at,
                 });
             }
-            let ticket = state.next_ticket();
-            match state.try_take(&req.key, want, ticket) {
-                Ok(Grant::Lease(info)) => Ok(info),
-                Ok(Grant::Command(_)) => unreachable!("a lease request is granted a lease"),
-                Err(busy) => Err(LockError::Busy(busy)),
+            // Check every key before claiming any: a refusal leaves no trace.
+            if let Some(busy) = plan.iter().find_map(|(key, want)| state.blocker(key, want)) {
+                return Err(LockError::Busy(Box::new(busy)));
             }
+            let mut info = None;
+            let mut holds = Vec::new();
+            for (key, want) in plan {
+                let ticket = state.next_ticket();
+                match state.try_take(key, want, ticket) {
+                    Ok(Grant::Lease(i)) => info = Some(i),
+                    Ok(Grant::Shared(t)) => holds.push((key.clone(), t)),
+                    Ok(Grant::Command(_)) => unreachable!("a lease request is granted a lease"),
+                    // Unreachable after the check above.
+                    Err(busy) => return Err(LockError::Busy(busy)),
+                }
+            }
+            let info = info.ok_or(LockError::ShutDown)?;
+            state.attach_shared(&req.key, &info.lease_id, holds);
+            Ok(info)
         })
+    }
+
+    /// Queues for every key of a lease's `plan` in order, then ties the
+    /// shared holds to the new lease. Dropping the future gives back
+    /// whatever was taken so far, the lease included.
+    async fn lease_queued(
+        &self,
+        key: &LockKey,
+        plan: &[(LockKey, Want)],
+    ) -> Result<LeaseInfo, LockError> {
+        let mut holds = SharedHolds {
+            shared: &self.shared,
+            holds: Vec::new(),
+        };
+        let mut lease = LeaseUndo {
+            shared: &self.shared,
+            taken: None,
+        };
+        for (k, want) in plan {
+            match self.acquire_key(k, want.clone()).await? {
+                Grant::Shared(ticket) => holds.holds.push((k.clone(), ticket)),
+                Grant::Lease(info) => lease.taken = Some(info),
+                Grant::Command(_) => unreachable!("a lease request is granted a lease"),
+            }
+        }
+        let info = lease.taken.take().ok_or(LockError::ShutDown)?;
+        let taken = std::mem::take(&mut holds.holds);
+        self.shared
+            .with_state(|state| state.attach_shared(key, &info.lease_id, taken));
+        Ok(info)
     }
 
     /// Ends `client`'s lease `lease` and hands the key on.
@@ -424,25 +486,24 @@ impl LockManager {
     /// All keys of a command at once, or none.
     fn try_command(
         &self,
-        keys: &[LockKey],
+        plan: &[(LockKey, Want)],
         req: &CommandLockRequest,
     ) -> Result<CommandGuard, LockError> {
-        let want = Want::Command(command_want(req));
         let tickets = self.shared.with_state(|state| {
             check_presented_lease(state, req)?;
             // Check every key before claiming any, so a refusal leaves no
             // trace (no half-taken keys, no start/finish events).
-            if let Some(busy) = keys.iter().find_map(|key| state.blocker(key, &want)) {
+            if let Some(busy) = plan.iter().find_map(|(key, want)| state.blocker(key, want)) {
                 return Err(LockError::Busy(Box::new(busy)));
             }
-            let mut tickets = Vec::with_capacity(keys.len());
-            for key in keys {
+            let mut tickets = Vec::with_capacity(plan.len());
+            for (key, want) in plan {
                 let ticket = state.next_ticket();
-                match state.try_take(key, &want, ticket) {
+                match state.try_take(key, want, ticket) {
                     Ok(_) => tickets.push(ticket),
                     Err(busy) => {
                         // Unreachable after the check above; undo for safety.
-                        for (key, ticket) in keys.iter().zip(tickets) {
+                        for ((key, _), ticket) in plan.iter().zip(tickets) {
                             state.release_command(key, ticket);
                         }
                         return Err(LockError::Busy(busy));
@@ -452,10 +513,10 @@ impl LockManager {
             Ok(tickets)
         })?;
         Ok(CommandGuard {
-            holds: keys
+            holds: plan
                 .iter()
                 .zip(tickets)
-                .map(|(key, ticket)| KeyHold {
+                .map(|((key, _), ticket)| KeyHold {
                     shared: Arc::clone(&self.shared),
                     key: key.clone(),
                     ticket,
@@ -494,6 +555,51 @@ fn sorted(keys: &[LockKey]) -> Vec<LockKey> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+/// A command's keys in acquisition (sorted) order, each with what it wants
+/// of it: exclusive keys run the command, the others are held shared for it.
+fn command_plan(req: &CommandLockRequest) -> Vec<(LockKey, Want)> {
+    let c = command_want(req);
+    let exclusive = sorted(&req.keys);
+    // The shared hold is shown as being "through" the board's own key.
+    let via = exclusive
+        .iter()
+        .find(|k| matches!(k, LockKey::Port(_)))
+        .or(exclusive.first())
+        .cloned();
+    let mut plan: Vec<(LockKey, Want)> = sorted(&req.shared)
+        .into_iter()
+        .filter(|k| !exclusive.contains(k))
+        .map(|k| {
+            let want = Want::Shared {
+                via: via.clone().unwrap_or_else(|| k.clone()),
+                of: Box::new(Want::Command(c.clone())),
+            };
+            (k, want)
+        })
+        .collect();
+    plan.extend(exclusive.into_iter().map(|k| (k, Want::Command(c.clone()))));
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    plan
+}
+
+/// A lease's key and its shared keys, in acquisition (sorted) order.
+fn lease_plan(req: &LeaseRequest, want: &Want) -> Vec<(LockKey, Want)> {
+    let mut plan: Vec<(LockKey, Want)> = sorted(&req.shared)
+        .into_iter()
+        .filter(|k| *k != req.key)
+        .map(|k| {
+            let shared = Want::Shared {
+                via: req.key.clone(),
+                of: Box::new(want.clone()),
+            };
+            (k, shared)
+        })
+        .collect();
+    plan.push((req.key.clone(), want.clone()));
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    plan
 }
 
 fn command_want(req: &CommandLockRequest) -> CommandWant {

@@ -33,6 +33,7 @@ fn cmd(who: &str, keys: &[LockKey]) -> CommandLockRequest {
         session: None,
         lease: None,
         command: format!("rkdeveloptool by {who}"),
+        shared: vec![],
     }
 }
 
@@ -51,6 +52,7 @@ fn lease_req(who: &str, key: &LockKey) -> LeaseRequest {
         ttl: None,
         note: None,
         wait: Duration::ZERO,
+        shared: vec![],
     }
 }
 
@@ -139,6 +141,7 @@ async fn mutual_exclusion_under_heavy_concurrency() {
                     session: None,
                     lease,
                     command: "rkdeveloptool rd".to_owned(),
+                    shared: vec![],
                 };
                 let (m, inside, max_seen, runs, leased_by) = (
                     m.clone(),
@@ -1003,6 +1006,7 @@ fn fixed_busy() -> BusyInfo {
         ttl_secs: Some(600),
         queue_len: 2,
         waited_secs: 0,
+        via: None,
     }
 }
 
@@ -1135,4 +1139,285 @@ async fn a_live_refusal_matches_the_documented_format() {
             "device usb:2207:350b is locked by client \"vm-a\" (lease, note: \"flashing rk3588\") since {since}, expires in 10m 0s; 0 waiting. Retry with wait_secs (up to the lease's remaining time) to queue for it, or try later."
         )
     );
+}
+
+// ---- board keys and shared holds (isolated commands) ----------------------------
+
+fn port(id: &str) -> LockKey {
+    k(&format!("port:{id}"))
+}
+
+/// An isolated command on board `id`: `port:ID` exclusive, the VID:PID key shared.
+fn board_cmd(who: &str, id: &str) -> CommandLockRequest {
+    CommandLockRequest {
+        shared: vec![board()],
+        command: format!("rkdeveloptool wl on {id} by {who}"),
+        ..cmd(who, &[port(id)])
+    }
+}
+
+fn board_lease(who: &str, id: &str) -> LeaseRequest {
+    LeaseRequest {
+        shared: vec![board()],
+        ..lease_req(who, &port(id))
+    }
+}
+
+#[tokio::test]
+async fn commands_on_two_boards_of_one_vid_pid_run_at_once() {
+    let m = mgr();
+    let a = m.try_acquire_for_command(board_cmd("vm-a", "1-2")).unwrap();
+    let b = m.try_acquire_for_command(board_cmd("vm-b", "1-3")).unwrap();
+    assert_eq!(
+        a.keys().cloned().collect::<Vec<_>>(),
+        vec![board(), port("1-2")]
+    );
+    let usb = m.key_state(&board()).unwrap();
+    assert_eq!(usb.running, None);
+    assert_eq!(
+        usb.shared.iter().map(|h| h.via.clone()).collect::<Vec<_>>(),
+        vec![port("1-2"), port("1-3")]
+    );
+    // The same board is still one command at a time.
+    let info = busy(
+        m.try_acquire_for_command(board_cmd("vm-b", "1-2"))
+            .unwrap_err(),
+    );
+    assert_eq!(info.key, port("1-2"));
+    assert_eq!(info.holder, client("vm-a"));
+    drop((a, b));
+    assert!(m.snapshot().keys.is_empty());
+}
+
+#[tokio::test]
+async fn a_whole_vid_pid_command_waits_for_every_board_command() {
+    let m = mgr();
+    let a = m.try_acquire_for_command(board_cmd("vm-a", "1-2")).unwrap();
+    let b = m.try_acquire_for_command(board_cmd("vm-b", "1-3")).unwrap();
+    let info = busy(
+        m.try_acquire_for_command(cmd("vm-c", &[board()]))
+            .unwrap_err(),
+    );
+    assert_eq!(info.key, board());
+    assert_eq!(info.holder, client("vm-a"));
+    assert_eq!(info.via, Some(port("1-2")));
+    assert!(
+        info.to_string().starts_with(
+            "device usb:2207:350b is locked by client \"vm-a\" (running \"rkdeveloptool wl on 1-2 by vm-a\", through board port:1-2) since "
+        ),
+        "{info}"
+    );
+    let m2 = m.clone();
+    let c = tokio::spawn(async move { m2.acquire_for_command(cmd("vm-c", &[board()])).await });
+    until_queued(&m, &board(), 1).await;
+    drop(a);
+    tokio::task::yield_now().await;
+    assert!(!c.is_finished(), "ran while board 1-3 was still in use");
+    drop(b);
+    let c = timeout(Duration::from_secs(1), c)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // While it runs, no board command starts.
+    let info = busy(
+        m.try_acquire_for_command(board_cmd("vm-a", "1-2"))
+            .unwrap_err(),
+    );
+    assert_eq!((info.key, info.held_by), (board(), HeldBy::Command));
+    drop(c);
+    let _again = m.try_acquire_for_command(board_cmd("vm-a", "1-2")).unwrap();
+}
+
+#[tokio::test]
+async fn board_commands_do_not_starve_a_queued_whole_vid_pid_command() {
+    let m = mgr();
+    let a = m.try_acquire_for_command(board_cmd("vm-a", "1-2")).unwrap();
+    let m2 = m.clone();
+    let whole = tokio::spawn(async move { m2.acquire_for_command(cmd("vm-c", &[board()])).await });
+    until_queued(&m, &board(), 1).await;
+    // A later board command on a free board does not overtake the queued one.
+    assert!(m.try_acquire_for_command(board_cmd("vm-b", "1-3")).is_err());
+    let m3 = m.clone();
+    let later = tokio::spawn(async move { m3.acquire_for_command(board_cmd("vm-b", "1-3")).await });
+    until_queued(&m, &board(), 2).await;
+    drop(a);
+    let whole = timeout(Duration::from_secs(1), whole)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    tokio::task::yield_now().await;
+    assert!(
+        !later.is_finished(),
+        "the board command overtook the whole-VID:PID one"
+    );
+    drop(whole);
+    let _later = timeout(Duration::from_secs(1), later)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_vid_pid_lease_covers_every_board() {
+    let m = mgr();
+    let lease = m.lock(lease_req("vm-a", &board())).await.unwrap();
+    // Others cannot use any board of that VID:PID...
+    let info = busy(
+        m.try_acquire_for_command(board_cmd("vm-b", "1-3"))
+            .unwrap_err(),
+    );
+    assert_eq!((info.key, info.held_by), (board(), HeldBy::Lease));
+    assert!(m.lock(board_lease("vm-b", "1-3")).await.is_err());
+    // ...the holder can, under its lease, one board at a time each.
+    let req = |id| CommandLockRequest {
+        lease: Some(lease.lease_id.clone()),
+        ..board_cmd("vm-a", id)
+    };
+    let g2 = m.try_acquire_for_command(req("1-2")).unwrap();
+    let g3 = m.try_acquire_for_command(req("1-3")).unwrap();
+    assert!(m.try_acquire_for_command(req("1-2")).is_err());
+    // And a whole-VID:PID command of the holder waits for its board commands.
+    let info = busy(
+        m.try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+            .unwrap_err(),
+    );
+    assert_eq!(info.via, Some(port("1-2")));
+    drop((g2, g3));
+    let _whole = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &lease.lease_id))
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_board_lease_keeps_the_vid_pid_from_others_but_not_other_boards() {
+    let m = mgr();
+    let mut events = m.subscribe();
+    let a = m.lock(board_lease("vm-a", "1-2")).await.unwrap();
+    assert_eq!(a.key, port("1-2"));
+    assert_eq!(drain(&mut events), vec![LockEventKind::Taken]);
+    // Another client leases and uses another board of the same VID:PID.
+    let b = m.lock(board_lease("vm-b", "1-3")).await.unwrap();
+    let gb = m
+        .try_acquire_for_command(CommandLockRequest {
+            lease: Some(b.lease_id.clone()),
+            ..board_cmd("vm-b", "1-3")
+        })
+        .unwrap();
+    // Nobody gets the whole VID:PID, by lease or by command.
+    let info = busy(m.lock(lease_req("vm-c", &board())).await.unwrap_err());
+    assert_eq!(info.via, Some(port("1-2")));
+    assert_eq!(info.held_by, HeldBy::Lease);
+    assert!(m.try_acquire_for_command(cmd("vm-c", &[board()])).is_err());
+    // The board itself: only its holder.
+    assert!(m.try_acquire_for_command(board_cmd("vm-c", "1-2")).is_err());
+    let ga = m
+        .try_acquire_for_command(CommandLockRequest {
+            lease: Some(a.lease_id.clone()),
+            ..board_cmd("vm-a", "1-2")
+        })
+        .unwrap();
+    drop((ga, gb));
+    m.unlock(&b.lease_id, &client("vm-b")).unwrap();
+    // vm-a's own board lease does not keep vm-a's whole-VID:PID command out...
+    let whole = m
+        .try_acquire_for_command(cmd_with_lease("vm-a", &board(), &a.lease_id))
+        .unwrap();
+    drop(whole);
+    // ...but ending the lease is what frees the VID:PID for others.
+    let m2 = m.clone();
+    let c = tokio::spawn(async move {
+        m2.lock(LeaseRequest {
+            wait: Duration::from_secs(5),
+            ..lease_req("vm-c", &board())
+        })
+        .await
+    });
+    until_queued(&m, &board(), 1).await;
+    m.unlock(&a.lease_id, &client("vm-a")).unwrap();
+    let c = timeout(Duration::from_secs(1), c)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.key, board());
+    assert!(m.key_state(&port("1-2")).is_none());
+}
+
+#[tokio::test]
+async fn a_board_lease_that_times_out_waiting_leaves_nothing_behind() {
+    let m = mgr();
+    let whole = m.try_acquire_for_command(cmd("vm-c", &[board()])).unwrap();
+    let err = m
+        .lock(LeaseRequest {
+            wait: Duration::from_millis(50),
+            ..board_lease("vm-a", "1-2")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(busy(err).waited_secs, 1);
+    drop(whole);
+    assert!(m.snapshot().keys.is_empty(), "{:?}", m.snapshot());
+    // And a board lease taken after waiting holds its VID:PID key shared.
+    let whole = m.try_acquire_for_command(cmd("vm-c", &[board()])).unwrap();
+    let m2 = m.clone();
+    let a = tokio::spawn(async move {
+        m2.lock(LeaseRequest {
+            wait: Duration::from_secs(5),
+            ..board_lease("vm-a", "1-2")
+        })
+        .await
+    });
+    until_queued(&m, &board(), 1).await;
+    drop(whole);
+    let a = timeout(Duration::from_secs(1), a)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(m.try_acquire_for_command(cmd("vm-c", &[board()])).is_err());
+    m.unlock(&a.lease_id, &client("vm-a")).unwrap();
+    assert!(m.snapshot().keys.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_vid_pid_lease_does_not_expire_while_a_board_command_under_it_runs() {
+    let m = mgr();
+    let lease = m
+        .lock(LeaseRequest {
+            ttl: Some(Duration::from_secs(60)),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap();
+    let g = m
+        .try_acquire_for_command(CommandLockRequest {
+            lease: Some(lease.lease_id.clone()),
+            ..board_cmd("vm-a", "1-2")
+        })
+        .unwrap();
+    sleep(Duration::from_secs(600)).await;
+    assert!(m.key_state(&board()).unwrap().lease.is_some());
+    drop(g);
+    sleep(Duration::from_secs(59)).await;
+    assert!(m.key_state(&board()).unwrap().lease.is_some());
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(m.key_state(&board()), None);
+}
+
+#[tokio::test]
+async fn a_board_lease_expiring_or_ending_with_its_session_frees_the_vid_pid() {
+    let m = mgr();
+    let s = SessionId::from("s-1");
+    m.lock(LeaseRequest {
+        session: Some(s.clone()),
+        ..board_lease("vm-a", "1-2")
+    })
+    .await
+    .unwrap();
+    assert!(m.key_state(&board()).is_some());
+    assert_eq!(m.release_session(&s).len(), 1);
+    assert!(m.snapshot().keys.is_empty());
 }

@@ -51,6 +51,23 @@ pub struct RunInfo {
     pub since: DateTime<Utc>,
 }
 
+/// A shared hold on a key, taken through a board's own key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SharedInfo {
+    /// The board key the hold is for (`port:1-2`).
+    pub via: LockKey,
+    /// The client of the command or lease.
+    pub client: ClientName,
+    /// Whether a lease or a command on `via` holds it.
+    pub held_by: super::HeldBy,
+    /// The command, when a command holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Since when (UTC).
+    #[schemars(with = "String")]
+    pub since: DateTime<Utc>,
+}
+
 /// One key's state: who leases it, what runs on it, how many wait.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct KeyState {
@@ -61,6 +78,11 @@ pub struct KeyState {
     pub lease: Option<LeaseInfo>,
     /// The command running on the key, if any.
     pub running: Option<RunInfo>,
+    /// Shared holds: boards of this key in use through their own `port:`
+    /// key (a command or a lease on one board). Exclusive users of the key
+    /// wait for all of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedInfo>,
     /// How many requests (commands and leases) wait in the FIFO queue.
     pub queue_len: usize,
 }

@@ -59,6 +59,23 @@ pub struct LockView {
     /// The lease id, shown only to its holder.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
+    /// Boards holding this key shared through their own `port:` key (an isolated
+    /// command or a board lease). A command or lease on this whole key waits for them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_by: Vec<SharedView>,
+}
+
+/// One board's shared hold on a VID:PID (or group) key.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SharedView {
+    /// The board's key (`port:1-2`).
+    pub via: String,
+    pub holder: String,
+    /// `lease` or `command`.
+    pub held_by: String,
+    /// The command running on the board, if a command holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
 }
 
 impl LockView {
@@ -80,9 +97,20 @@ impl LockView {
             running: None,
             queue_len: 0,
             lease_id: None,
+            shared_by: vec![],
         };
         let Some(st) = st else { return v };
         v.queue_len = st.queue_len;
+        v.shared_by = st
+            .shared
+            .iter()
+            .map(|h| SharedView {
+                via: h.via.to_string(),
+                holder: h.client.0.clone(),
+                held_by: held_by(h.held_by),
+                running: h.command.clone(),
+            })
+            .collect();
         if let Some(r) = &st.running {
             v.held = true;
             v.holder = Some(r.client.0.clone());
@@ -122,15 +150,24 @@ pub struct DeviceView {
     pub class: Option<String>,
     /// The device's lock key and who holds it.
     pub lock: LockView,
+    /// For a board of a class with isolated commands: its own key (`port:ID`), which
+    /// isolated commands and board leases take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board_lock: Option<LockView>,
 }
 
 impl DeviceView {
     /// The view of `d` for `caller`.
     pub fn new(state: &AppState, config: &Config, d: Device, caller: &str) -> DeviceView {
         let key = lock_key_of(config, &d);
+        let class = class_of(config, &d);
+        let board_lock = class
+            .filter(|c| config.class_is_isolated(&c.name))
+            .map(|_| LockView::of(&state.locks, &LockKey::Port(d.id.to_string()), caller));
         DeviceView {
-            class: class_of(config, &d).map(|c| c.name.clone()),
+            class: class.map(|c| c.name.clone()),
             lock: LockView::of(&state.locks, &key, caller),
+            board_lock,
             device: d,
         }
     }
@@ -262,12 +299,14 @@ pub fn render_device(v: &DeviceView) -> String {
     if let Some(c) = &v.class {
         s.push_str(&format!("  class {c}"));
     }
-    if v.lock.held {
-        s.push_str(&format!(
-            "  [{} held by {}]",
-            v.lock.key,
-            v.lock.holder.as_deref().unwrap_or("?")
-        ));
+    for lock in std::iter::once(&v.lock).chain(&v.board_lock) {
+        if lock.held {
+            s.push_str(&format!(
+                "  [{} held by {}]",
+                lock.key,
+                lock.holder.as_deref().unwrap_or("?")
+            ));
+        }
     }
     s
 }

@@ -14,6 +14,7 @@ use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::devices::DeviceId;
 use crate::exec::{Outcome, Spec, StopReason};
+use crate::isolation::{Plan, Privilege, View};
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::output;
 use crate::progress;
@@ -39,7 +40,8 @@ pub struct ExecuteRequest {
     #[serde(default)]
     pub dry_run: bool,
     /// Device id (from list_devices) for a command that touches a device class; default: every
-    /// attached device of the class.
+    /// attached device of the class. An isolated command runs on exactly this board and sees
+    /// no other; it may be omitted only when exactly one board of its class is attached.
     #[serde(default)]
     pub device: Option<String>,
     /// Lease id from lock_device, when the device is leased (a 2025-11-25 session that took the
@@ -80,6 +82,13 @@ pub struct ExecuteResult {
     pub device: Option<String>,
     /// Lock keys held while it ran (or that it would take, in a dry run).
     pub lock_keys: Vec<String>,
+    /// Keys held shared while it ran: an isolated command's board VID:PID (or group) key,
+    /// which keeps whole-VID:PID commands and leases out but not other boards' commands.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_lock_keys: Vec<String>,
+    /// The isolated view the command ran in (or would run in, in a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolated_view: Option<View>,
     /// Why the command was stopped, in words, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
@@ -131,15 +140,27 @@ pub async fn run(
         dry_run: prepared.dry_run,
         device: prepared.device.as_ref().map(|d| d.to_string()),
         lock_keys: prepared.keys.iter().map(|k| k.to_string()).collect(),
+        shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
+        isolated_view: None,
         stop_reason: None,
     };
+    let roots = config.isolation.roots();
     if prepared.dry_run {
         let mut text = format!(
             "dry run: would run {}\ntimeout {} s; nothing was run\n",
             shell_words(&result.argv),
             result.timeout_secs
         );
-        for k in &prepared.keys {
+        if let Some(id) = &prepared.isolate {
+            match Plan::new(&roots, id, Privilege::current()) {
+                Ok(plan) => {
+                    text.push_str(&render_view(&plan.view));
+                    result.isolated_view = Some(plan.view);
+                }
+                Err(e) => return refuse(e.to_string()),
+            }
+        }
+        for k in prepared.keys.iter().chain(&prepared.shared_keys) {
             let v = LockView::of(&state.locks, k, &who.name);
             match (&v.holder, v.held) {
                 (Some(h), true) => text.push_str(&format!(
@@ -170,6 +191,7 @@ pub async fn run(
     };
     let lock_req = CommandLockRequest {
         keys: prepared.keys.clone(),
+        shared: prepared.shared_keys.clone(),
         client: ClientName(who.name.clone()),
         session,
         lease,
@@ -189,7 +211,22 @@ pub async fn run(
             return refuse(e.to_string());
         }
     };
-    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, verdict = "allowed", "execute_command");
+    let mut spec = prepared.spec.clone();
+    if let Some(id) = &prepared.isolate {
+        // Built now, under the lock: a board that re-enumerated since `prepare` (or since
+        // the last command) is seen with its current bus and device number.
+        match Plan::new(&roots, id, Privilege::current()) {
+            Ok(plan) => {
+                spec.isolation = Some(plan.setup);
+                result.isolated_view = Some(plan.view);
+            }
+            Err(e) => {
+                tracing::info!(client = %who.name, command = %result.command, verdict = "refused", reason = %e, "execute_command");
+                return refuse(e.to_string());
+            }
+        }
+    }
+    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
     // Written before the spawn (locks held), so a crash mid-run still shows what was started.
     let trail = audit::RunTrail::start(&state.audit, call.clone(), &result);
 
@@ -213,7 +250,6 @@ pub async fn run(
         // Run detached from this request so that neither a cancel nor a dropped request
         // stops it; the caller still waits for the result.
         let executor = state.executor.clone();
-        let spec = prepared.spec.clone();
         let mut task = tokio::spawn(async move {
             let r = executor.run(&spec, CancellationToken::new(), on_line).await;
             // The device stays locked until the command (and its group) is gone.
@@ -246,10 +282,7 @@ pub async fn run(
             }
         }
     } else {
-        let r = state
-            .executor
-            .run(&prepared.spec, ctx.ct.clone(), on_line)
-            .await;
+        let r = state.executor.run(&spec, ctx.ct.clone(), on_line).await;
         drop(lock_guard);
         drop(slot);
         r
@@ -284,7 +317,11 @@ pub async fn run(
 struct Prepared<'a> {
     command: &'a CommandConfig,
     keys: Vec<LockKey>,
+    /// Held shared: an isolated command's board VID:PID key.
+    shared_keys: Vec<LockKey>,
     device: Option<DeviceId>,
+    /// The board an isolated command runs on (its view holds only this one).
+    isolate: Option<DeviceId>,
     spec: Spec,
     progress: Option<regex::Regex>,
     cancel: CancelPolicy,
@@ -350,16 +387,33 @@ fn prepare<'a>(
         }
         Some(t) => Duration::from_secs(t),
     };
-    let (keys, device) = device_keys(config, state, command, req.device.as_deref())?;
+    let isolated = command.isolates(approved.pattern_index);
+    let Locks {
+        keys,
+        shared_keys,
+        device,
+    } = if isolated {
+        board_keys(config, state, command, req.device.as_deref())?
+    } else {
+        let (keys, device) = device_keys(config, state, command, req.device.as_deref())?;
+        Locks {
+            keys,
+            shared_keys: vec![],
+            device,
+        }
+    };
     Ok(Prepared {
         command,
         keys,
+        shared_keys,
+        isolate: device.clone().filter(|_| isolated),
         device,
         spec: Spec {
             binary: command.binary.clone(),
             args: approved.args,
             env: command.env.clone(),
             timeout,
+            isolation: None,
         },
         progress: pattern
             .progress
@@ -443,6 +497,96 @@ fn device_keys(
     Ok((keys, None))
 }
 
+/// What a command locks: keys taken exclusively, keys held shared, and its board.
+struct Locks {
+    keys: Vec<LockKey>,
+    shared_keys: Vec<LockKey>,
+    device: Option<DeviceId>,
+}
+
+/// The locks of an isolated command: its board's `port:` key exclusively and the board's
+/// VID:PID (or group) key shared. The board is `device`, or the only attached board of
+/// the command's class.
+fn board_keys(
+    config: &Config,
+    state: &AppState,
+    command: &CommandConfig,
+    device: Option<&str>,
+) -> Result<Locks, String> {
+    let Some(class_name) = &command.device else {
+        // Validation makes an isolated command name a class.
+        return Err(format!(
+            "command {:?} is isolated but names no device class; ask the bench operator to fix the config",
+            command.name
+        ));
+    };
+    let Some(class) = config.device_class(class_name) else {
+        return Err(format!("device class {class_name:?} is not configured"));
+    };
+    let dev = match device {
+        Some(_) => {
+            // The same checks as for any device command: attached, of the class.
+            let (_, id) = device_keys(config, state, command, device)?;
+            id.and_then(|id| state.registry.get(&id))
+                .ok_or_else(|| format!("device {} is not attached", device.unwrap_or("")))?
+        }
+        None => {
+            let boards: Vec<_> = state
+                .registry
+                .snapshot()
+                .into_iter()
+                .filter(|d| class.matches(d.vid, d.pid))
+                .collect();
+            match boards.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    // device_keys words the "nothing attached" refusal.
+                    device_keys(config, state, command, None)?;
+                    return Err(format!("no {class_name} device is attached"));
+                }
+                many => {
+                    let ids: Vec<String> = many.iter().map(|d| d.id.to_string()).collect();
+                    return Err(format!(
+                        "{} {class_name} boards are attached ({}); {:?} runs on one board at a time and sees only that one: \
+                         pass `device` (one of {}). list_devices shows which is which.",
+                        many.len(),
+                        ids.join(", "),
+                        command.name,
+                        ids.join(", ")
+                    ));
+                }
+            }
+        }
+    };
+    Ok(Locks {
+        keys: vec![LockKey::Port(dev.id.to_string())],
+        shared_keys: vec![lock_key_of(config, &dev)],
+        device: Some(dev.id),
+    })
+}
+
+/// The isolated view, for people (dry runs and results).
+fn render_view(v: &View) -> String {
+    let mut s = format!(
+        "isolated view of board {} (bus {:03} device {:03}; {}):\n  {} holds only: {}\n",
+        v.device,
+        v.busnum,
+        v.devnum,
+        match v.privilege {
+            Privilege::Root => "mount namespace",
+            Privilege::UserNamespace => "user + mount namespace",
+        },
+        v.sysfs_listing,
+        v.sysfs_entries.join(", ")
+    );
+    s.push_str(&format!(
+        "  {} holds only: {}\n",
+        v.usbfs_dir,
+        v.device_nodes.join(", ")
+    ));
+    s
+}
+
 fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
     result.exit_code = if o.stopped.is_some() {
         None
@@ -477,6 +621,9 @@ fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
 
 fn render(r: &ExecuteResult) -> String {
     let mut s = format!("$ {}\n", shell_words(&r.argv));
+    if let Some(v) = &r.isolated_view {
+        s.push_str(&render_view(v));
+    }
     match (&r.stop_reason, r.exit_code, r.signal) {
         (Some(why), _, _) if r.timed_out || r.cancelled => s.push_str(&format!("{why}\n")),
         (_, Some(c), _) => s.push_str(&format!("exit code {c} after {} ms\n", r.duration_ms)),

@@ -13,7 +13,7 @@ use crate::auth::ClientIdentity;
 use crate::devices::DeviceId;
 use crate::locks::{ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
 use crate::server::AppState;
-use crate::tools::devices::{LockView, lock_key_of};
+use crate::tools::devices::{LockView, class_of, lock_key_of};
 
 /// Longest a caller may queue for a key.
 pub const MAX_WAIT_SECS: u64 = 3600;
@@ -22,10 +22,12 @@ pub const MAX_WAIT_SECS: u64 = 3600;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LockRequest {
-    /// Device id from list_devices (e.g. "1-2"); its lock key is used.
+    /// Device id from list_devices (e.g. "1-2"): leases that board ("port:1-2") when its
+    /// class has isolated commands, else its VID:PID key.
     #[serde(default)]
     pub device: Option<String>,
-    /// Or a lock key directly: "usb:2207:350b", "group:NAME" — works for a board that is not
+    /// Or a lock key directly: "usb:2207:350b" (every board of that VID:PID), "group:NAME",
+    /// or "port:1-2" (one board, for isolated commands) — works for a board that is not
     /// plugged in yet.
     #[serde(default)]
     pub key: Option<String>,
@@ -53,6 +55,10 @@ pub struct LeaseResult {
     pub ttl_secs: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Keys the lease also holds shared: a board lease's VID:PID key (nobody takes the
+    /// whole VID:PID while the board is leased; other boards stay free).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_keys: Vec<String>,
 }
 
 impl From<&LeaseInfo> for LeaseResult {
@@ -64,28 +70,66 @@ impl From<&LeaseInfo> for LeaseResult {
             expires_at: l.expires_at,
             ttl_secs: l.ttl_secs,
             note: l.note.clone(),
+            shared_keys: vec![],
         }
     }
 }
 
-/// Resolves `device` or `key` to a lock key.
-fn key_for(state: &AppState, device: Option<&str>, key: Option<&str>) -> Result<LockKey, String> {
+/// Resolves `device` or `key` to a lock key, and the keys the lease holds shared.
+///
+/// - `key: "port:1-2"` leases that board; when a board is attached there, its VID:PID
+///   (or group) key is held shared, so nobody takes the whole VID:PID meanwhile.
+/// - `device: "1-2"` leases the board (`port:1-2`, as above) when its class is used by
+///   an isolated command — such commands lock per board; otherwise the device's
+///   VID:PID (or group) key, which covers every board of that VID:PID.
+/// - `key: "usb:…"` / `"group:…"` as given.
+fn key_for(
+    state: &AppState,
+    device: Option<&str>,
+    key: Option<&str>,
+) -> Result<(LockKey, Vec<LockKey>), String> {
+    let config = state.config();
+    let board_shared = |id: &DeviceId| -> Vec<LockKey> {
+        state
+            .registry
+            .get(id)
+            .map(|dev| vec![lock_key_of(&config, &dev)])
+            .unwrap_or_default()
+    };
     match (device, key) {
         (Some(_), Some(_)) => Err("give either device or key, not both".into()),
-        (None, None) => {
-            Err("give device (an id from list_devices) or key (e.g. \"usb:2207:350b\")".into())
+        (None, None) => Err(
+            "give device (an id from list_devices) or key (e.g. \"usb:2207:350b\" or \"port:1-2\")"
+                .into(),
+        ),
+        (None, Some(k)) => {
+            let key = k.parse::<LockKey>().map_err(|e| e.to_string())?;
+            let shared = match &key {
+                LockKey::Port(id) => id
+                    .parse::<DeviceId>()
+                    .map(|id| board_shared(&id))
+                    .unwrap_or_default(),
+                _ => vec![],
+            };
+            Ok((key, shared))
         }
-        (None, Some(k)) => k.parse::<LockKey>().map_err(|e| e.to_string()),
         (Some(d), None) => {
             let id: DeviceId = d
                 .parse()
                 .map_err(|e: crate::devices::DeviceError| e.to_string())?;
-            let config = state.config();
             match state.registry.get(&id) {
-                Some(dev) => Ok(lock_key_of(&config, &dev)),
+                Some(dev) => {
+                    let isolated =
+                        class_of(&config, &dev).is_some_and(|c| config.class_is_isolated(&c.name));
+                    if isolated {
+                        Ok((LockKey::Port(id.to_string()), board_shared(&id)))
+                    } else {
+                        Ok((lock_key_of(&config, &dev), vec![]))
+                    }
+                }
                 None => Err(format!(
                     "device {d} is not attached. To lease a board that is not plugged in yet, pass its key \
-                     (e.g. key: \"usb:2207:350b\"); list_devices shows what is attached."
+                     (e.g. key: \"usb:2207:350b\", or key: \"port:{d}\" for that port); list_devices shows what is attached."
                 )),
             }
         }
@@ -100,7 +144,7 @@ pub async fn lock(
     req: LockRequest,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let key = match key_for(state, req.device.as_deref(), req.key.as_deref()) {
+    let (key, shared) = match key_for(state, req.device.as_deref(), req.key.as_deref()) {
         Ok(k) => k,
         Err(e) => return super::refusal(e),
     };
@@ -117,6 +161,7 @@ pub async fn lock(
         ttl: req.ttl_secs.map(Duration::from_secs),
         note: req.note.filter(|n| !n.trim().is_empty()),
         wait: Duration::from_secs(wait),
+        shared: shared.clone(),
     };
     // A cancelled request leaves the queue at once: dropping the future removes the waiter.
     let taken = tokio::select! {
@@ -125,7 +170,8 @@ pub async fn lock(
     };
     match taken {
         Ok(info) => {
-            let r = LeaseResult::from(&info);
+            let mut r = LeaseResult::from(&info);
+            r.shared_keys = shared.iter().map(|k| k.to_string()).collect();
             let text = format!(
                 "lease {} on {} for {}; expires at {} unless renewed (each command under the lease renews it for {} s).\n\
                  Pass lease: \"{}\" with execute_command; release with unlock_device.",
@@ -218,6 +264,12 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
         }
         if let Some(r) = &l.running {
             text.push_str(&format!(", running {r:?}"));
+        }
+        for h in &l.shared_by {
+            text.push_str(&format!(
+                ", shared by {} ({} {})",
+                h.via, h.holder, h.held_by
+            ));
         }
         text.push_str(&format!(", {} waiting\n", l.queue_len));
     }
