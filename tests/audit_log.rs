@@ -124,7 +124,7 @@ async fn every_completed_decision_survives_a_sigkill() {
         let _ = client
             .call_tool(
                 rmcp::model::CallToolRequestParams::new("execute_command").with_arguments(
-                    json!({"command": "sleeper", "args": ["300"]})
+                    json!({"command": "sleeper", "args": ["20"]})
                         .as_object()
                         .cloned()
                         .unwrap_or_default(),
@@ -136,9 +136,11 @@ async fn every_completed_decision_survives_a_sigkill() {
         eventually(Duration::from_secs(10), || std::fs::read_to_string(
             s.path("state/audit.log")
         )
-        .is_ok_and(|t| t.contains("\"300\""))),
+        .is_ok_and(|t| t.contains("\"20\""))),
         "the long run was never recorded as started"
     );
+    // (The orphaned `sleep 20` ends by itself: a SIGKILLed server cannot stop its children;
+    // under systemd, KillMode=control-group does.)
     s.signal(Signal::SIGKILL);
     assert!(
         s.wait(Duration::from_secs(5)).is_some(),
@@ -217,7 +219,7 @@ async fn every_completed_decision_survives_a_sigkill() {
 
     // The run in progress at the kill: started, never finished.
     let long = find(&events, "execute_started", |e| {
-        e["argv"] == json!(["/bin/sleep", "300"])
+        e["argv"] == json!(["/bin/sleep", "20"])
     });
     assert_eq!(long.len(), 1, "{raw}");
     assert!(

@@ -125,7 +125,14 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SIGTERM first, as systemd does, so the server stops its commands' process groups;
+        // SIGKILL only if it does not exit. (A SIGKILLed server cannot clean up: its children
+        // would outlive the test.)
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        if self.wait(Duration::from_secs(5)).is_none() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
