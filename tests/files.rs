@@ -158,6 +158,10 @@ async fn a_64_mib_image_is_uploaded_in_chunks_verified_and_used_by_a_command() {
     assert_eq!(structured(&r)["removed_bytes"], json!(64 * MIB));
     assert!(!final_path.exists());
 
+    // The server's stderr is read by another thread: give the last lines a moment.
+    assert!(eventually(std::time::Duration::from_secs(3), || s
+        .log_text()
+        .contains("action=\"remove\"")));
     let log = s.log_text();
     assert!(
         log.contains("gatecmd::audit")
