@@ -25,6 +25,7 @@ test: test-setup lint
 	cargo test --locked
 	./scripts/pytest.sh
 	./scripts/conformance.sh
+	GATECMD_BENCH_SMOKE=1 cargo test --locked --bench gatecmd
 
 # The MCP Python SDK against the real binary (tests/python, own .venv).
 test-python: test-setup
