@@ -181,6 +181,69 @@ async fn exec_overhead(z: &Sizes) -> Vec<Row> {
     rows
 }
 
+/// Throughput with a plain HTTP client (reqwest, keep-alive pool) sending self-contained
+/// 2026-07-28 requests: separates the server's cost from rmcp's client machinery.
+async fn raw_throughput(url: &str, tool: &str, sessions: usize, secs: f64) -> Row {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs_f64(secs) + Duration::from_millis(500);
+    let start = deadline - Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for _ in 0..sessions {
+        let (http, url, body, tool) = (
+            http.clone(),
+            url.to_string(),
+            body.clone(),
+            tool.to_string(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            loop {
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                let r = http
+                    .post(&url)
+                    .header("authorization", format!("Bearer {TOKEN_A}"))
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", "2026-07-28")
+                    .header("mcp-method", "tools/call")
+                    .header("mcp-name", tool.as_str())
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .expect("post");
+                let text = r.text().await.expect("body");
+                assert!(text.contains("structuredContent"), "{text}");
+                if now >= start {
+                    lat.push(now.elapsed());
+                }
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("session"));
+    }
+    let rate = all.len() as f64 / secs;
+    let n = all.len();
+    let p99 = pct(&mut all, 0.99);
+    let median = pct(&mut all, 0.5);
+    Row {
+        figure: format!("{tool} throughput, {sessions} plain HTTP clients: {rate:.0} calls/s"),
+        median: ms(median),
+        p99: ms(p99),
+        samples: n,
+        target: String::new(),
+        verdict: String::new(),
+    }
+}
+
 async fn throughput(url: &str, tool: &str, sessions: usize, secs: f64, target: Option<f64>) -> Row {
     let mut tasks = Vec::new();
     let deadline = Instant::now() + Duration::from_secs_f64(secs) + Duration::from_millis(500);
@@ -433,6 +496,9 @@ async fn device_figures(z: &Sizes) -> Vec<Row> {
     for sessions in [1, 8, 32] {
         rows.push(throughput(&s.url, "list_commands", sessions, z.secs, None).await);
     }
+    for tool in ["list_devices", "list_commands"] {
+        rows.push(raw_throughput(&s.url, tool, 32, z.secs).await);
+    }
 
     // Hotplug → notifications/resources/updated, both eras.
     let hot = "usb1/1-22";
@@ -581,9 +647,14 @@ fn main() {
         return;
     }
     eprintln!(
-        "gatecmd bench ({}): release server {}",
+        "gatecmd bench ({}): server binary {}{}",
         if smoke { "smoke" } else { "full" },
-        env!("CARGO_BIN_EXE_gatecmd")
+        env!("CARGO_BIN_EXE_gatecmd"),
+        if smoke {
+            " (smoke: a few iterations to check the benchmark runs; the figures mean nothing)"
+        } else {
+            ""
+        }
     );
     let mut rows = rt.block_on(exec_overhead(&z));
     // Device figures in a copy of this binary under the umockdev preload.
