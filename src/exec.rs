@@ -205,14 +205,8 @@ impl Executor {
 
         let (tx, mut rx) = mpsc::unbounded_channel::<(StreamKind, String)>();
         let max = self.inner.max_output;
-        let out_task = child
-            .stdout
-            .take()
-            .map(|s| tokio::spawn(read_stream(s, StreamKind::Stdout, max, tx.clone())));
-        let err_task = child
-            .stderr
-            .take()
-            .map(|s| tokio::spawn(read_stream(s, StreamKind::Stderr, max, tx.clone())));
+        let out_task = spawn_reader(child.stdout.take(), StreamKind::Stdout, max, &tx);
+        let err_task = spawn_reader(child.stderr.take(), StreamKind::Stderr, max, &tx);
         drop(tx);
 
         let deadline = tokio::time::sleep(spec.timeout);
@@ -370,16 +364,22 @@ impl Drop for GroupGuard {
     }
 }
 
-type ReaderResult = (Vec<u8>, u64);
+/// What a reader has kept so far; shared so that an abandoned reader's output is not lost.
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    dropped: u64,
+}
+
+type SharedCapture = Arc<Mutex<Captured>>;
 
 async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     kind: StreamKind,
     max: usize,
     lines: mpsc::UnboundedSender<(StreamKind, String)>,
-) -> ReaderResult {
-    let mut kept = Vec::new();
-    let mut dropped = 0u64;
+    out: SharedCapture,
+) {
     let mut pending = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -388,9 +388,12 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
             Ok(n) => n,
         };
         let chunk = &buf[..n];
-        let room = max.saturating_sub(kept.len());
-        kept.extend_from_slice(&chunk[..room.min(n)]);
-        dropped += n.saturating_sub(room) as u64;
+        // A std mutex: held for one copy, never across an await.
+        if let Ok(mut c) = out.lock() {
+            let room = max.saturating_sub(c.kept.len());
+            c.kept.extend_from_slice(&chunk[..room.min(n)]);
+            c.dropped += n.saturating_sub(room) as u64;
+        }
         for &b in chunk {
             if b == b'\n' || b == b'\r' {
                 if !pending.is_empty() {
@@ -405,22 +408,36 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
     if !pending.is_empty() {
         let _ = lines.send((kind, String::from_utf8_lossy(&pending).into_owned()));
     }
-    (kept, dropped)
 }
 
+/// Spawns a reader for one pipe.
+fn spawn_reader<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    r: Option<R>,
+    kind: StreamKind,
+    max: usize,
+    lines: &mpsc::UnboundedSender<(StreamKind, String)>,
+) -> Option<(tokio::task::JoinHandle<()>, SharedCapture)> {
+    let r = r?;
+    let out = SharedCapture::default();
+    let task = tokio::spawn(read_stream(r, kind, max, lines.clone(), out.clone()));
+    Some((task, out))
+}
+
+/// The output a reader captured, once its pipe closed or `grace` passed.
 async fn finish_reader(
-    task: Option<tokio::task::JoinHandle<ReaderResult>>,
+    reader: Option<(tokio::task::JoinHandle<()>, SharedCapture)>,
     grace: Duration,
-) -> ReaderResult {
-    let Some(mut task) = task else {
+) -> (Vec<u8>, u64) {
+    let Some((mut task, out)) = reader else {
         return (Vec::new(), 0);
     };
-    // A process that left the group (setsid) may still hold the pipe; do not wait forever.
-    match tokio::time::timeout(grace, &mut task).await {
-        Ok(Ok(r)) => r,
-        _ => {
-            task.abort();
-            (Vec::new(), 0)
-        }
+    // A process that left the group (setsid) may still hold the pipe; do not wait forever,
+    // and keep what was read until then.
+    if tokio::time::timeout(grace, &mut task).await.is_err() {
+        task.abort();
+    }
+    match out.lock() {
+        Ok(mut c) => (std::mem::take(&mut c.kept), c.dropped),
+        Err(_) => (Vec::new(), 0),
     }
 }

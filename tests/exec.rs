@@ -256,3 +256,26 @@ async fn shutdown_stops_running_children_and_refuses_new_ones() {
         .is_err()
     );
 }
+
+#[tokio::test]
+async fn output_is_kept_when_an_escaped_process_holds_the_pipe() {
+    // A process in a new session escapes the group kill and keeps stdout open; the run must
+    // still end after the grace, with what was printed before.
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = script(
+        dir.path(),
+        "escape.sh",
+        "echo before\nsetsid sleep 3 &\nexit 0",
+    );
+    let started = Instant::now();
+    let out = executor()
+        .run(&spec(bin, &[], 10_000), CancellationToken::new(), |_, _| {})
+        .await
+        .expect("run");
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "before\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "waited for the escaped process"
+    );
+}
