@@ -20,6 +20,8 @@ run: build
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets --locked -- -D warnings
+	# The build without libudev (libusb backend only) must stay clean too.
+	cargo clippy --no-default-features --lib --locked -- -D warnings
 
 test: test-setup lint
 	cargo test --locked
