@@ -24,6 +24,7 @@ pub struct Changes {
     state: Arc<AppState>,
     devices: broadcast::Receiver<DeviceEvent>,
     locks: broadcast::Receiver<LockEvent>,
+    config: broadcast::Receiver<()>,
 }
 
 impl Changes {
@@ -32,6 +33,7 @@ impl Changes {
         Changes {
             devices: state.registry.subscribe(),
             locks: state.locks.subscribe(),
+            config: state.config_changes(),
             state,
         }
     }
@@ -44,6 +46,16 @@ impl Changes {
                     Ok(ev) => return Some(Change::from_device(&ev)),
                     // Missed events: say that everything may have changed.
                     Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
+                    Err(RecvError::Closed) => return None,
+                },
+                // A reload changes the commands (and classes, so the device views).
+                ev = self.config.recv() => match ev {
+                    Ok(()) | Err(RecvError::Lagged(_)) => {
+                        let mut c = Change::everything(&self.state);
+                        c.updated.push(crate::resources::COMMANDS.to_string());
+                        c.list_changed = false;
+                        return Some(c);
+                    }
                     Err(RecvError::Closed) => return None,
                 },
                 ev = self.locks.recv() => match ev {

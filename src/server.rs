@@ -51,6 +51,8 @@ pub struct AppState {
     client_slots: DashMap<String, Arc<Semaphore>>,
     /// File staging's per-file and per-root locks.
     pub staging: crate::staging::Staging,
+    /// Ticks when the configuration is replaced (the commands resource changed).
+    config_changed: tokio::sync::broadcast::Sender<()>,
 }
 
 impl AppState {
@@ -91,6 +93,7 @@ impl AppState {
             audit,
             client_slots: DashMap::new(),
             staging: crate::staging::Staging::default(),
+            config_changed: tokio::sync::broadcast::channel(16).0,
         })
     }
 
@@ -121,6 +124,13 @@ impl AppState {
             Ok(mut c) => *c = Arc::new(config),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
         }
+        // An error only means nobody listens.
+        let _ = self.config_changed.send(());
+    }
+
+    /// Ticks each time the configuration is replaced.
+    pub fn config_changes(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.config_changed.subscribe()
     }
 }
 

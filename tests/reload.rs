@@ -144,3 +144,34 @@ async fn sighup_applies_a_good_config_and_refuses_a_broken_one() {
     );
     let _ = c.cancel().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_hear_that_the_commands_changed() {
+    #![allow(deprecated)] // resources/subscribe is the 2025-11-25 way
+    let s = Server::start(&config(""));
+    let (c, mut heard) = connect_recorder(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    c.subscribe(rmcp::model::SubscribeRequestParams::new(
+        "gatecmd://commands",
+    ))
+    .await
+    .expect("subscribe");
+    std::fs::write(s.path("config.yaml"), config(DATE)).expect("rewrite config");
+    s.signal(Signal::SIGHUP);
+    let got = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(h) = heard.recv().await {
+            if matches!(&h, Heard::ResourceUpdated(u) if u == "gatecmd://commands") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        got,
+        Ok(true),
+        "no resources/updated for gatecmd://commands after SIGHUP"
+    );
+    assert!(command_names(&s.url).await.contains(&"date".to_string()));
+}
