@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::umockdev::{Testbed, is_inner_run, rerun_under_preload};
 use common::*;
 use gatecmd::devices::{
-    Backend, DeviceEvent, DeviceId, DeviceKind, EventSource, MonitorOptions, Registry,
-    RockchipMode, start_monitor,
+    Backend, DeviceId, DeviceKind, EventSource, MonitorOptions, Registry, RockchipMode,
+    start_monitor,
 };
 
 fn libusb_options(removal_grace: Duration) -> MonitorOptions {
@@ -87,25 +87,17 @@ async fn libusb_hotplug_add_and_remove_are_broadcast() {
     let mut rx = registry.subscribe();
 
     tb.add_from_string(RK3588_MASKROM_1_2);
-    match next_event(&mut rx, "1-2 added").await {
-        DeviceEvent::Added(d) => {
-            assert_eq!(d.id, id("1-2"));
-            assert_eq!(d.mode, Some(RockchipMode::MaskRom));
-            assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
-        }
-        other => panic!("expected Added, got {other:?}"),
-    }
+    let d = expect_added(&mut rx, "1-2 added").await;
+    assert_eq!(d.id, id("1-2"));
+    assert_eq!(d.mode, Some(RockchipMode::MaskRom));
+    assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
     tb.add_from_string(RK3588_MASKROM_1_3);
-    match next_event(&mut rx, "1-3 added").await {
-        DeviceEvent::Added(d) => assert_eq!(d.id, id("1-3")),
-        other => panic!("expected Added, got {other:?}"),
-    }
+    let d = expect_added(&mut rx, "1-3 added").await;
+    assert_eq!(d.id, id("1-3"));
 
     tb.unplug(SYS_1_2);
-    match next_event(&mut rx, "1-2 removed").await {
-        DeviceEvent::Removed(d) => assert_eq!(d.id, id("1-2")),
-        other => panic!("expected Removed, got {other:?}"),
-    }
+    let d = expect_removed(&mut rx, "1-2 removed").await;
+    assert_eq!(d.id, id("1-2"));
     assert_eq!(registry.len(), 1);
 }
 
@@ -128,17 +120,13 @@ async fn libusb_reenumeration_in_loader_mode_is_one_change() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     tb.add_from_string(RK3588_LOADER_1_2);
 
-    match next_event(&mut rx, "1-2 changed").await {
-        DeviceEvent::Changed { old, new } => {
-            assert_eq!(new.id, id("1-2"));
-            assert_eq!((old.devnum, new.devnum), (2, 5));
-            assert_eq!(old.mode, Some(RockchipMode::MaskRom));
-            assert_eq!(new.mode, Some(RockchipMode::Loader));
-            assert_eq!(new.bcd_usb, 0x0201);
-            assert_eq!(new.first_seen, before.first_seen);
-        }
-        other => panic!("expected Changed, got {other:?}"),
-    }
+    let (old, new) = expect_changed(&mut rx, "1-2 changed").await;
+    assert_eq!(new.id, id("1-2"));
+    assert_eq!((old.devnum, new.devnum), (2, 5));
+    assert_eq!(old.mode, Some(RockchipMode::MaskRom));
+    assert_eq!(new.mode, Some(RockchipMode::Loader));
+    assert_eq!(new.bcd_usb, 0x0201);
+    assert_eq!(new.first_seen, before.first_seen);
     assert_no_event(&mut rx, Duration::from_millis(2500)).await;
 }
 
@@ -166,24 +154,16 @@ async fn sysfs_poll_sees_plug_and_reenumeration() {
     let mut rx = registry.subscribe();
 
     tb.add_from_string(RK3588_MASKROM_1_2);
-    match next_event(&mut rx, "1-2 added").await {
-        DeviceEvent::Added(d) => {
-            assert_eq!(d.id, id("1-2"));
-            assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
-            assert_eq!(d.syspath, SYS_1_2);
-        }
-        other => panic!("expected Added, got {other:?}"),
-    }
+    let d = expect_added(&mut rx, "1-2 added").await;
+    assert_eq!(d.id, id("1-2"));
+    assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
+    assert_eq!(d.syspath, SYS_1_2);
     tb.unplug(SYS_1_2);
     tokio::time::sleep(Duration::from_millis(120)).await;
     tb.add_from_string(RK3588_LOADER_1_2);
-    match next_event(&mut rx, "1-2 changed").await {
-        DeviceEvent::Changed { new, .. } => assert_eq!(new.mode, Some(RockchipMode::Loader)),
-        other => panic!("expected Changed, got {other:?}"),
-    }
+    let (_, new) = expect_changed(&mut rx, "1-2 changed").await;
+    assert_eq!(new.mode, Some(RockchipMode::Loader));
     tb.unplug(SYS_1_2);
-    match next_event(&mut rx, "1-2 removed").await {
-        DeviceEvent::Removed(d) => assert_eq!(d.id, id("1-2")),
-        other => panic!("expected Removed, got {other:?}"),
-    }
+    let d = expect_removed(&mut rx, "1-2 removed").await;
+    assert_eq!(d.id, id("1-2"));
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::umockdev::{Testbed, is_inner_run, rerun_under_preload};
 use common::*;
 use gatecmd::devices::{
-    Backend, DeviceEvent, DeviceId, DeviceKind, EventSource, MonitorOptions, Registry,
-    RockchipMode, start_monitor,
+    Backend, DeviceId, DeviceKind, EventSource, MonitorOptions, Registry, RockchipMode,
+    start_monitor,
 };
 
 fn udev_options(removal_grace: Duration) -> MonitorOptions {
@@ -101,21 +101,15 @@ async fn udev_hotplug_add_and_remove_are_broadcast() {
     let mut rx = registry.subscribe();
 
     tb.add_from_string(RK3588_MASKROM_1_2);
-    match next_event(&mut rx, "1-2 added").await {
-        DeviceEvent::Added(d) => {
-            assert_eq!(d.id, id("1-2"));
-            assert_eq!(d.mode, Some(RockchipMode::MaskRom));
-            assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
-        }
-        other => panic!("expected Added, got {other:?}"),
-    }
+    let d = expect_added(&mut rx, "1-2 added").await;
+    assert_eq!(d.id, id("1-2"));
+    assert_eq!(d.mode, Some(RockchipMode::MaskRom));
+    assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
 
     // A second, identical board: told apart by its port only.
     tb.add_from_string(RK3588_MASKROM_1_3);
-    match next_event(&mut rx, "1-3 added").await {
-        DeviceEvent::Added(d) => assert_eq!(d.id, id("1-3")),
-        other => panic!("expected Added, got {other:?}"),
-    }
+    let d = expect_added(&mut rx, "1-3 added").await;
+    assert_eq!(d.id, id("1-3"));
     assert_eq!(registry.len(), 2);
 
     // bind after add, as the kernel sends: same state, no event.
@@ -123,10 +117,8 @@ async fn udev_hotplug_add_and_remove_are_broadcast() {
     assert_no_event(&mut rx, Duration::from_millis(200)).await;
 
     tb.unplug(SYS_1_2);
-    match next_event(&mut rx, "1-2 removed").await {
-        DeviceEvent::Removed(d) => assert_eq!(d.id, id("1-2")),
-        other => panic!("expected Removed, got {other:?}"),
-    }
+    let d = expect_removed(&mut rx, "1-2 removed").await;
+    assert_eq!(d.id, id("1-2"));
     assert!(registry.get(&id("1-2")).is_none());
     assert!(registry.get(&id("1-3")).is_some());
 }
@@ -152,22 +144,18 @@ async fn udev_reenumeration_in_loader_mode_is_one_change() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     tb.add_from_string(RK3588_LOADER_1_2);
 
-    match next_event(&mut rx, "1-2 changed").await {
-        DeviceEvent::Changed { old, new } => {
-            assert_eq!(old.id, new.id);
-            assert_eq!(new.id, id("1-2"));
-            assert_eq!((old.devnum, new.devnum), (2, 5));
-            assert_eq!(old.mode, Some(RockchipMode::MaskRom));
-            assert_eq!(new.mode, Some(RockchipMode::Loader));
-            assert_eq!(new.bcd_usb, 0x0201);
-            assert_eq!(new.devnode.as_deref(), Some("/dev/bus/usb/001/005"));
-            assert_eq!(
-                new.first_seen, before.first_seen,
-                "Changed keeps first_seen"
-            );
-        }
-        other => panic!("expected Changed, got {other:?}"),
-    }
+    let (old, new) = expect_changed(&mut rx, "1-2 changed").await;
+    assert_eq!(old.id, new.id);
+    assert_eq!(new.id, id("1-2"));
+    assert_eq!((old.devnum, new.devnum), (2, 5));
+    assert_eq!(old.mode, Some(RockchipMode::MaskRom));
+    assert_eq!(new.mode, Some(RockchipMode::Loader));
+    assert_eq!(new.bcd_usb, 0x0201);
+    assert_eq!(new.devnode.as_deref(), Some("/dev/bus/usb/001/005"));
+    assert_eq!(
+        new.first_seen, before.first_seen,
+        "Changed keeps first_seen"
+    );
     assert_no_event(&mut rx, Duration::from_millis(2500)).await;
     assert_eq!(registry.get(&id("1-2")).map(|d| d.devnum), Some(5));
 }
@@ -190,10 +178,8 @@ async fn udev_unplug_past_the_grace_is_removed() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(registry.get(&id("1-2")).is_some());
     // …and removed once it has passed.
-    match next_event(&mut rx, "1-2 removed after grace").await {
-        DeviceEvent::Removed(d) => assert_eq!(d.id, id("1-2")),
-        other => panic!("expected Removed, got {other:?}"),
-    }
+    let d = expect_removed(&mut rx, "1-2 removed after grace").await;
+    assert_eq!(d.id, id("1-2"));
 }
 
 /// On the real host (no preload): the detection rule picks the source, and a

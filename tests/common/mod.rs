@@ -6,7 +6,7 @@ pub mod umockdev;
 
 use std::time::Duration;
 
-use gatecmd::devices::DeviceEvent;
+use gatecmd::devices::{Device, DeviceEvent};
 use tokio::sync::broadcast::Receiver;
 
 pub const ROOT_HUB: &str = include_str!("../fixtures/usb1-root-hub.umockdev");
@@ -31,5 +31,29 @@ pub async fn next_event(rx: &mut Receiver<DeviceEvent>, what: &str) -> DeviceEve
 pub async fn assert_no_event(rx: &mut Receiver<DeviceEvent>, quiet: Duration) {
     if let Ok(event) = tokio::time::timeout(quiet, rx.recv()).await {
         panic!("unexpected device event: {event:?}");
+    }
+}
+
+/// The next event, which must be `Added`.
+pub async fn expect_added(rx: &mut Receiver<DeviceEvent>, what: &str) -> Device {
+    match next_event(rx, what).await {
+        DeviceEvent::Added(d) => d,
+        other => panic!("expected Added ({what}), got {other:?}"),
+    }
+}
+
+/// The next event, which must be `Removed`.
+pub async fn expect_removed(rx: &mut Receiver<DeviceEvent>, what: &str) -> Device {
+    match next_event(rx, what).await {
+        DeviceEvent::Removed(d) => d,
+        other => panic!("expected Removed ({what}), got {other:?}"),
+    }
+}
+
+/// The next event, which must be `Changed`: (old, new).
+pub async fn expect_changed(rx: &mut Receiver<DeviceEvent>, what: &str) -> (Device, Device) {
+    match next_event(rx, what).await {
+        DeviceEvent::Changed { old, new } => (old, new),
+        other => panic!("expected Changed ({what}), got {other:?}"),
     }
 }
