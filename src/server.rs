@@ -53,6 +53,8 @@ pub struct AppState {
     pub staging: crate::staging::Staging,
     /// Ticks when the configuration is replaced (the commands resource changed).
     config_changed: tokio::sync::broadcast::Sender<()>,
+    /// Unfiltered `list_devices` answers while nothing they show has changed.
+    pub device_lists: crate::tools::list_cache::ListCache,
 }
 
 impl AppState {
@@ -94,6 +96,7 @@ impl AppState {
             client_slots: DashMap::new(),
             staging: crate::staging::Staging::default(),
             config_changed: tokio::sync::broadcast::channel(16).0,
+            device_lists: Default::default(),
         })
     }
 

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use dashmap::DashMap;
@@ -64,6 +65,9 @@ struct Shared {
     devices: DashMap<DeviceId, Device>,
     events: broadcast::Sender<DeviceEvent>,
     source: RwLock<EventSource>,
+    /// Bumped after every write that changes what a snapshot or `source` returns, so
+    /// readers can keep answers derived from them until it moves (see `version`).
+    version: AtomicU64,
 }
 
 /// Cheap to clone: all clones share one view.
@@ -95,6 +99,7 @@ impl Registry {
                 devices: DashMap::new(),
                 events,
                 source: RwLock::new(EventSource::Unmonitored),
+                version: AtomicU64::new(0),
             }),
         }
     }
@@ -126,6 +131,17 @@ impl Registry {
         self.shared.devices.is_empty()
     }
 
+    /// A number that changes after every change to the devices or the event source.
+    /// Read it before deriving something from a snapshot: if it still has the same value
+    /// later, the derived thing is still current.
+    pub fn version(&self) -> u64 {
+        self.shared.version.load(Ordering::Acquire)
+    }
+
+    fn touch(&self) {
+        self.shared.version.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<DeviceEvent> {
         self.shared.events.subscribe()
     }
@@ -137,6 +153,7 @@ impl Registry {
         match self.shared.devices.entry(d.id.clone()) {
             Entry::Vacant(slot) => {
                 slot.insert(d.clone());
+                self.touch();
                 self.publish(DeviceEvent::Added(d));
             }
             Entry::Occupied(mut slot) => {
@@ -146,6 +163,7 @@ impl Registry {
                     return;
                 }
                 let old = slot.insert(d.clone());
+                self.touch();
                 self.publish(DeviceEvent::Changed { old, new: d });
             }
         }
@@ -155,7 +173,11 @@ impl Registry {
     pub fn remove(&self, id: &DeviceId) {
         // remove_if holds the shard lock while the closure runs; publishing there
         // keeps this device's events ordered against a concurrent upsert.
+        // Touched before publishing, like the other writes, so that a subscriber who
+        // reacts to the event finds a new version. A reader that takes the new version
+        // and then a snapshot waits on the shard lock until the entry is gone.
         self.shared.devices.remove_if(id, |_, old| {
+            self.touch();
             self.publish(DeviceEvent::Removed(old.clone()));
             true
         });
@@ -194,6 +216,7 @@ impl Registry {
             Ok(mut slot) => *slot = source,
             Err(poisoned) => *poisoned.into_inner() = source,
         }
+        self.touch();
     }
 
     fn publish(&self, event: DeviceEvent) {

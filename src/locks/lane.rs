@@ -5,6 +5,7 @@
 //! parts (waiting, expiry) live in `mod.rs` and `expiry.rs`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub(super) struct Shared {
     /// lease, or a lease whose command ended and whose TTL restarted).
     pub(super) expiry: Notify,
     pub(super) settings: LockSettings,
+    /// Bumped whenever the state is taken for writing (see `lock`), so that readers can
+    /// keep views derived from it until it moves.
+    version: AtomicU64,
 }
 
 impl Shared {
@@ -46,6 +50,7 @@ impl Shared {
             }),
             expiry: Notify::new(),
             settings,
+            version: AtomicU64::new(0),
         }
     }
 
@@ -63,11 +68,31 @@ impl Shared {
         result
     }
 
+    /// Runs `f` on the locked state without counting as a change.
+    pub(super) fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.raw_lock())
+    }
+
+    /// The state, taken for writing: the version moves before anything can change or
+    /// any event is sent, and under the mutex. A reader that sees the new version then
+    /// waits on the mutex for the change to finish; one that saw the old version finds
+    /// it stale next time.
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        let state = self.raw_lock();
+        self.version.fetch_add(1, Ordering::AcqRel);
+        state
+    }
+
+    /// See [`LockManager::version`](super::LockManager::version).
+    pub(super) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
     /// A panic inside a critical section would poison the mutex. Every
     /// mutation here is a handful of infallible map operations, so rather
     /// than turn one bug into every later lock call panicking, keep serving
     /// with the state as it is.
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    fn raw_lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -171,12 +171,12 @@ impl LockManager {
     /// notifications. Events carry lease ids: do not forward those to other
     /// clients.
     pub fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
-        self.shared.with_state(|state| state.subscribe())
+        self.shared.read(|state| state.subscribe())
     }
 
     /// Every key in use, ordered by key.
     pub fn snapshot(&self) -> LocksView {
-        self.shared.with_state(|state| LocksView {
+        self.shared.read(|state| LocksView {
             keys: state
                 .keys()
                 .filter_map(|key| state.key_state(key))
@@ -186,7 +186,14 @@ impl LockManager {
 
     /// One key's state; `None` when it is free and nobody waits for it.
     pub fn key_state(&self, key: &LockKey) -> Option<KeyState> {
-        self.shared.with_state(|state| state.key_state(key))
+        self.shared.read(|state| state.key_state(key))
+    }
+
+    /// A number that moves whenever the table may have changed (a lease, a command, a
+    /// waiter). Read it before deriving a view from [`LockManager::key_state`]: while it
+    /// has the same value, the view is current.
+    pub fn version(&self) -> u64 {
+        self.shared.version()
     }
 
     /// Takes every key of `req` for one command, or refuses at once.
@@ -217,7 +224,7 @@ impl LockManager {
     ) -> Result<CommandGuard, LockError> {
         let plan = command_plan(&req);
         self.shared
-            .with_state(|state| check_presented_lease(state, &req))
+            .read(|state| check_presented_lease(state, &req))
             .map_err(|err| self.refused(plan.first().map(|(k, _)| k), &req.client, err))?;
         let mut holds = Vec::with_capacity(plan.len());
         for (key, want) in plan {

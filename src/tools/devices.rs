@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::devices::{Device, DeviceKind, RockchipMode};
 use crate::locks::{HeldBy, KeyState, LockKey, LockManager};
 use crate::server::AppState;
+use crate::tools::list_cache::Stamp;
 
 /// The class a device belongs to: the first `devices:` entry that matches it.
 pub fn class_of<'a>(config: &'a Config, d: &Device) -> Option<&'a crate::config::DeviceClass> {
@@ -195,6 +196,13 @@ pub struct DeviceFilter {
 }
 
 impl DeviceFilter {
+    /// No filter given: every device matches.
+    pub fn is_empty(&self) -> bool {
+        [&self.id, &self.vid, &self.pid, &self.class, &self.mode]
+            .iter()
+            .all(|v| v.is_none())
+    }
+
     /// Checks the filter's values; the error tells the agent the valid forms.
     pub fn validate(&self, config: &Config) -> Result<(), String> {
         for (name, v) in [("vid", &self.vid), ("pid", &self.pid)] {
@@ -311,18 +319,36 @@ pub fn render_device(v: &DeviceView) -> String {
     s
 }
 
-/// `list_devices`.
+/// `list_devices`. The unfiltered answer comes from `state.device_lists` while nothing
+/// it shows has changed.
 pub fn list(state: &AppState, caller: &str, filter: DeviceFilter) -> CallToolResult {
-    let config = state.config();
-    if let Err(e) = filter.validate(&config) {
+    if !filter.is_empty() {
+        return build_list(state, &state.config(), caller, filter);
+    }
+    let stamp = Stamp::now(state);
+    if let Some(answer) = state.device_lists.get(&stamp, caller) {
+        return answer;
+    }
+    let answer = build_list(state, &stamp.config().clone(), caller, filter);
+    state.device_lists.put(stamp, caller, &answer);
+    answer
+}
+
+fn build_list(
+    state: &AppState,
+    config: &Config,
+    caller: &str,
+    filter: DeviceFilter,
+) -> CallToolResult {
+    if let Err(e) = filter.validate(config) {
         return super::refusal(e);
     }
     let devices: Vec<DeviceView> = state
         .registry
         .snapshot()
         .into_iter()
-        .filter(|d| filter.matches(&config, d))
-        .map(|d| DeviceView::new(state, &config, d, caller))
+        .filter(|d| filter.matches(config, d))
+        .map(|d| DeviceView::new(state, config, d, caller))
         .collect();
     let mut text = if devices.is_empty() {
         format!("No device matches ({}).\n", filter.describe())

@@ -5,6 +5,7 @@ pub mod commands;
 pub mod devices;
 pub mod execute;
 pub mod files;
+pub mod list_cache;
 pub mod locks;
 
 use rmcp::model::{CallToolResult, ContentBlock};
