@@ -77,6 +77,9 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
     );
     Router::new()
         .nest_service("/mcp", mcp)
+        // Inside the guard: a refused request never reaches rmcp or this layer.
+        .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
+        .layer(axum::middleware::from_fn(session_end_status))
         .layer(axum::middleware::from_fn_with_state(gate, guard))
         .route("/health", axum::routing::get(health))
 }
@@ -121,6 +124,18 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     };
     req.extensions_mut().insert(identity);
     next.run(req).await
+}
+
+/// A session ended by DELETE: 204 instead of rmcp's 202. The transport names no success
+/// code, and the official Python SDK logs "Session termination failed: 202" on every
+/// close otherwise.
+async fn session_end_status(req: Request, next: Next) -> Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut resp = next.run(req).await;
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+    }
+    resp
 }
 
 fn error_response(status: StatusCode, code: &str, e: &AuthError) -> Response {

@@ -8,6 +8,7 @@
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`) and start-up wiring.
 //! - [`config`]: the YAML schema, defaults and validation with file/line/field errors.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
+//! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
 //! - [`server`]: the rmcp handler, the tool list and the shared [`server::AppState`].
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
@@ -35,6 +36,7 @@ pub mod devices;
 pub mod exec;
 pub mod http;
 pub mod isolation;
+pub mod json_answer;
 pub mod locks;
 pub mod notify;
 pub mod output;

@@ -468,3 +468,103 @@ async fn generated_token_when_none_is_configured() {
     .await;
     assert_eq!(structured(&r)["stdout"], json!("gen\n"));
 }
+
+/// A POST answered within the JSON window (src/json_answer.rs) gets one JSON body, in both
+/// eras, with the session header kept; one that takes longer gets the SSE stream, whose
+/// headers come when the window ends, long before the answer.
+#[tokio::test]
+async fn quick_answers_are_json_and_slow_ones_stream() {
+    let s = Server::start(&config(
+        r#"  - name: sleeper
+    binary: /bin/sleep
+    params: {n: "[0-9]"}
+    allowed_args:
+      - pattern: "{n}""#,
+    ));
+    script(s.dir.path(), "touch.sh", "exit 0");
+    let auth = format!("Bearer {TOKEN_A}");
+    let content_type = |r: &reqwest::Response| {
+        r.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    // Legacy: initialize, then a call in the session.
+    let r = post(&s, &[("authorization", &auth)], INIT).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(content_type(&r), "application/json");
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("session id on a JSON initialize answer")
+        .to_string();
+    let init: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    // In the session (`post` adds 2026-07-28 headers to tool calls; these go without).
+    let in_session = |body: &'static str| {
+        reqwest::Client::new()
+            .post(&s.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", &auth)
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body)
+            .send()
+    };
+    let r = in_session(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await
+        .expect("http");
+    assert_eq!(r.status(), 202);
+    let echo = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"echo","args":["hello","there"]}}}"#;
+    let r = in_session(echo).await.expect("http");
+    assert_eq!(content_type(&r), "application/json");
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(v["id"], 5);
+    assert_eq!(
+        v["result"]["structuredContent"]["stdout"], "hello there\n",
+        "{v}"
+    );
+
+    // 2026-07-28, stateless: the same.
+    let r = post(&s, &[("authorization", &auth)], CALL).await;
+    assert_eq!(content_type(&r), "application/json");
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(v["result"]["isError"], false, "{v}");
+
+    // Slower than the window: the stream, with the answer as its event.
+    let slow = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"sleeper","args":["4"]}}}"#;
+    let t = std::time::Instant::now();
+    let r = in_session(slow).await.expect("http");
+    let headers_after = t.elapsed();
+    assert_eq!(content_type(&r), "text/event-stream");
+    let body = r.text().await.expect("body");
+    let body_after = t.elapsed();
+    assert!(
+        headers_after < Duration::from_millis(3500) && body_after >= Duration::from_secs(4),
+        "headers after {headers_after:?}, answer after {body_after:?}"
+    );
+    let answer = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .find(|d| d.contains("\"id\":6"))
+        .expect("the answer event");
+    let v: serde_json::Value = serde_json::from_str(answer).expect("json");
+    assert_eq!(v["result"]["structuredContent"]["exit_code"], 0);
+
+    // Ending the session: 204 (the Python SDK warns on anything but 200 or 204).
+    let r = reqwest::Client::new()
+        .delete(&s.url)
+        .header("authorization", &auth)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status(), 204);
+    let r = in_session(echo).await.expect("http");
+    assert_eq!(r.status(), 404, "the session is gone");
+}
