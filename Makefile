@@ -43,7 +43,9 @@ install:
 
 # Benchmarks (not part of `make test`): starts the release server itself, prints one table.
 bench: test-setup
+	./scripts/venv.sh
 	cargo bench --locked --bench gatecmd
 
 bench-smoke: test-setup
+	./scripts/venv.sh
 	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench gatecmd

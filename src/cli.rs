@@ -122,9 +122,12 @@ fn run_async(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
     }
 }
 
+/// The log filter without `GATECMD_LOG`. rmcp logs every stateless request at info.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GATECMD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
