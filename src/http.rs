@@ -56,6 +56,40 @@ impl Gate {
     }
 }
 
+type Rmcp = StreamableHttpService<GatecmdServer, LeaseReleasingSessions>;
+
+/// `/mcp`: two rmcp services over one session store. `quick` answers the calls that
+/// `json_answer::is_quick` picks with rmcp's own JSON (the cheapest path); `streamed`
+/// answers the rest, including every legacy session request, with SSE, which
+/// `json_answer::prefer_json` turns into JSON when the answer comes within its window.
+#[derive(Clone)]
+struct McpService {
+    quick: Rmcp,
+    streamed: Rmcp,
+}
+
+impl tower_service::Service<Request> for McpService {
+    type Response = <Rmcp as tower_service::Service<Request>>::Response;
+    type Error = <Rmcp as tower_service::Service<Request>>::Error;
+    type Future = <Rmcp as tower_service::Service<Request>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        // rmcp's service is always ready (it clones itself per call).
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        if crate::json_answer::is_quick(&req) {
+            self.quick.call(req)
+        } else {
+            self.streamed.call(req)
+        }
+    }
+}
+
 /// Builds the router. `shutdown` ends every MCP session when cancelled.
 pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken) -> Router {
     let config = state.config();
@@ -68,13 +102,19 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .with_max_request_body_bytes(config.limits.max_request_body_bytes)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown);
-    let factory_state = state.clone();
-    let sessions = LeaseReleasingSessions::new(sessions, state.locks.clone());
-    let mcp = StreamableHttpService::new(
-        move || Ok(GatecmdServer::new(factory_state.clone())),
-        Arc::new(sessions),
-        mcp_config,
-    );
+    let sessions = Arc::new(LeaseReleasingSessions::new(sessions, state.locks.clone()));
+    let service = |config: StreamableHttpServerConfig| {
+        let state = state.clone();
+        StreamableHttpService::new(
+            move || Ok(GatecmdServer::new(state.clone())),
+            sessions.clone(),
+            config,
+        )
+    };
+    let mcp = McpService {
+        quick: service(mcp_config.clone().with_json_response(true)),
+        streamed: service(mcp_config),
+    };
     Router::new()
         .nest_service("/mcp", mcp)
         // Inside the guard: a refused request never reaches rmcp or this layer.

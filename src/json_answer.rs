@@ -21,13 +21,39 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+
 use futures::StreamExt;
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde::Deserializer as _;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 
 /// How long an answer may take and still be sent as JSON. Well under any client's read
 /// timeout; well over what listing, locking or a short command takes.
 pub const JSON_WINDOW: Duration = Duration::from_secs(2);
+
+/// Whether rmcp may answer `req` as JSON by itself (its `json_response` mode, the cheapest
+/// path: no stream, no second pass here): a 2026-07-28 request for a method that answers
+/// at once, by its `Mcp-Method` and `Mcp-Name` headers. rmcp checks those headers against
+/// the body, so they cannot say "quick" for a slow call. Anything else, including a
+/// request without them, goes the streamed way through [`prefer_json`].
+pub fn is_quick<B>(req: &axum::http::Request<B>) -> bool {
+    let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
+    if req.method() != Method::POST || header("mcp-protocol-version") != Some(b"2026-07-28") {
+        return false;
+    }
+    match header("mcp-method") {
+        Some(b"tools/call") => header("mcp-name").is_some_and(|name| {
+            crate::server::QUICK_TOOLS
+                .iter()
+                .any(|quick| quick.as_bytes() == name)
+        }),
+        Some(b"subscriptions/listen") | None => false,
+        Some(_) => true,
+    }
+}
 
 /// The layer: see the module documentation.
 pub async fn prefer_json(req: Request, next: Next) -> Response {
@@ -35,13 +61,30 @@ pub async fn prefer_json(req: Request, next: Next) -> Response {
         .headers()
         .get("mcp-method")
         .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
-    let accepts_json = req
-        .headers()
-        .get_all(header::ACCEPT)
-        .iter()
-        .any(|v| v.to_str().is_ok_and(|v| v.contains("application/json")));
-    let eligible = req.method() == Method::POST && accepts_json && !listen;
-    let resp = next.run(req).await;
+    let (eligible, may_stream) = {
+        let accepts = |kind: &str| {
+            req.headers()
+                .get_all(header::ACCEPT)
+                .iter()
+                .any(|v| v.to_str().is_ok_and(|v| v.contains(kind)))
+        };
+        let post = req.method() == Method::POST;
+        (
+            post && accepts("application/json") && !listen,
+            post && accepts("text/event-stream"),
+        )
+    };
+    let deadline = tokio::time::Instant::now() + JSON_WINDOW;
+    let mut pending = Box::pin(next.run(req));
+    let resp = if may_stream {
+        tokio::select! {
+            resp = &mut pending => resp,
+            // rmcp holds a 2026-07-28 call's headers until its first message.
+            _ = tokio::time::sleep_until(deadline) => return still_working(pending),
+        }
+    } else {
+        pending.await
+    };
     let is_sse = resp
         .headers()
         .get(header::CONTENT_TYPE)
@@ -52,7 +95,7 @@ pub async fn prefer_json(req: Request, next: Next) -> Response {
     let (mut parts, body) = resp.into_parts();
     let mut stream = body.into_data_stream();
     let mut seen: Vec<u8> = Vec::new();
-    let window = tokio::time::sleep(JSON_WINDOW);
+    let window = tokio::time::sleep_until(deadline);
     tokio::pin!(window);
     let mut failed = None;
     loop {
@@ -90,6 +133,62 @@ pub async fn prefer_json(req: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from_stream(head.chain(tail).chain(stream)))
 }
 
+/// How often a call that is still working sends an SSE comment (as rmcp's own streams do).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A call whose response rmcp has not begun after the window: an SSE stream now, keep-alive
+/// comments while it works, then its messages. Dropping the stream (the client went away)
+/// drops rmcp's future, which cancels the call as a disconnect always does.
+fn still_working(pending: Pin<Box<impl Future<Output = Response> + Send + 'static>>) -> Response {
+    enum Phase<F> {
+        Waiting(Pin<Box<F>>, tokio::time::Interval),
+        Streaming(axum::body::BodyDataStream),
+        Done,
+    }
+    let tick = tokio::time::interval(KEEP_ALIVE);
+    let body = futures::stream::unfold(Phase::Waiting(pending, tick), |phase| async move {
+        match phase {
+            Phase::Waiting(mut pending, mut tick) => tokio::select! {
+                resp = &mut pending => {
+                    let (parts, body) = resp.into_parts();
+                    let sse = parts
+                        .headers
+                        .get(header::CONTENT_TYPE)
+                        .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
+                    if sse {
+                        let mut stream = body.into_data_stream();
+                        let first = stream.next().await?;
+                        Some((first, Phase::Streaming(stream)))
+                    } else {
+                        // A JSON answer (or error) becomes the stream's one event.
+                        let json = axum::body::to_bytes(body, usize::MAX).await.ok()?;
+                        let mut event = Vec::with_capacity(json.len() + 16);
+                        for line in json.split(|&b| b == b'\n') {
+                            event.extend_from_slice(b"data: ");
+                            event.extend_from_slice(line);
+                            event.push(b'\n');
+                        }
+                        event.push(b'\n');
+                        Some((Ok(Bytes::from(event)), Phase::Done))
+                    }
+                }
+                _ = tick.tick() => Some((Ok(Bytes::from_static(b":\n\n")), Phase::Waiting(pending, tick))),
+            },
+            Phase::Streaming(mut stream) => {
+                let item = stream.next().await?;
+                Some((item, Phase::Streaming(stream)))
+            }
+            Phase::Done => None,
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
 /// What the stream's first message is, as far as it has been read.
 #[derive(Debug, PartialEq, Eq)]
 enum First {
@@ -101,13 +200,39 @@ enum First {
     NotYet,
 }
 
-/// The parts of a JSON-RPC message that tell an answer from the rest.
-#[derive(Deserialize)]
-struct Shape {
-    id: Option<IgnoredAny>,
-    method: Option<IgnoredAny>,
-    result: Option<IgnoredAny>,
-    error: Option<IgnoredAny>,
+/// Whether a JSON-RPC message is an answer (it has `result` or `error`) or not (it has
+/// `method`), decided at the first of those keys: the rest of a large answer is not read.
+fn is_answer(json: &[u8]) -> bool {
+    struct Probe<'a>(&'a Cell<Option<bool>>);
+    impl<'de> Visitor<'de> for Probe<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON-RPC message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                match key.as_ref() {
+                    "result" | "error" => {
+                        self.0.set(Some(true));
+                        return Ok(());
+                    }
+                    "method" => {
+                        self.0.set(Some(false));
+                        return Ok(());
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let verdict = Cell::new(None);
+    // Stopping inside the object makes the deserializer report unread input; the verdict
+    // was taken by then.
+    let _ = serde_json::Deserializer::from_slice(json).deserialize_map(Probe(&verdict));
+    verdict.get() == Some(true)
 }
 
 /// Finds the first event with data in `buf` (SSE: events end with a blank line; rmcp
@@ -127,18 +252,8 @@ fn first_message(buf: &[u8]) -> First {
         start += len;
         match data.as_slice() {
             [] => continue,
-            [(from, to)] => {
-                return match serde_json::from_slice::<Shape>(&buf[*from..*to]) {
-                    Ok(s)
-                        if s.id.is_some()
-                            && s.method.is_none()
-                            && (s.result.is_some() || s.error.is_some()) =>
-                    {
-                        First::Answer(*from..*to)
-                    }
-                    _ => First::Other,
-                };
-            }
+            [(from, to)] if is_answer(&buf[*from..*to]) => return First::Answer(*from..*to),
+            [_] => return First::Other,
             // A message split over several data lines: leave it to the stream.
             _ => return First::Other,
         }
@@ -146,17 +261,20 @@ fn first_message(buf: &[u8]) -> First {
     First::NotYet
 }
 
-/// The length of the first event in `buf`, blank line included.
+/// The length of the first event in `buf`, blank line included. (memchr: answers run to
+/// hundreds of KiB, and this is on every call's path.)
 fn find_blank_line(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\n\n").map(|at| at + 2)
+    memchr::memmem::find(buf, b"\n\n").map(|at| at + 2)
 }
 
 /// The lines of one event, each with its offset in the event.
 fn lines(event: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let ends = memchr::memchr_iter(b'\n', event).chain(std::iter::once(event.len()));
     let mut at = 0;
-    event.split(|&b| b == b'\n').map(move |line| {
+    ends.map(move |end| {
         let this = at;
-        at += line.len() + 1;
+        let line = &event[this..end];
+        at = end + 1;
         (this, line.strip_suffix(b"\r").unwrap_or(line))
     })
 }
@@ -192,6 +310,83 @@ mod tests {
         assert_eq!(first_message(request.as_bytes()), First::Other);
         let split = "data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{}}\n\n";
         assert_eq!(first_message(split.as_bytes()), First::Other);
+        for not_json in ["data: [1,2]\n\n", "data: {\"id\":1\n\n", "data: hello\n\n"] {
+            assert_eq!(
+                first_message(not_json.as_bytes()),
+                First::Other,
+                "{not_json}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_quick_2026_calls_skip_the_stream() {
+        let req = |method: &str, headers: &[(&str, &str)]| {
+            let mut b = axum::http::Request::builder().method(method).uri("/mcp");
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(()).expect("request")
+        };
+        let modern = |m: &'static str, name: Option<&'static str>| {
+            let mut h = vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", m)];
+            h.extend(name.map(|n| ("mcp-name", n)));
+            h
+        };
+        for quick in ["list_devices", "list_commands", "unlock_device"] {
+            assert!(
+                is_quick(&req("POST", &modern("tools/call", Some(quick)))),
+                "{quick}"
+            );
+        }
+        assert!(is_quick(&req("POST", &modern("resources/read", None))));
+        assert!(is_quick(&req("POST", &modern("tools/list", None))));
+        for slow in [
+            "execute_command",
+            "wait_for_device",
+            "lock_device",
+            "stat_file",
+            "write_file",
+            "nope",
+        ] {
+            assert!(
+                !is_quick(&req("POST", &modern("tools/call", Some(slow)))),
+                "{slow}"
+            );
+        }
+        assert!(!is_quick(&req("POST", &modern("tools/call", None))));
+        assert!(!is_quick(&req(
+            "POST",
+            &modern("subscriptions/listen", None)
+        )));
+        assert!(!is_quick(&req("GET", &modern("tools/list", None))));
+        assert!(!is_quick(&req(
+            "POST",
+            &[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/list")
+            ]
+        )));
+        assert!(!is_quick(&req(
+            "POST",
+            &[("mcp-protocol-version", "2026-07-28")]
+        )));
+    }
+
+    #[test]
+    fn the_kind_is_read_from_the_first_telling_key() {
+        assert!(is_answer(
+            br#"{"jsonrpc":"2.0","id":"x\"}","result":{"a":[1,{"method":2}]}}"#
+        ));
+        assert!(is_answer(
+            br#"{"error":{"code":1},"id":null,"jsonrpc":"2.0"}"#
+        ));
+        assert!(!is_answer(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#));
+        assert!(!is_answer(br#"{"jsonrpc":"2.0","id":3}"#));
+        // Unread input after the key is fine: a large answer is not parsed to its end.
+        assert!(is_answer(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"devices":[ truncated"#
+        ));
     }
 
     #[test]

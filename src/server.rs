@@ -185,6 +185,20 @@ impl GatecmdServer {
     }
 }
 
+/// Tools that answer at once (no waiting, no child process, no hashing of a whole file).
+/// A 2026-07-28 call to one of these is answered by rmcp directly as JSON
+/// (`json_answer::is_quick`); every other call streams, so that a long one is never
+/// silent. A tool missing here is only slower; a slow tool added here could sit silent
+/// past a client's read timeout.
+pub const QUICK_TOOLS: &[&str] = &[
+    "list_commands",
+    "list_devices",
+    "list_locks",
+    "unlock_device",
+    "list_files",
+    "remove_file",
+];
+
 impl GatecmdServer {
     /// The tool list, built once: rmcp makes a handler per stateless request, and building
     /// the router (every tool's schemas) for each would be wasted work on the hot path.
@@ -510,5 +524,21 @@ impl ServerHandler for GatecmdServer {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         notify::listen(self.state.clone(), context).await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_tools_are_tools() {
+        let router = GatecmdServer::shared_router();
+        for name in QUICK_TOOLS {
+            assert!(
+                router.has_route(name),
+                "QUICK_TOOLS names {name}, which is no tool"
+            );
+        }
     }
 }

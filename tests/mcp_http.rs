@@ -529,11 +529,53 @@ async fn quick_answers_are_json_and_slow_ones_stream() {
         "{v}"
     );
 
-    // 2026-07-28, stateless: the same.
+    // 2026-07-28, stateless: the same, whether rmcp answers a quick tool as JSON itself or
+    // the window catches a command's answer.
     let r = post(&s, &[("authorization", &auth)], CALL).await;
     assert_eq!(content_type(&r), "application/json");
     let v: serde_json::Value = r.json().await.expect("json");
     assert_eq!(v["result"]["isError"], false, "{v}");
+    let r = reqwest::Client::new()
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", &auth)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "list_commands")
+        .body(
+            CALL.replace("execute_command", "list_commands")
+                .replace(r#"{"command":"touch","args":["auth"]}"#, "{}"),
+        )
+        .send()
+        .await
+        .expect("http");
+    assert_eq!(content_type(&r), "application/json");
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert!(
+        v["result"]["structuredContent"]["commands"].is_array(),
+        "{v}"
+    );
+    let slow_modern = CALL.replace(
+        r#"{"command":"touch","args":["auth"]}"#,
+        r#"{"command":"sleeper","args":["3"]}"#,
+    );
+    // rmcp holds a 2026-07-28 call's headers until its first message; the layer does not.
+    let t = std::time::Instant::now();
+    let r = post(&s, &[("authorization", &auth)], &slow_modern).await;
+    let headers_after = t.elapsed();
+    assert_eq!(content_type(&r), "text/event-stream", "a long call streams");
+    let body = r.text().await.expect("body");
+    assert!(
+        headers_after < Duration::from_millis(2900) && t.elapsed() >= Duration::from_secs(3),
+        "headers after {headers_after:?}, answer after {:?}",
+        t.elapsed()
+    );
+    assert!(body.starts_with(":\n\n"), "a keep-alive first: {body:?}");
+    assert!(
+        body.contains("data: {") && body.contains("\"exit_code\":0"),
+        "{body}"
+    );
 
     // Slower than the window: the stream, with the answer as its event.
     let slow = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"sleeper","args":["4"]}}}"#;
