@@ -7,25 +7,32 @@
 //! flash would sit silent past a client's read timeout (300 s in the Python SDK), where
 //! the stream's keep-alive comments would have kept it open.
 //!
-//! So this layer waits up to [`JSON_WINDOW`] for the first message of a POST's stream. If
-//! that message is the request's answer, it becomes the whole JSON body (the stream ends
-//! after the answer anyway). If it is anything else (a progress notification, the opening
-//! of a `subscriptions/listen` stream), or the window passes first, the client gets the
-//! stream as it is, from its first byte. The Streamable HTTP transport lets the server
-//! pick either form for any request; every client must accept both.
+//! Three paths, one [`JSON_WINDOW`] (2 s) measured from the request:
+//!
+//! - A 2026-07-28 call to a quick method ([`is_quick`]) goes to an rmcp service in its own
+//!   JSON mode (`McpService` in `src/http.rs`): the cheapest path.
+//! - Any other POST: [`prefer_json`] waits for the first message of rmcp's stream. If it is
+//!   the request's answer, it becomes the whole JSON body (the stream ends after the answer
+//!   anyway). If it is anything else (a progress notification, a `subscriptions/listen`
+//!   stream), or the window passes, the client gets the stream as it is.
+//! - rmcp holds a 2026-07-28 call's headers until the call's first message. If the window
+//!   passes before rmcp has answered at all, `still_working` answers with an SSE stream of
+//!   keep-alive comments, then the call's messages.
+//!
+//! The Streamable HTTP transport lets the server pick either form for any request; every
+//! client must accept both.
 
-use std::time::Duration;
-
-use axum::body::{Body, Bytes};
-use axum::extract::Request;
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::Response;
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use futures::StreamExt;
 use serde::Deserializer as _;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
@@ -85,11 +92,7 @@ pub async fn prefer_json(req: Request, next: Next) -> Response {
     } else {
         pending.await
     };
-    let is_sse = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
-    if !eligible || !is_sse || resp.status() != StatusCode::OK {
+    if !eligible || !is_sse(resp.headers()) || resp.status() != StatusCode::OK {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
@@ -133,6 +136,12 @@ pub async fn prefer_json(req: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from_stream(head.chain(tail).chain(stream)))
 }
 
+fn is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"))
+}
+
 /// How often a call that is still working sends an SSE comment (as rmcp's own streams do).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -151,11 +160,7 @@ fn still_working(pending: Pin<Box<impl Future<Output = Response> + Send + 'stati
             Phase::Waiting(mut pending, mut tick) => tokio::select! {
                 resp = &mut pending => {
                     let (parts, body) = resp.into_parts();
-                    let sse = parts
-                        .headers
-                        .get(header::CONTENT_TYPE)
-                        .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
-                    if sse {
+                    if is_sse(&parts.headers) {
                         let mut stream = body.into_data_stream();
                         let first = stream.next().await?;
                         Some((first, Phase::Streaming(stream)))
