@@ -14,7 +14,8 @@ use crate::auth::{self, Credentials, OriginPolicy};
 use crate::config::{Config, ConfigLocation, TokenSource, find_config};
 use crate::devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
 use crate::http::{self, Access, Gate};
-use crate::server::{AppState, GatecmdServer};
+use crate::server::GatecmdServer;
+use crate::state::AppState;
 
 #[derive(Parser)]
 #[command(

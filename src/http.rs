@@ -15,8 +15,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
-use crate::server::{AppState, GatecmdServer};
+use crate::server::GatecmdServer;
 use crate::sessions::LeaseReleasingSessions;
+use crate::state::AppState;
 
 /// Who may call `/mcp`.
 #[derive(Clone)]

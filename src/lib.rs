@@ -10,7 +10,8 @@
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
 //! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
-//! - [`server`]: the rmcp handler, the tool list and the shared [`server::AppState`].
+//! - [`state`]: the shared [`state::AppState`] every tool and session reads.
+//! - [`server`]: the rmcp handler: the tool list, which only registers and delegates.
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
 //! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
@@ -46,4 +47,5 @@ pub mod sanitizer;
 pub mod server;
 pub mod sessions;
 pub mod staging;
+pub mod state;
 pub mod tools;

@@ -17,7 +17,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use crate::devices::DeviceEvent;
 use crate::locks::{LockEvent, LockEventKind};
 use crate::resources::Change;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The merged change stream of one subscriber.
 pub struct Changes {

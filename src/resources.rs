@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::auth::ClientIdentity;
 use crate::devices::{DeviceEvent, DeviceId};
 use crate::locks::LockEvent;
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::tools::devices::{DeviceView, lock_key_of, render_device};
 
 pub const DEVICES: &str = "gatecmd://devices";

@@ -14,7 +14,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::config::Config;
 use crate::devices::{Device, DeviceKind, RockchipMode};
 use crate::locks::{HeldBy, KeyState, LockKey, LockManager};
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::tools::list_cache::Stamp;
 
 /// The class a device belongs to: the first `devices:` entry that matches it.

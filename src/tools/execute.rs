@@ -19,7 +19,7 @@ use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::output;
 use crate::progress;
 use crate::sanitizer::{self, Args};
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::tools::devices::{LockView, lock_key_of};
 use crate::tools::locks::MAX_WAIT_SECS;
 

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::ClientIdentity;
 use crate::config::Config;
-use crate::server::AppState;
 use crate::staging::upload::{self, Chunk};
 use crate::staging::{self, AuditRecord, RootSel, StagingError, Target};
+use crate::state::AppState;
 
 /// Arguments of `list_files`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::CallToolResult;
 
 use crate::config::Config;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// What an answer was built from.
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::ClientIdentity;
 use crate::devices::DeviceId;
 use crate::locks::{ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::tools::devices::{LockView, class_of, lock_key_of};
 
 /// Longest a caller may queue for a key.
