@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gatecmd::exec::{CHILD_PATH, Executor, Spec, StopReason};
-use harness::{process_gone, script};
+use harness::{process_gone, read_pid_file, script};
 use tokio_util::sync::CancellationToken;
 
 fn spec(binary: impl Into<PathBuf>, args: &[&str], timeout_ms: u64) -> Spec {
@@ -39,12 +39,20 @@ fn stubborn(dir: &std::path::Path) -> PathBuf {
 fn read_pid(dir: &std::path::Path) -> i32 {
     let p = dir.join("grandchild.pid");
     // A wait, not a timing claim: a loaded 2-core CI machine can take seconds to start bash.
-    assert!(harness::eventually(Duration::from_secs(10), || p.exists()));
-    std::fs::read_to_string(&p)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid number")
+    let mut pid = None;
+    assert!(
+        harness::eventually(Duration::from_secs(10), || {
+            pid = read_pid_file(&p);
+            pid.is_some()
+        }),
+        "the tool never wrote a complete grandchild.pid"
+    );
+    pid.expect("pid number")
+}
+
+/// True once the stubborn tool has written its grandchild's pid: it is running.
+fn grandchild_started(dir: &std::path::Path) -> bool {
+    read_pid_file(&dir.join("grandchild.pid")).is_some()
 }
 
 #[tokio::test]
@@ -80,15 +88,19 @@ async fn cancel_kills_the_group() {
     let dir = tempfile::tempdir().expect("tmp");
     let bin = stubborn(dir.path());
     let cancel = CancellationToken::new();
-    let c2 = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        c2.cancel();
-    });
-    let out = executor()
-        .run(&spec(bin, &[], 60_000), cancel, |_, _| {})
-        .await
-        .expect("run");
+    let ex = executor();
+    let s = spec(bin, &[], 60_000);
+    // Cancelled once the tool has started its grandchild (the pid file is written), so the
+    // cancel meets the whole group, not a process still starting.
+    let cancel_when_started = async {
+        harness::wait_until("the tool to write grandchild.pid", Duration::from_secs(10), || {
+            grandchild_started(dir.path())
+        })
+        .await;
+        cancel.cancel();
+    };
+    let (out, ()) = tokio::join!(ex.run(&s, cancel.clone(), |_, _| {}), cancel_when_started);
+    let out = out.expect("run");
     assert_eq!(out.stopped, Some(StopReason::Cancelled));
     let gc = read_pid(dir.path());
     assert!(harness::eventually(
@@ -104,7 +116,13 @@ async fn dropping_the_run_kills_the_group() {
     let ex = executor();
     let s = spec(bin, &[], 60_000);
     let fut = ex.run(&s, CancellationToken::new(), |_, _| {});
-    let _ = tokio::time::timeout(Duration::from_millis(400), fut).await;
+    // The run is dropped once the tool has started its grandchild (the pid file is written).
+    tokio::select! {
+        out = fut => panic!("the tool ended by itself: {out:?}"),
+        () = harness::wait_until("the tool to write grandchild.pid", Duration::from_secs(10), || {
+            grandchild_started(dir.path())
+        }) => {}
+    }
     let gc = read_pid(dir.path());
     assert!(
         harness::eventually(Duration::from_secs(1), || process_gone(gc)),

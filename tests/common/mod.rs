@@ -17,6 +17,7 @@ pub const FTDI_1_4: &str = include_str!("../fixtures/ftdi-1-4.umockdev");
 
 pub const SYS_1_2: &str = "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2";
 pub const SYS_1_3: &str = "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-3";
+pub const SYS_1_4: &str = "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-4";
 
 /// The next event, or a panic naming what was awaited.
 pub async fn next_event(rx: &mut Receiver<DeviceEvent>, what: &str) -> DeviceEvent {

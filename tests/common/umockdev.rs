@@ -32,6 +32,12 @@ unsafe extern "C" {
     ) -> c_int;
     fn umockdev_testbed_uevent(testbed: *mut c_void, devpath: *const c_char, action: *const c_char);
     fn umockdev_testbed_remove_device(testbed: *mut c_void, syspath: *const c_char);
+    fn umockdev_testbed_set_attribute(
+        testbed: *mut c_void,
+        devpath: *const c_char,
+        name: *const c_char,
+        value: *const c_char,
+    );
     fn umockdev_testbed_get_root_dir(testbed: *mut c_void) -> *mut c_char;
     fn g_object_unref(object: *mut c_void);
     fn g_free(mem: *mut c_void);
@@ -59,6 +65,12 @@ pub fn rerun_under_preload(test_name: &str) {
         .expect("re-running the test binary");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // Without the preload the child would watch the real /sys and fail in confusing ways.
+    assert!(
+        !stderr.contains("cannot be preloaded"),
+        "{test_name}: libumockdev-preload.so.0 could not be preloaded; install umockdev \
+         (scripts/setup.sh --test):\n{stderr}"
+    );
     println!("--- {test_name} under umockdev: stdout ---\n{stdout}");
     eprintln!("--- {test_name} under umockdev: stderr ---\n{stderr}");
     assert!(
@@ -119,6 +131,18 @@ impl Testbed {
         let action = CString::new(action).expect("action without NUL");
         // SAFETY: valid testbed and C strings.
         unsafe { umockdev_testbed_uevent(self.raw, path.as_ptr(), action.as_ptr()) };
+    }
+
+    /// Rewrites a sysfs attribute of a `/sys/devices/…` path (no uevent: send `change`
+    /// yourself, as the kernel would).
+    pub fn set_attribute(&self, syspath: &str, name: &str, value: &str) {
+        let path = CString::new(syspath).expect("syspath without NUL");
+        let name = CString::new(name).expect("name without NUL");
+        let value = CString::new(value).expect("value without NUL");
+        // SAFETY: valid testbed and C strings; umockdev copies them.
+        unsafe {
+            umockdev_testbed_set_attribute(self.raw, path.as_ptr(), name.as_ptr(), value.as_ptr())
+        };
     }
 
     /// Unplugs a device like the kernel does: `remove` for each child and then

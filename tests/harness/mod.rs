@@ -100,6 +100,45 @@ impl Server {
         self.log.lock().expect("log").join("\n")
     }
 
+    /// Waits until a log line satisfies `pred` and returns it; fails the test naming `what`
+    /// (and showing the log) if none does within `timeout`.
+    pub fn wait_for_log(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let mut found = None;
+        let seen = eventually(timeout, || {
+            found = self
+                .log
+                .lock()
+                .expect("log")
+                .iter()
+                .find(|line| pred(line))
+                .cloned();
+            found.is_some()
+        });
+        match found {
+            Some(line) if seen => line,
+            _ => panic!(
+                "the server never logged {what} within {timeout:?}; its log:\n{}",
+                self.log_text()
+            ),
+        }
+    }
+
+    /// The log lines satisfying `pred`.
+    pub fn log_lines(&self, pred: impl Fn(&str) -> bool) -> Vec<String> {
+        self.log
+            .lock()
+            .expect("log")
+            .iter()
+            .filter(|line| pred(line))
+            .cloned()
+            .collect()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -227,6 +266,25 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Waits (without blocking the runtime) until `f` is true; fails the test naming `what` if it
+/// is not within `timeout`. For waiting on an observable state instead of sleeping.
+pub async fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !f() {
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The pid in a pid file a fake tool writes with `echo $! > FILE`, once the line is complete
+/// (the shell creates the file before it writes the number).
+pub fn read_pid_file(path: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.strip_suffix('\n')?.trim().parse().ok()
+}
+
 /// Whether a process is gone (no such pid, or a zombie nobody reaped yet).
 pub fn process_gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -333,4 +391,31 @@ pub fn fake_rk() -> String {
         "{}/tests/tools/fake-rkdeveloptool",
         env!("CARGO_MANIFEST_DIR")
     )
+}
+
+/// Why a test cannot run on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Something `scripts/setup.sh --test` installs (umockdev, systemd, the Python venv,
+    /// Node): in CI (`CI=true`) its absence fails the test instead, so CI cannot go green by
+    /// skipping.
+    InstalledByCi,
+    /// A property of the machine that CI does not promise (root, user namespaces, a build
+    /// directory other users can reach).
+    HostProperty,
+}
+
+/// True when the environment says it is CI (`CI=true`, as CI services set it).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// Makes a skip visible: prints `SKIP: <test>: <why>` on stderr, so a test that returns
+/// early does not pass silently. In CI a missing [`Unavailable::InstalledByCi`] panics.
+/// Call it right before returning from the test.
+pub fn skip(test: &str, what: Unavailable, why: &str) {
+    if what == Unavailable::InstalledByCi && in_ci() {
+        panic!("{test}: {why}; CI installs this (scripts/setup.sh --test), so it may not skip");
+    }
+    eprintln!("SKIP: {test}: {why}");
 }
