@@ -244,20 +244,30 @@ async fn wait_for_device_and_locks_across_reenumeration() {
         .expect("lease")
         .to_string();
 
-    // wait_for_device is answered by the hotplug event.
-    let waiter = {
-        let url = s.url.clone();
-        tokio::spawn(async move {
-            let c = connect(&url, Some(TOKEN_B), Era::Legacy).await.expect("c");
-            call(&c, "wait_for_device", json!({"match": {"vid": "2207", "mode": "maskrom"}, "state": "attached", "timeout_secs": 10})).await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // wait_for_device is answered by the hotplug event. The board is plugged only once the
+    // waiter reports (by its first progress notification, after 1 s) that it is waiting.
+    let (wc, mut wheard) = connect_recorder(&s.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("waiter");
+    let waiter = start_call(
+        &wc,
+        "wait_for_device",
+        json!({"match": {"vid": "2207", "mode": "maskrom"}, "state": "attached", "timeout_secs": 10}),
+    )
+    .await;
+    heard(&mut wheard, "the waiter's progress (it is waiting)", |h| {
+        matches!(h, Heard::Progress(p) if p.message.as_deref().is_some_and(|m| m.starts_with("waiting for")))
+    })
+    .await;
     tb.add_from_string(RK3588_MASKROM_1_2);
-    let r = tokio::time::timeout(DEADLINE, waiter)
+    let r = match tokio::time::timeout(DEADLINE, waiter.await_response())
         .await
         .expect("in time")
-        .expect("join");
+        .expect("response")
+    {
+        rmcp::model::ServerResult::CallToolResult(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    };
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["device"]["id"], json!("1-2"));
     assert_eq!(structured(&r)["satisfied"], json!(true));

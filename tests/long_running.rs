@@ -118,15 +118,15 @@ async fn cancel_kills_the_process_group_in_both_eras() {
             json!({"command": "flash", "args": ["wl", "0"]}),
         )
         .await;
+        let mut pid = None;
         assert!(
-            eventually(Duration::from_secs(5), || pidfile.exists()),
+            eventually(Duration::from_secs(5), || {
+                pid = read_pid_file(&pidfile);
+                pid.is_some()
+            }),
             "{era:?}: tool did not start"
         );
-        let gc: i32 = std::fs::read_to_string(&pidfile)
-            .expect("pid")
-            .trim()
-            .parse()
-            .expect("num");
+        let gc = pid.expect("num");
         let cancelled = Instant::now();
         h.cancel(Some("test".into())).await.expect("cancel");
         // Grace 1 s (the tool ignores SIGTERM) plus a margin.
@@ -246,12 +246,15 @@ async fn sigterm_stops_the_server_and_its_children() {
     )
     .await;
     let pidfile = s.path("grandchild.pid");
-    assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
-    let gc: i32 = std::fs::read_to_string(&pidfile)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("num");
+    let mut pid = None;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            pid = read_pid_file(&pidfile);
+            pid.is_some()
+        }),
+        "the fake tool never wrote a complete grandchild.pid"
+    );
+    let gc = pid.expect("num");
     s.signal(nix::sys::signal::Signal::SIGTERM);
     let status = s
         .wait(Duration::from_secs(10))
@@ -271,16 +274,21 @@ async fn a_client_cannot_run_more_than_its_share_at_once() {
     let (a, _rx) = connect_recorder(&s.url, Some(TOKEN_A), Era::Modern)
         .await
         .expect("a");
-    let first = start_call(
-        &a,
-        "execute_command",
-        json!({"command": "sleeper", "args": ["1"]}),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
         .await
         .expect("c");
+    let first = start_call(
+        &a,
+        "execute_command",
+        json!({"command": "sleeper", "args": ["2"]}),
+    )
+    .await;
+    // The server logs a command as allowed once it holds the client's slot, just before the
+    // spawn: from then on the client's only slot is taken.
+    s.wait_for_log("the first sleeper as allowed", Duration::from_secs(10), |l| {
+        l.contains(r#"argv=["/bin/sleep", "2"]"#) && l.contains("verdict=\"allowed\"")
+    })
+    .await;
     let r = call(
         &c,
         "execute_command",

@@ -221,7 +221,27 @@ async fn dry_run_runs_nothing() {
     assert_eq!(v["dry_run"], json!(true));
     assert_eq!(v["argv"][1], json!("dry"));
     assert!(v["exit_code"].is_null());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Then a real run: once its own "finished" line is logged, the server is done with the
+    // dry run too, and every run logs such a line, so the log shows that only this one ran.
+    let r = call(
+        &c,
+        "execute_command",
+        json!({"command": "touch", "args": ["real"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(s.path("marker-real").exists());
+    s.wait_for_log("the real run as finished", Duration::from_secs(5), |l| {
+        l.contains("execute_command finished") && l.contains("command=touch")
+    })
+    .await;
+    let finished = s.log_lines(|l| l.contains("execute_command finished"));
+    assert_eq!(finished.len(), 1, "only the real run ran: {finished:?}");
+    let allowed = s.log_lines(|l| l.contains("verdict=\"allowed\""));
+    assert!(
+        allowed.len() == 1 && allowed[0].contains(r#""real"]"#),
+        "only the real run was allowed to start: {allowed:?}"
+    );
     assert!(!s.path("marker-dry").exists(), "a dry run ran the command");
 }
 
@@ -336,7 +356,6 @@ async fn bad_credentials_get_401_and_run_nothing() {
             assert_eq!(v["error"], json!("unauthorized"));
         }
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         !s.path("marker-auth").exists(),
         "an unauthenticated call ran"
@@ -349,6 +368,19 @@ async fn bad_credentials_get_401_and_run_nothing() {
     assert!(eventually(Duration::from_secs(3), || s
         .path("marker-auth")
         .exists()));
+    // Every run logs a "finished" line: once this one's is there, exactly one means none of
+    // the refused calls above ran (no waiting for something that should not happen).
+    s.wait_for_log("the authenticated run as finished", Duration::from_secs(5), |l| {
+        l.contains("execute_command finished") && l.contains("command=touch")
+    })
+    .await;
+    let finished = s.log_lines(|l| l.contains("execute_command finished"));
+    assert_eq!(finished.len(), 1, "only the authenticated call ran: {finished:?}");
+    let allowed = s.log_lines(|l| l.contains("verdict=\"allowed\""));
+    assert!(
+        allowed.len() == 1 && allowed[0].contains(r#""auth"]"#),
+        "only the authenticated call was allowed to start: {allowed:?}"
+    );
     // The rmcp client with a wrong token fails to connect.
     assert!(connect(&s.url, Some("nope"), Era::Legacy).await.is_err());
     assert!(connect(&s.url, None, Era::Modern).await.is_err());

@@ -102,29 +102,24 @@ impl Server {
 
     /// Waits until a log line satisfies `pred` and returns it; fails the test naming `what`
     /// (and showing the log) if none does within `timeout`.
-    pub fn wait_for_log(
+    pub async fn wait_for_log(
         &self,
         what: &str,
         timeout: Duration,
         pred: impl Fn(&str) -> bool,
     ) -> String {
-        let mut found = None;
-        let seen = eventually(timeout, || {
-            found = self
-                .log
-                .lock()
-                .expect("log")
-                .iter()
-                .find(|line| pred(line))
-                .cloned();
-            found.is_some()
-        });
-        match found {
-            Some(line) if seen => line,
-            _ => panic!(
-                "the server never logged {what} within {timeout:?}; its log:\n{}",
-                self.log_text()
-            ),
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.log_lines(&pred).into_iter().next() {
+                return line;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "the server never logged {what} within {timeout:?}; its log:\n{}",
+                    self.log_text()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
