@@ -184,6 +184,9 @@ fn check_says_whether_isolated_commands_can_run_here() {
             out.contains("(timeout 60 s, device rockusb, isolated)"),
             "{out}"
         );
+    } else {
+        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: check_says_whether_isolated_commands_can_run_here: the isolation-OK checks need root\n");
     }
     // The probe's mounts stayed in the probe's namespace.
     assert_eq!(
@@ -197,7 +200,9 @@ fn check_says_whether_isolated_commands_can_run_here() {
 #[test]
 fn check_works_unprivileged_through_a_user_namespace() {
     if !nix::unistd::geteuid().is_root() {
-        return; // needs root to switch to an unprivileged user
+        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: check_works_unprivileged_through_a_user_namespace: needs root to switch to an unprivileged user\n");
+        return;
     }
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
@@ -221,7 +226,9 @@ fn check_works_unprivileged_through_a_user_namespace() {
         String::from_utf8_lossy(&out.stderr),
     );
     if stderr.contains("Permission denied") && stderr.contains("gatecmd") && stdout.is_empty() {
-        return; // the build directory is not reachable for nobody here
+        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: check_works_unprivileged_through_a_user_namespace: the build directory is not reachable for nobody here\n");
+        return;
     }
     let userns_allowed = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
         .map(|v| v.trim() != "0")

@@ -74,7 +74,11 @@ fn id(text: &str) -> DeviceId {
 /// been applied, and nothing in between produced an event.
 async fn barrier(tb: &Testbed, rx: &mut Receiver<gatecmd::devices::DeviceEvent>, after: &str) {
     tb.add_from_string(FTDI_1_4);
-    let d = expect_added(rx, &format!("the barrier board (1-4) plugged after {after}")).await;
+    let d = expect_added(
+        rx,
+        &format!("the barrier board (1-4) plugged after {after}"),
+    )
+    .await;
     assert_eq!(
         d.id,
         id("1-4"),
@@ -199,7 +203,10 @@ mod scenarios {
         assert_eq!(old.mode, Some(RockchipMode::MaskRom));
         assert_eq!(new.mode, Some(RockchipMode::Loader));
         assert_eq!(new.bcd_usb, 0x0201);
-        assert_eq!(new.first_seen, before.first_seen, "Changed keeps first_seen");
+        assert_eq!(
+            new.first_seen, before.first_seen,
+            "Changed keeps first_seen"
+        );
         assert_eq!(registry.len(), 1);
     }
 
@@ -266,7 +273,10 @@ mod scenarios {
             "removed after {:?}, before the grace of {grace:?}",
             unplugged.elapsed()
         );
-        assert!(registry.get(&id("1-4")).is_some(), "the barrier board stays");
+        assert!(
+            registry.get(&id("1-4")).is_some(),
+            "the barrier board stays"
+        );
     }
 
     /// Plug, re-enumerate, unplug: the sequence the poll backend used to be tested with
@@ -329,10 +339,10 @@ macro_rules! backend_suite {
                 #[test]
                 #[ignore = $why]
                 fn $missing() {
-                    eprintln!(
-                        "SKIP: {}: {}",
+                    harness::skip(
                         concat!(stringify!($module), "::", stringify!($missing)),
-                        $why
+                        harness::Unavailable::BackendCannot,
+                        $why,
                     );
                 }
             )*

@@ -93,9 +93,11 @@ async fn cancel_kills_the_group() {
     // Cancelled once the tool has started its grandchild (the pid file is written), so the
     // cancel meets the whole group, not a process still starting.
     let cancel_when_started = async {
-        harness::wait_until("the tool to write grandchild.pid", Duration::from_secs(10), || {
-            grandchild_started(dir.path())
-        })
+        harness::wait_until(
+            "the tool to write grandchild.pid",
+            Duration::from_secs(10),
+            || grandchild_started(dir.path()),
+        )
         .await;
         cancel.cancel();
     };

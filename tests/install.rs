@@ -1,6 +1,8 @@
 //! The service packaging: scripts/install.sh into a temporary root (twice: idempotent),
 //! and `systemd-analyze verify` on the unit where systemd-analyze exists.
 
+mod harness;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -111,10 +113,11 @@ fn users_are_created_once_in_a_root_with_a_passwd_file() {
         .output()
         .is_err()
     {
-        eprintln!(
-            "SKIP: systemd-sysusers is not installed (scripts/setup.sh --test installs systemd)"
+        return harness::skip(
+            "users_are_created_once_in_a_root_with_a_passwd_file",
+            harness::Unavailable::InstalledByCi,
+            "systemd-sysusers is not installed (scripts/setup.sh --test installs systemd)",
         );
-        return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path();
@@ -196,11 +199,12 @@ fn the_unit_passes_systemd_analyze_verify() {
         .output()
         .is_err()
     {
-        eprintln!(
-            "SKIP: systemd-analyze is not installed here, so the unit is not verified \
-             (scripts/setup.sh --test installs systemd)"
+        return harness::skip(
+            "the_unit_passes_systemd_analyze_verify",
+            harness::Unavailable::InstalledByCi,
+            "systemd-analyze is not installed here, so the unit is not verified \
+             (scripts/setup.sh --test installs systemd)",
         );
-        return;
     }
     // verify checks that ExecStart= exists: point a copy at the binary just built.
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -65,7 +65,13 @@ async fn unprivileged_through_a_user_namespace() {
         return view_test(Privilege::UserNamespace).await;
     }
     if !nix::unistd::geteuid().is_root() {
-        return; // cannot switch users; running as a user already covers the path above
+        // Running as a user already covers the path above.
+        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIP: unprivileged_through_a_user_namespace: not root, cannot switch users\n",
+        );
+        return;
     }
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().unwrap();
@@ -83,12 +89,20 @@ async fn unprivileged_through_a_user_namespace() {
     let out = match out {
         Ok(o) => o,
         // The build directory is not reachable by nobody on this machine.
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: unprivileged_through_a_user_namespace: the build directory is not reachable by nobody here\n");
+            return;
+        }
         Err(e) => panic!("re-running as nobody: {e}"),
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let userns_disabled = stdout.contains("does not allow unprivileged user namespaces");
+    if userns_disabled {
+        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: unprivileged_through_a_user_namespace: this host does not allow unprivileged user namespaces\n");
+    }
     assert!(
         out.status.success() || userns_disabled,
         "as nobody:\n{stdout}\n{stderr}"

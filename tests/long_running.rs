@@ -285,9 +285,11 @@ async fn a_client_cannot_run_more_than_its_share_at_once() {
     .await;
     // The server logs a command as allowed once it holds the client's slot, just before the
     // spawn: from then on the client's only slot is taken.
-    s.wait_for_log("the first sleeper as allowed", Duration::from_secs(10), |l| {
-        l.contains(r#"argv=["/bin/sleep", "2"]"#) && l.contains("verdict=\"allowed\"")
-    })
+    s.wait_for_log(
+        "the first sleeper as allowed",
+        Duration::from_secs(10),
+        |l| l.contains(r#"argv=["/bin/sleep", "2"]"#) && l.contains("verdict=\"allowed\""),
+    )
     .await;
     let r = call(
         &c,

@@ -370,12 +370,18 @@ async fn bad_credentials_get_401_and_run_nothing() {
         .exists()));
     // Every run logs a "finished" line: once this one's is there, exactly one means none of
     // the refused calls above ran (no waiting for something that should not happen).
-    s.wait_for_log("the authenticated run as finished", Duration::from_secs(5), |l| {
-        l.contains("execute_command finished") && l.contains("command=touch")
-    })
+    s.wait_for_log(
+        "the authenticated run as finished",
+        Duration::from_secs(5),
+        |l| l.contains("execute_command finished") && l.contains("command=touch"),
+    )
     .await;
     let finished = s.log_lines(|l| l.contains("execute_command finished"));
-    assert_eq!(finished.len(), 1, "only the authenticated call ran: {finished:?}");
+    assert_eq!(
+        finished.len(),
+        1,
+        "only the authenticated call ran: {finished:?}"
+    );
     let allowed = s.log_lines(|l| l.contains("verdict=\"allowed\""));
     assert!(
         allowed.len() == 1 && allowed[0].contains(r#""auth"]"#),

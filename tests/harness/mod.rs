@@ -398,6 +398,8 @@ pub enum Unavailable {
     /// A property of the machine that CI does not promise (root, user namespaces, a build
     /// directory other users can reach).
     HostProperty,
+    /// The code under test cannot do this by design (a backend without the event it needs).
+    BackendCannot,
 }
 
 /// True when the environment says it is CI (`CI=true`, as CI services set it).
@@ -405,12 +407,15 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
 }
 
-/// Makes a skip visible: prints `SKIP: <test>: <why>` on stderr, so a test that returns
+/// Makes a skip visible: writes `SKIP: <test>: <why>` to stderr (uncaptured), so a test that returns
 /// early does not pass silently. In CI a missing [`Unavailable::InstalledByCi`] panics.
 /// Call it right before returning from the test.
 pub fn skip(test: &str, what: Unavailable, why: &str) {
     if what == Unavailable::InstalledByCi && in_ci() {
         panic!("{test}: {why}; CI installs this (scripts/setup.sh --test), so it may not skip");
     }
-    eprintln!("SKIP: {test}: {why}");
+    // Straight to the stderr file descriptor: libtest captures `eprintln!` of a passing test
+    // and would hide the line.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIP: {test}: {why}");
 }
