@@ -19,6 +19,13 @@ use tokio::process::Command;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
+/// Output chunks (16 KiB at most) in flight between the pipe readers and the line consumer:
+/// at most 1 MiB per run. A full queue makes the readers wait, which pushes back on the child.
+const CHUNK_QUEUE: usize = 64;
+
+/// Longest line passed on (the rest of a longer line is cut, never buffered).
+const MAX_LINE: usize = 64 * 1024;
+
 /// The PATH every child gets: the environment is cleared, so this is all it sees.
 pub const CHILD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -144,6 +151,22 @@ impl Executor {
         cancel: CancellationToken,
         mut on_line: impl FnMut(StreamKind, &str) + Send,
     ) -> Result<Outcome, ExecError> {
+        self.run_with(spec, cancel, Some(LineTap::Every(&mut on_line)))
+            .await
+    }
+
+    /// [`Executor::run`], with lines split and passed on only when someone wants them: a
+    /// command nobody watches line by line costs no allocation per line.
+    ///
+    /// Memory stays bounded whatever the child prints: the captured output is capped, the
+    /// line queue between the pipe readers and `on_line` is bounded (a full queue makes the
+    /// readers wait, so the pipe pushes back on the child), and lines are never kept.
+    pub async fn run_with(
+        &self,
+        spec: &Spec,
+        cancel: CancellationToken,
+        mut on_line: Option<LineTap<'_>>,
+    ) -> Result<Outcome, ExecError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(ExecError::ShuttingDown);
         }
@@ -203,11 +226,18 @@ impl Executor {
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         let guard = GroupGuard::new(self.inner.clone(), pgid);
 
-        let (tx, mut rx) = mpsc::unbounded_channel::<(StreamKind, String)>();
+        let (tx, mut rx) = mpsc::channel::<(StreamKind, Vec<u8>)>(CHUNK_QUEUE);
+        let tx = on_line.is_some().then_some(tx);
         let max = self.inner.max_output;
-        let out_task = spawn_reader(child.stdout.take(), StreamKind::Stdout, max, &tx);
-        let err_task = spawn_reader(child.stderr.take(), StreamKind::Stderr, max, &tx);
+        let out_task = spawn_reader(child.stdout.take(), StreamKind::Stdout, max, tx.as_ref());
+        let err_task = spawn_reader(child.stderr.take(), StreamKind::Stderr, max, tx.as_ref());
         drop(tx);
+        let mut splitter = Lines::default();
+        let mut deliver = |kind: StreamKind, chunk: &[u8]| {
+            if let Some(tap) = on_line.as_mut() {
+                splitter.feed(kind, chunk, tap);
+            }
+        };
 
         let deadline = tokio::time::sleep(spec.timeout);
         tokio::pin!(deadline);
@@ -217,7 +247,7 @@ impl Executor {
             tokio::select! {
                 status = child.wait() => break status,
                 line = rx.recv(), if lines_open => match line {
-                    Some((kind, l)) => on_line(kind, &l),
+                    Some((kind, l)) => deliver(kind, &l),
                     None => lines_open = false,
                 },
                 _ = &mut deadline, if stopped.is_none() => stopped = Some(StopReason::Timeout),
@@ -230,10 +260,27 @@ impl Executor {
         };
         // Whatever the leader left behind in its group goes with it.
         guard.kill();
-        let (stdout, stdout_dropped) = finish_reader(out_task, self.inner.grace).await;
-        let (stderr, stderr_dropped) = finish_reader(err_task, self.inner.grace).await;
+        // The readers may still wait on a full line queue: keep draining it while they
+        // finish, or they would sit out the whole grace and lose what they had left.
+        let grace = self.inner.grace;
+        let readers = async {
+            (
+                finish_reader(out_task, grace).await,
+                finish_reader(err_task, grace).await,
+            )
+        };
+        tokio::pin!(readers);
+        let ((stdout, stdout_dropped), (stderr, stderr_dropped)) = loop {
+            tokio::select! {
+                done = &mut readers => break done,
+                Some((kind, l)) = rx.recv(), if lines_open => deliver(kind, &l),
+            }
+        };
         while let Ok((kind, l)) = rx.try_recv() {
-            on_line(kind, &l);
+            deliver(kind, &l);
+        }
+        if let Some(tap) = on_line.as_mut() {
+            splitter.finish(tap);
         }
         drop(guard);
         let (exit_code, signal) = match status {
@@ -377,10 +424,9 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     kind: StreamKind,
     max: usize,
-    lines: mpsc::UnboundedSender<(StreamKind, String)>,
+    chunks: Option<mpsc::Sender<(StreamKind, Vec<u8>)>>,
     out: SharedCapture,
 ) {
-    let mut pending = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match r.read(&mut buf).await {
@@ -394,19 +440,107 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
             c.kept.extend_from_slice(&chunk[..room.min(n)]);
             c.dropped += n.saturating_sub(room) as u64;
         }
-        for &b in chunk {
-            if b == b'\n' || b == b'\r' {
-                if !pending.is_empty() {
-                    let _ = lines.send((kind, String::from_utf8_lossy(&pending).into_owned()));
-                    pending.clear();
-                }
-            } else if pending.len() < 64 * 1024 {
-                pending.push(b);
-            }
+        // Waits while the queue is full: back-pressure on the child, not growth.
+        if let Some(chunks) = &chunks
+            && chunks.send((kind, chunk.to_vec())).await.is_err()
+        {
+            return;
         }
     }
-    if !pending.is_empty() {
-        let _ = lines.send((kind, String::from_utf8_lossy(&pending).into_owned()));
+}
+
+/// How a run passes its output on, line by line.
+pub enum LineTap<'a> {
+    /// Every line, in order.
+    Every(&'a mut (dyn FnMut(StreamKind, &str) + Send)),
+    /// For a consumer that only wants the latest of something (a progress percentage): the
+    /// lines of each chunk of output newest first, until `f` takes one (returns true). A
+    /// flood of matching lines then costs one look per chunk, not one per line.
+    Latest(&'a mut (dyn FnMut(StreamKind, &str) -> bool + Send)),
+}
+
+impl LineTap<'_> {
+    fn take(&mut self, kind: StreamKind, line: &[u8]) -> bool {
+        if line.is_empty() {
+            return false;
+        }
+        let line = String::from_utf8_lossy(line);
+        match self {
+            LineTap::Every(f) => {
+                f(kind, &line);
+                false
+            }
+            LineTap::Latest(f) => f(kind, &line),
+        }
+    }
+}
+
+/// Splits chunks of output into lines (on `\n` and `\r`) per stream; a line that lies whole
+/// inside one chunk is passed on where it lies, without a copy.
+#[derive(Default)]
+struct Lines {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// Where the complete lines of the current chunk end (reused between chunks).
+    ends: Vec<usize>,
+}
+
+impl Lines {
+    fn feed(&mut self, kind: StreamKind, chunk: &[u8], tap: &mut LineTap<'_>) {
+        let pending = match kind {
+            StreamKind::Stdout => &mut self.stdout,
+            StreamKind::Stderr => &mut self.stderr,
+        };
+        self.ends.clear();
+        self.ends.extend(
+            chunk
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n' || **b == b'\r')
+                .map(|(i, _)| i),
+        );
+        let Some(&last_end) = self.ends.last() else {
+            let room = MAX_LINE.saturating_sub(pending.len());
+            pending.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            return;
+        };
+        // The first line continues what the previous chunk left unfinished.
+        let first = self.ends[0];
+        let room = MAX_LINE.saturating_sub(pending.len());
+        pending.extend_from_slice(&chunk[..first.min(room)]);
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|e| e + 1));
+        let inner: Vec<(usize, usize)> = starts.zip(self.ends.iter().copied()).skip(1).collect();
+        match tap {
+            LineTap::Every(_) => {
+                tap.take(kind, pending);
+                for &(a, b) in &inner {
+                    tap.take(kind, &chunk[a..b]);
+                }
+            }
+            LineTap::Latest(_) => {
+                let taken = inner
+                    .iter()
+                    .rev()
+                    .any(|&(a, b)| tap.take(kind, &chunk[a..b]));
+                if !taken {
+                    tap.take(kind, pending);
+                }
+            }
+        }
+        pending.clear();
+        let tail = &chunk[last_end + 1..];
+        pending.extend_from_slice(&tail[..tail.len().min(MAX_LINE)]);
+    }
+
+    /// The last line of each stream, if it did not end with a newline.
+    fn finish(&mut self, tap: &mut LineTap<'_>) {
+        for (kind, pending) in [
+            (StreamKind::Stdout, &mut self.stdout),
+            (StreamKind::Stderr, &mut self.stderr),
+        ] {
+            tap.take(kind, pending);
+            pending.clear();
+        }
     }
 }
 
@@ -415,11 +549,11 @@ fn spawn_reader<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     r: Option<R>,
     kind: StreamKind,
     max: usize,
-    lines: &mpsc::UnboundedSender<(StreamKind, String)>,
+    lines: Option<&mpsc::Sender<(StreamKind, Vec<u8>)>>,
 ) -> Option<(tokio::task::JoinHandle<()>, SharedCapture)> {
     let r = r?;
     let out = SharedCapture::default();
-    let task = tokio::spawn(read_stream(r, kind, max, lines.clone(), out.clone()));
+    let task = tokio::spawn(read_stream(r, kind, max, lines.cloned(), out.clone()));
     Some((task, out))
 }
 

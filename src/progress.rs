@@ -3,7 +3,8 @@
 //! Percentages come from the command's `progress:` regex (first capture group), matched
 //! against each output line with escape sequences stripped. They are sent only upward and at
 //! most ten a second; the latest value held back by the throttle is sent when the interval
-//! passes, so the last percentage is never lost. A command without a regex gets a heartbeat
+//! passes, so the last percentage is never lost. Between the command and the reporter sits
+//! one value, not a queue: a client that does not read costs the server nothing per line. A command without a regex gets a heartbeat
 //! (elapsed seconds) so clients whose timeouts reset on progress keep waiting.
 
 use std::time::Duration;
@@ -12,7 +13,7 @@ use regex::Regex;
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::output::strip_ansi;
@@ -24,7 +25,15 @@ pub const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// The percentage a line reports, if the regex finds one (0–100).
 pub fn parse_percent(re: &Regex, line: &str) -> Option<f64> {
-    let clean = strip_ansi(line);
+    // Most lines carry no escape sequence: match them where they lie.
+    let clean = if line
+        .bytes()
+        .any(|b| b < 0x20 && b != b'\t' || b == 0x7f || b == 0xc2)
+    {
+        std::borrow::Cow::Owned(strip_ansi(line))
+    } else {
+        std::borrow::Cow::Borrowed(line)
+    };
     let caps = re.captures(&clean)?;
     let v: f64 = caps.get(1)?.as_str().trim().parse().ok()?;
     (0.0..=100.0).contains(&v).then_some(v)
@@ -36,52 +45,73 @@ pub struct Sink {
     pub token: ProgressToken,
 }
 
-/// Spawns the reporter; feed it output lines through the returned sender. It sends what the
-/// throttle held back and stops when the sender is dropped; await the handle before replying
-/// so the last percentage reaches the client ahead of the result.
-pub fn spawn_reporter(
-    sink: Sink,
+/// The running command's side of a reporter: offer it every output line. It keeps only the
+/// highest percentage seen so far (the latest wins), so whatever the command prints and
+/// however slowly the client reads, a reporter holds one line, never a backlog.
+pub struct Tap {
     regex: Option<Regex>,
-) -> (mpsc::UnboundedSender<String>, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (tx, tokio::spawn(report(sink, regex, rx)))
+    latest: watch::Sender<Option<(f64, String)>>,
 }
 
-async fn report(sink: Sink, regex: Option<Regex>, mut lines: mpsc::UnboundedReceiver<String>) {
+impl Tap {
+    /// Looks for a percentage in `line`; a higher one replaces what is held. Returns whether
+    /// the line reported one (then older lines of the same output chunk need no look).
+    pub fn offer(&self, line: &str) -> bool {
+        let Some(re) = &self.regex else { return true };
+        let Some(p) = parse_percent(re, line) else {
+            return false;
+        };
+        self.latest.send_if_modified(|held| {
+            if held.as_ref().is_none_or(|(h, _)| p > *h) {
+                *held = Some((p, strip_ansi(line)));
+                true
+            } else {
+                false
+            }
+        });
+        true
+    }
+}
+
+/// Spawns the reporter; feed it output lines through the returned [`Tap`]. It sends what the
+/// throttle held back and stops when the tap is dropped; await the handle before replying so
+/// the last percentage reaches the client ahead of the result (and abort it if the client
+/// does not take it in time).
+pub fn spawn_reporter(sink: Sink, regex: Option<Regex>) -> (Tap, tokio::task::JoinHandle<()>) {
+    let (latest, rx) = watch::channel(None);
+    let heartbeat = regex.is_none();
+    (
+        Tap { regex, latest },
+        tokio::spawn(report(sink, rx, heartbeat)),
+    )
+}
+
+async fn report(sink: Sink, mut latest: watch::Receiver<Option<(f64, String)>>, heartbeat: bool) {
     let started = Instant::now();
     let mut last_sent: Option<f64> = None;
-    let mut last_time = started - MIN_INTERVAL;
-    let mut held: Option<(f64, String)> = None;
-    let mut heartbeat = tokio::time::interval_at(started + HEARTBEAT, HEARTBEAT);
+    let mut beat = tokio::time::interval_at(started + HEARTBEAT, HEARTBEAT);
     loop {
-        let flush_at = last_time + MIN_INTERVAL;
         tokio::select! {
-            line = lines.recv() => {
-                let Some(line) = line else { break };
-                let Some(re) = &regex else { continue };
-                if let Some(p) = parse_percent(re, &line)
-                    && last_sent.is_none_or(|l| p > l) && held.as_ref().is_none_or(|(h, _)| p > *h) {
-                        held = Some((p, strip_ansi(&line)));
-                    }
+            changed = latest.changed() => {
+                let open = changed.is_ok();
+                let held = latest.borrow_and_update().clone();
+                if let Some((p, msg)) = held
+                    && last_sent.is_none_or(|l| p > l)
+                {
+                    send(&sink, p, Some(100.0), msg).await;
+                    last_sent = Some(p);
+                }
+                if !open {
+                    break;
+                }
+                // The throttle: what arrives meanwhile collapses into the watch's one value.
+                tokio::time::sleep(MIN_INTERVAL).await;
             }
-            _ = tokio::time::sleep_until(flush_at), if held.is_some() => {}
-            _ = heartbeat.tick(), if regex.is_none() => {
+            _ = beat.tick(), if heartbeat => {
                 let secs = started.elapsed().as_secs_f64().floor();
-                let msg = format!("running for {secs:.0} s");
-                send(&sink, secs, None, msg).await;
-                continue;
+                send(&sink, secs, None, format!("running for {secs:.0} s")).await;
             }
         }
-        if Instant::now() >= last_time + MIN_INTERVAL
-            && let Some((p, msg)) = held.take()
-        {
-            send(&sink, p, Some(100.0), msg).await;
-            last_sent = Some(p);
-            last_time = Instant::now();
-        }
-    }
-    if let Some((p, msg)) = held.take() {
-        send(&sink, p, Some(100.0), msg).await;
     }
 }
 

@@ -13,7 +13,7 @@ use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::devices::DeviceId;
-use crate::exec::{Outcome, Spec, StopReason};
+use crate::exec::{LineTap, Outcome, Spec, StopReason};
 use crate::isolation::{Plan, Privilege, View};
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::output;
@@ -236,22 +236,24 @@ pub async fn run(
                 peer: ctx.peer.clone(),
                 token,
             };
-            let (tx, done) = progress::spawn_reporter(sink, prepared.progress.clone());
-            (Some(tx), Some(done))
+            let (tap, done) = progress::spawn_reporter(sink, prepared.progress.clone());
+            (Some(tap), Some(done))
         }
         None => (None, None),
     };
-    let on_line = move |_kind, line: &str| {
-        if let Some(tx) = &reporter {
-            let _ = tx.send(line.to_string());
-        }
-    };
+    // Lines are split and looked at only when a client asked for progress.
+    let watch_lines = reporter.is_some();
+    let mut on_line = move |_kind, line: &str| reporter.as_ref().is_none_or(|tap| tap.offer(line));
     let outcome = if prepared.cancel == CancelPolicy::Never {
         // Run detached from this request so that neither a cancel nor a dropped request
         // stops it; the caller still waits for the result.
         let executor = state.executor.clone();
         let mut task = tokio::spawn(async move {
-            let r = executor.run(&spec, CancellationToken::new(), on_line).await;
+            let lines = watch_lines.then_some(LineTap::Latest(&mut on_line));
+            let r = executor
+                .run_with(&spec, CancellationToken::new(), lines)
+                .await;
+            drop(on_line);
             // The device stays locked until the command (and its group) is gone.
             drop(lock_guard);
             drop(slot);
@@ -282,7 +284,9 @@ pub async fn run(
             }
         }
     } else {
-        let r = state.executor.run(&spec, ctx.ct.clone(), on_line).await;
+        let lines = watch_lines.then_some(LineTap::Latest(&mut on_line));
+        let r = state.executor.run_with(&spec, ctx.ct.clone(), lines).await;
+        drop(on_line);
         drop(lock_guard);
         drop(slot);
         r
@@ -295,9 +299,15 @@ pub async fn run(
             return super::refusal(e.to_string());
         }
     };
-    if let Some(done) = reporter_done {
-        // The line sender went with the run; the reporter now flushes and ends.
-        let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
+    if let Some(mut done) = reporter_done {
+        // The tap went with the run; the reporter now flushes and ends. A client that does not
+        // read may keep it waiting on its last notification: then it goes, not the answer.
+        if tokio::time::timeout(Duration::from_secs(1), &mut done)
+            .await
+            .is_err()
+        {
+            done.abort();
+        }
     }
     fill(&mut result, &outcome, state.executor.grace());
     trail.finished(&result, &outcome);
