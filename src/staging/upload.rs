@@ -9,42 +9,24 @@
 //! only the hidden temporary file, which a later chunk may continue (also after a restart
 //! of the server) and which expires after `staging.stale_upload_secs`.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
-use super::beneath::{Dir, Kind, RelPath, kind_of};
-use super::{Staging, StagingError, Target, hash_reader};
+use super::beneath::{Dir, Kind, kind_of};
+use super::error::StagingError;
+use super::inspect::hash_reader;
+use super::locks::Staging;
+use super::quota::usage;
+use super::target::Target;
+pub use super::temp::{TEMP_SUFFIX, final_name_of, temp_name};
 use crate::config::StagingLimits;
-
-/// Suffix of the hidden temporary file of an unfinished upload.
-pub const TEMP_SUFFIX: &str = ".gatecmd-upload";
-
-/// Longest file name (bytes) on Linux file systems.
-const NAME_MAX: usize = 255;
-
-/// The temporary name for `name`, or `None` when it would be longer than a file name may be.
-pub fn temp_name(name: &OsStr) -> Option<OsString> {
-    let mut t = OsString::from(".");
-    t.push(name);
-    t.push(TEMP_SUFFIX);
-    (t.len() <= NAME_MAX).then_some(t)
-}
-
-/// For a temporary name, the final name it belongs to.
-pub fn final_name_of(name: &str) -> Option<&str> {
-    name.strip_prefix('.')?
-        .strip_suffix(TEMP_SUFFIX)
-        .filter(|n| !n.is_empty())
-}
 
 /// Decodes a chunk, refusing oversized ones before decoding them.
 pub fn decode_chunk(content_base64: &str, max_chunk: u64) -> Result<Vec<u8>, StagingError> {
@@ -348,38 +330,4 @@ fn sweep(
         }
     }
     out
-}
-
-/// Deepest directory level counted by [`usage`].
-const USAGE_MAX_DEPTH: usize = 32;
-
-/// Bytes of the regular files beneath `root` (unfinished uploads included), without
-/// following symlinks. Directories deeper than 32 levels are not counted.
-pub fn usage(root: &Dir) -> u64 {
-    fn walk(dir: &Dir, depth: usize) -> u64 {
-        let Ok(names) = dir.names() else {
-            return 0;
-        };
-        let mut total = 0u64;
-        for n in names {
-            let Ok(Some(st)) = dir.stat(&n) else {
-                continue;
-            };
-            match kind_of(&st) {
-                Kind::File => total = total.saturating_add(st.st_size as u64),
-                Kind::Dir if depth < USAGE_MAX_DEPTH => {
-                    let rel = RelPath::parse(&PathBuf::from(&n)).unwrap_or_default();
-                    if rel.is_empty() || n.as_bytes().contains(&b'/') {
-                        continue;
-                    }
-                    if let Ok(sub) = dir.open_dir(&rel) {
-                        total = total.saturating_add(walk(&sub, depth + 1));
-                    }
-                }
-                _ => {}
-            }
-        }
-        total
-    }
-    walk(root, 0)
 }
