@@ -54,13 +54,38 @@ pub enum StagingError {
     #[error("the file would grow to {size} bytes, more than the {max} bytes allowed for one file")]
     FileTooLarge { size: u64, max: u64 },
     #[error(
-        "{root} would hold {would} bytes, more than its quota of {quota} bytes ({used} in use); remove files you no longer need with remove_file, then retry"
+        "{root} would hold {would} bytes, more than its quota of {quota} bytes (staging.quota_bytes_per_root; {used} in use, at every depth, unfinished uploads included); remove files you no longer need with remove_file, then retry"
     )]
     QuotaExceeded {
         root: String,
         used: u64,
         would: u64,
         quota: u64,
+    },
+    #[error(
+        "{root} would hold {would} files and directories, more than its quota of {quota} (staging.quota_entries_per_root; {used} in use, at every depth, empty files and unfinished uploads included); remove files you no longer need with remove_file, then retry (empty directories count too and only the operator can remove them)"
+    )]
+    EntryQuotaExceeded {
+        root: String,
+        used: u64,
+        would: u64,
+        quota: u64,
+    },
+    #[error(
+        "{path} is {depth} path components below its root; at most {max} are allowed (staging.max_depth): choose a shallower path"
+    )]
+    TooDeep {
+        path: String,
+        depth: usize,
+        max: u64,
+    },
+    #[error(
+        "writing {path} would create {count} directories; one write_file call creates at most {max} (staging.max_new_dirs_per_call): write into a directory that exists or is at most {max} levels below one (list_files shows what exists)"
+    )]
+    TooManyNewDirs {
+        path: String,
+        count: usize,
+        max: u64,
     },
     #[error(
         "offset {given} does not continue the upload of {path}: {have} bytes are stored so far; send the chunk at offset {have}, or restart at offset 0 with truncate: true"

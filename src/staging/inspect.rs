@@ -51,7 +51,7 @@ pub struct FileFacts {
 
 /// Size and SHA-256 of a regular file beneath a root.
 pub fn stat(t: &Target) -> Result<FileFacts, StagingError> {
-    let (dir, name) = t.parent(false)?;
+    let (dir, name) = t.parent()?;
     let (mut file, st) = open_regular(t, &dir, name, OFlag::O_RDONLY)?;
     let sha256 = hash_reader(&mut file).map_err(|e| StagingError::Io {
         op: "reading",

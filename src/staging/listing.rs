@@ -15,8 +15,11 @@ pub struct Listing {
     pub entries: Vec<Entry>,
     /// Entries left out beyond [`MAX_LIST_ENTRIES`].
     pub omitted: usize,
-    /// Bytes of regular files under the root (for the quota).
+    /// Bytes of regular files under the root, at every depth (for the quota).
     pub used_bytes: u64,
+    /// Files, directories and other entries under the root, at every depth (for the
+    /// entry quota).
+    pub used_entries: u64,
 }
 
 /// Lists a directory beneath a root, without following any symlink.
@@ -36,10 +39,18 @@ pub fn list(t: &Target) -> Result<Listing, StagingError> {
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     let omitted = entries.len().saturating_sub(MAX_LIST_ENTRIES);
     entries.truncate(MAX_LIST_ENTRIES);
+    let used = quota::usage(&root).map_err(|e| {
+        StagingError::io(
+            "counting what is stored under",
+            &t.root.display().to_string(),
+            e,
+        )
+    })?;
     Ok(Listing {
         target: t.clone(),
         entries,
         omitted,
-        used_bytes: quota::usage(&root),
+        used_bytes: used.bytes,
+        used_entries: used.entries,
     })
 }

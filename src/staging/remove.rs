@@ -10,7 +10,7 @@ use super::target::Target;
 pub fn remove(staging: &Staging, t: &Target) -> Result<u64, StagingError> {
     let key = t.root.join(t.rel.to_path());
     staging.files.with(&key, || {
-        let (dir, name) = t.parent(false)?;
+        let (dir, name) = t.parent()?;
         let st = lstat_existing(t, &dir, name)?;
         match kind_of(&st) {
             Kind::File => {}

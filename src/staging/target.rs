@@ -41,20 +41,20 @@ impl Target {
     }
 
     /// The parent directory (opened beneath the root) and the last component.
-    pub(super) fn parent(&self, create: bool) -> Result<(Dir, &OsStr), StagingError> {
-        let Some((parent, name)) = self.rel.split_last() else {
-            return Err(StagingError::IsDirectory {
+    pub(super) fn parent(&self) -> Result<(Dir, &OsStr), StagingError> {
+        let (parent, name) = self.split_last()?;
+        let dir = self.open_root()?.open_dir(&parent);
+        Ok((dir.map_err(|d| self.denied(d))?, name))
+    }
+
+    /// The parent path and the last component; refused for the root itself.
+    pub(super) fn split_last(&self) -> Result<(RelPath, &OsStr), StagingError> {
+        self.rel
+            .split_last()
+            .ok_or_else(|| StagingError::IsDirectory {
                 path: self.display(),
                 what: "it is a file root: give a file name inside it",
-            });
-        };
-        let root = self.open_root()?;
-        let dir = if create {
-            root.create_dirs(&parent)
-        } else {
-            root.open_dir(&parent)
-        };
-        Ok((dir.map_err(|d| self.denied(d))?, name))
+            })
     }
 
     pub(super) fn denied(&self, d: Denied) -> StagingError {
@@ -72,6 +72,12 @@ impl Target {
                 path: self.display(),
                 missing: at(p),
                 hint: String::new(),
+            },
+            // Only `create_dirs` says this, and the upload maps it with its limit first.
+            Denied::TooManyNew(p) => StagingError::Io {
+                op: "creating directories for",
+                path: self.display(),
+                reason: format!("too many new directories, up to {}", at(p)),
             },
             Denied::Io(p, e) => StagingError::io("resolving", &at(p), e),
         }
