@@ -129,11 +129,7 @@ pub fn write(
                 };
                 (expired, existing_upload(t, dir, &names, &chunk)?)
             }
-            None => {
-                let missing = root.missing_dirs(&names.parent).map_err(|d| t.denied(d))?;
-                too_many_dirs(t, limits, missing)?;
-                (vec![], None)
-            }
+            None => (vec![], None),
         };
         let (dir, file) = staging.roots.with(&t.root, || {
             store(&root, dir, t, &names, limits, &chunk, existing)
@@ -272,8 +268,9 @@ fn existing_upload(
     }
 }
 
-/// The quota check and the write, as one step under the root's lock: creates the missing
-/// directories and the temporary file only once both quotas allow them.
+/// The directory bound, the quota check and the write, as one step under the root's lock:
+/// the missing directories and the temporary file are created only once the bound and
+/// both quotas allow them.
 fn store(
     root: &Dir,
     dir: Option<Dir>,
@@ -288,6 +285,7 @@ fn store(
         Some(_) => 0,
         None => root.missing_dirs(&names.parent).map_err(|d| t.denied(d))?,
     };
+    too_many_dirs(t, limits, missing)?;
     let new_file = start && existing.is_none();
     quota::check(
         root,
