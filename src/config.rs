@@ -1256,6 +1256,13 @@ pub struct StagingLimits {
     /// A write is refused when the regular files under the root (unfinished uploads
     /// included) would exceed this many bytes.
     pub quota_bytes_per_root: u64,
+    /// A write is refused when the entries under the root (files of any size, directories,
+    /// anything else; at every depth) would exceed this many.
+    pub quota_entries_per_root: u64,
+    /// Path components of a written file below its root, its own name included.
+    pub max_depth: u64,
+    /// Directories one `write_file` call may create.
+    pub max_new_dirs_per_call: u64,
 }
 
 impl Default for StagingLimits {
@@ -1265,6 +1272,9 @@ impl Default for StagingLimits {
             // 2 MiB is 2.7 MiB in base64: fits the default 4 MiB request body with room.
             max_chunk_bytes: 2 << 20,
             quota_bytes_per_root: 32 << 30,
+            quota_entries_per_root: 100_000,
+            max_depth: 16,
+            max_new_dirs_per_call: 8,
         }
     }
 }
@@ -1338,6 +1348,9 @@ struct RawStaging {
     max_file_bytes: u64,
     max_chunk_bytes: u64,
     quota_bytes_per_root: u64,
+    quota_entries_per_root: u64,
+    max_depth: u64,
+    max_new_dirs_per_call: u64,
     stale_upload_secs: u64,
 }
 
@@ -1348,6 +1361,9 @@ impl Default for RawStaging {
             max_file_bytes: l.max_file_bytes,
             max_chunk_bytes: l.max_chunk_bytes,
             quota_bytes_per_root: l.quota_bytes_per_root,
+            quota_entries_per_root: l.quota_entries_per_root,
+            max_depth: l.max_depth,
+            max_new_dirs_per_call: l.max_new_dirs_per_call,
             stale_upload_secs: 24 * 3600,
         }
     }
@@ -1359,6 +1375,9 @@ struct RawStagingOverride {
     max_file_bytes: Option<u64>,
     max_chunk_bytes: Option<u64>,
     quota_bytes_per_root: Option<u64>,
+    quota_entries_per_root: Option<u64>,
+    max_depth: Option<u64>,
+    max_new_dirs_per_call: Option<u64>,
 }
 
 /// A client's staging keys, taken out before `Validator::clients` consumes the entry.
@@ -1404,6 +1423,9 @@ impl Validator<'_> {
             max_file_bytes: raw.max_file_bytes,
             max_chunk_bytes: raw.max_chunk_bytes,
             quota_bytes_per_root: raw.quota_bytes_per_root,
+            quota_entries_per_root: raw.quota_entries_per_root,
+            max_depth: raw.max_depth,
+            max_new_dirs_per_call: raw.max_new_dirs_per_call,
         };
         self.staging_limits(&defaults, "staging", None, file_roots, max_body);
         if raw.stale_upload_secs == 0 {
@@ -1452,6 +1474,13 @@ impl Validator<'_> {
                 quota_bytes_per_root: o
                     .quota_bytes_per_root
                     .unwrap_or(defaults.quota_bytes_per_root),
+                quota_entries_per_root: o
+                    .quota_entries_per_root
+                    .unwrap_or(defaults.quota_entries_per_root),
+                max_depth: o.max_depth.unwrap_or(defaults.max_depth),
+                max_new_dirs_per_call: o
+                    .max_new_dirs_per_call
+                    .unwrap_or(defaults.max_new_dirs_per_call),
             };
             let prefix = format!("clients[{i}].staging");
             self.staging_limits(&limits, &prefix, Some(&c.name), file_roots, max_body);
@@ -1495,6 +1524,9 @@ impl Validator<'_> {
             ("max_file_bytes", l.max_file_bytes),
             ("max_chunk_bytes", l.max_chunk_bytes),
             ("quota_bytes_per_root", l.quota_bytes_per_root),
+            ("quota_entries_per_root", l.quota_entries_per_root),
+            ("max_depth", l.max_depth),
+            ("max_new_dirs_per_call", l.max_new_dirs_per_call),
         ] {
             if value == 0 {
                 let at = locate(self, key);
@@ -1612,6 +1644,35 @@ mod staging_tests {
             (e[0].line, e[0].field.as_str()),
             (5, "clients[0].staging.max_chunk_bytes")
         );
+    }
+
+    #[test]
+    fn entry_quota_depth_and_new_dirs_have_defaults_and_overrides() {
+        let d = StagingLimits::default();
+        assert_eq!(
+            (
+                d.quota_entries_per_root,
+                d.max_depth,
+                d.max_new_dirs_per_call
+            ),
+            (100_000, 16, 8)
+        );
+        let c = Config::parse(
+            "clients:\n  - name: a\n    token_env: A\n    staging: {max_depth: 4}\nfile_roots: [/srv/a]\nstaging:\n  quota_entries_per_root: 50\n  max_new_dirs_per_call: 2\n",
+            "t",
+        )
+        .expect("ok");
+        let a = c.staging.policy("a").limits;
+        assert_eq!(
+            (
+                a.quota_entries_per_root,
+                a.max_depth,
+                a.max_new_dirs_per_call
+            ),
+            (50, 4, 2)
+        );
+        let e = errors("staging:\n  max_depth: 0\n");
+        assert_eq!((e[0].line, e[0].field.as_str()), (2, "staging.max_depth"));
     }
 
     #[test]

@@ -27,7 +27,8 @@
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
 //!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
-//!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks.
+//!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks and
+//!   bounded per root (bytes, entries, depth, directories made per call).
 
 pub mod audit;
 pub mod auth;

@@ -52,6 +52,11 @@ impl RelPath {
         self.0.is_empty()
     }
 
+    /// Number of components.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// The parent path and the last component.
     pub fn split_last(&self) -> Option<(RelPath, &OsStr)> {
         let (last, parent) = self.0.split_last()?;
@@ -84,6 +89,8 @@ pub enum Denied {
     NotDir(PathBuf),
     /// This prefix of the path does not exist.
     NotFound(PathBuf),
+    /// Creating this prefix would exceed the number of directories the caller allowed.
+    TooManyNew(PathBuf),
     /// Another error, at this prefix.
     Io(PathBuf, Errno),
 }
@@ -174,28 +181,51 @@ impl Dir {
                 Err(_) => {}
             }
         }
-        self.walk(rel, false)
+        self.walk(rel, None)
     }
 
     /// Opens `rel` beneath this directory, creating missing directories (mode 0755 less
-    /// the umask) one component at a time.
-    pub fn create_dirs(&self, rel: &RelPath) -> Result<Dir, Denied> {
-        self.walk(rel, true)
+    /// the umask) one component at a time, at most `max_new` of them: the one place that
+    /// bounds how many directories a caller makes, whatever it counted beforehand.
+    pub fn create_dirs(&self, rel: &RelPath, max_new: usize) -> Result<Dir, Denied> {
+        self.walk(rel, Some(max_new))
     }
 
-    fn walk(&self, rel: &RelPath, create: bool) -> Result<Dir, Denied> {
+    /// How many trailing components of `rel` do not exist yet (0: all do). An existing
+    /// component that is a symlink or not a directory is refused as by [`Self::open_dir`].
+    pub fn missing_dirs(&self, rel: &RelPath) -> Result<usize, Denied> {
+        match self.open_dir(rel) {
+            Ok(_) => Ok(0),
+            Err(Denied::NotFound(p)) => Ok(rel.len() + 1 - p.components().count()),
+            Err(d) => Err(d),
+        }
+    }
+
+    /// `create`: `Some(budget)` makes missing directories, at most `budget` of them.
+    fn walk(&self, rel: &RelPath, create: Option<usize>) -> Result<Dir, Denied> {
         let mut cur = self
             .try_clone()
             .map_err(|e| Denied::Io(PathBuf::new(), e))?;
+        let mut budget = create;
         for (i, name) in rel.0.iter().enumerate() {
             let here = || rel.prefix(i + 1);
-            if create {
+            if let Some(left) = budget.as_mut() {
                 match nix::sys::stat::mkdirat(
                     Some(cur.raw()),
                     name.as_os_str(),
                     Mode::from_bits_truncate(0o755),
                 ) {
-                    Ok(()) | Err(Errno::EEXIST) => {}
+                    // Created: undone at once when it is one too many (it is empty).
+                    Ok(()) if *left == 0 => {
+                        let _ = nix::unistd::unlinkat(
+                            Some(cur.raw()),
+                            name.as_os_str(),
+                            nix::unistd::UnlinkatFlags::RemoveDir,
+                        );
+                        return Err(Denied::TooManyNew(here()));
+                    }
+                    Ok(()) => *left -= 1,
+                    Err(Errno::EEXIST) => {}
                     Err(e) => return Err(Denied::Io(here(), e)),
                 }
             }
@@ -212,6 +242,25 @@ impl Dir {
             }
         }
         Ok(cur)
+    }
+
+    /// Opens one child directory, never through a symlink.
+    pub fn open_child_dir(&self, name: &OsStr) -> Result<Dir, Errno> {
+        let fd = nix::fcntl::openat(Some(self.raw()), name, DIR_FLAGS, Mode::empty())?;
+        Ok(Dir { fd: owned(fd) })
+    }
+
+    /// Opens this directory's parent through `..`. Only for the quota count, which compares
+    /// [`Self::id`] with the directory it came down from, so a directory moved meanwhile
+    /// is noticed instead of leading the count elsewhere.
+    pub fn open_parent_dir(&self) -> Result<Dir, Errno> {
+        self.open_child_dir(OsStr::new(".."))
+    }
+
+    /// Device and inode number: which directory this descriptor is.
+    pub fn id(&self) -> Result<(u64, u64), Errno> {
+        let st = nix::sys::stat::fstat(self.raw())?;
+        Ok((st.st_dev, st.st_ino))
     }
 
     /// `lstat` of a child: `None` when it does not exist.
@@ -383,13 +432,32 @@ mod tests {
     fn create_dirs_does_not_follow_symlinks() {
         let (_t, root, outside) = setup();
         let r = Dir::open_root(&root).expect("root");
-        assert!(r.create_dirs(&rel("new/deep")).is_ok());
+        assert!(r.create_dirs(&rel("new/deep"), 2).is_ok());
         assert!(root.join("new/deep").is_dir());
         assert_eq!(
-            r.create_dirs(&rel("out/x")).map(|_| ()),
+            r.create_dirs(&rel("out/x"), 8).map(|_| ()),
             Err(Denied::Symlink("out".into()))
         );
         assert!(!outside.join("x").exists());
+    }
+
+    #[test]
+    fn missing_dirs_are_counted_and_their_creation_bounded() {
+        let (_t, root, _outside) = setup();
+        let r = Dir::open_root(&root).expect("root");
+        assert_eq!(r.missing_dirs(&rel("a/b")), Ok(0));
+        assert_eq!(r.missing_dirs(&rel("a/b/c/d/e")), Ok(3));
+        assert_eq!(
+            r.missing_dirs(&rel("out/x")),
+            Err(Denied::Symlink("out".into()))
+        );
+        assert_eq!(
+            r.create_dirs(&rel("a/b/c/d/e"), 2).map(|_| ()),
+            Err(Denied::TooManyNew("a/b/c/d/e".into()))
+        );
+        assert!(root.join("a/b/c/d").is_dir(), "two were allowed");
+        assert!(!root.join("a/b/c/d/e").exists(), "the third is undone");
+        assert!(r.create_dirs(&rel("a/b/c/d/e"), 1).is_ok());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::beneath::RelPath;
 use super::upload::{self, Chunk};
 use super::*;
 use crate::config::StagingLimits;
@@ -40,6 +41,7 @@ fn limits() -> StagingLimits {
         max_file_bytes: 1 << 20,
         max_chunk_bytes: 1 << 16,
         quota_bytes_per_root: 1 << 21,
+        ..StagingLimits::default()
     }
 }
 
@@ -388,6 +390,7 @@ fn limits_are_enforced() {
         max_file_bytes: 10,
         max_chunk_bytes: 8,
         quota_bytes_per_root: 20,
+        ..StagingLimits::default()
     };
     let e = b
         .put_with("f", 0, &[0; 9], false, None, l)
@@ -468,4 +471,131 @@ fn remove_takes_files_only() {
         "{e}"
     );
     assert!(Path::new(&b.root.join("sub")).is_dir());
+}
+
+#[test]
+fn usage_counts_bytes_and_entries_at_every_depth() {
+    let b = bench();
+    let r = beneath::Dir::open_root(&b.root).expect("root");
+    // 600 levels: far past the 32 the count used to stop at, one descriptor at a time.
+    let mut d = r.open_dir(&RelPath::default()).expect("dir");
+    for _ in 0..600 {
+        let one = RelPath::parse(Path::new("d")).expect("rel");
+        d = d.create_dirs(&one, 1).expect("mkdir");
+    }
+    let f = d
+        .open_file(
+            std::ffi::OsStr::new("deep"),
+            nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CREAT,
+            0o644,
+        )
+        .expect("create");
+    std::io::Write::write_all(&mut &f, &[7u8; 3000]).expect("write");
+    std::fs::write(b.root.join("sub/empty"), b"").expect("write");
+    let u = quota::usage(&r).expect("usage");
+    // sub, sub/empty, 600 directories, the deep file.
+    assert_eq!(
+        u,
+        quota::Usage {
+            bytes: 3000,
+            entries: 603
+        }
+    );
+    let l = list(&b.target("").expect("t")).expect("list");
+    assert_eq!((l.used_bytes, l.used_entries), (3000, 603));
+}
+
+#[test]
+fn depth_new_directories_and_entries_are_limited() {
+    let b = bench();
+    let l = StagingLimits {
+        quota_entries_per_root: 12,
+        max_depth: 6,
+        max_new_dirs_per_call: 3,
+        ..limits()
+    };
+    let put = |p: &str| b.put_with(p, 0, b"", false, Some(&sha(b"")), l);
+    // Too deep: refused before anything is created.
+    let e = put("a/b/c/d/e/f/g").expect_err("depth");
+    assert!(
+        matches!(
+            e,
+            StagingError::TooDeep {
+                depth: 7,
+                max: 6,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("staging.max_depth"), "{e}");
+    assert!(!b.root.join("a").exists());
+    // Four new directories in one call: refused, none created.
+    let e = put("a/b/c/d/f").expect_err("dirs");
+    assert!(
+        matches!(
+            e,
+            StagingError::TooManyNewDirs {
+                count: 4,
+                max: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(!b.root.join("a").exists());
+    // Three is the limit; the fourth level goes in a second call.
+    put("a/b/c/f").expect("three new directories");
+    put("a/b/c/d/f").expect("one more");
+    // Entries now: sub, a, b, c, d, two files = 7. Zero-length files count.
+    for i in 0..5 {
+        put(&format!("e{i}")).expect("fits");
+    }
+    let e = put("e5").expect_err("entry quota");
+    assert!(
+        matches!(
+            e,
+            StagingError::EntryQuotaExceeded {
+                used: 12,
+                would: 13,
+                quota: 12,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("staging.quota_entries_per_root"),
+        "{e}"
+    );
+    // Directories count before they are made: a refused call leaves nothing behind.
+    std::fs::remove_file(b.root.join("e4")).expect("rm");
+    let e = put("x/y").expect_err("two entries, one free");
+    assert!(
+        matches!(e, StagingError::EntryQuotaExceeded { would: 13, .. }),
+        "{e}"
+    );
+    assert!(!b.root.join("x").exists());
+    // Replacing a file and continuing an upload add no entry.
+    put("e0").expect("replace");
+    b.put_with("e4", 0, b"ab", false, None, l).expect("start");
+    b.put_with("e4", 2, b"cd", false, Some(&sha(b"abcd")), l)
+        .expect("continue");
+}
+
+#[test]
+fn an_empty_file_is_refused_when_the_byte_quota_is_spent() {
+    let b = bench();
+    let l = StagingLimits {
+        quota_bytes_per_root: 4,
+        ..limits()
+    };
+    std::fs::write(b.root.join("sub/full"), b"12345").expect("write");
+    let e = b
+        .put_with("empty", 0, b"", false, Some(&sha(b"")), l)
+        .expect_err("over quota");
+    assert!(
+        matches!(e, StagingError::QuotaExceeded { used: 5, .. }),
+        "{e}"
+    );
 }

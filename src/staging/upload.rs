@@ -1,7 +1,9 @@
 //! Chunked uploads.
 //!
 //! A chunk at offset 0 starts an upload into `.<name>.gatecmd-upload` in the target's
-//! directory (created beneath the root if missing). Each following chunk must come at
+//! directory (created beneath the root if missing, at most `staging.max_new_dirs_per_call`
+//! directories per call, and only after both quotas allowed them and the file). A file lies
+//! at most `staging.max_depth` components below its root. Each following chunk must come at
 //! exactly the size stored so far. The chunk that carries `sha256` finalises: the whole
 //! temporary file is fsynced and hashed, and only when the hash matches is it renamed over
 //! `<name>` (then the directory is fsynced). A mismatch deletes the temporary file. So
@@ -10,9 +12,9 @@
 //! of the server) and which expires after `staging.stale_upload_secs`.
 
 use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,30 +23,14 @@ use base64::Engine;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
-use super::beneath::{Dir, Kind, RelPath, kind_of};
-use super::{Staging, StagingError, Target, hash_reader};
+use super::beneath::{Denied, Dir, Kind, RelPath, kind_of};
+use super::error::StagingError;
+use super::inspect::hash_reader;
+use super::locks::Staging;
+use super::quota::{self, Growth};
+use super::target::Target;
+pub use super::temp::{TEMP_SUFFIX, final_name_of, temp_name};
 use crate::config::StagingLimits;
-
-/// Suffix of the hidden temporary file of an unfinished upload.
-pub const TEMP_SUFFIX: &str = ".gatecmd-upload";
-
-/// Longest file name (bytes) on Linux file systems.
-const NAME_MAX: usize = 255;
-
-/// The temporary name for `name`, or `None` when it would be longer than a file name may be.
-pub fn temp_name(name: &OsStr) -> Option<OsString> {
-    let mut t = OsString::from(".");
-    t.push(name);
-    t.push(TEMP_SUFFIX);
-    (t.len() <= NAME_MAX).then_some(t)
-}
-
-/// For a temporary name, the final name it belongs to.
-pub fn final_name_of(name: &str) -> Option<&str> {
-    name.strip_prefix('.')?
-        .strip_suffix(TEMP_SUFFIX)
-        .filter(|n| !n.is_empty())
-}
 
 /// Decodes a chunk, refusing oversized ones before decoding them.
 pub fn decode_chunk(content_base64: &str, max_chunk: u64) -> Result<Vec<u8>, StagingError> {
@@ -120,16 +106,72 @@ pub fn write(
     t: &Target,
     chunk: Chunk,
 ) -> Result<Written, StagingError> {
-    let Chunk {
-        offset,
-        data,
-        truncate,
-        sha256,
-    } = chunk;
-    if truncate && offset != 0 {
+    let names = check_form(limits, t, &chunk)?;
+    let start = chunk.offset == 0;
+    let len = chunk.data.len() as u64;
+    let key = t.root.join(t.rel.to_path());
+    staging.files.with(&key, || {
+        let root = t.open_root()?;
+        // Directories are created only when an upload starts (after the quota check);
+        // later chunks must find the very same path (a component swapped for a symlink
+        // meanwhile is refused).
+        let dir = match root.open_dir(&names.parent) {
+            Ok(dir) => Some(dir),
+            Err(Denied::NotFound(_)) if start => None,
+            Err(d) => return Err(t.denied(d)),
+        };
+        let (expired, existing) = match &dir {
+            Some(dir) => {
+                let expired = if start {
+                    sweep(dir, &names.parent_path, stale_after, &names.temp)
+                } else {
+                    vec![]
+                };
+                (expired, existing_upload(t, dir, &names, &chunk)?)
+            }
+            None => (vec![], None),
+        };
+        let (dir, file) = staging.roots.with(&t.root, || {
+            store(&root, dir, t, &names, limits, &chunk, existing)
+        })?;
+        let mut written = Written {
+            bytes: len,
+            size: chunk.offset + len,
+            complete: false,
+            sha256: None,
+            temp_path: names.temp_display.clone(),
+            expired,
+        };
+        if let Some(expected) = &chunk.sha256 {
+            written.sha256 = Some(finalise(&dir, &file, t, &names, expected, written.size)?);
+            written.complete = true;
+        }
+        Ok(written)
+    })
+}
+
+/// Where an upload goes: the final name and its hidden temporary name.
+struct Names<'a> {
+    /// The directory of the file, below the root.
+    parent: RelPath,
+    /// The same, absolute (for messages and the sweep's report).
+    parent_path: PathBuf,
+    name: &'a OsStr,
+    temp: OsString,
+    temp_display: String,
+}
+
+/// Checks that need no file system: offsets, sizes, depth and names.
+fn check_form<'a>(
+    limits: &StagingLimits,
+    t: &'a Target,
+    chunk: &Chunk,
+) -> Result<Names<'a>, StagingError> {
+    let offset = chunk.offset;
+    if chunk.truncate && offset != 0 {
         return Err(StagingError::TruncateNeedsZeroOffset(offset));
     }
-    let len = data.len() as u64;
+    let len = chunk.data.len() as u64;
     if len > limits.max_chunk_bytes {
         return Err(StagingError::ChunkTooLarge {
             bytes: len,
@@ -143,12 +185,14 @@ pub fn write(
             max: limits.max_file_bytes,
         });
     }
-    let Some((parent_rel, name)) = t.rel.split_last() else {
-        return Err(StagingError::IsDirectory {
+    if t.rel.len() as u64 > limits.max_depth {
+        return Err(StagingError::TooDeep {
             path: t.display(),
-            what: "it is a file root: give a file name inside it",
+            depth: t.rel.len(),
+            max: limits.max_depth,
         });
-    };
+    }
+    let (parent, name) = t.split_last()?;
     let name_str = name.to_string_lossy();
     if final_name_of(&name_str).is_some() {
         return Err(StagingError::ReservedName {
@@ -159,165 +203,214 @@ pub fn write(
         path: t.display(),
         reason: "the file name is too long (at most 239 bytes, to leave room for the upload's temporary name)",
     })?;
-    let temp_display = t
-        .root
-        .join(parent_rel.to_path())
-        .join(&temp)
-        .display()
-        .to_string();
-    let key = t.root.join(t.rel.to_path());
-    staging.files.with(&key, || {
-        // Directories are created only when an upload starts; later chunks must find
-        // the very same path (a component swapped for a symlink meanwhile is refused).
-        let (dir, name) = t.parent(offset == 0)?;
-        let expired = if offset == 0 {
-            sweep(&dir, &t.root.join(parent_rel.to_path()), stale_after, &temp)
-        } else {
-            vec![]
-        };
-        if let Ok(Some(st)) = dir.stat(name)
-            && kind_of(&st) == Kind::Dir
-        {
-            return Err(StagingError::IsDirectory {
-                path: t.display(),
-                what: "write_file writes files: choose another name",
-            });
-        }
-        let existing = dir
-            .stat(&temp)
-            .map_err(|e| StagingError::io("inspecting", &temp_display, e))?;
-        if let Some(st) = &existing
-            && kind_of(st) != Kind::File
-        {
-            return Err(StagingError::NotRegular {
-                path: temp_display.clone(),
-                kind: kind_of(st).name(),
-            });
-        }
-        let have = existing.as_ref().map_or(0, |st| st.st_size as u64);
-        match (offset, &existing) {
-            (0, Some(_)) if have > 0 && !truncate => {
-                return Err(StagingError::UploadInProgress {
-                    path: t.display(),
-                    have,
-                });
-            }
-            (0, _) => {}
-            (_, None) => return Err(StagingError::NoUpload { path: t.display() }),
-            (_, Some(_)) if have != offset => {
-                return Err(StagingError::WrongOffset {
-                    path: t.display(),
-                    given: offset,
-                    have,
-                });
-            }
-            _ => {}
-        }
-        let restart = offset == 0;
-        let file = staging.roots.with(&t.root, || {
-            let root = t.open_root()?;
-            let used = usage(&root);
-            let discarded = if restart { have } else { 0 };
-            let would = used.saturating_sub(discarded).saturating_add(len);
-            if len > 0 && would > limits.quota_bytes_per_root {
-                return Err(StagingError::QuotaExceeded {
-                    root: t.root.display().to_string(),
-                    used,
-                    would,
-                    quota: limits.quota_bytes_per_root,
-                });
-            }
-            let flags = if restart {
-                OFlag::O_RDWR | OFlag::O_CREAT
-            } else {
-                OFlag::O_RDWR
-            };
-            let file = dir.open_file(&temp, flags, 0o644).map_err(|e| match e {
-                Errno::ELOOP => StagingError::Symlink {
-                    path: t.display(),
-                    link: temp_display.clone(),
-                },
-                Errno::ENOENT => StagingError::NoUpload { path: t.display() },
-                e => StagingError::io("opening", &temp_display, e),
-            })?;
-            let st = nix::sys::stat::fstat(file.as_raw_fd())
-                .map_err(|e| StagingError::io("inspecting", &temp_display, e))?;
-            if kind_of(&st) != Kind::File {
-                return Err(StagingError::NotRegular {
-                    path: temp_display.clone(),
-                    kind: kind_of(&st).name(),
-                });
-            }
-            // A hard link planted under the temporary name would let writes land in a
-            // file elsewhere (even outside the root); only a private file is written.
-            if st.st_nlink != 1 {
-                return Err(StagingError::HardLinked {
-                    path: temp_display.clone(),
-                    links: st.st_nlink as u64,
-                });
-            }
-            let io = |op, e: std::io::Error| StagingError::Io {
-                op,
-                path: temp_display.clone(),
-                reason: e.to_string(),
-            };
-            if restart {
-                file.set_len(0).map_err(|e| io("truncating", e))?;
-            } else if st.st_size as u64 != offset {
-                return Err(StagingError::WrongOffset {
-                    path: t.display(),
-                    given: offset,
-                    have: st.st_size as u64,
-                });
-            }
-            file.write_all_at(&data, offset)
-                .map_err(|e| io("writing", e))?;
-            Ok(file)
-        })?;
-        let mut written = Written {
-            bytes: len,
-            size: end,
-            complete: false,
-            sha256: None,
-            temp_path: temp_display.clone(),
-            expired,
-        };
-        let Some(expected) = sha256 else {
-            return Ok(written);
-        };
-        let io = |op, e: std::io::Error| StagingError::Io {
-            op,
-            path: temp_display.clone(),
-            reason: e.to_string(),
-        };
-        file.sync_all().map_err(|e| io("syncing", e))?;
-        let mut reader = &file;
-        reader
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| io("reading", e))?;
-        let actual = hash_reader(&mut reader).map_err(|e| io("reading", e))?;
-        if actual != expected {
-            let _ = dir.unlink(&temp);
-            return Err(StagingError::HashMismatch {
-                path: t.display(),
-                expected,
-                actual,
-                size: end,
-            });
-        }
-        dir.rename(&temp, name).map_err(|e| match e {
-            Errno::EISDIR | Errno::ENOTEMPTY => StagingError::IsDirectory {
-                path: t.display(),
-                what: "write_file writes files: choose another name",
-            },
-            e => StagingError::io("renaming into place", &t.display(), e),
-        })?;
-        dir.sync()
-            .map_err(|e| StagingError::io("syncing the directory of", &t.display(), e))?;
-        written.complete = true;
-        written.sha256 = Some(actual);
-        Ok(written)
+    let parent_path = t.root.join(parent.to_path());
+    Ok(Names {
+        temp_display: parent_path.join(&temp).display().to_string(),
+        parent,
+        parent_path,
+        name,
+        temp,
     })
+}
+
+fn too_many_dirs(t: &Target, limits: &StagingLimits, count: usize) -> Result<(), StagingError> {
+    if count as u64 > limits.max_new_dirs_per_call {
+        return Err(StagingError::TooManyNewDirs {
+            path: t.display(),
+            count,
+            max: limits.max_new_dirs_per_call,
+        });
+    }
+    Ok(())
+}
+
+/// The size of the unfinished upload this chunk continues or restarts (`None`: there is
+/// none), after checking that the chunk fits it.
+fn existing_upload(
+    t: &Target,
+    dir: &Dir,
+    names: &Names<'_>,
+    chunk: &Chunk,
+) -> Result<Option<u64>, StagingError> {
+    if let Ok(Some(st)) = dir.stat(names.name)
+        && kind_of(&st) == Kind::Dir
+    {
+        return Err(StagingError::IsDirectory {
+            path: t.display(),
+            what: "write_file writes files: choose another name",
+        });
+    }
+    let existing = dir
+        .stat(&names.temp)
+        .map_err(|e| StagingError::io("inspecting", &names.temp_display, e))?;
+    if let Some(st) = &existing
+        && kind_of(st) != Kind::File
+    {
+        return Err(StagingError::NotRegular {
+            path: names.temp_display.clone(),
+            kind: kind_of(st).name(),
+        });
+    }
+    let have = existing.as_ref().map(|st| st.st_size as u64);
+    match (chunk.offset, have) {
+        (0, Some(have)) if have > 0 && !chunk.truncate => Err(StagingError::UploadInProgress {
+            path: t.display(),
+            have,
+        }),
+        (0, _) => Ok(have),
+        (_, None) => Err(StagingError::NoUpload { path: t.display() }),
+        (given, Some(have)) if have != given => Err(StagingError::WrongOffset {
+            path: t.display(),
+            given,
+            have,
+        }),
+        (_, have) => Ok(have),
+    }
+}
+
+/// The directory bound, the quota check and the write, as one step under the root's lock:
+/// the missing directories and the temporary file are created only once the bound and
+/// both quotas allow them.
+fn store(
+    root: &Dir,
+    dir: Option<Dir>,
+    t: &Target,
+    names: &Names<'_>,
+    limits: &StagingLimits,
+    chunk: &Chunk,
+    existing: Option<u64>,
+) -> Result<(Dir, File), StagingError> {
+    let start = chunk.offset == 0;
+    let missing = match &dir {
+        Some(_) => 0,
+        None => root.missing_dirs(&names.parent).map_err(|d| t.denied(d))?,
+    };
+    too_many_dirs(t, limits, missing)?;
+    let new_file = start && existing.is_none();
+    quota::check(
+        root,
+        &t.root,
+        limits,
+        Growth {
+            bytes: chunk.data.len() as u64,
+            freed: if start { existing.unwrap_or(0) } else { 0 },
+            entries: missing as u64 + u64::from(new_file),
+        },
+    )?;
+    let dir = match dir {
+        Some(dir) => dir,
+        None => {
+            let max = usize::try_from(limits.max_new_dirs_per_call).unwrap_or(usize::MAX);
+            root.create_dirs(&names.parent, max).map_err(|d| match d {
+                Denied::TooManyNew(_) => StagingError::TooManyNewDirs {
+                    path: t.display(),
+                    count: missing,
+                    max: limits.max_new_dirs_per_call,
+                },
+                d => t.denied(d),
+            })?
+        }
+    };
+    let file = open_temp(&dir, t, names, start)?;
+    let io = |op, e: std::io::Error| StagingError::Io {
+        op,
+        path: names.temp_display.clone(),
+        reason: e.to_string(),
+    };
+    if start {
+        file.set_len(0).map_err(|e| io("truncating", e))?;
+    } else {
+        let size = file.metadata().map_err(|e| io("inspecting", e))?.len();
+        if size != chunk.offset {
+            return Err(StagingError::WrongOffset {
+                path: t.display(),
+                given: chunk.offset,
+                have: size,
+            });
+        }
+    }
+    file.write_all_at(&chunk.data, chunk.offset)
+        .map_err(|e| io("writing", e))?;
+    Ok((dir, file))
+}
+
+/// Opens (at the start of an upload: creates) the temporary file, which must be a private
+/// regular file.
+fn open_temp(dir: &Dir, t: &Target, names: &Names<'_>, create: bool) -> Result<File, StagingError> {
+    let flags = if create {
+        OFlag::O_RDWR | OFlag::O_CREAT
+    } else {
+        OFlag::O_RDWR
+    };
+    let file = dir
+        .open_file(&names.temp, flags, 0o644)
+        .map_err(|e| match e {
+            Errno::ELOOP => StagingError::Symlink {
+                path: t.display(),
+                link: names.temp_display.clone(),
+            },
+            Errno::ENOENT => StagingError::NoUpload { path: t.display() },
+            e => StagingError::io("opening", &names.temp_display, e),
+        })?;
+    let st = nix::sys::stat::fstat(file.as_raw_fd())
+        .map_err(|e| StagingError::io("inspecting", &names.temp_display, e))?;
+    if kind_of(&st) != Kind::File {
+        return Err(StagingError::NotRegular {
+            path: names.temp_display.clone(),
+            kind: kind_of(&st).name(),
+        });
+    }
+    // A hard link planted under the temporary name would let writes land in a file
+    // elsewhere (even outside the root); only a private file is written.
+    if st.st_nlink != 1 {
+        return Err(StagingError::HardLinked {
+            path: names.temp_display.clone(),
+            links: st.st_nlink as u64,
+        });
+    }
+    Ok(file)
+}
+
+/// Hashes what is on disk and, when it matches, renames it into place; a mismatch
+/// discards the upload. Returns the verified hash.
+fn finalise(
+    dir: &Dir,
+    file: &File,
+    t: &Target,
+    names: &Names<'_>,
+    expected: &str,
+    size: u64,
+) -> Result<String, StagingError> {
+    let io = |op, e: std::io::Error| StagingError::Io {
+        op,
+        path: names.temp_display.clone(),
+        reason: e.to_string(),
+    };
+    file.sync_all().map_err(|e| io("syncing", e))?;
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| io("reading", e))?;
+    let actual = hash_reader(&mut reader).map_err(|e| io("reading", e))?;
+    if actual != expected {
+        let _ = dir.unlink(&names.temp);
+        return Err(StagingError::HashMismatch {
+            path: t.display(),
+            expected: expected.to_string(),
+            actual,
+            size,
+        });
+    }
+    dir.rename(&names.temp, names.name).map_err(|e| match e {
+        Errno::EISDIR | Errno::ENOTEMPTY => StagingError::IsDirectory {
+            path: t.display(),
+            what: "write_file writes files: choose another name",
+        },
+        e => StagingError::io("renaming into place", &t.display(), e),
+    })?;
+    dir.sync()
+        .map_err(|e| StagingError::io("syncing the directory of", &t.display(), e))?;
+    Ok(actual)
 }
 
 /// Removes temporary files in `dir` not modified for `stale_after` (except `keep`).
@@ -348,38 +441,4 @@ fn sweep(
         }
     }
     out
-}
-
-/// Deepest directory level counted by [`usage`].
-const USAGE_MAX_DEPTH: usize = 32;
-
-/// Bytes of the regular files beneath `root` (unfinished uploads included), without
-/// following symlinks. Directories deeper than 32 levels are not counted.
-pub fn usage(root: &Dir) -> u64 {
-    fn walk(dir: &Dir, depth: usize) -> u64 {
-        let Ok(names) = dir.names() else {
-            return 0;
-        };
-        let mut total = 0u64;
-        for n in names {
-            let Ok(Some(st)) = dir.stat(&n) else {
-                continue;
-            };
-            match kind_of(&st) {
-                Kind::File => total = total.saturating_add(st.st_size as u64),
-                Kind::Dir if depth < USAGE_MAX_DEPTH => {
-                    let rel = RelPath::parse(&PathBuf::from(&n)).unwrap_or_default();
-                    if rel.is_empty() || n.as_bytes().contains(&b'/') {
-                        continue;
-                    }
-                    if let Ok(sub) = dir.open_dir(&rel) {
-                        total = total.saturating_add(walk(&sub, depth + 1));
-                    }
-                }
-                _ => {}
-            }
-        }
-        total
-    }
-    walk(root, 0)
 }
