@@ -20,7 +20,7 @@ clients:
     write_roots: [{root}]
   - name: vm-b
     token: {TOKEN_B}
-    allowed_commands: [echo]
+    commands: [echo]
 file_roots: [{root}]
 devices:
   - name: nothere
@@ -28,7 +28,7 @@ devices:
 commands:
   - name: echo
     binary: /bin/echo
-    timeout: 10s
+    timeout_secs: 10
     allowed_args:
       - pattern: "{{word}}"
   - name: image
@@ -369,10 +369,12 @@ async fn output_schemas_admit_the_refusal() {
         let s = Value::Object((*t.output_schema.clone().expect("output schema")).clone());
         assert_eq!(s["type"], json!("object"), "{name}: {s}");
         assert_eq!(
-            s["properties"]["refusal"]["properties"]["reason"]["type"],
-            json!("string"),
+            s["properties"]["refusal"]["required"],
+            json!(["reason", "message"]),
             "{name}: {s}"
         );
+        let reasons = s["properties"]["refusal"]["properties"]["reason"]["oneOf"].to_string();
+        assert!(reasons.contains("\"device_busy\""), "{name}: {reasons}");
         let any_of = s["anyOf"].as_array().expect("anyOf");
         assert!(
             any_of.iter().any(|a| a["required"] == json!(["refusal"])),
