@@ -81,8 +81,7 @@ fn audited(s: &Server, command: &str) -> Value {
     let raw = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log");
     raw.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == "execute_refused" && v["command"] == command)
-        .last()
+        .rfind(|v| v["event"] == "execute_refused" && v["command"] == command)
         .unwrap_or_else(|| panic!("no execute_refused for {command}:\n{raw}"))
 }
 

@@ -77,3 +77,49 @@ fn refusal_schema() -> Value {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::refusal::RefusalReason;
+
+    #[derive(Serialize, schemars::JsonSchema)]
+    #[schemars(transform = or_refusal)]
+    struct Answer {
+        a: u32,
+        b: Option<String>,
+    }
+
+    #[test]
+    fn a_result_schema_admits_its_refusal() {
+        let s =
+            Value::Object((*rmcp::handler::server::tool::schema_for_output::<Answer>()).clone());
+        assert_eq!(s["type"], json!("object"));
+        assert!(s.get("required").is_none(), "{s}");
+        // `b` is always serialised (null when absent), so it stays required.
+        assert_eq!(
+            s["anyOf"],
+            json!([{"required": ["a", "b"]}, {"required": ["refusal"]}])
+        );
+        assert_eq!(
+            s["properties"]["refusal"]["required"],
+            json!(["reason", "message"])
+        );
+        // Inlined: no reference into definitions the result's schema lacks.
+        assert!(!s.to_string().contains("$ref"), "{s}");
+    }
+
+    #[test]
+    fn a_refusal_is_an_error_with_its_message_and_reason() {
+        let r = refusal(Refusal::new(RefusalReason::Limit, "too many"));
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            r.content[0].as_text().map(|t| t.text.as_str()),
+            Some("too many")
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(json!({"refusal": {"reason": "limit", "message": "too many"}}))
+        );
+    }
+}
