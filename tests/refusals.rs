@@ -3,6 +3,8 @@
 //! structured content, and the reason names are the ones docs/TOOLS.md lists. For
 //! `execute_command` the audit line of the refusal carries the same reason.
 
+#[cfg(feature = "udev")]
+mod common;
 mod harness;
 
 use std::os::unix::fs::symlink;
@@ -387,4 +389,90 @@ async fn output_schemas_admit_the_refusal() {
             "{name}: {s}"
         );
     }
+}
+
+/// Refusals that need boards: two identical ones (1-2, 1-3) and another device (1-4), on
+/// a umockdev testbed.
+#[cfg(feature = "udev")]
+#[tokio::test]
+async fn device_busy_mismatch_and_ambiguous() {
+    use common::umockdev::{Testbed, is_inner_run, rerun_under_preload};
+    use common::{FTDI_1_4, RK3588_MASKROM_1_2, RK3588_MASKROM_1_3, ROOT_HUB};
+    if !is_inner_run() {
+        return rerun_under_preload("device_busy_mismatch_and_ambiguous");
+    }
+    let tb = Testbed::new();
+    for d in [ROOT_HUB, RK3588_MASKROM_1_2, RK3588_MASKROM_1_3, FTDI_1_4] {
+        tb.add_from_string(d);
+    }
+    let yaml = format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+  - name: vm-b
+    token: {TOKEN_B}
+devices:
+  - name: rockusb
+    match: {{vid: "2207", pid: "350b"}}
+commands:
+  - name: flash
+    binary: /bin/true
+    device: rockusb
+    allowed_args:
+      - pattern: ""
+  - name: board
+    binary: /bin/true
+    device: rockusb
+    isolate: true
+    allowed_args:
+      - pattern: ""
+"#
+    );
+    let root = tb.root_dir();
+    let s = Server::start_with(
+        &yaml,
+        &[],
+        &[
+            ("LD_PRELOAD", "libumockdev-preload.so.0"),
+            ("UMOCKDEV_DIR", root.to_str().expect("utf8")),
+        ],
+    );
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("connect");
+    let b = Bench {
+        root: tempfile::tempdir().expect("dir"),
+        server: s,
+        a,
+    };
+    let msg = exec_refused(&b, json!({"command": "board"}), "device_ambiguous").await;
+    assert!(msg.contains("pass `device` (one of 1-2, 1-3)"), "{msg}");
+    exec_refused(
+        &b,
+        json!({"command": "flash", "device": "1-4"}),
+        "device_mismatch",
+    )
+    .await;
+    let r = call(
+        &b.a,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "note": "mine"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect b");
+    let msg = refused(
+        &vm_b,
+        "execute_command",
+        json!({"command": "flash"}),
+        "device_busy",
+    )
+    .await;
+    assert!(msg.contains("vm-a") && msg.contains("mine"), "{msg}");
+    let line = audited(&b.server, "flash");
+    assert_eq!(line["client"], json!("vm-b"), "{line}");
+    assert_eq!(line["refusal"]["reason"], json!("device_busy"), "{line}");
 }
