@@ -327,7 +327,7 @@ pub fn list(state: &AppState, caller: &str, filter: DeviceFilter) -> CallToolRes
     if !filter.is_empty() {
         return build_list(state, &state.config(), caller, filter);
     }
-    let stamp = Stamp::now(state);
+    let stamp = Stamp::now(state.config(), &state.registry, &state.locks);
     if let Some(answer) = state.device_lists.get(&stamp, caller) {
         return answer;
     }
