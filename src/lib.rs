@@ -13,6 +13,7 @@
 //! - [`state`]: the shared [`state::AppState`] every tool and session reads.
 //! - [`server`]: the rmcp handler: the tool list, which only registers and delegates.
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
+//! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
 //! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
 //! - [`isolation`]: the per-board view (mount namespace) an isolated command runs in.
@@ -43,6 +44,7 @@ pub mod locks;
 pub mod notify;
 pub mod output;
 pub mod progress;
+pub mod refusal;
 pub mod resources;
 pub mod sanitizer;
 pub mod server;

@@ -14,6 +14,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::config::Config;
 use crate::devices::{Device, DeviceKind, RockchipMode};
 use crate::locks::{HeldBy, KeyState, LockKey, LockManager};
+use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
 use crate::tools::list_cache::Stamp;
 
@@ -278,6 +279,7 @@ impl DeviceFilter {
 
 /// Result of `list_devices`.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = super::or_refusal)]
 pub struct DeviceList {
     pub devices: Vec<DeviceView>,
     /// Which event source keeps the list current (udev monitor, kernel uevents, rescan…).
@@ -325,7 +327,7 @@ pub fn list(state: &AppState, caller: &str, filter: DeviceFilter) -> CallToolRes
     if !filter.is_empty() {
         return build_list(state, &state.config(), caller, filter);
     }
-    let stamp = Stamp::now(state);
+    let stamp = Stamp::now(state.config(), &state.registry, &state.locks);
     if let Some(answer) = state.device_lists.get(&stamp, caller) {
         return answer;
     }
@@ -341,7 +343,7 @@ fn build_list(
     filter: DeviceFilter,
 ) -> CallToolResult {
     if let Err(e) = filter.validate(config) {
-        return super::refusal(e);
+        return super::refusal(Refusal::new(RefusalReason::InvalidRequest, e));
     }
     let devices: Vec<DeviceView> = state
         .registry
@@ -395,6 +397,7 @@ pub enum WaitState {
 
 /// Result of `wait_for_device`.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = super::or_refusal)]
 pub struct WaitResult {
     /// The matching device (attached), or the one that left (detached) if seen leaving.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -414,7 +417,7 @@ pub async fn wait(
 ) -> CallToolResult {
     let config = state.config();
     if let Err(e) = req.filter.validate(&config) {
-        return super::refusal(e);
+        return super::refusal(Refusal::new(RefusalReason::InvalidRequest, e));
     }
     let timeout = Duration::from_secs(req.timeout_secs.unwrap_or(30).clamp(1, 3600));
     // Subscribe before looking, so an event between the look and the wait is not lost.
@@ -441,7 +444,7 @@ pub async fn wait(
             ev = events.recv() => match ev {
                 Ok(crate::devices::DeviceEvent::Removed(d)) if req.filter.matches(&config, &d) => left = Some(d),
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => return super::refusal("the device monitor stopped; try again later"),
+                Err(RecvError::Closed) => return super::refusal(Refusal::new(RefusalReason::ShuttingDown, "the device monitor stopped; try again later")),
             },
             _ = tick.tick() => {
                 if let Some(t) = &token {
@@ -464,7 +467,7 @@ pub async fn wait(
                 );
                 return super::structured_error(&result, text);
             }
-            _ = ctx.ct.cancelled() => return super::refusal("cancelled"),
+            _ = ctx.ct.cancelled() => return super::refusal(Refusal::new(RefusalReason::Cancelled, "cancelled")),
         }
     };
     let device = found.map(|d| DeviceView::new(state, &config, d, caller));

@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::ClientIdentity;
 use crate::config::Config;
+use crate::refusal::Refusal;
 use crate::staging::upload::{self, Chunk};
 use crate::staging::{self, AuditRecord, RootSel, StagingError, Target};
 use crate::state::AppState;
+use crate::tools::reasons::staging_reason;
 
 /// Arguments of `list_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -102,6 +104,7 @@ pub struct FileLimits {
 
 /// Result of `list_files`.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = super::or_refusal)]
 pub struct ListFilesResult {
     /// The root listed (as configured).
     pub root: String,
@@ -121,6 +124,7 @@ pub struct ListFilesResult {
 
 /// Result of `stat_file`.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = super::or_refusal)]
 pub struct StatFileResult {
     /// Absolute path (usable as a command's file argument).
     pub path: String,
@@ -133,6 +137,7 @@ pub struct StatFileResult {
 
 /// Result of `write_file`.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = super::or_refusal)]
 pub struct WriteFileResult {
     /// Absolute final path.
     pub path: String,
@@ -154,6 +159,7 @@ pub struct WriteFileResult {
 
 /// Result of `remove_file`.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = super::or_refusal)]
 pub struct RemoveFileResult {
     pub path: String,
     pub root: String,
@@ -188,7 +194,7 @@ fn refused(
     path: &str,
     e: &StagingError,
 ) -> CallToolResult {
-    let msg = e.to_string();
+    let r = Refusal::from_error(staging_reason(e), e);
     staging::audit(
         log,
         &AuditRecord {
@@ -197,10 +203,10 @@ fn refused(
             path,
             bytes: None,
             sha256: None,
-            refused: Some(&msg),
+            refused: Some(&r.message),
         },
     );
-    super::refusal(msg)
+    super::refusal(r)
 }
 
 /// `list_files`.

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::CallToolResult;
 
 use crate::config::Config;
-use crate::state::AppState;
+use crate::devices::Registry;
+use crate::locks::LockManager;
 
 /// What an answer was built from.
 #[derive(Clone)]
@@ -26,12 +27,13 @@ pub struct Stamp {
 
 impl Stamp {
     /// The stamp of the state as it is now. Take it before building an answer: a change
-    /// during the build moves a version, so the answer is not served again.
-    pub fn now(state: &AppState) -> Stamp {
+    /// during the build moves a version, so the answer is not served again. (Given the
+    /// parts, not `AppState`, which holds the cache: the state sits below the tools.)
+    pub fn now(config: Arc<Config>, registry: &Registry, locks: &LockManager) -> Stamp {
         Stamp {
-            config: state.config(),
-            registry: state.registry.version(),
-            locks: state.locks.version(),
+            config,
+            registry: registry.version(),
+            locks: locks.version(),
         }
     }
 
@@ -91,6 +93,7 @@ mod tests {
     use super::*;
     use crate::devices::Device;
     use crate::locks::{ClientName, LeaseRequest, LockKey};
+    use crate::state::AppState;
     use crate::tools::devices::{DeviceFilter, list};
 
     fn config(class: &str) -> Config {
@@ -115,7 +118,7 @@ mod tests {
         state.registry.upsert(Device::sample("1-2", 2));
         assert_eq!(all(&state, "a").len(), 1);
         // Kept for its caller only.
-        let stamp = Stamp::now(&state);
+        let stamp = Stamp::now(state.config(), &state.registry, &state.locks);
         assert!(state.device_lists.get(&stamp, "a").is_some());
         assert!(state.device_lists.get(&stamp, "b").is_none());
 
@@ -158,7 +161,7 @@ mod tests {
         assert_eq!(all(&state, "a")[0]["class"], "board");
 
         // A filtered call is built fresh and does not replace the cached answer.
-        let stamp = Stamp::now(&state);
+        let stamp = Stamp::now(state.config(), &state.registry, &state.locks);
         let filter = DeviceFilter {
             id: Some("9-9".into()),
             ..Default::default()
@@ -179,11 +182,11 @@ mod tests {
         state.registry.upsert(Device::sample("1-2", 2));
         // A stamp taken before a change, with an answer built after it: the answer is
         // stored under the old stamp and so is not served for the new state.
-        let before = Stamp::now(&state);
+        let before = Stamp::now(state.config(), &state.registry, &state.locks);
         state.registry.upsert(Device::sample("1-3", 3));
         let answer = list(&state, "a", DeviceFilter::default());
         state.device_lists.put(before, "a", &answer);
-        let now = Stamp::now(&state);
+        let now = Stamp::now(state.config(), &state.registry, &state.locks);
         assert!(state.device_lists.get(&now, "a").is_none());
         assert_eq!(all(&state, "a").len(), 2);
     }

@@ -11,9 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::ClientIdentity;
 use crate::devices::DeviceId;
-use crate::locks::{ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
+use crate::locks::{
+    ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, ParseLockKeyError, SessionId,
+};
+use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
 use crate::tools::devices::{LockView, class_of, lock_key_of};
+use crate::tools::reasons::lock_refusal;
+use crate::tools::refusal;
 
 /// Longest a caller may queue for a key.
 pub const MAX_WAIT_SECS: u64 = 3600;
@@ -43,8 +48,9 @@ pub struct LockRequest {
     pub note: Option<String>,
 }
 
-/// Result of `lock_device`.
+/// Result of `lock_device` (or a refusal in its place, see [`crate::tools::or_refusal`]).
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
 pub struct LeaseResult {
     /// Pass this as `lease` with each execute_command on the device, and to unlock_device.
     pub lease_id: String,
@@ -75,6 +81,36 @@ impl From<&LeaseInfo> for LeaseResult {
     }
 }
 
+/// Why `lock_device` cannot tell which key is meant.
+#[derive(Debug, thiserror::Error)]
+enum KeyError {
+    #[error("give either device or key, not both")]
+    Both,
+    #[error(
+        "give device (an id from list_devices) or key (e.g. \"usb:2207:350b\" or \"port:1-2\")"
+    )]
+    Neither,
+    #[error("{0}")]
+    BadKey(#[from] ParseLockKeyError),
+    #[error("{0}")]
+    BadDevice(#[from] crate::devices::DeviceError),
+    #[error(
+        "device {0} is not attached. To lease a board that is not plugged in yet, pass its key \
+         (e.g. key: \"usb:2207:350b\", or key: \"port:{0}\" for that port); list_devices shows what is attached."
+    )]
+    NotAttached(String),
+}
+
+impl From<KeyError> for Refusal {
+    fn from(e: KeyError) -> Refusal {
+        let reason = match e {
+            KeyError::NotAttached(_) => RefusalReason::DeviceAbsent,
+            _ => RefusalReason::InvalidRequest,
+        };
+        Refusal::from_error(reason, &e)
+    }
+}
+
 /// Resolves `device` or `key` to a lock key, and the keys the lease holds shared.
 ///
 /// - `key: "port:1-2"` leases that board; when a board is attached there, its VID:PID
@@ -87,7 +123,7 @@ fn key_for(
     state: &AppState,
     device: Option<&str>,
     key: Option<&str>,
-) -> Result<(LockKey, Vec<LockKey>), String> {
+) -> Result<(LockKey, Vec<LockKey>), KeyError> {
     let config = state.config();
     let board_shared = |id: &DeviceId| -> Vec<LockKey> {
         state
@@ -97,13 +133,10 @@ fn key_for(
             .unwrap_or_default()
     };
     match (device, key) {
-        (Some(_), Some(_)) => Err("give either device or key, not both".into()),
-        (None, None) => Err(
-            "give device (an id from list_devices) or key (e.g. \"usb:2207:350b\" or \"port:1-2\")"
-                .into(),
-        ),
+        (Some(_), Some(_)) => Err(KeyError::Both),
+        (None, None) => Err(KeyError::Neither),
         (None, Some(k)) => {
-            let key = k.parse::<LockKey>().map_err(|e| e.to_string())?;
+            let key = k.parse::<LockKey>()?;
             let shared = match &key {
                 LockKey::Port(id) => id
                     .parse::<DeviceId>()
@@ -114,9 +147,7 @@ fn key_for(
             Ok((key, shared))
         }
         (Some(d), None) => {
-            let id: DeviceId = d
-                .parse()
-                .map_err(|e: crate::devices::DeviceError| e.to_string())?;
+            let id: DeviceId = d.parse()?;
             match state.registry.get(&id) {
                 Some(dev) => {
                     let isolated =
@@ -127,10 +158,7 @@ fn key_for(
                         Ok((lock_key_of(&config, &dev), vec![]))
                     }
                 }
-                None => Err(format!(
-                    "device {d} is not attached. To lease a board that is not plugged in yet, pass its key \
-                     (e.g. key: \"usb:2207:350b\", or key: \"port:{d}\" for that port); list_devices shows what is attached."
-                )),
+                None => Err(KeyError::NotAttached(d.to_string())),
             }
         }
     }
@@ -146,12 +174,13 @@ pub async fn lock(
 ) -> CallToolResult {
     let (key, shared) = match key_for(state, req.device.as_deref(), req.key.as_deref()) {
         Ok(k) => k,
-        Err(e) => return super::refusal(e),
+        Err(e) => return refusal(e.into()),
     };
     let wait = req.wait_secs.unwrap_or(0);
     if wait > MAX_WAIT_SECS {
-        return super::refusal(format!(
-            "wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"
+        return refusal(Refusal::new(
+            RefusalReason::Limit,
+            format!("wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"),
         ));
     }
     let lease_req = LeaseRequest {
@@ -166,7 +195,7 @@ pub async fn lock(
     // A cancelled request leaves the queue at once: dropping the future removes the waiter.
     let taken = tokio::select! {
         r = state.locks.lock(lease_req) => r,
-        _ = ctx.ct.cancelled() => return super::refusal("cancelled while waiting for the lock"),
+        _ = ctx.ct.cancelled() => return refusal(Refusal::new(RefusalReason::Cancelled, "cancelled while waiting for the lock")),
     };
     match taken {
         Ok(info) => {
@@ -185,7 +214,7 @@ pub async fn lock(
             );
             super::structured(&r, text)
         }
-        Err(e) => super::refusal(e.to_string()),
+        Err(e) => refusal(lock_refusal(&e)),
     }
 }
 
@@ -197,8 +226,9 @@ pub struct UnlockRequest {
     pub lease: String,
 }
 
-/// Result of `unlock_device`.
+/// Result of `unlock_device` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
 pub struct UnlockResult {
     pub lease_id: String,
     pub key: String,
@@ -222,7 +252,7 @@ pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> Cal
             let text = format!("released lease {} on {}\n", res.lease_id, res.key);
             super::structured(&res, text)
         }
-        Err(e) => super::refusal(e.to_string()),
+        Err(e) => refusal(lock_refusal(&e)),
     }
 }
 

@@ -1,0 +1,81 @@
+//! The interface of `execute_command`: its arguments and its result. Field names are part
+//! of the interface (docs/TOOLS.md).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::isolation::View;
+use crate::sanitizer::Args;
+
+/// Arguments of `execute_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteRequest {
+    /// Name of the command (from list_commands).
+    pub command: String,
+    /// Arguments: preferably a list of strings, one per argument; a single string is split on
+    /// whitespace.
+    #[serde(default)]
+    pub args: Args,
+    /// Seconds before the command is stopped; at most the command's configured timeout.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Validate everything and show the exact argv, without running anything.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Device id (from list_devices) for a command that touches a device class; default: every
+    /// attached device of the class. An isolated command runs on exactly this board and sees
+    /// no other; it may be omitted only when exactly one board of its class is attached.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Lease id from lock_device, when the device is leased (a 2025-11-25 session that took the
+    /// lease may omit it).
+    #[serde(default)]
+    pub lease: Option<String>,
+    /// How long to queue if the device is busy (default 0: answer at once with who holds it).
+    #[serde(default)]
+    pub wait_secs: Option<u64>,
+}
+
+/// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
+/// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::tools::or_refusal`]).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
+pub struct ExecuteResult {
+    pub command: String,
+    /// The argv as executed: absolute binary, then arguments (file slots resolved).
+    pub argv: Vec<String>,
+    /// Exit code; null when the command did not exit by itself (signal, timeout, cancel) or in a dry run.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Standard output, escape sequences removed and `\r` overwrites applied.
+    pub stdout: String,
+    pub stderr: String,
+    /// Whether output beyond the server's cap was dropped.
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub duration_ms: u64,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// The timeout that applied, in seconds.
+    pub timeout_secs: u64,
+    /// True when nothing was run (dry_run).
+    pub dry_run: bool,
+    /// Device id the command was bound to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Lock keys held while it ran (or that it would take, in a dry run).
+    pub lock_keys: Vec<String>,
+    /// Keys held shared while it ran: an isolated command's board VID:PID (or group) key,
+    /// which keeps whole-VID:PID commands and leases out but not other boards' commands.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_lock_keys: Vec<String>,
+    /// The isolated view the command ran in (or would run in, in a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolated_view: Option<View>,
+    /// Why the command was stopped, in words, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+}

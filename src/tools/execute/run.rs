@@ -1,0 +1,369 @@
+//! Running an allowed `execute_command`: the dry run, or the client's slot and the device
+//! locks, the isolated view, the spawn (detached for `cancel: never`), and the outcome.
+
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use serde::Serialize;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit;
+use crate::auth::ClientIdentity;
+use crate::config::CancelPolicy;
+use crate::exec::{ExecError, LineTap, Outcome, Spec, StopReason};
+use crate::isolation::{Plan, Privilege, Roots};
+use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, SessionId};
+use crate::output;
+use crate::progress;
+use crate::refusal::{Refusal, RefusalReason};
+use crate::state::AppState;
+use crate::tools::devices::LockView;
+use crate::tools::locks::MAX_WAIT_SECS;
+use crate::tools::{refusal, structured, structured_error};
+
+use super::interface::{ExecuteRequest, ExecuteResult};
+use super::prepare::{Prepared, Rejected, prepare};
+use super::render::{render, render_view, shell_words};
+
+/// Runs `execute_command` for `who`.
+pub async fn run(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: ExecuteRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let config = state.config();
+    let lease = req.lease.clone().map(LeaseId);
+    let wait_secs = req.wait_secs.unwrap_or(0);
+    // The request as asked, before `prepare` consumes it: every refusal below goes through
+    // `refuser` so that it is audited with its reason.
+    let refuser = Refuser {
+        state,
+        who,
+        call: audit::ExecuteCall::new(who, session.as_ref(), &req.command),
+        asked: req.args.clone().into_vec(),
+    };
+    let prepared = match prepare(&config, state, who, req) {
+        Ok(p) => p,
+        Err(e) => return refuser.refuse(e),
+    };
+    let mut result = new_result(&prepared);
+    let roots = config.isolation.roots();
+    if prepared.dry_run {
+        return dry_run(&refuser, &prepared, &roots, result);
+    }
+    let held = match hold(state, who, session, lease, wait_secs, &prepared, ctx).await {
+        Ok(h) => h,
+        Err(e) => return refuser.refuse(e),
+    };
+    let mut spec = prepared.spec.clone();
+    if let Some(id) = &prepared.isolate {
+        // Built now, under the lock: a board that re-enumerated since `prepare` (or since
+        // the last command) is seen with its current bus and device number.
+        match Plan::new(&roots, id, Privilege::current()) {
+            Ok(plan) => {
+                spec.isolation = Some(plan.setup);
+                result.isolated_view = Some(plan.view);
+            }
+            Err(e) => return refuser.refuse(e.into()),
+        }
+    }
+    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
+    // Written before the spawn (locks held), so a crash mid-run still shows what was started.
+    let trail = audit::RunTrail::start(&state.audit, refuser.call.clone(), &result);
+    let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
+            trail.failed(&result, &e.to_string());
+            return refusal(e.into());
+        }
+    };
+    fill(&mut result, &outcome, state.executor.grace());
+    trail.finished(&result, &outcome);
+    tracing::info!(
+        client = %who.name, command = %result.command, exit_code = ?result.exit_code,
+        duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,
+        "execute_command finished"
+    );
+    let text = render(&result);
+    if result.exit_code == Some(0) && !result.timed_out && !result.cancelled {
+        structured(&result, text)
+    } else {
+        structured_error(&result, text)
+    }
+}
+
+/// Refuses a call before anything ran: logged, audited with its reason, answered.
+struct Refuser<'a> {
+    state: &'a AppState,
+    who: &'a ClientIdentity,
+    call: audit::ExecuteCall,
+    /// The caller's arguments, unresolved.
+    asked: Vec<String>,
+}
+
+/// An `execute_refused` audit record plus the refusal's class, `"refusal": {"reason": …}`
+/// (the record's own `reason` field keeps the message, as before).
+#[derive(Serialize)]
+struct RefusedRecord<'a> {
+    #[serde(flatten)]
+    record: audit::ExecuteRecord<'a>,
+    refusal: ReasonOnly,
+}
+
+#[derive(Serialize)]
+struct ReasonOnly {
+    reason: RefusalReason,
+}
+
+impl Refuser<'_> {
+    fn refuse(&self, why: Rejected) -> CallToolResult {
+        let r = Refusal::from(why);
+        tracing::info!(
+            client = %self.who.name, command = %self.call.command, verdict = "refused",
+            refusal = %r.reason, reason = %r.message, "execute_command"
+        );
+        self.state.audit.record(&RefusedRecord {
+            record: audit::ExecuteRecord::ExecuteRefused {
+                call: &self.call,
+                args: &self.asked,
+                reason: &r.message,
+            },
+            refusal: ReasonOnly { reason: r.reason },
+        });
+        refusal(r)
+    }
+}
+
+/// The result before anything ran: what will run, with what timeout, on which keys.
+fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
+    ExecuteResult {
+        command: prepared.command.name.clone(),
+        argv: prepared.argv(),
+        exit_code: None,
+        signal: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        duration_ms: 0,
+        timed_out: false,
+        cancelled: false,
+        timeout_secs: prepared.spec.timeout.as_secs(),
+        dry_run: prepared.dry_run,
+        device: prepared.device.as_ref().map(|d| d.to_string()),
+        lock_keys: prepared.keys.iter().map(|k| k.to_string()).collect(),
+        shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
+        isolated_view: None,
+        stop_reason: None,
+    }
+}
+
+/// A dry run: the argv, the view it would get, whether its locks are free now.
+fn dry_run(
+    refuser: &Refuser<'_>,
+    prepared: &Prepared<'_>,
+    roots: &Roots,
+    mut result: ExecuteResult,
+) -> CallToolResult {
+    let (state, who) = (refuser.state, refuser.who);
+    let mut text = format!(
+        "dry run: would run {}\ntimeout {} s; nothing was run\n",
+        shell_words(&result.argv),
+        result.timeout_secs
+    );
+    if let Some(id) = &prepared.isolate {
+        match Plan::new(roots, id, Privilege::current()) {
+            Ok(plan) => {
+                text.push_str(&render_view(&plan.view));
+                result.isolated_view = Some(plan.view);
+            }
+            Err(e) => return refuser.refuse(e.into()),
+        }
+    }
+    for k in prepared.keys.iter().chain(&prepared.shared_keys) {
+        let v = LockView::of(&state.locks, k, &who.name);
+        match (&v.holder, v.held) {
+            (Some(h), true) => text.push_str(&format!(
+                "lock {k}: held by {h} now ({} waiting)\n",
+                v.queue_len
+            )),
+            _ => text.push_str(&format!("lock {k}: free now\n")),
+        }
+    }
+    state.audit.record(&audit::ExecuteRecord::ExecuteDryRun {
+        call: &refuser.call,
+        argv: &result.argv,
+    });
+    structured(&result, text)
+}
+
+/// What an allowed run holds until its child (and process group) is gone; both are
+/// released by dropping them.
+struct Held {
+    /// One of the client's `limits.max_concurrent_per_client` slots.
+    _slot: OwnedSemaphorePermit,
+    _locks: CommandGuard,
+}
+
+/// Takes a client slot, then the device locks (queueing up to `wait_secs`).
+async fn hold(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    lease: Option<LeaseId>,
+    wait_secs: u64,
+    prepared: &Prepared<'_>,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<Held, Rejected> {
+    if wait_secs > MAX_WAIT_SECS {
+        return Err(Rejected::WaitTooLong {
+            wait: wait_secs,
+            max: MAX_WAIT_SECS,
+        });
+    }
+    let Some(slot) = state.client_slot(&who.name) else {
+        return Err(Rejected::TooManyRunning {
+            client: who.name.clone(),
+            max: state.config().limits.max_concurrent_per_client,
+        });
+    };
+    let lock_req = CommandLockRequest {
+        keys: prepared.keys.clone(),
+        shared: prepared.shared_keys.clone(),
+        client: ClientName(who.name.clone()),
+        session,
+        lease,
+        command: format!("{} {}", prepared.command.name, prepared.spec.args.join(" "))
+            .trim_end()
+            .to_string(),
+    };
+    // A request cancelled while queued leaves the queue at once (the future is dropped).
+    let locks = tokio::select! {
+        r = state.locks.acquire_for_command_wait(lock_req, Duration::from_secs(wait_secs)) => r?,
+        _ = ctx.ct.cancelled() => return Err(Rejected::CancelledWaiting),
+    };
+    Ok(Held {
+        _slot: slot,
+        _locks: locks,
+    })
+}
+
+/// Spawns the child and waits for its outcome; `held` is released when it is gone.
+async fn spawn(
+    state: &AppState,
+    who: &ClientIdentity,
+    prepared: &Prepared<'_>,
+    spec: Spec,
+    held: Held,
+    ctx: &RequestContext<RoleServer>,
+    result: &mut ExecuteResult,
+) -> Result<Outcome, Rejected> {
+    let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
+        Some(token) => {
+            let sink = progress::Sink {
+                peer: ctx.peer.clone(),
+                token,
+            };
+            let (tap, done) = progress::spawn_reporter(sink, prepared.progress.clone());
+            (Some(tap), Some(done))
+        }
+        None => (None, None),
+    };
+    let outcome = if prepared.cancel == CancelPolicy::Never {
+        run_detached(state, who, spec, held, reporter, ctx, result).await?
+    } else {
+        let mut offer = |_kind, line: &str| reporter.as_ref().is_none_or(|tap| tap.offer(line));
+        // Lines are split and looked at only when a client asked for progress.
+        let lines = reporter.is_some().then_some(LineTap::Latest(&mut offer));
+        let r = state.executor.run_with(&spec, ctx.ct.clone(), lines).await;
+        drop(held);
+        drop(reporter);
+        r?
+    };
+    if let Some(mut done) = reporter_done {
+        // The tap went with the run; the reporter now flushes and ends. A client that does not
+        // read may keep it waiting on its last notification: then it goes, not the answer.
+        if tokio::time::timeout(Duration::from_secs(1), &mut done).await.is_err() {
+            done.abort();
+        }
+    }
+    Ok(outcome)
+}
+
+/// A `cancel: never` command: run detached from this request so that neither a cancel
+/// nor a dropped request stops it; the caller still waits for the result.
+async fn run_detached(
+    state: &AppState,
+    who: &ClientIdentity,
+    spec: Spec,
+    held: Held,
+    reporter: Option<progress::Tap>,
+    ctx: &RequestContext<RoleServer>,
+    result: &mut ExecuteResult,
+) -> Result<Outcome, Rejected> {
+    let executor = state.executor.clone();
+    let mut task = tokio::spawn(async move {
+        let mut offer = |_kind, line: &str| reporter.as_ref().is_none_or(|tap| tap.offer(line));
+        let lines = reporter.is_some().then_some(LineTap::Latest(&mut offer));
+        let r = executor.run_with(&spec, CancellationToken::new(), lines).await;
+        // The device stays locked until the command (and its group) is gone.
+        drop(held);
+        r
+    });
+    let mut refused_cancel = false;
+    let joined = loop {
+        tokio::select! {
+            r = &mut task => break r,
+            _ = ctx.ct.cancelled(), if !refused_cancel => {
+                refused_cancel = true;
+                tracing::warn!(client = %who.name, command = %result.command, "cancel refused: command is marked cancel: never");
+            }
+        }
+    };
+    if refused_cancel {
+        result.stop_reason = Some(
+            "a cancel was refused: this command is marked `cancel: never` and ran to its end"
+                .into(),
+        );
+    }
+    let outcome: Result<Outcome, ExecError> = joined.map_err(|e| Rejected::Task(e.to_string()))?;
+    Ok(outcome?)
+}
+
+fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
+    result.exit_code = if o.stopped.is_some() {
+        None
+    } else {
+        o.exit_code
+    };
+    result.signal = o.signal;
+    result.stdout = output::clean(&o.stdout);
+    result.stderr = output::clean(&o.stderr);
+    result.stdout_truncated = o.stdout_dropped > 0;
+    result.stderr_truncated = o.stderr_dropped > 0;
+    result.duration_ms = o.duration.as_millis() as u64;
+    result.timed_out = o.stopped == Some(StopReason::Timeout);
+    result.cancelled = matches!(
+        o.stopped,
+        Some(StopReason::Cancelled | StopReason::Shutdown)
+    );
+    let grace = grace.as_secs();
+    result.stop_reason = match o.stopped {
+        Some(StopReason::Timeout) => Some(format!(
+            "timed out after {} s: the process group got SIGTERM, then SIGKILL after {grace} s; output so far is included",
+            result.timeout_secs
+        )),
+        Some(StopReason::Cancelled) => Some(format!(
+            "cancelled by the client after {} ms: the process group got SIGTERM, then SIGKILL after {grace} s",
+            result.duration_ms
+        )),
+        Some(StopReason::Shutdown) => Some("stopped because the server is shutting down".into()),
+        None => result.stop_reason.take(),
+    };
+}

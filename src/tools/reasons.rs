@@ -1,0 +1,69 @@
+//! The stable [`RefusalReason`] of each lower layer's error, mapped here in the tools
+//! layer so that the lock manager, the staging code and the isolation code need not know
+//! about refusals.
+
+use crate::isolation::IsolationError;
+use crate::locks::LockError;
+use crate::refusal::{Refusal, RefusalReason};
+use crate::staging::StagingError;
+
+/// The class of a lock manager refusal.
+// The last arm: a variant added later (lease limits) is a `limit` until mapped here.
+#[allow(unreachable_patterns)]
+pub fn lock_reason(e: &LockError) -> RefusalReason {
+    match e {
+        LockError::Busy(_) => RefusalReason::DeviceBusy,
+        LockError::NotYourLease { .. } | LockError::UnknownLease { .. } => {
+            RefusalReason::LeaseInvalid
+        }
+        LockError::AlreadyHeld { .. } => RefusalReason::AlreadyHeld,
+        LockError::TtlTooLong { .. } => RefusalReason::Limit,
+        LockError::ZeroTtl { .. } => RefusalReason::InvalidRequest,
+        LockError::ShutDown => RefusalReason::ShuttingDown,
+        _ => RefusalReason::Limit,
+    }
+}
+
+/// A lock manager refusal with its message.
+pub fn lock_refusal(e: &LockError) -> Refusal {
+    Refusal::from_error(lock_reason(e), e)
+}
+
+/// The class of a file staging refusal.
+// The last arm: a variant added later (directory limits) is a `limit` until mapped here.
+#[allow(unreachable_patterns)]
+pub fn staging_reason(e: &StagingError) -> RefusalReason {
+    use StagingError as E;
+    match e {
+        E::NoRoots => RefusalReason::NotConfigured,
+        E::OutsideRoots { .. } | E::UnknownRoot { .. } => RefusalReason::OutsideRoots,
+        E::BadPath { .. } | E::ReservedName { .. } => RefusalReason::InvalidPath,
+        E::NotWritable { .. } => RefusalReason::NotPermitted,
+        E::Symlink { .. } => RefusalReason::Symlink,
+        E::NotADirectory { .. }
+        | E::NotRegular { .. }
+        | E::IsDirectory { .. }
+        | E::HardLinked { .. } => RefusalReason::WrongFileType,
+        E::NotFound { .. } => RefusalReason::NotFound,
+        E::ChunkTooLarge { .. } | E::FileTooLarge { .. } | E::QuotaExceeded { .. } => {
+            RefusalReason::Limit
+        }
+        E::WrongOffset { .. } | E::NoUpload { .. } | E::UploadInProgress { .. } => {
+            RefusalReason::UploadState
+        }
+        E::TruncateNeedsZeroOffset(_) | E::BadBase64(_) | E::BadSha256 => {
+            RefusalReason::InvalidRequest
+        }
+        E::HashMismatch { .. } => RefusalReason::HashMismatch,
+        E::Io { .. } => RefusalReason::IoError,
+        _ => RefusalReason::Limit,
+    }
+}
+
+/// The class of a failure to build an isolated view: a board that went away is absent.
+pub fn isolation_reason(e: &IsolationError) -> RefusalReason {
+    match e {
+        IsolationError::NotInSysfs { .. } => RefusalReason::DeviceAbsent,
+        _ => RefusalReason::IsolationUnavailable,
+    }
+}

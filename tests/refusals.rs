@@ -1,0 +1,478 @@
+//! Every class of refusal, through the real server and a real MCP client: the result is
+//! `isError: true` with the message as text and `{"refusal": {reason, message}}` as
+//! structured content, and the reason names are the ones docs/TOOLS.md lists. For
+//! `execute_command` the audit line of the refusal carries the same reason.
+
+#[cfg(feature = "udev")]
+mod common;
+mod harness;
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use harness::*;
+use serde_json::{Value, json};
+
+fn config(root: &Path) -> String {
+    format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+    write_roots: [{root}]
+  - name: vm-b
+    token: {TOKEN_B}
+    commands: [echo]
+file_roots: [{root}]
+devices:
+  - name: nothere
+    match: {{vid: "f00d", pid: "beef"}}
+commands:
+  - name: echo
+    binary: /bin/echo
+    timeout_secs: 10
+    allowed_args:
+      - pattern: "{{word}}"
+  - name: image
+    binary: /usr/bin/sha256sum
+    allowed_args:
+      - pattern: "{{file}}"
+        file_args: [file]
+  - name: gone
+    binary: $DIR/not-installed
+    allowed_args:
+      - pattern: ""
+  - name: board
+    binary: /bin/true
+    device: nothere
+    allowed_args:
+      - pattern: ""
+"#,
+        root = root.display()
+    )
+}
+
+struct Bench {
+    root: tempfile::TempDir,
+    server: Server,
+    a: Client,
+}
+
+async fn bench() -> Bench {
+    let root = tempfile::tempdir().expect("root");
+    let server = Server::start(&config(root.path()));
+    let a = connect(&server.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("connect");
+    Bench { root, server, a }
+}
+
+/// Calls `tool` and checks the refusal's shape and reason; returns its message.
+async fn refused(c: &Client, tool: &str, args: Value, reason: &str) -> String {
+    let r = call(c, tool, args.clone()).await;
+    assert!(is_error(&r), "{tool} {args}: not refused: {}", text(&r));
+    let s = structured(&r);
+    assert_eq!(s["refusal"]["reason"], json!(reason), "{tool} {args}: {s}");
+    // The text is the message, unchanged: agents that read only the text lose nothing.
+    assert_eq!(s["refusal"]["message"], json!(text(&r)), "{tool} {args}");
+    text(&r)
+}
+
+/// The `execute_refused` audit line for `command`, the last one.
+fn audited(s: &Server, command: &str) -> Value {
+    let raw = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log");
+    raw.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|v| v["event"] == "execute_refused" && v["command"] == command)
+        .unwrap_or_else(|| panic!("no execute_refused for {command}:\n{raw}"))
+}
+
+/// An `execute_command` refusal: reason in the result and in the audit line.
+async fn exec_refused(b: &Bench, args: Value, reason: &str) -> String {
+    let msg = refused(&b.a, "execute_command", args.clone(), reason).await;
+    let line = audited(&b.server, args["command"].as_str().expect("command"));
+    assert_eq!(line["refusal"]["reason"], json!(reason), "{line}");
+    // The record's `reason` keeps the message, as before.
+    assert_eq!(line["reason"], json!(msg), "{line}");
+    msg
+}
+
+#[tokio::test]
+async fn forbidden_character() {
+    let b = bench().await;
+    let msg = exec_refused(
+        &b,
+        json!({"command": "echo", "args": ["wo;rld"]}),
+        "forbidden_character",
+    )
+    .await;
+    assert!(msg.contains("forbidden character ';'"), "{msg}");
+}
+
+#[tokio::test]
+async fn no_pattern_matched() {
+    let b = bench().await;
+    let msg = exec_refused(
+        &b,
+        json!({"command": "echo", "args": ["a", "b"]}),
+        "no_pattern_matched",
+    )
+    .await;
+    assert!(msg.contains("Closest allowed pattern"), "{msg}");
+    // A file argument outside the roots fails its pattern: same class, the message says why.
+    let msg = exec_refused(
+        &b,
+        json!({"command": "image", "args": ["/etc/hostname"]}),
+        "no_pattern_matched",
+    )
+    .await;
+    assert!(msg.contains("outside the file roots"), "{msg}");
+}
+
+#[tokio::test]
+async fn unknown_command() {
+    let b = bench().await;
+    exec_refused(&b, json!({"command": "rm"}), "unknown_command").await;
+    // A command the client may not run reads the same as one that does not exist.
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect b");
+    let msg = refused(
+        &vm_b,
+        "execute_command",
+        json!({"command": "image", "args": ["x"]}),
+        "unknown_command",
+    )
+    .await;
+    assert!(msg.contains("Commands you may run: echo."), "{msg}");
+}
+
+#[tokio::test]
+async fn command_unavailable() {
+    let b = bench().await;
+    exec_refused(&b, json!({"command": "gone"}), "command_unavailable").await;
+}
+
+#[tokio::test]
+async fn timeout_too_long_and_a_zero_timeout() {
+    let b = bench().await;
+    let msg = exec_refused(
+        &b,
+        json!({"command": "echo", "args": ["x"], "timeout_secs": 11}),
+        "timeout_too_long",
+    )
+    .await;
+    assert!(msg.contains("limit of 10 s"), "{msg}");
+    exec_refused(
+        &b,
+        json!({"command": "echo", "args": ["x"], "timeout_secs": 0}),
+        "invalid_request",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn limit() {
+    let b = bench().await;
+    exec_refused(
+        &b,
+        json!({"command": "echo", "args": ["x"], "wait_secs": 999_999}),
+        "limit",
+    )
+    .await;
+    refused(
+        &b.a,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "ttl_secs": 999_999_999}),
+        "limit",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn device_absent() {
+    let b = bench().await;
+    exec_refused(&b, json!({"command": "board"}), "device_absent").await;
+    exec_refused(
+        &b,
+        json!({"command": "board", "device": "9-9"}),
+        "device_absent",
+    )
+    .await;
+    refused(
+        &b.a,
+        "lock_device",
+        json!({"device": "9-9"}),
+        "device_absent",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn invalid_request() {
+    let b = bench().await;
+    exec_refused(
+        &b,
+        json!({"command": "echo", "args": ["x"], "device": "9-9"}),
+        "invalid_request",
+    )
+    .await;
+    refused(
+        &b.a,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "device": "1-2"}),
+        "invalid_request",
+    )
+    .await;
+    refused(
+        &b.a,
+        "lock_device",
+        json!({"key": "nonsense"}),
+        "invalid_request",
+    )
+    .await;
+    refused(
+        &b.a,
+        "list_devices",
+        json!({"vid": "xyz"}),
+        "invalid_request",
+    )
+    .await;
+    refused(
+        &b.a,
+        "write_file",
+        json!({"path": "a.img", "content_base64": "***"}),
+        "invalid_request",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn device_busy_and_already_held() {
+    let b = bench().await;
+    let key = json!({"key": "usb:2207:350b", "note": "flashing"});
+    let r = call(&b.a, "lock_device", key.clone()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let msg = refused(&b.a, "lock_device", key.clone(), "already_held").await;
+    assert!(msg.contains("already holds"), "{msg}");
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect b");
+    let msg = refused(&vm_b, "lock_device", key, "device_busy").await;
+    assert!(msg.contains("vm-a") && msg.contains("flashing"), "{msg}");
+}
+
+#[tokio::test]
+async fn lease_invalid() {
+    let b = bench().await;
+    refused(
+        &b.a,
+        "unlock_device",
+        json!({"lease": "no-such-lease"}),
+        "lease_invalid",
+    )
+    .await;
+    let r = call(&b.a, "lock_device", json!({"key": "usb:2207:350b"})).await;
+    let lease = structured(&r)["lease_id"].clone();
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect b");
+    let msg = refused(
+        &vm_b,
+        "unlock_device",
+        json!({"lease": lease}),
+        "lease_invalid",
+    )
+    .await;
+    assert!(msg.contains("belongs to client \"vm-a\""), "{msg}");
+}
+
+#[tokio::test]
+async fn file_refusals() {
+    let b = bench().await;
+    let root = b.root.path();
+    refused(
+        &b.a,
+        "stat_file",
+        json!({"path": "/etc/hostname"}),
+        "outside_roots",
+    )
+    .await;
+    refused(&b.a, "list_files", json!({"root": 7}), "outside_roots").await;
+    refused(&b.a, "stat_file", json!({"path": "../x"}), "invalid_path").await;
+    refused(
+        &b.a,
+        "stat_file",
+        json!({"path": "missing.img"}),
+        "not_found",
+    )
+    .await;
+    std::fs::create_dir(root.join("dir")).expect("mkdir");
+    refused(
+        &b.a,
+        "remove_file",
+        json!({"path": "dir"}),
+        "wrong_file_type",
+    )
+    .await;
+    symlink("/etc", root.join("link")).expect("symlink");
+    refused(
+        &b.a,
+        "stat_file",
+        json!({"path": "link/hostname"}),
+        "symlink",
+    )
+    .await;
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect b");
+    refused(
+        &vm_b,
+        "write_file",
+        json!({"path": "b.img", "content_base64": "AAAA"}),
+        "not_permitted",
+    )
+    .await;
+    refused(
+        &b.a,
+        "write_file",
+        json!({"path": "a.img", "content_base64": "AAAA", "offset": 5}),
+        "upload_state",
+    )
+    .await;
+    refused(
+        &b.a,
+        "write_file",
+        json!({"path": "a.img", "content_base64": "AAAA", "sha256": "0".repeat(64)}),
+        "hash_mismatch",
+    )
+    .await;
+}
+
+/// The TypeScript SDK validates `structuredContent` against `outputSchema` even for an
+/// error result: each tool that can refuse declares the refusal as an alternative.
+#[tokio::test]
+async fn output_schemas_admit_the_refusal() {
+    let b = bench().await;
+    let tools = b.a.list_all_tools().await.expect("tools/list");
+    for name in [
+        "execute_command",
+        "lock_device",
+        "unlock_device",
+        "list_devices",
+        "wait_for_device",
+        "list_files",
+        "stat_file",
+        "write_file",
+        "remove_file",
+    ] {
+        let t = tools.iter().find(|t| t.name == name).expect(name);
+        let s = Value::Object((*t.output_schema.clone().expect("output schema")).clone());
+        assert_eq!(s["type"], json!("object"), "{name}: {s}");
+        assert_eq!(
+            s["properties"]["refusal"]["required"],
+            json!(["reason", "message"]),
+            "{name}: {s}"
+        );
+        let reasons = s["properties"]["refusal"]["properties"]["reason"]["oneOf"].to_string();
+        assert!(reasons.contains("\"device_busy\""), "{name}: {reasons}");
+        let any_of = s["anyOf"].as_array().expect("anyOf");
+        assert!(
+            any_of.iter().any(|a| a["required"] == json!(["refusal"])),
+            "{name}: {s}"
+        );
+        // The success shape keeps its required fields.
+        assert!(
+            any_of.iter().any(|a| a["required"]
+                .as_array()
+                .is_some_and(|r| r.len() > 1 || name == "list_devices" || name == "unlock_device")),
+            "{name}: {s}"
+        );
+    }
+}
+
+/// Refusals that need boards: two identical ones (1-2, 1-3) and another device (1-4), on
+/// a umockdev testbed.
+#[cfg(feature = "udev")]
+#[tokio::test]
+async fn device_busy_mismatch_and_ambiguous() {
+    use common::umockdev::{Testbed, is_inner_run, rerun_under_preload};
+    use common::{FTDI_1_4, RK3588_MASKROM_1_2, RK3588_MASKROM_1_3, ROOT_HUB};
+    if !is_inner_run() {
+        return rerun_under_preload("device_busy_mismatch_and_ambiguous");
+    }
+    let tb = Testbed::new();
+    for d in [ROOT_HUB, RK3588_MASKROM_1_2, RK3588_MASKROM_1_3, FTDI_1_4] {
+        tb.add_from_string(d);
+    }
+    let yaml = format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+  - name: vm-b
+    token: {TOKEN_B}
+devices:
+  - name: rockusb
+    match: {{vid: "2207", pid: "350b"}}
+commands:
+  - name: flash
+    binary: /bin/true
+    device: rockusb
+    allowed_args:
+      - pattern: ""
+  - name: board
+    binary: /bin/true
+    device: rockusb
+    isolate: true
+    allowed_args:
+      - pattern: ""
+"#
+    );
+    let root = tb.root_dir();
+    let s = Server::start_with(
+        &yaml,
+        &[],
+        &[
+            ("LD_PRELOAD", "libumockdev-preload.so.0"),
+            ("UMOCKDEV_DIR", root.to_str().expect("utf8")),
+        ],
+    );
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("connect");
+    let b = Bench {
+        root: tempfile::tempdir().expect("dir"),
+        server: s,
+        a,
+    };
+    let msg = exec_refused(&b, json!({"command": "board"}), "device_ambiguous").await;
+    assert!(msg.contains("pass `device` (one of 1-2, 1-3)"), "{msg}");
+    exec_refused(
+        &b,
+        json!({"command": "flash", "device": "1-4"}),
+        "device_mismatch",
+    )
+    .await;
+    let r = call(
+        &b.a,
+        "lock_device",
+        json!({"key": "usb:2207:350b", "note": "mine"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect b");
+    let msg = refused(
+        &vm_b,
+        "execute_command",
+        json!({"command": "flash"}),
+        "device_busy",
+    )
+    .await;
+    assert!(msg.contains("vm-a") && msg.contains("mine"), "{msg}");
+    let line = audited(&b.server, "flash");
+    assert_eq!(line["client"], json!("vm-b"), "{line}");
+    assert_eq!(line["refusal"]["reason"], json!("device_busy"), "{line}");
+}
