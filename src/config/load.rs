@@ -91,10 +91,13 @@ impl Config {
             .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
         let raw: RawConfig =
             serde_yaml::from_str(if empty { "{}" } else { text }).map_err(|e| {
+                // Some errors concern the whole file (e.g. a second document) and come
+                // without a location: they are reported at its start, so every error of
+                // a parsed file has a line to jump to.
                 let (line, column) = e
                     .location()
                     .map(|l| (l.line(), l.column()))
-                    .unwrap_or((0, 0));
+                    .unwrap_or((1, 1));
                 let full = e.to_string();
                 let message = match full.rfind(" at line ") {
                     Some(i) => full[..i].to_string(),

@@ -194,6 +194,15 @@ fn missing_binary_is_not_fatal_to_parse() {
 }
 
 #[test]
+fn an_error_without_a_serde_location_is_at_the_start_of_the_file() {
+    // Found by tests/proptest_policy.rs: the dedent starts a second document, and
+    // serde_yaml reports that without a location (it was line 0).
+    let e = errors("    file_roots: \nbind: \n");
+    assert_eq!((e[0].line, e[0].column), (1, 1), "{}", e[0]);
+    assert!(e[0].message.contains("more than one document"), "{}", e[0]);
+}
+
+#[test]
 fn display_has_file_line_column_field() {
     let e = errors("commands:\n  - name: ls\n    binary: ls\n");
     let s = e[0].to_string();
