@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::super::host::binary_problem;
-use super::super::raw::{RawCommand, check_name, parse_abs, parse_progress};
+use super::super::raw::{RawCommand, RawPattern, check_name, parse_abs, parse_progress};
 use super::super::schema::{CommandConfig, DeviceClass, PatternConfig};
 use super::validator::Validator;
 use crate::sanitizer::{FileKind, Pattern, Word, slot_regex};
@@ -88,75 +88,9 @@ impl Validator<'_> {
         };
         let mut patterns = Vec::new();
         for (j, rp) in rc.allowed_args.into_iter().enumerate() {
-            let pfield = format!("commands[{i}].allowed_args[{j}]");
-            let at = self.loc.item_value(&name, "pattern", &rp.pattern);
-            let Some(pattern) = self.value(
-                rp.pattern.parse::<Pattern>(),
-                at,
-                format!("{pfield}.pattern"),
-            ) else {
-                continue;
-            };
-            let slots: BTreeSet<&str> = pattern.slot_names().collect();
-            let mut file_slots = BTreeMap::new();
-            for (list, kind, key) in [
-                (&rp.file_args, FileKind::Input, "file_args"),
-                (&rp.output_args, FileKind::Output, "output_args"),
-            ] {
-                for s in list {
-                    if !slots.contains(s.as_str()) {
-                        let at = self.loc.item_key(&name, key);
-                        self.err(
-                            at,
-                            format!("{pfield}.{key}"),
-                            format!(
-                                "{s:?} is not a slot of pattern \"{pattern}\"; its slots are: {}",
-                                if slots.is_empty() {
-                                    "none".to_string()
-                                } else {
-                                    slots.iter().copied().collect::<Vec<_>>().join(", ")
-                                }
-                            ),
-                        );
-                    }
-                    file_slots.insert(s.clone(), kind);
-                }
+            if let Some(p) = self.pattern(i, j, &name, rp, file_roots) {
+                patterns.push(p);
             }
-            if !file_slots.is_empty() && file_roots.is_empty() {
-                let at = self
-                    .loc
-                    .item_key(&name, "file_args")
-                    .or(self.loc.item_key(&name, "output_args"));
-                self.err(
-                    at,
-                    format!("{pfield}.file_args"),
-                    "file arguments need `file_roots:` (the directories they must resolve inside)"
-                        .into(),
-                );
-            }
-            let pprogress = match &rp.progress {
-                None => None,
-                Some(p) => {
-                    let at = self.loc.item_value(&name, "progress", p);
-                    self.value(parse_progress(p), at, format!("{pfield}.progress"))
-                }
-            };
-            if rp.timeout_secs == Some(0) {
-                let at = self.loc.item_key(&name, "timeout_secs");
-                self.err(
-                    at,
-                    format!("{pfield}.timeout_secs"),
-                    "must be at least 1 second".into(),
-                );
-            }
-            patterns.push(PatternConfig {
-                pattern,
-                file_slots,
-                timeout: rp.timeout_secs.map(Duration::from_secs),
-                progress: pprogress,
-                cancel: rp.cancel,
-                isolate: rp.isolate,
-            });
         }
         for key in rc.params.keys() {
             let used = patterns.iter().any(|p| {
@@ -203,6 +137,85 @@ impl Validator<'_> {
             destructive: rc.destructive,
             isolate: rc.isolate,
             unavailable,
+        })
+    }
+
+    /// One entry of a command's `allowed_args:`: the pattern, its file slots (which must be
+    /// slots of the pattern and need file roots), and its own progress and timeout.
+    fn pattern(
+        &mut self,
+        i: usize,
+        j: usize,
+        name: &str,
+        rp: RawPattern,
+        file_roots: &[PathBuf],
+    ) -> Option<PatternConfig> {
+        let pfield = format!("commands[{i}].allowed_args[{j}]");
+        let at = self.loc.item_value(name, "pattern", &rp.pattern);
+        let pattern = self.value(
+            rp.pattern.parse::<Pattern>(),
+            at,
+            format!("{pfield}.pattern"),
+        )?;
+        let slots: BTreeSet<&str> = pattern.slot_names().collect();
+        let mut file_slots = BTreeMap::new();
+        for (list, kind, key) in [
+            (&rp.file_args, FileKind::Input, "file_args"),
+            (&rp.output_args, FileKind::Output, "output_args"),
+        ] {
+            for s in list {
+                if !slots.contains(s.as_str()) {
+                    let at = self.loc.item_key(name, key);
+                    self.err(
+                        at,
+                        format!("{pfield}.{key}"),
+                        format!(
+                            "{s:?} is not a slot of pattern \"{pattern}\"; its slots are: {}",
+                            if slots.is_empty() {
+                                "none".to_string()
+                            } else {
+                                slots.iter().copied().collect::<Vec<_>>().join(", ")
+                            }
+                        ),
+                    );
+                }
+                file_slots.insert(s.clone(), kind);
+            }
+        }
+        if !file_slots.is_empty() && file_roots.is_empty() {
+            let at = self
+                .loc
+                .item_key(name, "file_args")
+                .or(self.loc.item_key(name, "output_args"));
+            self.err(
+                at,
+                format!("{pfield}.file_args"),
+                "file arguments need `file_roots:` (the directories they must resolve inside)"
+                    .into(),
+            );
+        }
+        let pprogress = match &rp.progress {
+            None => None,
+            Some(p) => {
+                let at = self.loc.item_value(name, "progress", p);
+                self.value(parse_progress(p), at, format!("{pfield}.progress"))
+            }
+        };
+        if rp.timeout_secs == Some(0) {
+            let at = self.loc.item_key(name, "timeout_secs");
+            self.err(
+                at,
+                format!("{pfield}.timeout_secs"),
+                "must be at least 1 second".into(),
+            );
+        }
+        Some(PatternConfig {
+            pattern,
+            file_slots,
+            timeout: rp.timeout_secs.map(Duration::from_secs),
+            progress: pprogress,
+            cancel: rp.cancel,
+            isolate: rp.isolate,
         })
     }
 }
