@@ -6,7 +6,8 @@
 //! Data flows one way: transport → auth → MCP handler → policy (sanitizer, locks) → executor.
 //!
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`) and start-up wiring.
-//! - [`config`]: the YAML schema, defaults and validation with file/line/field errors.
+//! - [`config`]: the YAML schema and defaults, loading (search order, owner-only check) and
+//!   validation with file/line/field errors, one file per part; it imports the sanitizer.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
 //! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
@@ -14,7 +15,8 @@
 //! - [`server`]: the rmcp handler: the tool list, which only registers and delegates.
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
 //! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
-//! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
+//! - [`sanitizer`]: the pattern grammar, forbidden characters, matching a call against a
+//!   command's [`sanitizer::CommandPolicy`], file-root confinement; knows no config file.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
 //! - [`isolation`]: the per-board view (mount namespace) an isolated command runs in.
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.

@@ -1,0 +1,48 @@
+//! The YAML configuration (`allowed_commands.yaml`): schema, defaults and validation.
+//!
+//! Values that can be checked on their own (absolute binaries, regexes, patterns, hex ids)
+//! are checked while deserializing, so serde_yaml attaches the line, column and field path
+//! to the error. Checks that relate several fields run afterwards and find their line with
+//! the text `Locator`. Either way a [`ConfigError`] names file, line, column and field and
+//! says what would be valid.
+//!
+//! - `schema`: the validated [`Config`] and its parts, with their defaults.
+//! - `staging`: the file staging policy (limits, write roots per client).
+//! - `raw`: the schema as written in YAML, and checks of single values.
+//! - `validate/`: cross-field validation, one file per part of the schema.
+//! - `load`: the search order, reading a file, its permissions, serde errors located.
+//! - `host`: whether a binary can run here; the default state directory.
+//! - `locate`: the line of a key in the YAML text.
+//! - `error`: [`ConfigError`] and [`ConfigErrors`].
+//!
+//! The argument patterns are the sanitizer's grammar; the configuration compiles them and
+//! hands the sanitizer its policy through [`crate::sanitizer::CommandPolicy`].
+
+mod error;
+mod host;
+mod load;
+mod locate;
+mod raw;
+mod schema;
+mod staging;
+mod validate;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use host::binary_problem;
+pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
+pub use schema::{
+    AUDIT_MIN_BYTES, AuditSettings, CancelPolicy, ClientConfig, CommandConfig, Config,
+    DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
+    PatternConfig, TokenSource,
+};
+pub use staging::{
+    CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
+};
+// A file slot's kind is the sanitizer's; callers that read it from a `PatternConfig` keep
+// finding it here.
+pub use crate::sanitizer::FileKind;
+
+#[cfg(test)]
+mod staging_tests;
+#[cfg(test)]
+mod tests;

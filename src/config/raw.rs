@@ -1,0 +1,257 @@
+//! The schema as written in YAML, and the checks of single values.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::schema::{
+    AuditSettings, CancelPolicy, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
+};
+use super::staging::StagingLimits;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) bind: Option<String>,
+    pub(crate) auth_token: Option<String>,
+    #[serde(default)]
+    pub(crate) clients: Vec<RawClient>,
+    #[serde(default)]
+    pub(crate) file_roots: Vec<String>,
+    #[serde(default)]
+    pub(crate) devices: Vec<RawDeviceClass>,
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
+    #[serde(default)]
+    pub(crate) allowed_hosts: Vec<String>,
+    pub(crate) state_dir: Option<String>,
+    #[serde(default)]
+    pub(crate) limits: Limits,
+    #[serde(default)]
+    pub(crate) leases: LeaseSettings,
+    #[serde(default)]
+    pub(crate) monitor: MonitorSettings,
+    #[serde(default)]
+    pub(crate) isolation: IsolationSettings,
+    #[serde(default)]
+    pub(crate) audit: AuditSettings,
+    #[serde(default)]
+    pub(crate) staging: RawStaging,
+    #[serde(default)]
+    pub(crate) commands: Vec<RawCommand>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClient {
+    pub(crate) name: String,
+    pub(crate) token: Option<String>,
+    pub(crate) token_file: Option<String>,
+    pub(crate) token_env: Option<String>,
+    pub(crate) token_sha256: Option<String>,
+    pub(crate) commands: Option<Vec<String>>,
+    #[serde(default)]
+    pub(crate) admin: bool,
+    // File staging: read by `Validator::staging`, not by `Validator::clients`.
+    pub(crate) write_roots: Option<Vec<String>>,
+    pub(crate) staging: Option<RawStagingOverride>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDeviceClass {
+    pub(crate) name: String,
+    #[serde(rename = "match")]
+    pub(crate) matches: RawMatch,
+    pub(crate) lock_group: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMatch {
+    pub(crate) vid: serde_yaml::Value,
+    pub(crate) pid: Option<serde_yaml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCommand {
+    pub(crate) name: String,
+    pub(crate) binary: String,
+    #[serde(default)]
+    pub(crate) description: String,
+    #[serde(default)]
+    pub(crate) allowed_args: Vec<RawPattern>,
+    pub(crate) timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub(crate) params: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) device: Option<String>,
+    pub(crate) progress: Option<String>,
+    #[serde(default)]
+    pub(crate) cancel: CancelPolicy,
+    #[serde(default)]
+    pub(crate) read_only: bool,
+    #[serde(default)]
+    pub(crate) destructive: bool,
+    #[serde(default)]
+    pub(crate) isolate: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPattern {
+    pub(crate) pattern: String,
+    #[serde(default)]
+    pub(crate) file_args: Vec<String>,
+    #[serde(default)]
+    pub(crate) output_args: Vec<String>,
+    pub(crate) timeout_secs: Option<u64>,
+    pub(crate) progress: Option<String>,
+    pub(crate) cancel: Option<CancelPolicy>,
+    pub(crate) isolate: Option<bool>,
+}
+
+// Values are read as plain YAML and checked by the validator: serde_yaml reports an error
+// raised inside a field's own Deserialize at the enclosing mapping, which would lose the
+// field's line. The validator finds the line itself.
+
+pub(crate) fn check_name(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid name {s:?}: use 1 to 64 letters, digits, '_', '-' or '.'"
+        ))
+    }
+}
+
+pub(crate) fn parse_abs(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if !p.is_absolute() {
+        return Err(format!(
+            "{s:?} is not an absolute path: write the full path, e.g. /usr/bin/{s}"
+        ));
+    }
+    if p.components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(format!(
+            "{s:?} contains '..': write the path without parent-directory components"
+        ));
+    }
+    Ok(p)
+}
+
+pub(crate) fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("{s:?} is not an address:port; write e.g. \"127.0.0.1:9222\" or \"[::1]:9222\"")
+    })
+}
+
+pub(crate) fn parse_hex16(v: &serde_yaml::Value) -> Result<u16, String> {
+    // YAML reads 2207 as a number; take its decimal digits as the hex digits they were meant as.
+    let s = match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        other => format!("{other:?}"),
+    };
+    let t = s.trim_start_matches("0x");
+    if t.len() == 4
+        && t.chars().all(|c| c.is_ascii_hexdigit())
+        && let Ok(n) = u16::from_str_radix(t, 16)
+    {
+        return Ok(n);
+    }
+    Err(format!(
+        "{s:?} is not a USB id: write 4 hex digits in quotes, e.g. \"2207\""
+    ))
+}
+
+pub(crate) fn parse_sha256(s: &str) -> Result<[u8; 32], String> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(s.trim(), &mut out).map_err(|_| {
+        "expected the SHA-256 of the token as 64 hex digits (e.g. from `printf %s \"$TOKEN\" | sha256sum`)".to_string()
+    })?;
+    Ok(out)
+}
+
+/// A progress regex: its first capture group must give the percentage.
+pub(crate) fn parse_progress(s: &str) -> Result<Regex, String> {
+    let re = Regex::new(s).map_err(|e| format!("invalid regex {s:?}: {e}"))?;
+    if re.captures_len() < 2 {
+        return Err(format!(
+            "progress regex {s:?} has no capture group: wrap the percentage in (...), e.g. \"\\\\((\\\\d+)%\\\\)\""
+        ));
+    }
+    Ok(re)
+}
+
+// Plain fields rather than a flattened `StagingLimits`: serde cannot combine `flatten`
+// with `deny_unknown_fields`, and a misspelt key must be an error.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawStaging {
+    pub(crate) max_file_bytes: u64,
+    pub(crate) max_chunk_bytes: u64,
+    pub(crate) quota_bytes_per_root: u64,
+    pub(crate) quota_entries_per_root: u64,
+    pub(crate) max_depth: u64,
+    pub(crate) max_new_dirs_per_call: u64,
+    pub(crate) stale_upload_secs: u64,
+}
+
+impl Default for RawStaging {
+    fn default() -> Self {
+        let l = StagingLimits::default();
+        RawStaging {
+            max_file_bytes: l.max_file_bytes,
+            max_chunk_bytes: l.max_chunk_bytes,
+            quota_bytes_per_root: l.quota_bytes_per_root,
+            quota_entries_per_root: l.quota_entries_per_root,
+            max_depth: l.max_depth,
+            max_new_dirs_per_call: l.max_new_dirs_per_call,
+            stale_upload_secs: 24 * 3600,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStagingOverride {
+    pub(crate) max_file_bytes: Option<u64>,
+    pub(crate) max_chunk_bytes: Option<u64>,
+    pub(crate) quota_bytes_per_root: Option<u64>,
+    pub(crate) quota_entries_per_root: Option<u64>,
+    pub(crate) max_depth: Option<u64>,
+    pub(crate) max_new_dirs_per_call: Option<u64>,
+}
+
+/// A client's staging keys, taken out before `Validator::clients` consumes the entry.
+pub(crate) struct RawClientStaging {
+    pub(crate) index: usize,
+    pub(crate) name: String,
+    pub(crate) write_roots: Option<Vec<String>>,
+    pub(crate) overrides: RawStagingOverride,
+}
+
+pub(crate) fn take_client_staging(clients: &mut [RawClient]) -> Vec<RawClientStaging> {
+    clients
+        .iter_mut()
+        .enumerate()
+        .map(|(index, c)| RawClientStaging {
+            index,
+            name: c.name.clone(),
+            write_roots: c.write_roots.take(),
+            overrides: c.staging.take().unwrap_or_default(),
+        })
+        .collect()
+}

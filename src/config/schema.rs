@@ -1,0 +1,323 @@
+//! The validated configuration: what the rest of gatecmd reads. Every type here is built by
+//! the validator (`validate/`) from the raw YAML (`raw.rs`); nothing else constructs one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::staging::StagingConfig;
+use crate::sanitizer::{CommandPolicy, FileKind, FileSlots, Pattern};
+
+/// Default port: VM guests reach it as `http://10.0.2.2:9222/mcp`.
+pub const DEFAULT_BIND: &str = "127.0.0.1:9222";
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from (a path, or [`EMBEDDED_NAME`]).
+    pub source: String,
+    pub bind: SocketAddr,
+    pub clients: Vec<ClientConfig>,
+    pub file_roots: Vec<PathBuf>,
+    pub devices: Vec<DeviceClass>,
+    pub commands: Vec<CommandConfig>,
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
+    pub state_dir: PathBuf,
+    pub limits: Limits,
+    pub leases: LeaseSettings,
+    /// File staging (upload/list/stat/remove tools): limits and who may write where.
+    pub staging: StagingConfig,
+    pub monitor: MonitorSettings,
+    pub isolation: IsolationSettings,
+    pub audit: AuditSettings,
+}
+
+/// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IsolationSettings {
+    /// Where sysfs is mounted; the view replaces `<sysfs_root>/bus/usb/devices`.
+    pub sysfs_root: PathBuf,
+    /// Where devfs is mounted; the view replaces `<devfs_root>/bus/usb`.
+    pub devfs_root: PathBuf,
+}
+
+impl Default for IsolationSettings {
+    fn default() -> Self {
+        IsolationSettings {
+            sysfs_root: PathBuf::from("/sys"),
+            devfs_root: PathBuf::from("/dev"),
+        }
+    }
+}
+
+impl IsolationSettings {
+    /// The roots as the isolation module takes them.
+    pub fn roots(&self) -> crate::isolation::Roots {
+        crate::isolation::Roots {
+            sysfs: self.sysfs_root.clone(),
+            devfs: self.devfs_root.clone(),
+        }
+    }
+}
+
+/// How the device registry is kept current.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MonitorSettings {
+    /// `auto` (udev where built with it, falling back as needed), `udev`, `libusb` or `poll`.
+    pub backend: String,
+    /// Rescan interval of the polling sources.
+    pub poll_interval_ms: u64,
+    /// How long a vanished device is kept in case its port re-enumerates (then reported as
+    /// one change instead of removed + added). 0 reports removals at once.
+    pub removal_grace_ms: u64,
+    /// Where sysfs is mounted (tests point it at a testbed).
+    pub sysfs_root: PathBuf,
+}
+
+impl Default for MonitorSettings {
+    fn default() -> Self {
+        MonitorSettings {
+            backend: "auto".into(),
+            poll_interval_ms: 1000,
+            removal_grace_ms: 0,
+            sysfs_root: PathBuf::from("/sys"),
+        }
+    }
+}
+
+/// Resource limits; every one has a default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Bytes kept of each of stdout and stderr; the rest is counted and dropped.
+    pub max_output_bytes: usize,
+    /// Children running at once across all clients.
+    pub max_concurrent_children: usize,
+    /// Commands one client may run at once; more are refused with this limit named.
+    pub max_concurrent_per_client: usize,
+    /// Largest accepted HTTP request body.
+    pub max_request_body_bytes: usize,
+    /// Seconds between SIGTERM and SIGKILL when a command is stopped.
+    pub kill_grace_secs: u64,
+    /// Upper bound for a caller's `timeout_secs`.
+    pub max_timeout_secs: u64,
+    /// An idle legacy MCP session is closed after this long (rmcp's default of 300 s
+    /// would drop a client that only waits for hotplug events).
+    pub session_idle_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_output_bytes: 1024 * 1024,
+            max_concurrent_children: 16,
+            max_concurrent_per_client: 8,
+            max_request_body_bytes: 4 * 1024 * 1024,
+            kill_grace_secs: 3,
+            max_timeout_secs: 3600,
+            session_idle_secs: 24 * 3600,
+        }
+    }
+}
+
+/// Lease lifetimes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaseSettings {
+    pub default_ttl_secs: u64,
+    pub max_ttl_secs: u64,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        LeaseSettings {
+            default_ttl_secs: 600,
+            max_ttl_secs: 3600,
+        }
+    }
+}
+
+/// Rotation of the audit log (`<state_dir>/audit.log`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// The file is rotated before a line would take it past this size.
+    pub max_bytes: u64,
+    /// Rotated files kept (`audit.log.1` … `audit.log.N`); older ones are deleted.
+    pub keep: u32,
+}
+
+/// Smallest accepted `audit.max_bytes`: below this, rotation would happen every few lines.
+pub const AUDIT_MIN_BYTES: u64 = 4096;
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            max_bytes: 10 * 1024 * 1024,
+            keep: 5,
+        }
+    }
+}
+
+/// Where a client's token comes from. Tokens never appear on a command line.
+#[derive(Debug, Clone)]
+pub enum TokenSource {
+    /// Written in this (owner-only) config file.
+    Inline(String),
+    /// Read from a file at start.
+    File(PathBuf),
+    /// Read from an environment variable at start.
+    Env(String),
+    /// Only the SHA-256 of the token is known (64 hex digits).
+    Sha256([u8; 32]),
+}
+
+/// A named client: the name is the identity shown as lock holder and in the audit log.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub name: String,
+    pub token: TokenSource,
+    /// Commands this client may run; `None` means all.
+    pub commands: Option<BTreeSet<String>>,
+    /// May release other clients' leases (logged).
+    pub admin: bool,
+}
+
+/// A named device class: labels matching devices and defines what a command locks.
+#[derive(Debug, Clone)]
+pub struct DeviceClass {
+    pub name: String,
+    pub vid: u16,
+    pub pid: Option<u16>,
+    pub lock_group: Option<String>,
+}
+
+impl DeviceClass {
+    /// Whether a device with this VID:PID belongs to the class.
+    pub fn matches(&self, vid: u16, pid: u16) -> bool {
+        self.vid == vid && self.pid.is_none_or(|p| p == pid)
+    }
+}
+
+/// Whether a running command may be cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CancelPolicy {
+    #[default]
+    Allow,
+    /// Finish what was started (e.g. a bootloader write): a cancel is refused.
+    Never,
+}
+
+/// One allowed argument pattern of a command.
+#[derive(Debug, Clone)]
+pub struct PatternConfig {
+    pub pattern: Pattern,
+    pub file_slots: BTreeMap<String, FileKind>,
+    pub timeout: Option<Duration>,
+    pub progress: Option<Regex>,
+    pub cancel: Option<CancelPolicy>,
+    /// Overrides the command's `isolate` for this pattern.
+    pub isolate: Option<bool>,
+}
+
+/// One allowlisted command.
+#[derive(Debug, Clone)]
+pub struct CommandConfig {
+    pub name: String,
+    pub binary: PathBuf,
+    pub description: String,
+    pub patterns: Vec<PatternConfig>,
+    pub params: BTreeMap<String, Regex>,
+    pub timeout: Duration,
+    pub env: BTreeMap<String, String>,
+    pub device: Option<String>,
+    pub progress: Option<Regex>,
+    pub cancel: CancelPolicy,
+    pub read_only: bool,
+    pub destructive: bool,
+    /// Runs in a view of the system holding only the chosen board (docs/ISOLATION.md);
+    /// a pattern may override it.
+    pub isolate: bool,
+    /// Why the command cannot run on this host (binary missing), if so.
+    pub unavailable: Option<String>,
+}
+
+impl CommandConfig {
+    /// Whether a call matching pattern `index` runs isolated.
+    pub fn isolates(&self, index: usize) -> bool {
+        self.patterns
+            .get(index)
+            .and_then(|p| p.isolate)
+            .unwrap_or(self.isolate)
+    }
+
+    /// Whether any pattern of the command runs isolated.
+    pub fn may_isolate(&self) -> bool {
+        (0..self.patterns.len()).any(|i| self.isolates(i))
+    }
+
+    /// Every allowed command line, as a person would type it.
+    pub fn command_lines(&self) -> Vec<String> {
+        self.patterns
+            .iter()
+            .map(|p| {
+                if p.pattern.words.is_empty() {
+                    self.binary.display().to_string()
+                } else {
+                    format!("{} {}", self.binary.display(), p.pattern)
+                }
+            })
+            .collect()
+    }
+}
+
+/// The sanitizer reads a command's compiled patterns and slot regexes through this.
+impl CommandPolicy for CommandConfig {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn patterns(&self) -> impl Iterator<Item = (&Pattern, &FileSlots)> {
+        self.patterns.iter().map(|p| (&p.pattern, &p.file_slots))
+    }
+
+    fn param_regex(&self, slot: &str) -> Option<&Regex> {
+        self.params.get(slot)
+    }
+}
+
+impl Config {
+    /// The command with this name.
+    pub fn command(&self, name: &str) -> Option<&CommandConfig> {
+        self.commands.iter().find(|c| c.name == name)
+    }
+
+    /// The device class with this name.
+    pub fn device_class(&self, name: &str) -> Option<&DeviceClass> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+
+    /// Whether some command runs isolated on boards of class `name`: their leases are
+    /// then taken per board (`port:` keys) by `lock_device {device}`.
+    pub fn class_is_isolated(&self, name: &str) -> bool {
+        self.commands
+            .iter()
+            .any(|c| c.device.as_deref() == Some(name) && c.may_isolate())
+    }
+
+    /// Binaries that do not exist or are not executable: fatal for `gatecmd check`.
+    pub fn unavailable_commands(&self) -> Vec<(&CommandConfig, &str)> {
+        self.commands
+            .iter()
+            .filter_map(|c| c.unavailable.as_deref().map(|why| (c, why)))
+            .collect()
+    }
+}

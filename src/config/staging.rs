@@ -1,0 +1,105 @@
+//! The staging policy: size limits and where each client may write.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+// File staging (`staging:` and the per-client `write_roots:` / `staging:` keys).
+//
+// Kept in one block so that it stays apart from the rest of the schema. The per-client
+// values live in `StagingConfig::clients` (by client name) rather than in `ClientConfig`,
+// so the token table and the identity type do not change.
+
+/// Size limits of file staging. Per client, each may be overridden.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagingLimits {
+    /// Largest file a client may upload.
+    pub max_file_bytes: u64,
+    /// Largest chunk (decoded bytes) of one `write_file` call. Its base64 form must fit in
+    /// `limits.max_request_body_bytes`.
+    pub max_chunk_bytes: u64,
+    /// A write is refused when the regular files under the root (unfinished uploads
+    /// included) would exceed this many bytes.
+    pub quota_bytes_per_root: u64,
+    /// A write is refused when the entries under the root (files of any size, directories,
+    /// anything else; at every depth) would exceed this many.
+    pub quota_entries_per_root: u64,
+    /// Path components of a written file below its root, its own name included.
+    pub max_depth: u64,
+    /// Directories one `write_file` call may create.
+    pub max_new_dirs_per_call: u64,
+}
+
+impl Default for StagingLimits {
+    fn default() -> Self {
+        StagingLimits {
+            max_file_bytes: 8 << 30,
+            // 2 MiB is 2.7 MiB in base64: fits the default 4 MiB request body with room.
+            max_chunk_bytes: 2 << 20,
+            quota_bytes_per_root: 32 << 30,
+            quota_entries_per_root: 100_000,
+            max_depth: 16,
+            max_new_dirs_per_call: 8,
+        }
+    }
+}
+
+/// Where a client may write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteRoots {
+    /// Every file root (implicit clients: `default`, `anonymous`, `stdio`).
+    All,
+    /// Only these roots (each one of `file_roots`); empty: nowhere.
+    Only(Vec<PathBuf>),
+}
+
+impl WriteRoots {
+    /// Whether `root` (an entry of `file_roots`) may be written.
+    pub fn allows(&self, root: &Path) -> bool {
+        match self {
+            WriteRoots::All => true,
+            WriteRoots::Only(roots) => roots.iter().any(|r| r == root),
+        }
+    }
+}
+
+/// The staging policy of one client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientStaging {
+    pub write_roots: WriteRoots,
+    pub limits: StagingLimits,
+}
+
+/// The `staging:` section, with each configured client's policy.
+#[derive(Debug, Clone, Default)]
+pub struct StagingConfig {
+    /// Limits of clients that do not override them.
+    pub defaults: StagingLimits,
+    /// An unfinished upload untouched for this long is deleted (when another upload starts
+    /// in its directory).
+    pub stale_upload_secs: u64,
+    /// Policies of the clients listed under `clients:`, by name.
+    pub clients: BTreeMap<String, ClientStaging>,
+}
+
+impl StagingConfig {
+    /// The policy for the client named `name`.
+    ///
+    /// A client listed under `clients:` writes only to its `write_roots` (none if absent):
+    /// security by default. Identities that are not listed there — `default` (the simple
+    /// schema's `auth_token` or the generated token), `anonymous` (`--no-auth` on loopback)
+    /// and `stdio` (the local user) — are single-user setups and may write to every root.
+    pub fn policy(&self, name: &str) -> ClientStaging {
+        self.clients.get(name).cloned().unwrap_or(ClientStaging {
+            write_roots: WriteRoots::All,
+            limits: self.defaults,
+        })
+    }
+}
+
+/// Bytes of JSON-RPC envelope allowed for around a chunk's base64 text.
+pub const CHUNK_ENVELOPE_BYTES: u64 = 64 * 1024;
+
+/// Length of the base64 (padded) text of `n` bytes.
+pub fn base64_len(n: u64) -> u64 {
+    n.div_ceil(3) * 4
+}

@@ -1,0 +1,60 @@
+//! `devices:`: device classes and their USB ids.
+
+use super::super::raw::{RawDeviceClass, check_name, parse_hex16};
+use super::super::schema::DeviceClass;
+use super::validator::Validator;
+
+impl Validator<'_> {
+    pub(super) fn devices(&mut self, raw: Vec<RawDeviceClass>) -> Vec<DeviceClass> {
+        let mut out: Vec<DeviceClass> = Vec::new();
+        for (i, d) in raw.into_iter().enumerate() {
+            let at = self.loc.item_key(&d.name, "name");
+            if self
+                .value(check_name(&d.name), at, format!("devices[{i}].name"))
+                .is_none()
+            {
+                continue;
+            }
+            if out.iter().any(|o| o.name == d.name) {
+                let at = self.loc.item_key_nth(&d.name, "name", 1);
+                self.err(
+                    at,
+                    format!("devices[{i}].name"),
+                    format!("device class {:?} is defined twice", d.name),
+                );
+            }
+            let at = self.loc.item_key(&d.name, "match");
+            let vid = self.value(
+                parse_hex16(&d.matches.vid),
+                at,
+                format!("devices[{i}].match.vid"),
+            );
+            let pid = match &d.matches.pid {
+                None => Some(None),
+                Some(p) => self
+                    .value(parse_hex16(p), at, format!("devices[{i}].match.pid"))
+                    .map(Some),
+            };
+            let group = match d.lock_group {
+                None => Some(None),
+                Some(g) => {
+                    let at = self.loc.item_key(&d.name, "lock_group");
+                    self.value(
+                        check_name(&g).map(|_| Some(g)),
+                        at,
+                        format!("devices[{i}].lock_group"),
+                    )
+                }
+            };
+            if let (Some(vid), Some(pid), Some(lock_group)) = (vid, pid, group) {
+                out.push(DeviceClass {
+                    name: d.name,
+                    vid,
+                    pid,
+                    lock_group,
+                });
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,13 @@
+//! Cross-field validation: raw YAML values turned into a [`super::Config`], every problem
+//! recorded with its line instead of stopping at the first.
+//!
+//! One file per part of the schema; each adds methods to the [`Validator`].
+
+mod clients;
+mod commands;
+mod devices;
+mod settings;
+mod staging;
+mod validator;
+
+pub(crate) use validator::Validator;

@@ -1,0 +1,109 @@
+//! Sections of plain settings whose values relate to each other: `limits:`, `leases:`,
+//! `monitor:`, `isolation:`, `audit:` and `allowed_origins:`.
+
+use super::super::schema::{
+    AUDIT_MIN_BYTES, AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
+};
+use super::validator::Validator;
+
+impl Validator<'_> {
+    pub(super) fn limits(&mut self, limits: &Limits, leases: &LeaseSettings) {
+        if limits.max_concurrent_per_client == 0 {
+            let at = self.loc.key_line("max_concurrent_per_client", 0);
+            self.err(
+                at,
+                "limits.max_concurrent_per_client".into(),
+                "must be at least 1".into(),
+            );
+        }
+        if limits.max_concurrent_children == 0 {
+            let at = self.loc.key_line("max_concurrent_children", 0);
+            self.err(
+                at,
+                "limits.max_concurrent_children".into(),
+                "must be at least 1".into(),
+            );
+        }
+        if leases.default_ttl_secs == 0 || leases.default_ttl_secs > leases.max_ttl_secs {
+            let at = self.loc.key_line("default_ttl_secs", 0);
+            self.err(
+                at,
+                "leases.default_ttl_secs".into(),
+                format!(
+                    "must be between 1 and leases.max_ttl_secs ({})",
+                    leases.max_ttl_secs
+                ),
+            );
+        }
+    }
+
+    pub(super) fn monitor(&mut self, monitor: &MonitorSettings) {
+        if monitor.backend.parse::<crate::devices::Backend>().is_err() {
+            let at = self.loc.key_line("backend", 0);
+            self.err(
+                at,
+                "monitor.backend".into(),
+                format!(
+                    "unknown backend {:?}; use auto, udev, libusb or poll",
+                    monitor.backend
+                ),
+            );
+        }
+    }
+
+    pub(super) fn isolation(&mut self, isolation: &IsolationSettings) {
+        for (key, p) in [
+            ("sysfs_root", &isolation.sysfs_root),
+            ("devfs_root", &isolation.devfs_root),
+        ] {
+            if !p.is_absolute() {
+                // After the `isolation:` line: `monitor:` has a sysfs_root too.
+                let from = self.loc.key_line("isolation", 0).map_or(0, |(l, _)| l);
+                let at = self.loc.key_line(key, from);
+                self.err(
+                    at,
+                    format!("isolation.{key}"),
+                    format!("{} is not an absolute path", p.display()),
+                );
+            }
+        }
+    }
+
+    pub(super) fn audit(&mut self, audit: &AuditSettings) {
+        // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.
+        let audit_at = self.loc.key_line("audit", 0).map_or(0, |(line, _)| line);
+        if audit.max_bytes < AUDIT_MIN_BYTES {
+            let at = self.loc.key_line("max_bytes", audit_at);
+            self.err(
+                at,
+                "audit.max_bytes".into(),
+                format!(
+                    "{} is too small: rotate at {AUDIT_MIN_BYTES} bytes or more (the default is {})",
+                    audit.max_bytes,
+                    AuditSettings::default().max_bytes
+                ),
+            );
+        }
+        if audit.keep == 0 {
+            let at = self.loc.key_line("keep", audit_at);
+            self.err(
+                at,
+                "audit.keep".into(),
+                "must be at least 1: rotation keeps the previous file as audit.log.1".into(),
+            );
+        }
+    }
+
+    pub(super) fn origins(&mut self, origins: &[String]) {
+        for (i, o) in origins.iter().enumerate() {
+            if !(o.starts_with("http://") || o.starts_with("https://")) {
+                let at = self.loc.value_line(o);
+                self.err(
+                    at,
+                    format!("allowed_origins[{i}]"),
+                    format!("{o:?} is not an origin: write scheme://host[:port], e.g. \"http://localhost:3000\""),
+                );
+            }
+        }
+    }
+}

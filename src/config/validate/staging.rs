@@ -1,0 +1,157 @@
+//! `staging:` and the per-client `write_roots:` / `staging:` keys.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::super::raw::{RawClientStaging, RawStaging, parse_abs};
+use super::super::staging::{
+    CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
+};
+use super::validator::Validator;
+
+impl Validator<'_> {
+    /// Line of `key:` inside the top-level `staging:` section.
+    pub(super) fn staging_key(&self, key: &str) -> Option<(usize, usize)> {
+        self.loc.section_key("staging", key)
+    }
+
+    pub(super) fn staging(
+        &mut self,
+        raw: RawStaging,
+        clients: Vec<RawClientStaging>,
+        file_roots: &[PathBuf],
+        max_body: usize,
+    ) -> StagingConfig {
+        let defaults = StagingLimits {
+            max_file_bytes: raw.max_file_bytes,
+            max_chunk_bytes: raw.max_chunk_bytes,
+            quota_bytes_per_root: raw.quota_bytes_per_root,
+            quota_entries_per_root: raw.quota_entries_per_root,
+            max_depth: raw.max_depth,
+            max_new_dirs_per_call: raw.max_new_dirs_per_call,
+        };
+        self.staging_limits(&defaults, "staging", None, file_roots, max_body);
+        if raw.stale_upload_secs == 0 {
+            let at = self.staging_key("stale_upload_secs");
+            self.err(
+                at,
+                "staging.stale_upload_secs".into(),
+                "must be at least 1 second".into(),
+            );
+        }
+        let mut out = BTreeMap::new();
+        for c in clients {
+            let i = c.index;
+            let mut roots = Vec::new();
+            for (j, r) in c.write_roots.iter().flatten().enumerate() {
+                let at = self.loc.item_key(&c.name, "write_roots");
+                let field = format!("clients[{i}].write_roots[{j}]");
+                let Some(p) = self.value(parse_abs(r), at, field.clone()) else {
+                    continue;
+                };
+                // Compared by components, so "/srv/img/" and "/srv/img" are the same root.
+                match file_roots.iter().find(|f| f.components().eq(p.components())) {
+                    Some(root) => roots.push(root.clone()),
+                    None => self.err(
+                        at,
+                        field,
+                        format!(
+                            "{r:?} is not one of file_roots ({}); write_roots lists file roots this client may write",
+                            if file_roots.is_empty() {
+                                "none are configured".to_string()
+                            } else {
+                                file_roots
+                                    .iter()
+                                    .map(|f| f.display().to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ),
+                    ),
+                }
+            }
+            let o = c.overrides;
+            let limits = StagingLimits {
+                max_file_bytes: o.max_file_bytes.unwrap_or(defaults.max_file_bytes),
+                max_chunk_bytes: o.max_chunk_bytes.unwrap_or(defaults.max_chunk_bytes),
+                quota_bytes_per_root: o
+                    .quota_bytes_per_root
+                    .unwrap_or(defaults.quota_bytes_per_root),
+                quota_entries_per_root: o
+                    .quota_entries_per_root
+                    .unwrap_or(defaults.quota_entries_per_root),
+                max_depth: o.max_depth.unwrap_or(defaults.max_depth),
+                max_new_dirs_per_call: o
+                    .max_new_dirs_per_call
+                    .unwrap_or(defaults.max_new_dirs_per_call),
+            };
+            let prefix = format!("clients[{i}].staging");
+            self.staging_limits(&limits, &prefix, Some(&c.name), file_roots, max_body);
+            out.insert(
+                c.name,
+                ClientStaging {
+                    write_roots: WriteRoots::Only(roots),
+                    limits,
+                },
+            );
+        }
+        StagingConfig {
+            defaults,
+            stale_upload_secs: raw.stale_upload_secs,
+            clients: out,
+        }
+    }
+
+    /// Checks one set of limits; `client` locates a client's override.
+    pub(super) fn staging_limits(
+        &mut self,
+        l: &StagingLimits,
+        prefix: &str,
+        client: Option<&str>,
+        file_roots: &[PathBuf],
+        max_body: usize,
+    ) {
+        let locate = |v: &Self, key: &str| match client {
+            // `item_key` falls back to the item's `name:` line when the key is not on a
+            // line of its own (e.g. in a flow mapping `staging: {...}`).
+            Some(name) => {
+                let item = v.loc.item_key(name, "name");
+                match v.loc.item_key(name, key) {
+                    Some(at) if Some(at) != item => Some(at),
+                    _ => v.loc.item_key(name, "staging"),
+                }
+            }
+            None => v.staging_key(key),
+        };
+        for (key, value) in [
+            ("max_file_bytes", l.max_file_bytes),
+            ("max_chunk_bytes", l.max_chunk_bytes),
+            ("quota_bytes_per_root", l.quota_bytes_per_root),
+            ("quota_entries_per_root", l.quota_entries_per_root),
+            ("max_depth", l.max_depth),
+            ("max_new_dirs_per_call", l.max_new_dirs_per_call),
+        ] {
+            if value == 0 {
+                let at = locate(self, key);
+                self.err(at, format!("{prefix}.{key}"), "must be at least 1".into());
+            }
+        }
+        // A chunk travels as base64 inside one JSON-RPC request: without file roots no
+        // chunk is ever sent, so the relation only matters when there are roots.
+        let need = base64_len(l.max_chunk_bytes) + CHUNK_ENVELOPE_BYTES;
+        if !file_roots.is_empty() && need > max_body as u64 {
+            let fits = (max_body as u64).saturating_sub(CHUNK_ENVELOPE_BYTES) / 4 * 3;
+            let at = locate(self, "max_chunk_bytes");
+            self.err(
+                at,
+                format!("{prefix}.max_chunk_bytes"),
+                format!(
+                    "a chunk of {} bytes needs a request body of {need} bytes (base64 plus envelope), \
+                     more than limits.max_request_body_bytes ({max_body}); lower max_chunk_bytes to at \
+                     most {fits} or raise limits.max_request_body_bytes to at least {need}",
+                    l.max_chunk_bytes
+                ),
+            );
+        }
+    }
+}

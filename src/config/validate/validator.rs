@@ -1,0 +1,159 @@
+//! The [`Validator`]: the error list and the located-value helper every part uses, and the
+//! walk over the whole file that builds the [`Config`].
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use super::super::error::{ConfigError, ConfigErrors};
+use super::super::host::default_state_dir;
+use super::super::locate::Locator;
+use super::super::raw::{RawConfig, parse_abs, parse_bind, take_client_staging};
+use super::super::schema::Config;
+
+/// Collects every error of one file, each located in its text.
+pub(crate) struct Validator<'a> {
+    pub(super) loc: Locator<'a>,
+    file: String,
+    errors: Vec<ConfigError>,
+}
+
+impl<'a> Validator<'a> {
+    /// A validator for `text`, naming it `file` in errors.
+    pub(crate) fn new(text: &'a str, file: &str) -> Self {
+        Validator {
+            loc: Locator::new(text),
+            file: file.to_string(),
+            errors: vec![],
+        }
+    }
+
+    /// Validates the whole file: the configuration, or every error found.
+    pub(crate) fn finish(mut self, raw: RawConfig) -> Result<Config, ConfigErrors> {
+        let config = self.validate(raw);
+        if self.errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors(self.errors))
+        }
+    }
+
+    pub(super) fn err(&mut self, at: Option<(usize, usize)>, field: String, message: String) {
+        let (line, column) = at.unwrap_or((1, 1));
+        self.errors.push(ConfigError {
+            file: self.file.clone(),
+            line,
+            column,
+            field,
+            message,
+        });
+    }
+
+    /// Runs a value check; on failure records it at `at` and yields `None`.
+    pub(super) fn value<T>(
+        &mut self,
+        r: Result<T, String>,
+        at: Option<(usize, usize)>,
+        field: String,
+    ) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(m) => {
+                self.err(at, field, m);
+                None
+            }
+        }
+    }
+
+    /// Builds the configuration, recording errors as it goes; the parts are in sibling files.
+    fn validate(&mut self, mut raw: RawConfig) -> Config {
+        let default_bind = SocketAddr::from(([127, 0, 0, 1], 9222));
+        let bind = match raw.bind {
+            None => default_bind,
+            Some(b) => {
+                let at = self.loc.key_line("bind", 0);
+                self.value(parse_bind(&b), at, "bind".into())
+                    .unwrap_or(default_bind)
+            }
+        };
+        let client_staging = take_client_staging(&mut raw.clients);
+        let clients = self.clients(raw.auth_token, raw.clients);
+        let devices = self.devices(raw.devices);
+        let mut file_roots = Vec::new();
+        for (i, r) in raw.file_roots.iter().enumerate() {
+            let at = self.loc.value_line(r);
+            if let Some(p) = self.value(parse_abs(r), at, format!("file_roots[{i}]")) {
+                file_roots.push(p);
+            }
+        }
+        let staging = self.staging(
+            raw.staging,
+            client_staging,
+            &file_roots,
+            raw.limits.max_request_body_bytes,
+        );
+        let state_dir = match raw.state_dir {
+            None => default_state_dir(),
+            Some(d) => {
+                let at = self.loc.key_line("state_dir", 0);
+                self.value(parse_abs(&d), at, "state_dir".into())
+                    .unwrap_or_else(default_state_dir)
+            }
+        };
+        let mut commands = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (i, rc) in raw.commands.into_iter().enumerate() {
+            if !seen.insert(rc.name.clone()) {
+                let at = self.loc.item_key_nth(&rc.name, "name", 1);
+                self.err(
+                    at,
+                    format!("commands[{i}].name"),
+                    format!(
+                        "command {:?} is defined twice; give each command a unique name",
+                        rc.name
+                    ),
+                );
+            }
+            if let Some(c) = self.command(i, rc, &devices, &file_roots) {
+                commands.push(c);
+            }
+        }
+        for (ci, c) in clients.iter().enumerate() {
+            for name in c.commands.iter().flatten() {
+                if !commands.iter().any(|k| &k.name == name) {
+                    let at = self.loc.item_key(&c.name, "commands");
+                    let known: Vec<_> = commands.iter().map(|k| k.name.as_str()).collect();
+                    self.err(
+                        at,
+                        format!("clients[{ci}].commands"),
+                        format!(
+                            "unknown command {name:?}; defined commands: {}",
+                            known.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        self.limits(&raw.limits, &raw.leases);
+        self.monitor(&raw.monitor);
+        self.isolation(&raw.isolation);
+        self.audit(&raw.audit);
+        self.origins(&raw.allowed_origins);
+        Config {
+            source: self.file.clone(),
+            bind,
+            clients,
+            file_roots,
+            devices,
+            commands,
+            allowed_origins: raw.allowed_origins,
+            allowed_hosts: raw.allowed_hosts,
+            state_dir,
+            limits: raw.limits,
+            leases: raw.leases,
+            staging,
+            monitor: raw.monitor,
+            isolation: raw.isolation,
+            audit: raw.audit,
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Matching a call's arguments against one command's patterns, and the refusal that says
+//! what would have been accepted.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use regex::Regex;
+
+use super::files::{FileKind, resolve_file};
+use super::pattern::{Pattern, Word, display_regex, is_forbidden};
+
+/// The file slots of one pattern: slot name → what the file is.
+pub type FileSlots = BTreeMap<String, FileKind>;
+
+/// One command's compiled argument policy, as the sanitizer reads it.
+///
+/// The configuration implements it for its command type, so the policy is compiled once at
+/// load time and the sanitizer depends on nothing of the configuration file.
+pub trait CommandPolicy {
+    /// The command's name, as refusals show it.
+    fn name(&self) -> &str;
+    /// The allowed patterns, each with its file slots, in the order
+    /// [`Approved::pattern_index`] counts.
+    fn patterns(&self) -> impl Iterator<Item = (&Pattern, &FileSlots)>;
+    /// The anchored regex (see [`super::slot_regex`]) a slot's value must match, if the
+    /// command gives one.
+    fn param_regex(&self, slot: &str) -> Option<&Regex>;
+}
+
+/// Arguments as the caller sent them.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Args {
+    /// Preferred: one string per argument.
+    List(Vec<String>),
+    /// One string, split on ASCII whitespace.
+    Line(String),
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args::List(Vec::new())
+    }
+}
+
+impl Args {
+    /// The argument list.
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Args::List(v) => v,
+            Args::Line(s) => s.split_ascii_whitespace().map(str::to_string).collect(),
+        }
+    }
+}
+
+/// Arguments that passed the policy: what the child will receive.
+#[derive(Debug, Clone)]
+pub struct Approved {
+    /// Index of the pattern that matched.
+    pub pattern_index: usize,
+    /// Arguments as they will be passed (file slots resolved).
+    pub args: Vec<String>,
+}
+
+/// Why arguments were refused. The message is read by an agent: it names the rule and
+/// what would be accepted.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Refusal {
+    #[error(
+        "argument {index} ({value:?}) contains the forbidden character {ch:?}; \
+         arguments may not contain shell metacharacters, quotes, backslashes or control characters"
+    )]
+    ForbiddenChar {
+        index: usize,
+        value: String,
+        ch: char,
+    },
+    #[error(
+        "{reason}. Closest allowed pattern: `{closest}`. Allowed patterns for {command}:\n{allowed}"
+    )]
+    NoMatch {
+        command: String,
+        closest: String,
+        reason: String,
+        allowed: String,
+    },
+}
+
+/// Why one pattern did not match, and how close it came (higher is closer).
+struct Miss {
+    score: (usize, bool),
+    reason: String,
+}
+
+/// Checks `args` against the command's patterns and file roots.
+pub fn check(
+    command: &impl CommandPolicy,
+    args: &[String],
+    file_roots: &[PathBuf],
+) -> Result<Approved, Refusal> {
+    for (index, value) in args.iter().enumerate() {
+        if let Some(ch) = value.chars().find(|c| is_forbidden(*c)) {
+            return Err(Refusal::ForbiddenChar {
+                index,
+                value: value.clone(),
+                ch,
+            });
+        }
+    }
+    let patterns: Vec<_> = command.patterns().collect();
+    let mut best: Option<(usize, Miss)> = None;
+    for (i, (pattern, file_slots)) in patterns.iter().enumerate() {
+        match match_pattern(command, pattern, file_slots, args, file_roots) {
+            Ok(args) => {
+                return Ok(Approved {
+                    pattern_index: i,
+                    args,
+                });
+            }
+            Err(miss) => {
+                if best.as_ref().is_none_or(|(_, b)| miss.score > b.score) {
+                    best = Some((i, miss));
+                }
+            }
+        }
+    }
+    let allowed = patterns
+        .iter()
+        .map(|(p, _)| format!("  {} {}", command.name(), p))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (closest, reason) = match best {
+        Some((i, m)) => (patterns[i].0.to_string(), m.reason),
+        None => (String::new(), "this command has no allowed patterns".into()),
+    };
+    Err(Refusal::NoMatch {
+        command: command.name().to_string(),
+        closest,
+        reason,
+        allowed,
+    })
+}
+
+fn match_pattern(
+    command: &impl CommandPolicy,
+    pattern: &Pattern,
+    file_slots: &FileSlots,
+    args: &[String],
+    file_roots: &[PathBuf],
+) -> Result<Vec<String>, Miss> {
+    let same_len = pattern.words.len() == args.len();
+    let mut out = Vec::with_capacity(args.len());
+    for (pos, word) in pattern.words.iter().enumerate() {
+        let miss = |reason: String| Miss {
+            score: (pos, same_len),
+            reason,
+        };
+        let Some(value) = args.get(pos) else {
+            return Err(miss(format!(
+                "too few arguments: {} given, pattern `{}` takes {}",
+                args.len(),
+                pattern,
+                pattern.words.len()
+            )));
+        };
+        match word {
+            Word::Literal(l) => {
+                if l != value {
+                    return Err(miss(format!("argument {pos} is {value:?}, expected {l:?}")));
+                }
+                out.push(value.clone());
+            }
+            Word::Slot(slot) => {
+                let resolved =
+                    check_slot(command, file_slots, slot, value, file_roots).map_err(|why| {
+                        miss(format!("argument {pos} ({value:?}) for {{{slot}}}: {why}"))
+                    })?;
+                out.push(resolved);
+            }
+        }
+    }
+    if !same_len {
+        return Err(Miss {
+            score: (pattern.words.len(), false),
+            reason: format!(
+                "too many arguments: {} given, pattern `{}` takes {}",
+                args.len(),
+                pattern,
+                pattern.words.len()
+            ),
+        });
+    }
+    Ok(out)
+}
+
+fn check_slot(
+    command: &impl CommandPolicy,
+    file_slots: &FileSlots,
+    slot: &str,
+    value: &str,
+    file_roots: &[PathBuf],
+) -> Result<String, String> {
+    if value.is_empty() {
+        return Err("empty value".into());
+    }
+    let regex = command.param_regex(slot);
+    if let Some(re) = regex {
+        if !re.is_match(value) {
+            return Err(format!(
+                "does not match the allowed form /{}/",
+                display_regex(re.as_str())
+            ));
+        }
+    } else if value.starts_with('-') {
+        // Without an explicit regex a slot could smuggle in an option (`--output=/etc/x`).
+        return Err("starts with '-' (options cannot be passed through a slot)".into());
+    }
+    match file_slots.get(slot) {
+        None => Ok(value.to_string()),
+        Some(kind) => {
+            resolve_file(value, *kind, file_roots).map(|p| p.to_string_lossy().into_owned())
+        }
+    }
+}
