@@ -56,6 +56,10 @@ impl AppState {
         let locks = LockManager::new(LockSettings {
             default_ttl: Duration::from_secs(config.leases.default_ttl_secs),
             max_ttl: Duration::from_secs(config.leases.max_ttl_secs),
+            max_leases_per_client: config.leases.max_leases_per_client,
+            max_waiters_per_client: config.leases.max_waiters_per_client,
+            max_note_bytes: config.leases.max_note_bytes,
+            max_listed: config.leases.max_listed,
         });
         if audit.is_enabled() {
             // Every lease event into the audit log; the task ends with the lock manager.
