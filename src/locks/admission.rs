@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use super::error::{BusyInfo, HeldBy, LockError, ceil_secs};
 use super::ids::{ClientName, LeaseId, LockKey, SessionId};
 use super::lane::{Lane, Lease, LeaseOwner, SharedHold, State, Waiter};
-use super::settings::LockSettings;
 use super::want::{CommandWant, Want};
 
 impl LeaseOwner {
@@ -188,11 +187,7 @@ impl State {
     /// A scan rather than a per-client counter: the table holds at most the
     /// limits times the configured clients, and a counter would have to be kept
     /// right on every path that ends a lease or a wait.
-    pub(super) fn check_lease_limit(
-        &self,
-        client: &ClientName,
-        settings: &LockSettings,
-    ) -> Result<(), LockError> {
+    pub(super) fn check_lease_limit(&self, client: &ClientName) -> Result<(), LockError> {
         let held = self
             .leases
             .values()
@@ -203,7 +198,7 @@ impl State {
             .waiters_of(client)
             .filter(|w| w.want.is_for_lease())
             .count();
-        let max = settings.max_leases_per_client;
+        let max = self.settings.max_leases_per_client;
         if held + waiting >= max {
             return Err(LockError::TooManyLeases {
                 client: client.clone(),
@@ -215,13 +210,9 @@ impl State {
     }
 
     /// Refuses to queue one more request of `client` at its waiter limit.
-    pub(super) fn check_waiter_limit(
-        &self,
-        client: &ClientName,
-        settings: &LockSettings,
-    ) -> Result<(), LockError> {
+    pub(super) fn check_waiter_limit(&self, client: &ClientName) -> Result<(), LockError> {
         let waiting = self.waiters_of(client).count();
-        let max = settings.max_waiters_per_client;
+        let max = self.settings.max_waiters_per_client;
         if waiting >= max {
             return Err(LockError::TooManyWaiters {
                 client: client.clone(),

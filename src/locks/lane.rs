@@ -31,7 +31,6 @@ pub(super) struct Shared {
     /// Wakes the expiry task when a deadline may have moved earlier (a new
     /// lease, or a lease whose command ended and whose TTL restarted).
     pub(super) expiry: Notify,
-    pub(super) settings: LockSettings,
     /// Bumped whenever the state is taken for writing (see `lock`), so that readers can
     /// keep views derived from it until it moves.
     version: AtomicU64,
@@ -47,9 +46,9 @@ impl Shared {
                 shutdown: false,
                 expiry_dirty: false,
                 events,
+                settings,
             }),
             expiry: Notify::new(),
-            settings,
             version: AtomicU64::new(0),
         }
     }
@@ -106,6 +105,10 @@ pub(super) struct State {
     pub(super) shutdown: bool,
     pub(super) expiry_dirty: bool,
     events: broadcast::Sender<LockEvent>,
+    /// Under the state mutex, not beside it, so that a config reload
+    /// (`LockManager::set_settings`) is seen whole by every check and never
+    /// changes under one.
+    pub(super) settings: LockSettings,
 }
 
 #[derive(Default)]

@@ -25,7 +25,7 @@ impl LockManager {
     }
 
     async fn lock_inner(&self, req: &LeaseRequest) -> Result<LeaseInfo, LockError> {
-        let settings = self.shared.settings;
+        let settings = self.settings();
         let ttl = match req.ttl {
             None => settings.default_ttl.min(settings.max_ttl),
             Some(ttl) if ttl.is_zero() => {
@@ -84,7 +84,7 @@ impl LockManager {
                     expires_at: held.expires_at,
                 });
             }
-            state.check_lease_limit(&req.client, &self.shared.settings)?;
+            state.check_lease_limit(&req.client)?;
             // Check every key before claiming any: a refusal leaves no trace.
             if let Some(busy) = plan.iter().find_map(|(key, want)| state.blocker(key, want)) {
                 return Err(LockError::Busy(Box::new(busy)));

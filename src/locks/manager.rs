@@ -67,9 +67,16 @@ impl LockManager {
         stop(&self.shared);
     }
 
-    /// The settings the manager was created with.
+    /// The settings in force.
     pub fn settings(&self) -> LockSettings {
-        self.shared.settings
+        self.shared.read(|state| state.settings)
+    }
+
+    /// Replaces the settings (a config reload). Leases already granted keep
+    /// their TTL, and a client already past a lowered limit keeps what it
+    /// holds; the new values apply to every request from now on.
+    pub fn set_settings(&self, settings: LockSettings) {
+        self.shared.with_state(|state| state.settings = settings);
     }
 
     /// A stream of every change (and refusal), for the audit log and MCP
@@ -82,8 +89,8 @@ impl LockManager {
     /// Every key in use, ordered by key, up to `max_listed` of them; the
     /// number left out is in `omitted`, so a long table is never cut silently.
     pub fn snapshot(&self) -> LocksView {
-        let max = self.shared.settings.max_listed;
         self.shared.read(|state| {
+            let max = state.settings.max_listed;
             let total = state.keys().count();
             LocksView {
                 keys: state
@@ -114,19 +121,18 @@ impl LockManager {
     /// The client's limits are checked here, under the same lock as the take
     /// or the enqueue, so that concurrent requests cannot pass them together.
     pub(super) async fn acquire_key(&self, key: &LockKey, want: Want) -> Result<Grant, LockError> {
-        let settings = &self.shared.settings;
         let queued = self.shared.with_state(|state| {
             if state.shutdown {
                 return Err(LockError::ShutDown);
             }
             if let Want::Lease(l) = &want {
-                state.check_lease_limit(&l.client, settings)?;
+                state.check_lease_limit(&l.client)?;
             }
             let ticket = state.next_ticket();
             Ok(match state.try_take(key, &want, ticket) {
                 Ok(grant) => Attempt::Taken(grant),
                 Err(_) => {
-                    state.check_waiter_limit(want.client(), settings)?;
+                    state.check_waiter_limit(want.client())?;
                     Attempt::Queued(ticket, state.enqueue(key, want, ticket))
                 }
             })
@@ -166,7 +172,7 @@ impl LockManager {
 impl std::fmt::Debug for LockManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockManager")
-            .field("settings", &self.shared.settings)
+            .field("settings", &self.settings())
             .finish_non_exhaustive()
     }
 }

@@ -1623,3 +1623,26 @@ async fn a_snapshot_lists_at_most_max_listed_keys_and_counts_the_rest() {
     assert!(m.key_state(&port("1-3")).is_some());
     assert_eq!(mgr().snapshot().omitted, 0);
 }
+
+#[tokio::test]
+async fn new_settings_apply_to_the_next_request_and_spare_what_is_held() {
+    let m = mgr();
+    m.lock(lease_req("vm-a", &port("1-1"))).await.unwrap();
+    m.lock(lease_req("vm-a", &port("1-2"))).await.unwrap();
+    m.set_settings(LockSettings {
+        max_leases_per_client: 1,
+        ..LockSettings::default()
+    });
+    assert_eq!(m.settings().max_leases_per_client, 1);
+    // Both leases stay; a third is refused under the new limit.
+    assert_eq!(m.snapshot().keys.len(), 2);
+    let err = m.lock(lease_req("vm-a", &port("1-3"))).await.unwrap_err();
+    assert!(matches!(
+        err,
+        LockError::TooManyLeases {
+            held: 2,
+            max: 1,
+            ..
+        }
+    ));
+}
