@@ -425,7 +425,7 @@ fn log_isolation(config: &Config) {
     if !config.commands.iter().any(|c| c.may_isolate()) {
         return;
     }
-    match crate::isolation::probe(&config.isolation.roots()) {
+    match crate::exec::probe_isolation(&config.isolation.roots()) {
         Ok(p) => tracing::info!(privilege = ?p, "isolated commands can run here"),
         Err(e) => {
             tracing::warn!(error = %e, "isolated commands cannot run here; each call will be refused")
@@ -445,7 +445,7 @@ fn check_isolation(config: &Config) -> Option<Result<String, String>> {
         return None;
     }
     let roots = config.isolation.roots();
-    Some(match crate::isolation::probe(&roots) {
+    Some(match crate::exec::probe_isolation(&roots) {
         Ok(crate::isolation::Privilege::Root) => Ok(format!(
             "isolation: OK for {} (root: a mount namespace per command; views of {} and {})",
             names.join(", "),

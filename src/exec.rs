@@ -19,6 +19,8 @@ use tokio::process::Command;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use crate::isolation::{self, IsolationError, Privilege, Roots, Setup};
+
 /// Output chunks (16 KiB at most) in flight between the pipe readers and the line consumer:
 /// at most 1 MiB per run. A full queue makes the readers wait, which pushes back on the child.
 const CHUNK_QUEUE: usize = 64;
@@ -38,7 +40,7 @@ pub struct Spec {
     pub env: BTreeMap<String, String>,
     pub timeout: Duration,
     /// For an isolated command: the view to build between fork and exec.
-    pub isolation: Option<Arc<crate::isolation::Setup>>,
+    pub isolation: Option<Arc<Setup>>,
 }
 
 /// Which output stream a line came from.
@@ -83,7 +85,7 @@ pub enum ExecError {
     #[error("the server is shutting down; no new commands are started")]
     ShuttingDown,
     #[error("{0}; nothing was run")]
-    Isolation(#[from] crate::isolation::IsolationError),
+    Isolation(#[from] IsolationError),
 }
 
 /// Runs children under a global concurrency cap and kills them all at shutdown.
@@ -191,7 +193,7 @@ impl Executor {
         let report = match &spec.isolation {
             Some(setup) => {
                 let (read, write) =
-                    crate::isolation::report_pipe().map_err(|source| ExecError::Spawn {
+                    isolation::report_pipe().map_err(|source| ExecError::Spawn {
                         binary: spec.binary.display().to_string(),
                         source,
                     })?;
@@ -328,14 +330,15 @@ pub fn umockdev_env() -> &'static [(String, String)] {
     })
 }
 
-/// Builds `setup`'s view in a throw-away child that exits right after, running nothing:
-/// whether isolated commands can run on this host (`gatecmd check`, the start-up log).
-pub fn probe_isolation(
-    setup: Arc<crate::isolation::Setup>,
-) -> Result<(), crate::isolation::IsolationError> {
-    use crate::isolation::IsolationError;
+/// Whether this host lets gatecmd build isolated views with `roots`: a throw-away child
+/// builds an empty view (no entries, no node) and exits right after, running nothing.
+/// `gatecmd check` and the start-up log use it to say exactly what is missing. It lives
+/// here, not in `src/isolation/`, because only the executor spawns processes.
+pub fn probe_isolation(roots: &Roots) -> Result<Privilege, IsolationError> {
     use std::os::unix::process::CommandExt;
-    let (read, write) = crate::isolation::report_pipe()
+    let privilege = Privilege::current();
+    let setup = Arc::new(Setup::empty(roots, privilege)?);
+    let (read, write) = isolation::report_pipe()
         .map_err(|e| IsolationError::Setup(format!("isolation: cannot create a pipe: {e}")))?;
     let report = write.as_raw_fd();
     let child_setup = Arc::clone(&setup);
@@ -354,7 +357,7 @@ pub fn probe_isolation(
     match spawned {
         Ok(mut child) => {
             let _ = child.wait();
-            Ok(())
+            Ok(privilege)
         }
         Err(e) => Err(setup.spawn_error(&read, &e).unwrap_or_else(|| {
             IsolationError::Setup(format!("isolation: the probe could not start: {e}"))

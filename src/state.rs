@@ -53,10 +53,7 @@ impl AppState {
             config.limits.max_output_bytes,
             Duration::from_secs(config.limits.kill_grace_secs),
         );
-        let locks = LockManager::new(LockSettings {
-            default_ttl: Duration::from_secs(config.leases.default_ttl_secs),
-            max_ttl: Duration::from_secs(config.leases.max_ttl_secs),
-        });
+        let locks = LockManager::new(lock_settings(&config.leases));
         if audit.is_enabled() {
             // Every lease event into the audit log; the task ends with the lock manager.
             tokio::spawn(crate::audit::record_lock_events(
@@ -111,5 +108,18 @@ impl AppState {
     /// Ticks each time the configuration is replaced.
     pub fn config_changes(&self) -> tokio::sync::broadcast::Receiver<()> {
         self.config_changed.subscribe()
+    }
+}
+
+/// The lock manager's settings from the config's `leases:` section (at start, and
+/// again for `LockManager::set_settings` on reload).
+pub(crate) fn lock_settings(leases: &crate::config::LeaseSettings) -> LockSettings {
+    LockSettings {
+        default_ttl: Duration::from_secs(leases.default_ttl_secs),
+        max_ttl: Duration::from_secs(leases.max_ttl_secs),
+        max_leases_per_client: leases.max_leases_per_client,
+        max_waiters_per_client: leases.max_waiters_per_client,
+        max_note_bytes: leases.max_note_bytes,
+        max_listed: leases.max_listed,
     }
 }

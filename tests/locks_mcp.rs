@@ -441,3 +441,60 @@ async fn an_idle_session_expires_and_its_lease_with_it() {
         s.log_text()
     );
 }
+
+/// Issue 15, finding 3: leases on made-up keys with long notes no longer grow the
+/// server without bound. Each limit is a refusal naming itself; a long listing says
+/// how much it left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_limits_refuse_and_name_the_limit() {
+    let config = format!(
+        "{}leases:\n  max_leases_per_client: 2\n  max_note_bytes: 16\n  max_listed: 1\n",
+        lease_config()
+    );
+    let s = Server::start(&config);
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let r = call(
+        &a,
+        "lock_device",
+        json!({"key": "group:k1", "note": "x".repeat(17)}),
+    )
+    .await;
+    assert!(is_error(&r));
+    assert_eq!(
+        text(&r),
+        "the note is 17 bytes, the limit (leases.max_note_bytes) is 16; shorten it to at most 16 bytes (others see it when they find the device busy)."
+    );
+    for key in ["group:k1", "group:k2"] {
+        let r = call(
+            &a,
+            "lock_device",
+            json!({"key": key, "note": "x".repeat(16)}),
+        )
+        .await;
+        assert!(!is_error(&r), "{}", text(&r));
+    }
+    let r = call(&a, "lock_device", json!({"key": "group:k3"})).await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains("the limit (leases.max_leases_per_client) is 2; release a lease with unlock_device first"),
+        "{}",
+        text(&r)
+    );
+    // Another client's count is its own.
+    let r = call(&b, "lock_device", json!({"key": "group:k3"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+
+    let r = call(&b, "list_locks", json!({})).await;
+    assert_eq!(structured(&r)["locks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(structured(&r)["omitted"], json!(2));
+    assert!(
+        text(&r).contains("2 more keys in use are not listed"),
+        "{}",
+        text(&r)
+    );
+}

@@ -127,12 +127,20 @@ impl Default for Limits {
     }
 }
 
-/// Lease lifetimes.
+/// Lease lifetimes, and how much of the lock table one client may fill.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaseSettings {
     pub default_ttl_secs: u64,
     pub max_ttl_secs: u64,
+    /// Leases one client may hold (lease requests waiting included).
+    pub max_leases_per_client: usize,
+    /// Lease and command requests one client may have waiting in lock queues.
+    pub max_waiters_per_client: usize,
+    /// Longest lease note, in bytes; a longer one is refused.
+    pub max_note_bytes: usize,
+    /// Most keys one `list_locks` answer lists; the rest are counted.
+    pub max_listed: usize,
 }
 
 impl Default for LeaseSettings {
@@ -140,6 +148,10 @@ impl Default for LeaseSettings {
         LeaseSettings {
             default_ttl_secs: 600,
             max_ttl_secs: 3600,
+            max_leases_per_client: 32,
+            max_waiters_per_client: 32,
+            max_note_bytes: 1024,
+            max_listed: 256,
         }
     }
 }

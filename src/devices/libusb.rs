@@ -16,9 +16,9 @@ use chrono::Utc;
 use rusb::{Context, UsbContext};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::action::Action;
 use super::error::DeviceError;
 use super::model::{Device, DeviceId};
-use super::monitor::Action;
 use super::rockchip;
 use super::sysfs;
 

@@ -7,10 +7,12 @@
 //! - `udev` (feature `udev`): libudev enumeration + netlink monitor on tokio.
 //! - `libusb`: rusb enumeration + hotplug, for hosts or builds without udev.
 //! - `sysfs`: attribute parsing and the periodic-rescan fallback.
+//! - `action`: what a backend reports to the monitor (one channel message type).
 //! - `monitor`: backend choice, start/stop, and the re-enumeration grace.
 //!
 //! See `docs/DEVICES.md` for the semantics.
 
+mod action;
 mod error;
 mod libusb;
 pub mod model;

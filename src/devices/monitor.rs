@@ -18,22 +18,12 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::action::Action;
 use super::error::DeviceError;
 use super::libusb;
 use super::model::{Device, DeviceId};
 use super::registry::{EventSource, Registry};
 use super::sysfs;
-
-/// One thing a backend observed.
-#[derive(Debug)]
-pub(crate) enum Action {
-    /// The device on this port is (now) in this state.
-    Present(Box<Device>),
-    /// The port is empty.
-    Gone(DeviceId),
-    /// A full rescan: exactly these devices are attached.
-    Rescan(Vec<Device>),
-}
 
 /// Which backend to run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -15,9 +15,9 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::action::Action;
 use super::error::DeviceError;
 use super::model::{Device, DeviceId};
-use super::monitor::Action;
 use super::sysfs::{self, Attributes, Location};
 
 /// The socket systemd-udevd (and eudev) create while the daemon runs.

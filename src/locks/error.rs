@@ -81,6 +81,46 @@ pub enum LockError {
         default: Duration,
     },
 
+    /// The client holds, or waits for, as many leases as one client may
+    /// (`leases.max_leases_per_client`).
+    #[error(
+        "client \"{client}\" already holds or waits for {held} leases, the limit (leases.max_leases_per_client) is {max}; release a lease with unlock_device first (list_locks shows yours)."
+    )]
+    TooManyLeases {
+        /// The client.
+        client: ClientName,
+        /// Its leases plus its lease requests still waiting.
+        held: usize,
+        /// The configured limit.
+        max: usize,
+    },
+
+    /// The client has as many requests waiting in lock queues as one client
+    /// may (`leases.max_waiters_per_client`).
+    #[error(
+        "client \"{client}\" already has {waiting} requests waiting for locks, the limit (leases.max_waiters_per_client) is {max}; let one of them finish or give up first, or retry without wait_secs to be answered at once."
+    )]
+    TooManyWaiters {
+        /// The client.
+        client: ClientName,
+        /// Its requests waiting now.
+        waiting: usize,
+        /// The configured limit.
+        max: usize,
+    },
+
+    /// The lease note is longer than allowed (`leases.max_note_bytes`). It is
+    /// refused rather than cut, so the holder knows what others will read.
+    #[error(
+        "the note is {bytes} bytes, the limit (leases.max_note_bytes) is {max}; shorten it to at most {max} bytes (others see it when they find the device busy)."
+    )]
+    NoteTooLong {
+        /// Length of the note given.
+        bytes: usize,
+        /// The configured limit.
+        max: usize,
+    },
+
     /// The manager stopped while the request waited.
     #[error("the lock manager has shut down (gatecmd is stopping); retry once it is back.")]
     ShutDown,

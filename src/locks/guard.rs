@@ -6,7 +6,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::ids::LockKey;
-use super::lane::{Shared, Ticket};
+use super::lane::Shared;
+use super::view::{LeaseInfo, LockEventKind};
+use super::want::Ticket;
 
 /// The right to run one command on its keys. Hold it for exactly as long as
 /// the command (its process) runs; dropping it frees the keys, renews the
@@ -89,7 +91,7 @@ impl Drop for SharedHolds<'_> {
 /// plan. Dropped while still holding it, it ends the lease again.
 pub(super) struct LeaseUndo<'a> {
     pub(super) shared: &'a Shared,
-    pub(super) taken: Option<super::LeaseInfo>,
+    pub(super) taken: Option<LeaseInfo>,
 }
 
 impl Drop for LeaseUndo<'_> {
@@ -98,7 +100,7 @@ impl Drop for LeaseUndo<'_> {
             self.shared.with_state(|state| {
                 state.end_lease(
                     &info.key,
-                    super::LockEventKind::Released,
+                    LockEventKind::Released,
                     Some("the waiter gave up before receiving the lease".to_owned()),
                 );
                 state.dispatch(&info.key);

@@ -39,7 +39,7 @@ pub enum LockKey {
 /// Why a string is not a [`LockKey`]. The message says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid lock key {input:?}: {reason}; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars) or port:BUS-PORT[.PORT...] (e.g. port:1-2.3)"
+    "invalid lock key {input:?}: {reason}; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars) or port:BUS-PORT[.PORT...] (e.g. port:1-2.3, up to 64 chars)"
 )]
 pub struct ParseLockKeyError {
     input: String,
@@ -68,8 +68,13 @@ fn valid_group_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-/// `^\d+-\d+(\.\d+)*$`, the sysfs name of a USB device's port.
+/// `^\d+-\d+(\.\d+)*$`, the sysfs name of a USB device's port, at most 64
+/// characters: a real one (bus, up to seven hub levels) is under 32, and a key
+/// may be leased with no device behind it, so its length must be bounded here.
 fn valid_port_id(id: &str) -> bool {
+    if id.len() > 64 {
+        return false;
+    }
     let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let Some((bus, ports)) = id.split_once('-') else {
         return false;
@@ -224,6 +229,7 @@ mod tests {
             "port:1-",
             "port:1-2.",
             "port:a-2",
+            &format!("port:1-{}", "1.".repeat(32) + "1"),
             "serial:1234",
         ] {
             assert!(text.parse::<LockKey>().is_err(), "{text:?} parsed");
@@ -235,7 +241,7 @@ mod tests {
         let err = "usb:xyz".parse::<LockKey>().unwrap_err().to_string();
         assert_eq!(
             err,
-            "invalid lock key \"usb:xyz\": usb keys need both VID and PID; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars) or port:BUS-PORT[.PORT...] (e.g. port:1-2.3)"
+            "invalid lock key \"usb:xyz\": usb keys need both VID and PID; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars) or port:BUS-PORT[.PORT...] (e.g. port:1-2.3, up to 64 chars)"
         );
     }
 

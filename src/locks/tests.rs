@@ -1421,3 +1421,228 @@ async fn a_board_lease_expiring_or_ending_with_its_session_frees_the_vid_pid() {
     assert_eq!(m.release_session(&s).len(), 1);
     assert!(m.snapshot().keys.is_empty());
 }
+
+// ---- per-client limits (issue 15) --------------------------------------------------
+
+fn limited(leases: usize, waiters: usize) -> LockManager {
+    LockManager::new(LockSettings {
+        max_leases_per_client: leases,
+        max_waiters_per_client: waiters,
+        ..LockSettings::default()
+    })
+}
+
+#[test]
+fn limits_have_their_documented_defaults() {
+    let s = LockSettings::default();
+    assert_eq!(s.max_leases_per_client, 32);
+    assert_eq!(s.max_waiters_per_client, 32);
+    assert_eq!(s.max_note_bytes, 1024);
+    assert_eq!(s.max_listed, 256);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_at_its_lease_limit_is_refused_until_it_unlocks() {
+    let m = limited(2, 32);
+    let first = m.lock(lease_req("vm-a", &port("1-1"))).await.unwrap();
+    m.lock(lease_req("vm-a", &port("1-2"))).await.unwrap();
+    let mut events = m.subscribe();
+
+    let err = m.lock(lease_req("vm-a", &port("1-3"))).await.unwrap_err();
+    assert_eq!(
+        err,
+        LockError::TooManyLeases {
+            client: client("vm-a"),
+            held: 2,
+            max: 2,
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "client \"vm-a\" already holds or waits for 2 leases, the limit (leases.max_leases_per_client) is 2; release a lease with unlock_device first (list_locks shows yours)."
+    );
+    // Nothing of the refused request stays behind, and the refusal is on record.
+    assert!(m.key_state(&port("1-3")).is_none());
+    assert_eq!(drain(&mut events), vec![LockEventKind::Refused]);
+
+    // Another client is not affected by vm-a's count.
+    m.lock(lease_req("vm-b", &port("1-3"))).await.unwrap();
+
+    m.unlock(&first.lease_id, &client("vm-a")).unwrap();
+    m.lock(lease_req("vm-a", &port("1-4"))).await.unwrap();
+
+    // An expired lease no longer counts.
+    sleep(Duration::from_secs(601)).await;
+    m.lock(lease_req("vm-a", &port("1-5"))).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_lease_requests_count_against_the_lease_limit() {
+    let m = limited(2, 32);
+    m.lock(lease_req("vm-b", &board())).await.unwrap();
+    m.lock(lease_req("vm-a", &port("1-1"))).await.unwrap();
+    // vm-a's second lease request waits for vm-b's key...
+    let waiting = tokio::spawn({
+        let m = m.clone();
+        async move {
+            m.lock(LeaseRequest {
+                wait: Duration::from_secs(60),
+                ..lease_req("vm-a", &board())
+            })
+            .await
+        }
+    });
+    until_queued(&m, &board(), 1).await;
+    // ...and takes the last place: a third is refused at once, so that the
+    // waiter, once granted, does not take vm-a past its limit.
+    let err = m.lock(lease_req("vm-a", &port("1-2"))).await.unwrap_err();
+    assert!(matches!(
+        err,
+        LockError::TooManyLeases {
+            held: 2,
+            max: 2,
+            ..
+        }
+    ));
+
+    // Once the waiter gives up, its place is free again.
+    waiting.abort();
+    let _ = waiting.await;
+    until_queued(&m, &board(), 0).await;
+    m.lock(lease_req("vm-a", &port("1-2"))).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_at_its_waiter_limit_is_refused_a_queue_place() {
+    let m = limited(32, 2);
+    let _busy = m
+        .try_acquire_for_command(cmd("vm-b", &[board(), k("group:rk")]))
+        .unwrap();
+    let mut waits = Vec::new();
+    for key in [board(), k("group:rk")] {
+        waits.push(tokio::spawn({
+            let m = m.clone();
+            async move { m.acquire_for_command(cmd("vm-a", &[key])).await }
+        }));
+    }
+    until_queued(&m, &board(), 1).await;
+    until_queued(&m, &k("group:rk"), 1).await;
+
+    // A third wait, for a command or a lease, finds no queue place...
+    let err = m
+        .acquire_for_command_wait(cmd("vm-a", &[board()]), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LockError::TooManyWaiters {
+            client: client("vm-a"),
+            waiting: 2,
+            max: 2,
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "client \"vm-a\" already has 2 requests waiting for locks, the limit (leases.max_waiters_per_client) is 2; let one of them finish or give up first, or retry without wait_secs to be answered at once."
+    );
+    let err = m
+        .lock(LeaseRequest {
+            wait: Duration::from_secs(30),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::TooManyWaiters { .. }));
+    assert_eq!(queue_len(&m, &board()), 1);
+    // ...while an answer-at-once request is still told who is in the way,
+    // and another client still queues.
+    let busy_now = m
+        .try_acquire_for_command(cmd("vm-a", &[board()]))
+        .unwrap_err();
+    assert!(matches!(busy_now, LockError::Busy(_)));
+    let other = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire_for_command(cmd("vm-c", &[board()])).await }
+    });
+    until_queued(&m, &board(), 2).await;
+
+    // A wait that ends frees its place.
+    waits.remove(0).abort();
+    until_queued(&m, &board(), 1).await;
+    let again = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire_for_command(cmd("vm-a", &[board()])).await }
+    });
+    until_queued(&m, &board(), 2).await;
+    drop((again, other, waits));
+}
+
+#[tokio::test]
+async fn a_note_over_the_limit_is_refused_not_cut() {
+    let m = LockManager::new(LockSettings {
+        max_note_bytes: 8,
+        ..LockSettings::default()
+    });
+    let err = m
+        .lock(LeaseRequest {
+            note: Some("flashing!".to_owned()),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err, LockError::NoteTooLong { bytes: 9, max: 8 });
+    assert_eq!(
+        err.to_string(),
+        "the note is 9 bytes, the limit (leases.max_note_bytes) is 8; shorten it to at most 8 bytes (others see it when they find the device busy)."
+    );
+    assert!(m.key_state(&board()).is_none());
+    let lease = m
+        .lock(LeaseRequest {
+            note: Some("flashing".to_owned()),
+            ..lease_req("vm-a", &board())
+        })
+        .await
+        .unwrap();
+    assert_eq!(lease.note.as_deref(), Some("flashing"));
+}
+
+#[tokio::test]
+async fn a_snapshot_lists_at_most_max_listed_keys_and_counts_the_rest() {
+    let m = LockManager::new(LockSettings {
+        max_listed: 2,
+        ..LockSettings::default()
+    });
+    for (who, id) in [("vm-a", "1-1"), ("vm-b", "1-2"), ("vm-c", "1-3")] {
+        m.lock(lease_req(who, &port(id))).await.unwrap();
+    }
+    let view = m.snapshot();
+    let keys: Vec<_> = view.keys.iter().map(|s| s.key.to_string()).collect();
+    assert_eq!(keys, vec!["port:1-1", "port:1-2"]);
+    assert_eq!(view.omitted, 1);
+    // The key left out is still there for whoever asks about it.
+    assert!(m.key_state(&port("1-3")).is_some());
+    assert_eq!(mgr().snapshot().omitted, 0);
+}
+
+#[tokio::test]
+async fn new_settings_apply_to_the_next_request_and_spare_what_is_held() {
+    let m = mgr();
+    m.lock(lease_req("vm-a", &port("1-1"))).await.unwrap();
+    m.lock(lease_req("vm-a", &port("1-2"))).await.unwrap();
+    m.set_settings(LockSettings {
+        max_leases_per_client: 1,
+        ..LockSettings::default()
+    });
+    assert_eq!(m.settings().max_leases_per_client, 1);
+    // Both leases stay; a third is refused under the new limit.
+    assert_eq!(m.snapshot().keys.len(), 2);
+    let err = m.lock(lease_req("vm-a", &port("1-3"))).await.unwrap_err();
+    assert!(matches!(
+        err,
+        LockError::TooManyLeases {
+            held: 2,
+            max: 1,
+            ..
+        }
+    ));
+}

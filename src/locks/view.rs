@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::error::HeldBy;
 use super::ids::{ClientName, LeaseId, LockKey, SessionId};
 
 /// A lease as its holder sees it (the answer to `lock_device`).
@@ -59,7 +60,7 @@ pub struct SharedInfo {
     /// The client of the command or lease.
     pub client: ClientName,
     /// Whether a lease or a command on `via` holds it.
-    pub held_by: super::HeldBy,
+    pub held_by: HeldBy,
     /// The command, when a command holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -87,11 +88,15 @@ pub struct KeyState {
     pub queue_len: usize,
 }
 
-/// Every key that is leased, in use or waited for, ordered by key.
+/// Every key that is leased, in use or waited for, ordered by key, up to the
+/// listing limit (`leases.max_listed`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct LocksView {
     /// Keys with any state; a free key with no waiters is not listed.
     pub keys: Vec<KeyState>,
+    /// Keys in use beyond the listing limit, left out of `keys` (the last ones
+    /// in key order). `LockManager::key_state` still answers for any of them.
+    pub omitted: usize,
 }
 
 /// What happened, in a [`LockEvent`].
@@ -118,7 +123,7 @@ pub enum LockEventKind {
     Refused,
 }
 
-/// One change on one key, broadcast by [`super::LockManager::subscribe`].
+/// One change on one key, broadcast by `LockManager::subscribe`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct LockEvent {
     /// What happened.

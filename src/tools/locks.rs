@@ -261,18 +261,25 @@ pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> Cal
 pub struct LockList {
     /// Keys that are leased, in use or waited for.
     pub locks: Vec<LockView>,
+    /// Keys in use beyond the listing limit (`leases.max_listed`), not in `locks`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The lock table as `caller` may see it.
 pub fn view(state: &AppState, caller: &str) -> LockList {
+    let snapshot = state.locks.snapshot();
     LockList {
-        locks: state
-            .locks
-            .snapshot()
+        locks: snapshot
             .keys
             .iter()
             .map(|k| LockView::from_state(&k.key, Some(k), caller))
             .collect(),
+        omitted: snapshot.omitted,
     }
 }
 
@@ -303,7 +310,13 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
         }
         text.push_str(&format!(", {} waiting\n", l.queue_len));
     }
-    if v.locks.is_empty() {
+    if v.omitted > 0 {
+        text.push_str(&format!(
+            "{} more keys in use are not listed (the limit leases.max_listed); list_devices shows the lock of each attached device.\n",
+            v.omitted
+        ));
+    }
+    if v.locks.is_empty() && v.omitted == 0 {
         text.push_str("No device is locked.\n");
     }
     super::structured(&v, text)

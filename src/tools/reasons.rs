@@ -7,9 +7,8 @@ use crate::locks::LockError;
 use crate::refusal::{Refusal, RefusalReason};
 use crate::staging::StagingError;
 
-/// The class of a lock manager refusal.
-// The last arm: a variant added later (lease limits) is a `limit` until mapped here.
-#[allow(unreachable_patterns)]
+/// The class of a lock manager refusal. Exhaustive on purpose: a new variant must be
+/// classified here before it builds.
 pub fn lock_reason(e: &LockError) -> RefusalReason {
     match e {
         LockError::Busy(_) => RefusalReason::DeviceBusy,
@@ -20,7 +19,9 @@ pub fn lock_reason(e: &LockError) -> RefusalReason {
         LockError::TtlTooLong { .. } => RefusalReason::Limit,
         LockError::ZeroTtl { .. } => RefusalReason::InvalidRequest,
         LockError::ShutDown => RefusalReason::ShuttingDown,
-        _ => RefusalReason::Limit,
+        LockError::TooManyLeases { .. }
+        | LockError::TooManyWaiters { .. }
+        | LockError::NoteTooLong { .. } => RefusalReason::Limit,
     }
 }
 
@@ -29,9 +30,7 @@ pub fn lock_refusal(e: &LockError) -> Refusal {
     Refusal::from_error(lock_reason(e), e)
 }
 
-/// The class of a file staging refusal.
-// The last arm: a variant added later (directory limits) is a `limit` until mapped here.
-#[allow(unreachable_patterns)]
+/// The class of a file staging refusal. Exhaustive on purpose, like [`lock_reason`].
 pub fn staging_reason(e: &StagingError) -> RefusalReason {
     use StagingError as E;
     match e {
@@ -45,9 +44,12 @@ pub fn staging_reason(e: &StagingError) -> RefusalReason {
         | E::IsDirectory { .. }
         | E::HardLinked { .. } => RefusalReason::WrongFileType,
         E::NotFound { .. } => RefusalReason::NotFound,
-        E::ChunkTooLarge { .. } | E::FileTooLarge { .. } | E::QuotaExceeded { .. } => {
-            RefusalReason::Limit
-        }
+        E::ChunkTooLarge { .. }
+        | E::FileTooLarge { .. }
+        | E::QuotaExceeded { .. }
+        | E::EntryQuotaExceeded { .. }
+        | E::TooDeep { .. }
+        | E::TooManyNewDirs { .. } => RefusalReason::Limit,
         E::WrongOffset { .. } | E::NoUpload { .. } | E::UploadInProgress { .. } => {
             RefusalReason::UploadState
         }
@@ -56,7 +58,6 @@ pub fn staging_reason(e: &StagingError) -> RefusalReason {
         }
         E::HashMismatch { .. } => RefusalReason::HashMismatch,
         E::Io { .. } => RefusalReason::IoError,
-        _ => RefusalReason::Limit,
     }
 }
 

@@ -1,0 +1,106 @@
+//! Which keys a request takes, in which order, wanting what: the plan that
+//! `LockManager` then carries out key by key. Sorted order is what rules out
+//! deadlock between two multi-key requests.
+
+use std::time::Duration;
+
+use super::error::{LockError, ceil_secs};
+use super::ids::LockKey;
+use super::lane::State;
+use super::request::{CommandLockRequest, LeaseRequest};
+use super::want::{CommandWant, Want};
+
+fn sorted(keys: &[LockKey]) -> Vec<LockKey> {
+    let mut keys = keys.to_vec();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// A command's keys in acquisition (sorted) order, each with what it wants
+/// of it: exclusive keys run the command, the others are held shared for it.
+pub(super) fn command_plan(req: &CommandLockRequest) -> Vec<(LockKey, Want)> {
+    let c = command_want(req);
+    let exclusive = sorted(&req.keys);
+    // The shared hold is shown as being "through" the board's own key.
+    let via = exclusive
+        .iter()
+        .find(|k| matches!(k, LockKey::Port(_)))
+        .or(exclusive.first())
+        .cloned();
+    let mut plan: Vec<(LockKey, Want)> = sorted(&req.shared)
+        .into_iter()
+        .filter(|k| !exclusive.contains(k))
+        .map(|k| {
+            let want = Want::Shared {
+                via: via.clone().unwrap_or_else(|| k.clone()),
+                of: Box::new(Want::Command(c.clone())),
+            };
+            (k, want)
+        })
+        .collect();
+    plan.extend(exclusive.into_iter().map(|k| (k, Want::Command(c.clone()))));
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    plan
+}
+
+/// A lease's key and its shared keys, in acquisition (sorted) order.
+pub(super) fn lease_plan(req: &LeaseRequest, want: &Want) -> Vec<(LockKey, Want)> {
+    let mut plan: Vec<(LockKey, Want)> = sorted(&req.shared)
+        .into_iter()
+        .filter(|k| *k != req.key)
+        .map(|k| {
+            let shared = Want::Shared {
+                via: req.key.clone(),
+                of: Box::new(want.clone()),
+            };
+            (k, shared)
+        })
+        .collect();
+    plan.push((req.key.clone(), want.clone()));
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    plan
+}
+
+fn command_want(req: &CommandLockRequest) -> CommandWant {
+    CommandWant {
+        client: req.client.clone(),
+        session: req.session.clone(),
+        lease: req.lease.clone(),
+        command: req.command.clone(),
+    }
+}
+
+/// A presented lease must exist and be the caller's. Checked before any
+/// queueing: waiting would not change the answer.
+pub(super) fn check_presented_lease(
+    state: &State,
+    req: &CommandLockRequest,
+) -> Result<(), LockError> {
+    let Some(id) = &req.lease else {
+        return Ok(());
+    };
+    let info = state
+        .lease_info(id)
+        .ok_or_else(|| LockError::UnknownLease {
+            lease_id: id.clone(),
+        })?;
+    if info.holder != req.client {
+        return Err(LockError::NotYourLease {
+            lease_id: id.clone(),
+            owner: info.holder,
+            client: req.client.clone(),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn with_waited(err: LockError, wait: Duration) -> LockError {
+    match err {
+        LockError::Busy(mut busy) => {
+            busy.waited_secs = ceil_secs(wait);
+            LockError::Busy(busy)
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,40 @@
+//! The lock manager's settings: how long leases live, and how much of the table one
+//! client may fill. Every limit has a default, so a config without a `leases:`
+//! section gets a bounded table.
+
+use std::time::Duration;
+
+/// How long leases live, and the limits on what one client may hold or queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockSettings {
+    /// TTL of a lease that does not ask for one (clamped to `max_ttl`).
+    pub default_ttl: Duration,
+    /// Longest TTL a lease may ask for.
+    pub max_ttl: Duration,
+    /// Leases one client may hold at once; a lease request that waits in a queue
+    /// counts against it too, so a granted waiter never takes the client past it.
+    pub max_leases_per_client: usize,
+    /// Requests (lease and command waits) one client may have queued at once, over
+    /// all keys.
+    pub max_waiters_per_client: usize,
+    /// Longest lease note, in bytes. A longer one is refused, not truncated.
+    pub max_note_bytes: usize,
+    /// Most keys one `LocksView` (a snapshot, `list_locks`) lists; the rest are
+    /// counted in its `omitted`.
+    pub max_listed: usize,
+}
+
+impl Default for LockSettings {
+    /// 10 minutes by default, at most an hour; 32 leases and 32 waits per client,
+    /// notes up to 1 KiB, 256 keys per listing.
+    fn default() -> Self {
+        LockSettings {
+            default_ttl: Duration::from_secs(600),
+            max_ttl: Duration::from_secs(3600),
+            max_leases_per_client: 32,
+            max_waiters_per_client: 32,
+            max_note_bytes: 1024,
+            max_listed: 256,
+        }
+    }
+}
