@@ -156,7 +156,7 @@ impl Default for LeaseSettings {
     }
 }
 
-/// Rotation of the audit log (`<state_dir>/audit.log`).
+/// Retention, record size and refusal aggregation of the audit log (docs/AUDIT.md).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditSettings {
@@ -164,16 +164,31 @@ pub struct AuditSettings {
     pub max_bytes: u64,
     /// Rotated files kept (`audit.log.1` … `audit.log.N`); older ones are deleted.
     pub keep: u32,
+    /// Longest line; longer fields are cut and logged with their length and SHA-256.
+    pub max_record_bytes: u64,
+    /// A rotated file whose newest line is older than this many days is deleted; 0: never.
+    pub max_age_days: u32,
+    /// Refusals of one kind from one client written in full per window; later ones counted.
+    pub refusal_burst: u32,
+    /// Length of a refusal window; its summary is written when it closes.
+    pub refusal_window_secs: u64,
 }
 
 /// Smallest accepted `audit.max_bytes`: below this, rotation would happen every few lines.
 pub const AUDIT_MIN_BYTES: u64 = 4096;
+
+/// Smallest accepted `audit.max_record_bytes`: room for a cut record's lengths and hashes.
+pub const AUDIT_MIN_RECORD_BYTES: u64 = 1024;
 
 impl Default for AuditSettings {
     fn default() -> Self {
         AuditSettings {
             max_bytes: 10 * 1024 * 1024,
             keep: 5,
+            max_record_bytes: 8 * 1024,
+            max_age_days: 90,
+            refusal_burst: 5,
+            refusal_window_secs: 60,
         }
     }
 }
@@ -880,6 +895,26 @@ impl Validator<'_> {
                 at,
                 "audit.keep".into(),
                 "must be at least 1: rotation keeps the previous file as audit.log.1".into(),
+            );
+        }
+        if raw.audit.max_record_bytes < AUDIT_MIN_RECORD_BYTES {
+            let at = self.loc.key_line("max_record_bytes", audit_at);
+            self.err(
+                at,
+                "audit.max_record_bytes".into(),
+                format!(
+                    "{} is too small: at least {AUDIT_MIN_RECORD_BYTES} bytes leave room for a cut field's length and SHA-256 (the default is {})",
+                    raw.audit.max_record_bytes,
+                    AuditSettings::default().max_record_bytes
+                ),
+            );
+        }
+        if raw.audit.refusal_window_secs == 0 {
+            let at = self.loc.key_line("refusal_window_secs", audit_at);
+            self.err(
+                at,
+                "audit.refusal_window_secs".into(),
+                "must be at least 1: refusals are counted per window of this many seconds".into(),
             );
         }
         for (i, o) in raw.allowed_origins.iter().enumerate() {
@@ -1789,9 +1824,23 @@ mod tests {
             c.audit,
             AuditSettings {
                 max_bytes: 65536,
-                keep: 2
+                keep: 2,
+                ..AuditSettings::default()
             }
         );
+        let c = Config::parse(
+            "audit:\n  max_record_bytes: 2048\n  max_age_days: 0\n  refusal_burst: 1\n  refusal_window_secs: 5\n",
+            "t.yaml",
+        )
+        .expect("valid");
+        assert_eq!(
+            (c.audit.max_record_bytes, c.audit.max_age_days),
+            (2048, 0)
+        );
+        assert_eq!((c.audit.refusal_burst, c.audit.refusal_window_secs), (1, 5));
+        let e = errors("audit:\n  max_record_bytes: 100\n  refusal_window_secs: 0\n");
+        assert_eq!((e[0].line, e[0].field.as_str()), (2, "audit.max_record_bytes"));
+        assert_eq!((e[1].line, e[1].field.as_str()), (3, "audit.refusal_window_secs"));
     }
 
     #[test]

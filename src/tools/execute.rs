@@ -107,21 +107,22 @@ pub async fn run(
     let wait_secs = req.wait_secs.unwrap_or(0);
     // Audit: the request as asked, before `prepare` consumes it; every refusal below goes
     // through `refuse` so that it is recorded with its reason.
-    let call = audit::ExecuteCall::new(who, session.as_ref(), &req.command);
+    let call = audit::ExecuteCall::new(
+        &who.name,
+        session.as_ref().map(|s| s.0.as_str()),
+        &req.command,
+    );
     let asked = req.args.clone().into_vec();
-    let refuse = |reason: String| {
-        state.audit.record(&audit::ExecuteRecord::ExecuteRefused {
-            call: &call,
-            args: &asked,
-            reason: &reason,
-        });
+    // `kind` groups refusals for the audit log's per-client aggregation.
+    let refuse = |kind: &'static str, reason: String| {
+        state.audit.execute_refused(&call, &asked, kind, &reason);
         super::refusal(reason)
     };
     let prepared = match prepare(&config, state, who, req) {
         Ok(p) => p,
         Err(msg) => {
             tracing::info!(client = %who.name, verdict = "refused", reason = %msg, "execute_command");
-            return refuse(msg);
+            return refuse("policy", msg);
         }
     };
     let mut result = ExecuteResult {
@@ -157,7 +158,7 @@ pub async fn run(
                     text.push_str(&render_view(&plan.view));
                     result.isolated_view = Some(plan.view);
                 }
-                Err(e) => return refuse(e.to_string()),
+                Err(e) => return refuse("isolation", e.to_string()),
             }
         }
         for k in prepared.keys.iter().chain(&prepared.shared_keys) {
@@ -170,20 +171,17 @@ pub async fn run(
                 _ => text.push_str(&format!("lock {k}: free now\n")),
             }
         }
-        state.audit.record(&audit::ExecuteRecord::ExecuteDryRun {
-            call: &call,
-            argv: &result.argv,
-        });
+        state.audit.execute_dry_run(&call, &result.argv);
         return super::structured(&result, text);
     }
     if wait_secs > MAX_WAIT_SECS {
-        return refuse(format!(
+        return refuse("wait_secs", format!(
             "wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"
         ));
     }
     let Some(slot) = state.client_slot(&who.name) else {
         let max = config.limits.max_concurrent_per_client;
-        return refuse(format!(
+        return refuse("client_busy", format!(
             "client {:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
              wait for one to finish, then retry",
             who.name
@@ -202,13 +200,13 @@ pub async fn run(
     // A request cancelled while queued leaves the queue at once (the future is dropped).
     let acquired = tokio::select! {
         r = state.locks.acquire_for_command_wait(lock_req, Duration::from_secs(wait_secs)) => r,
-        _ = ctx.ct.cancelled() => return refuse("cancelled while waiting for the device lock; nothing was run".into()),
+        _ = ctx.ct.cancelled() => return refuse("cancelled", "cancelled while waiting for the device lock; nothing was run".into()),
     };
     let lock_guard = match acquired {
         Ok(g) => g,
         Err(e) => {
             tracing::info!(client = %who.name, command = %result.command, verdict = "refused", reason = %e, "execute_command");
-            return refuse(e.to_string());
+            return refuse("lock_busy", e.to_string());
         }
     };
     let mut spec = prepared.spec.clone();
@@ -222,13 +220,22 @@ pub async fn run(
             }
             Err(e) => {
                 tracing::info!(client = %who.name, command = %result.command, verdict = "refused", reason = %e, "execute_command");
-                return refuse(e.to_string());
+                return refuse("isolation", e.to_string());
             }
         }
     }
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
     // Written before the spawn (locks held), so a crash mid-run still shows what was started.
-    let trail = audit::RunTrail::start(&state.audit, call.clone(), &result);
+    let trail = audit::RunTrail::start(
+        &state.audit,
+        call.clone(),
+        audit::RunStart {
+            argv: result.argv.clone(),
+            device: result.device.clone(),
+            lock_keys: result.lock_keys.clone(),
+            timeout_secs: result.timeout_secs,
+        },
+    );
 
     let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
         Some(token) => {
@@ -277,7 +284,7 @@ pub async fn run(
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("the command's task failed: {e}");
-                trail.failed(&result, &msg);
+                trail.failed(&msg);
                 return super::refusal(msg);
             }
         }
@@ -291,7 +298,7 @@ pub async fn run(
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
-            trail.failed(&result, &e.to_string());
+            trail.failed(&e.to_string());
             return super::refusal(e.to_string());
         }
     };
@@ -300,7 +307,20 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
     }
     fill(&mut result, &outcome, state.executor.grace());
-    trail.finished(&result, &outcome);
+    trail.finished(&audit::RunEnd {
+        outcome: match outcome.stopped {
+            Some(StopReason::Timeout) => audit::RunOutcome::TimedOut,
+            Some(StopReason::Cancelled) => audit::RunOutcome::Cancelled,
+            Some(StopReason::Shutdown) => audit::RunOutcome::Shutdown,
+            None if outcome.exit_code.is_some() => audit::RunOutcome::Exited,
+            None => audit::RunOutcome::Signalled,
+        },
+        exit_code: result.exit_code,
+        signal: result.signal,
+        duration_ms: result.duration_ms,
+        stdout_bytes: outcome.stdout.len() as u64 + outcome.stdout_dropped,
+        stderr_bytes: outcome.stderr.len() as u64 + outcome.stderr_dropped,
+    });
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,
         duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,
