@@ -251,6 +251,9 @@ mod tests {
         let v = parse(&out);
         assert_eq!(v["event"], "x");
         assert!(v["record_too_large"]["bytes"].as_u64() > Some(1024));
-        assert_eq!(v["record_too_large"]["sha256"].as_str().map(str::len), Some(64));
+        assert_eq!(
+            v["record_too_large"]["sha256"].as_str().map(str::len),
+            Some(64)
+        );
     }
 }

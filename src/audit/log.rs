@@ -50,9 +50,7 @@ pub enum AuditError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "cannot rotate the audit log {path}: {source}; records keep going to the current file"
-    )]
+    #[error("cannot rotate the audit log {path}: {source}; records keep going to the current file")]
     Rotate {
         path: PathBuf,
         source: std::io::Error,
@@ -427,8 +425,12 @@ impl Log {
             let too_old = self.settings.max_age_days > 0 && age.is_some_and(|a| a > max_age);
             if n > self.settings.keep || too_old {
                 match std::fs::remove_file(e.path()) {
-                    Ok(()) => tracing::info!(file = %e.path().display(), too_old, "audit log: old file deleted"),
-                    Err(err) => tracing::warn!(file = %e.path().display(), error = %err, "audit log: cannot delete an old file"),
+                    Ok(()) => {
+                        tracing::info!(file = %e.path().display(), too_old, "audit log: old file deleted")
+                    }
+                    Err(err) => {
+                        tracing::warn!(file = %e.path().display(), error = %err, "audit log: cannot delete an old file")
+                    }
                 }
             }
         }
@@ -635,7 +637,11 @@ mod tests {
             kind: "policy",
         };
         for _ in 0..3 {
-            audit.refusal("vm-b", class, &serde_json::json!({"event": "execute_refused"}));
+            audit.refusal(
+                "vm-b",
+                class,
+                &serde_json::json!({"event": "execute_refused"}),
+            );
         }
         let path = dir.path().join(FILE_NAME);
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -26,7 +26,5 @@ mod records;
 mod refusals;
 
 pub use log::{Audit, AuditError, FILE_NAME};
-pub use records::{
-    ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events,
-};
+pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};
 pub use refusals::RefusalClass;

@@ -76,7 +76,7 @@ impl Audit {
             event: "execute_refused",
             kind,
         };
-        let record = ExecuteRecord::ExecuteRefused {
+        let record = ExecuteRecord::Refused {
             call,
             args,
             kind,
@@ -87,7 +87,7 @@ impl Audit {
 
     /// `execute_dry_run`: every check passed and nothing was run.
     pub fn execute_dry_run(&self, call: &ExecuteCall, argv: &[String]) {
-        self.record(&ExecuteRecord::ExecuteDryRun { call, argv });
+        self.record(&ExecuteRecord::DryRun { call, argv });
     }
 }
 
@@ -156,10 +156,11 @@ pub struct RunEnd {
 
 /// An `execute_command` decision or outcome.
 #[derive(Debug, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[serde(tag = "event")]
 enum ExecuteRecord<'a> {
     /// Refused before anything ran; `args` are the caller's, unresolved.
-    ExecuteRefused {
+    #[serde(rename = "execute_refused")]
+    Refused {
         #[serde(flatten)]
         call: &'a ExecuteCall,
         args: &'a [String],
@@ -167,13 +168,15 @@ enum ExecuteRecord<'a> {
         reason: &'a str,
     },
     /// Checked and shown, not run.
-    ExecuteDryRun {
+    #[serde(rename = "execute_dry_run")]
+    DryRun {
         #[serde(flatten)]
         call: &'a ExecuteCall,
         argv: &'a [String],
     },
     /// Allowed: written before the child is spawned, so a crash mid-run still shows it.
-    ExecuteStarted {
+    #[serde(rename = "execute_started")]
+    Started {
         #[serde(flatten)]
         call: &'a ExecuteCall,
         run_id: &'a str,
@@ -184,7 +187,8 @@ enum ExecuteRecord<'a> {
         timeout_secs: u64,
     },
     /// How an allowed run ended.
-    ExecuteFinished {
+    #[serde(rename = "execute_finished")]
+    Finished {
         #[serde(flatten)]
         call: &'a ExecuteCall,
         run_id: &'a str,
@@ -222,7 +226,7 @@ impl RunTrail {
     /// Records that `run` was allowed and is about to start.
     pub fn start(audit: &Audit, call: ExecuteCall, run: RunStart) -> RunTrail {
         let run_id = uuid::Uuid::new_v4().simple().to_string();
-        audit.record(&ExecuteRecord::ExecuteStarted {
+        audit.record(&ExecuteRecord::Started {
             call: &call,
             run_id: &run_id,
             argv: &run.argv,
@@ -267,7 +271,7 @@ impl RunTrail {
     /// `end.outcome` is ignored when `error` is set: the run failed, it did not end.
     fn write(&self, outcome: &str, end: &RunEnd, error: Option<&str>) {
         let ended = error.is_none().then_some(end.outcome);
-        self.audit.record(&ExecuteRecord::ExecuteFinished {
+        self.audit.record(&ExecuteRecord::Finished {
             call: &self.call,
             run_id: &self.run_id,
             argv: &self.run.argv,
@@ -278,10 +282,7 @@ impl RunTrail {
             signal: end.signal,
             duration_ms: end.duration_ms,
             timed_out: ended == Some(RunOutcome::TimedOut),
-            cancelled: matches!(
-                ended,
-                Some(RunOutcome::Cancelled | RunOutcome::Shutdown)
-            ),
+            cancelled: matches!(ended, Some(RunOutcome::Cancelled | RunOutcome::Shutdown)),
             stdout_bytes: end.stdout_bytes,
             stderr_bytes: end.stderr_bytes,
             error,

@@ -213,9 +213,16 @@ mod tests {
         let s = r.close(t0 + Duration::from_secs(60), false);
         // vm-a suppressed nothing: no summary for it, but its window is gone too.
         assert_eq!(s.len(), 1);
-        assert_eq!((s[0].client.as_str(), s[0].refused, s[0].suppressed), ("vm-b", 14, 11));
+        assert_eq!(
+            (s[0].client.as_str(), s[0].refused, s[0].suppressed),
+            ("vm-b", 14, 11)
+        );
         assert_eq!(s[0].suppressed_by_reason["execute_refused/policy"], 11);
-        assert!(s[0].message.contains("11 similar refusals from vm-b"), "{}", s[0].message);
+        assert!(
+            s[0].message.contains("11 similar refusals from vm-b"),
+            "{}",
+            s[0].message
+        );
         assert_eq!(r.next_close(), None);
         // A new window starts fresh.
         assert_eq!(r.admit("vm-b", POLICY, t0), Admit::Write { opened: true });
@@ -237,7 +244,11 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Refusals::new(0, Duration::from_secs(600));
         for i in 0..=MAX_CLIENTS {
-            r.admit(&format!("c{i}"), POLICY, t0 + Duration::from_millis(i as u64));
+            r.admit(
+                &format!("c{i}"),
+                POLICY,
+                t0 + Duration::from_millis(i as u64),
+            );
         }
         assert_eq!(r.clients.len(), MAX_CLIENTS);
         let early = r.close(t0, false);

@@ -175,17 +175,21 @@ pub async fn run(
         return super::structured(&result, text);
     }
     if wait_secs > MAX_WAIT_SECS {
-        return refuse("wait_secs", format!(
-            "wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"
-        ));
+        return refuse(
+            "wait_secs",
+            format!("wait_secs {wait_secs} is more than the maximum of {MAX_WAIT_SECS}"),
+        );
     }
     let Some(slot) = state.client_slot(&who.name) else {
         let max = config.limits.max_concurrent_per_client;
-        return refuse("client_busy", format!(
-            "client {:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
+        return refuse(
+            "client_busy",
+            format!(
+                "client {:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
              wait for one to finish, then retry",
-            who.name
-        ));
+                who.name
+            ),
+        );
     };
     let lock_req = CommandLockRequest {
         keys: prepared.keys.clone(),
