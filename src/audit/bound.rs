@@ -23,7 +23,7 @@ pub(super) const FLOOR: usize = 512;
 /// `record` as one line ending in `\n`, at most `max` bytes long (`max` at least [`FLOOR`]).
 pub(super) fn line(record: Map<String, Value>, max: usize) -> Vec<u8> {
     let max = max.max(FLOOR);
-    let whole = to_line(&Value::Object(record.clone()));
+    let whole = to_line(&record);
     if whole.len() <= max {
         return whole;
     }
@@ -46,7 +46,7 @@ pub(super) fn line(record: Map<String, Value>, max: usize) -> Vec<u8> {
     stub(&record, &whole, max)
 }
 
-fn to_line(v: &Value) -> Vec<u8> {
+fn to_line(v: &impl serde::Serialize) -> Vec<u8> {
     // Serializing a `Value` cannot fail: its keys are strings.
     let mut line = serde_json::to_vec(v).unwrap_or_default();
     line.push(b'\n');
