@@ -19,6 +19,8 @@ use crate::config::AuditSettings;
 /// The file name inside the state directory.
 pub const FILE_NAME: &str = "audit.log";
 
+/// How long after a failed rotation the next one is tried.
+const ROTATE_RETRY: Duration = Duration::from_secs(10);
 /// How often expiry by age runs while the server is up (besides at start and rotation).
 const RETENTION_CHECK: Duration = Duration::from_secs(3600);
 
@@ -98,8 +100,9 @@ struct Log {
     refusals: Refusals,
     /// Set after a write error was logged, so a full disk does not flood the log.
     failing: bool,
-    /// Likewise for rotation errors (records then keep going to the current file).
-    rotate_failing: bool,
+    /// After a failed rotation (records then keep going to the current file), the next
+    /// attempt waits until this instant instead of costing an fsync on every line.
+    rotate_retry_at: Option<Instant>,
     last_retention: Instant,
 }
 
@@ -128,7 +131,7 @@ impl Audit {
                 Duration::from_secs(settings.refusal_window_secs),
             ),
             failing: false,
-            rotate_failing: false,
+            rotate_retry_at: None,
             last_retention: Instant::now(),
         };
         log.retain();
@@ -310,14 +313,15 @@ impl Log {
     fn write(&mut self, line: &[u8]) {
         let len = line.len() as u64;
         // Never leave a file empty: a line larger than the limit still gets written.
-        if self.size > 0 && self.size + len > self.settings.max_bytes {
+        let due = self.rotate_retry_at.is_none_or(|t| Instant::now() >= t);
+        if self.size > 0 && self.size + len > self.settings.max_bytes && due {
             match self.rotate() {
-                Ok(()) => self.rotate_failing = false,
+                Ok(()) => self.rotate_retry_at = None,
                 Err(e) => {
-                    if !self.rotate_failing {
+                    if self.rotate_retry_at.is_none() {
                         tracing::error!(error = %e, "audit log rotation failed");
                     }
-                    self.rotate_failing = true;
+                    self.rotate_retry_at = Some(Instant::now() + ROTATE_RETRY);
                 }
             }
         }
