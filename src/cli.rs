@@ -185,6 +185,8 @@ async fn serve(
     ));
     let served = http::serve(listener, router, shutdown.clone()).await;
     state.executor.shutdown().await;
+    // Open refusal windows' summaries, and the file synced to disk.
+    state.audit.flush();
     tracing::info!("stopped");
     served.map_err(|e| format!("server error: {e}"))
 }
@@ -411,6 +413,7 @@ async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
         .map_err(|e| format!("stdio session failed to start: {e}"))?;
     let _ = service.waiting().await;
     state.executor.shutdown().await;
+    state.audit.flush();
     Ok(())
 }
 

@@ -31,7 +31,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use schema::{
-    AUDIT_MIN_BYTES, AuditSettings, CancelPolicy, ClientConfig, CommandConfig, Config,
+    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig, CommandConfig, Config,
     DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
     PatternConfig, TokenSource,
 };

@@ -156,7 +156,7 @@ impl Default for LeaseSettings {
     }
 }
 
-/// Rotation of the audit log (`<state_dir>/audit.log`).
+/// Retention, record size and refusal aggregation of the audit log (docs/AUDIT.md).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditSettings {
@@ -164,16 +164,31 @@ pub struct AuditSettings {
     pub max_bytes: u64,
     /// Rotated files kept (`audit.log.1` … `audit.log.N`); older ones are deleted.
     pub keep: u32,
+    /// Longest line; longer fields are cut and logged with their length and SHA-256.
+    pub max_record_bytes: u64,
+    /// A rotated file whose newest line is older than this many days is deleted; 0: never.
+    pub max_age_days: u32,
+    /// Refusals of one kind from one client written in full per window; later ones counted.
+    pub refusal_burst: u32,
+    /// Length of a refusal window; its summary is written when it closes.
+    pub refusal_window_secs: u64,
 }
 
 /// Smallest accepted `audit.max_bytes`: below this, rotation would happen every few lines.
 pub const AUDIT_MIN_BYTES: u64 = 4096;
+
+/// Smallest accepted `audit.max_record_bytes`: room for a cut record's lengths and hashes.
+pub const AUDIT_MIN_RECORD_BYTES: u64 = 1024;
 
 impl Default for AuditSettings {
     fn default() -> Self {
         AuditSettings {
             max_bytes: 10 * 1024 * 1024,
             keep: 5,
+            max_record_bytes: 8 * 1024,
+            max_age_days: 90,
+            refusal_burst: 5,
+            refusal_window_secs: 60,
         }
     }
 }

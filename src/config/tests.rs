@@ -29,8 +29,25 @@ fn audit_defaults_and_overrides() {
         c.audit,
         AuditSettings {
             max_bytes: 65536,
-            keep: 2
+            keep: 2,
+            ..AuditSettings::default()
         }
+    );
+    let c = Config::parse(
+        "audit:\n  max_record_bytes: 2048\n  max_age_days: 0\n  refusal_burst: 1\n  refusal_window_secs: 5\n",
+        "t.yaml",
+    )
+    .expect("valid");
+    assert_eq!((c.audit.max_record_bytes, c.audit.max_age_days), (2048, 0));
+    assert_eq!((c.audit.refusal_burst, c.audit.refusal_window_secs), (1, 5));
+    let e = errors("audit:\n  max_record_bytes: 100\n  refusal_window_secs: 0\n");
+    assert_eq!(
+        (e[0].line, e[0].field.as_str()),
+        (2, "audit.max_record_bytes")
+    );
+    assert_eq!(
+        (e[1].line, e[1].field.as_str()),
+        (3, "audit.refusal_window_secs")
     );
 }
 

@@ -2,7 +2,7 @@
 //! `monitor:`, `isolation:`, `audit:` and `allowed_origins:`.
 
 use super::super::schema::{
-    AUDIT_MIN_BYTES, AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
+    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
 };
 use super::validator::Validator;
 
@@ -90,6 +90,26 @@ impl Validator<'_> {
                 at,
                 "audit.keep".into(),
                 "must be at least 1: rotation keeps the previous file as audit.log.1".into(),
+            );
+        }
+        if audit.max_record_bytes < AUDIT_MIN_RECORD_BYTES {
+            let at = self.loc.key_line("max_record_bytes", audit_at);
+            self.err(
+                at,
+                "audit.max_record_bytes".into(),
+                format!(
+                    "{} is too small: at least {AUDIT_MIN_RECORD_BYTES} bytes leave room for a cut field's length and SHA-256 (the default is {})",
+                    audit.max_record_bytes,
+                    AuditSettings::default().max_record_bytes
+                ),
+            );
+        }
+        if audit.refusal_window_secs == 0 {
+            let at = self.loc.key_line("refusal_window_secs", audit_at);
+            self.err(
+                at,
+                "audit.refusal_window_secs".into(),
+                "must be at least 1: refusals are counted per window of this many seconds".into(),
             );
         }
     }

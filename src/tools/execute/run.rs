@@ -6,7 +6,6 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
-use serde::Serialize;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +17,7 @@ use crate::isolation::{Plan, Privilege, Roots};
 use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, SessionId};
 use crate::output;
 use crate::progress;
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::Refusal;
 use crate::state::AppState;
 use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
@@ -44,7 +43,11 @@ pub async fn run(
     let refuser = Refuser {
         state,
         who,
-        call: audit::ExecuteCall::new(who, session.as_ref(), &req.command),
+        call: audit::ExecuteCall::new(
+            &who.name,
+            session.as_ref().map(|s| s.0.as_str()),
+            &req.command,
+        ),
         asked: req.args.clone().into_vec(),
     };
     let prepared = match prepare(&config, state, who, req) {
@@ -74,17 +77,26 @@ pub async fn run(
     }
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
     // Written before the spawn (locks held), so a crash mid-run still shows what was started.
-    let trail = audit::RunTrail::start(&state.audit, refuser.call.clone(), &result);
+    let trail = audit::RunTrail::start(
+        &state.audit,
+        refuser.call.clone(),
+        audit::RunStart {
+            argv: result.argv.clone(),
+            device: result.device.clone(),
+            lock_keys: result.lock_keys.clone(),
+            timeout_secs: result.timeout_secs,
+        },
+    );
     let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
-            trail.failed(&result, &e.to_string());
+            trail.failed(&e.to_string());
             return refusal(e.into());
         }
     };
     fill(&mut result, &outcome, state.executor.grace());
-    trail.finished(&result, &outcome);
+    trail.finished(&run_end(&result, &outcome));
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,
         duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,
@@ -107,18 +119,22 @@ struct Refuser<'a> {
     asked: Vec<String>,
 }
 
-/// An `execute_refused` audit record plus the refusal's class, `"refusal": {"reason": …}`
-/// (the record's own `reason` field keeps the message, as before).
-#[derive(Serialize)]
-struct RefusedRecord<'a> {
-    #[serde(flatten)]
-    record: audit::ExecuteRecord<'a>,
-    refusal: ReasonOnly,
-}
-
-#[derive(Serialize)]
-struct ReasonOnly {
-    reason: RefusalReason,
+/// What the audit log keeps of a run's end: plain data, no tool types.
+fn run_end(result: &ExecuteResult, outcome: &Outcome) -> audit::RunEnd {
+    audit::RunEnd {
+        outcome: match outcome.stopped {
+            Some(StopReason::Timeout) => audit::RunOutcome::TimedOut,
+            Some(StopReason::Cancelled) => audit::RunOutcome::Cancelled,
+            Some(StopReason::Shutdown) => audit::RunOutcome::Shutdown,
+            None if outcome.exit_code.is_some() => audit::RunOutcome::Exited,
+            None => audit::RunOutcome::Signalled,
+        },
+        exit_code: result.exit_code,
+        signal: result.signal,
+        duration_ms: result.duration_ms,
+        stdout_bytes: outcome.stdout.len() as u64 + outcome.stdout_dropped,
+        stderr_bytes: outcome.stderr.len() as u64 + outcome.stderr_dropped,
+    }
 }
 
 impl Refuser<'_> {
@@ -128,14 +144,11 @@ impl Refuser<'_> {
             client = %self.who.name, command = %self.call.command, verdict = "refused",
             refusal = %r.reason, reason = %r.message, "execute_command"
         );
-        self.state.audit.record(&RefusedRecord {
-            record: audit::ExecuteRecord::ExecuteRefused {
-                call: &self.call,
-                args: &self.asked,
-                reason: &r.message,
-            },
-            refusal: ReasonOnly { reason: r.reason },
-        });
+        // The reason is also the audit log's aggregation class: chosen in code, so a
+        // client cannot invent classes to get more lines written.
+        self.state
+            .audit
+            .execute_refused(&self.call, &self.asked, r.reason.as_str(), &r.message);
         refusal(r)
     }
 }
@@ -196,10 +209,7 @@ fn dry_run(
             _ => text.push_str(&format!("lock {k}: free now\n")),
         }
     }
-    state.audit.record(&audit::ExecuteRecord::ExecuteDryRun {
-        call: &refuser.call,
-        argv: &result.argv,
-    });
+    state.audit.execute_dry_run(&refuser.call, &result.argv);
     structured(&result, text)
 }
 

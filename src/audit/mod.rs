@@ -1,0 +1,30 @@
+//! The audit log: one bounded JSON line per decision, in `<state_dir>/audit.log`
+//! (docs/AUDIT.md).
+//!
+//! Every `execute_command` decision (refused with its reason, allowed and started, and how
+//! it ended) and every lock event becomes one line. The file is owner-only (0600), opened
+//! with `O_APPEND`, and each record is written with a single `write_all` of the whole line
+//! straight to the kernel (no user-space buffer). So once [`Audit::record`] returns, the
+//! line survives a crash of gatecmd (even `SIGKILL`); a crash can at worst cut the one line
+//! being written at that instant. There is no `fsync` per line (milliseconds per call on a
+//! slow disk); the file is synced at each rotation and at shutdown.
+//!
+//! What keeps one client from pushing the others' records out of retention:
+//! - `bound`: no line is longer than `audit.max_record_bytes`; a longer field is cut and
+//!   logged with its length and SHA-256;
+//! - `refusals`: after the first few refusals of a kind from a client in a window, the rest
+//!   are counted and summarized in one record;
+//! - `log`: rotation by size (`max_bytes`, `keep` files) and expiry by age
+//!   (`max_age_days`), renaming before reopening so that no written line is lost.
+//!
+//! The module depends on nothing above it but the settings in `config`: tools hand it plain
+//! data (`records`).
+
+mod bound;
+mod log;
+mod records;
+mod refusals;
+
+pub use log::{Audit, AuditError, FILE_NAME};
+pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};
+pub use refusals::RefusalClass;
