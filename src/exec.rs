@@ -16,8 +16,10 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::permits::Permits;
 
 /// The PATH every child gets: the environment is cleared, so this is all it sees.
 pub const CHILD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -85,10 +87,21 @@ pub struct Executor {
     inner: Arc<Inner>,
 }
 
+/// The executor's limits; [`Executor::set_limits`] replaces them (config reload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecLimits {
+    /// Children running at once.
+    pub max_children: usize,
+    /// Bytes kept of each of stdout and stderr.
+    pub max_output: usize,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
 struct Inner {
-    permits: Semaphore,
-    max_output: usize,
-    grace: Duration,
+    permits: Permits,
+    // A std mutex: read once per run (a run keeps the limits it started with).
+    limits: Mutex<ExecLimits>,
     /// Process groups alive now, so shutdown can kill them.
     // A std mutex: held only to insert/remove/copy, never across an await.
     groups: Mutex<HashSet<i32>>,
@@ -99,11 +112,15 @@ impl Executor {
     /// `max_children` runs at once; output capped at `max_output` bytes per stream;
     /// `grace` between SIGTERM and SIGKILL.
     pub fn new(max_children: usize, max_output: usize, grace: Duration) -> Self {
+        let limits = ExecLimits {
+            max_children: max_children.max(1),
+            max_output,
+            grace,
+        };
         Executor {
             inner: Arc::new(Inner {
-                permits: Semaphore::new(max_children.max(1)),
-                max_output,
-                grace,
+                permits: Permits::new(limits.max_children),
+                limits: Mutex::new(limits),
                 groups: Mutex::new(HashSet::new()),
                 shutdown: CancellationToken::new(),
             }),
@@ -112,14 +129,30 @@ impl Executor {
 
     /// Grace period between SIGTERM and SIGKILL.
     pub fn grace(&self) -> Duration {
-        self.inner.grace
+        self.limits().grace
+    }
+
+    /// The limits new runs start with.
+    pub fn limits(&self) -> ExecLimits {
+        *self.inner.limits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the limits for runs that start from now on. Runs already going keep their
+    /// output cap and grace; a lower cap on children is reached as they finish.
+    pub fn set_limits(&self, limits: ExecLimits) {
+        let limits = ExecLimits {
+            max_children: limits.max_children.max(1),
+            ..limits
+        };
+        self.inner.permits.resize(limits.max_children);
+        *self.inner.limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
     }
 
     /// Stops every running child (SIGTERM, then SIGKILL after the grace) and refuses new ones.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
         self.inner.permits.close();
-        let deadline = tokio::time::Instant::now() + self.inner.grace + Duration::from_secs(1);
+        let deadline = tokio::time::Instant::now() + self.grace() + Duration::from_secs(1);
         while !self.live_groups().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -153,6 +186,7 @@ impl Executor {
             .acquire()
             .await
             .map_err(|_| ExecError::ShuttingDown)?;
+        let limits = self.limits();
         let mut cmd = Command::new(&spec.binary);
         cmd.args(&spec.args)
             .env_clear()
@@ -201,10 +235,10 @@ impl Executor {
             }
         };
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-        let guard = GroupGuard::new(self.inner.clone(), pgid);
+        let guard = GroupGuard::new(self.inner.clone(), pgid, limits.grace);
 
         let (tx, mut rx) = mpsc::unbounded_channel::<(StreamKind, String)>();
-        let max = self.inner.max_output;
+        let max = limits.max_output;
         let out_task = spawn_reader(child.stdout.take(), StreamKind::Stdout, max, &tx);
         let err_task = spawn_reader(child.stderr.take(), StreamKind::Stderr, max, &tx);
         drop(tx);
@@ -230,8 +264,8 @@ impl Executor {
         };
         // Whatever the leader left behind in its group goes with it.
         guard.kill();
-        let (stdout, stdout_dropped) = finish_reader(out_task, self.inner.grace).await;
-        let (stderr, stderr_dropped) = finish_reader(err_task, self.inner.grace).await;
+        let (stdout, stdout_dropped) = finish_reader(out_task, limits.grace).await;
+        let (stderr, stderr_dropped) = finish_reader(err_task, limits.grace).await;
         while let Ok((kind, l)) = rx.try_recv() {
             on_line(kind, &l);
         }
@@ -319,16 +353,18 @@ pub fn probe_isolation(
 struct GroupGuard {
     inner: Arc<Inner>,
     pgid: i32,
+    /// The grace of the run's limits.
+    grace: Duration,
 }
 
 impl GroupGuard {
-    fn new(inner: Arc<Inner>, pgid: i32) -> Self {
+    fn new(inner: Arc<Inner>, pgid: i32, grace: Duration) -> Self {
         if pgid > 0
             && let Ok(mut g) = inner.groups.lock()
         {
             g.insert(pgid);
         }
-        GroupGuard { inner, pgid }
+        GroupGuard { inner, pgid, grace }
     }
 
     fn kill(&self) {
@@ -345,7 +381,7 @@ impl GroupGuard {
         if self.pgid > 0 {
             let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGTERM);
         }
-        match tokio::time::timeout(self.inner.grace, child.wait()).await {
+        match tokio::time::timeout(self.grace, child.wait()).await {
             Ok(status) => status,
             Err(_) => {
                 self.kill();

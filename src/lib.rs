@@ -8,6 +8,7 @@
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`) and start-up wiring.
 //! - [`config`]: the YAML schema, defaults and validation with file/line/field errors.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
+//! - [`body_limit`]: `limits.max_request_body_bytes` enforced with the value in force.
 //! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
 //! - [`state`]: the shared [`state::AppState`] every tool and session reads.
@@ -16,6 +17,7 @@
 //! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
 //! - [`isolation`]: the per-board view (mount namespace) an isolated command runs in.
+//! - [`permits`]: a semaphore resizable while permits are out (children, client slots).
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
 //! - [`progress`]: output lines turned into MCP progress notifications.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
@@ -31,6 +33,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod body_limit;
 pub mod cli;
 pub mod config;
 pub mod devices;
@@ -41,6 +44,7 @@ pub mod json_answer;
 pub mod locks;
 pub mod notify;
 pub mod output;
+pub mod permits;
 pub mod progress;
 pub mod resources;
 pub mod sanitizer;

@@ -31,7 +31,8 @@ pub(super) struct Shared {
     /// Wakes the expiry task when a deadline may have moved earlier (a new
     /// lease, or a lease whose command ended and whose TTL restarted).
     pub(super) expiry: Notify,
-    pub(super) settings: LockSettings,
+    /// Replaced on config reload; a lease keeps the TTL it was granted.
+    pub(super) settings: Mutex<LockSettings>,
     /// Bumped whenever the state is taken for writing (see `lock`), so that readers can
     /// keep views derived from it until it moves.
     version: AtomicU64,
@@ -49,7 +50,7 @@ impl Shared {
                 events,
             }),
             expiry: Notify::new(),
-            settings,
+            settings: Mutex::new(settings),
             version: AtomicU64::new(0),
         }
     }

@@ -162,9 +162,23 @@ impl LockManager {
         stop(&self.shared);
     }
 
-    /// The settings the manager was created with.
+    /// The settings in force.
     pub fn settings(&self) -> LockSettings {
-        self.shared.settings
+        *self
+            .shared
+            .settings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the settings (config reload): new leases get the new TTLs; a lease
+    /// already granted keeps its own.
+    pub fn set_settings(&self, settings: LockSettings) {
+        *self
+            .shared
+            .settings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = settings;
     }
 
     /// A stream of every change (and refusal), for the audit log and MCP
@@ -281,7 +295,7 @@ impl LockManager {
     }
 
     async fn lock_inner(&self, req: &LeaseRequest) -> Result<LeaseInfo, LockError> {
-        let settings = self.shared.settings;
+        let settings = self.settings();
         let ttl = match req.ttl {
             None => settings.default_ttl.min(settings.max_ttl),
             Some(ttl) if ttl.is_zero() => {
@@ -546,7 +560,7 @@ impl LockManager {
 impl std::fmt::Debug for LockManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockManager")
-            .field("settings", &self.shared.settings)
+            .field("settings", &self.settings())
             .finish_non_exhaustive()
     }
 }
