@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::startup::access_for;
@@ -13,34 +14,48 @@ use crate::config::ConfigLocation;
 use crate::http::Gate;
 use crate::state::AppState;
 
-/// Waits for signals until SIGTERM or SIGINT, then stops the running commands.
-pub(super) async fn signals(
-    state: Arc<AppState>,
-    gate: Arc<Gate>,
-    location: ConfigLocation,
-    bind: SocketAddr,
-    no_auth: bool,
-    shutdown: CancellationToken,
-) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = hup.recv() => reload(&state, &gate, &location, bind, no_auth),
-        }
+/// The signals `serve` handles, installed before it says it listens: a SIGHUP sent as
+/// soon as the "listening" line appears must reload, not end the process (SIGHUP's
+/// default action).
+pub(super) struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    pub(super) fn install() -> Result<Signals, String> {
+        let install = |kind: SignalKind| {
+            signal(kind).map_err(|e| format!("cannot install signal handlers: {e}"))
+        };
+        Ok(Signals {
+            term: install(SignalKind::terminate())?,
+            int: install(SignalKind::interrupt())?,
+            hup: install(SignalKind::hangup())?,
+        })
     }
-    tracing::info!("shutting down: stopping running commands");
-    shutdown.cancel();
-    state.executor.shutdown().await;
+
+    /// Reloads on SIGHUP until SIGTERM or SIGINT, then stops the running commands.
+    pub(super) async fn run(
+        mut self,
+        state: Arc<AppState>,
+        gate: Arc<Gate>,
+        location: ConfigLocation,
+        bind: SocketAddr,
+        no_auth: bool,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => break,
+                _ = self.int.recv() => break,
+                _ = self.hup.recv() => reload(&state, &gate, &location, bind, no_auth),
+            }
+        }
+        tracing::info!("shutting down: stopping running commands");
+        shutdown.cancel();
+        state.executor.shutdown().await;
+    }
 }
 
 /// SIGHUP: validate the new configuration first; on any error keep the old one. A valid

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use super::reload::signals;
+use super::reload::Signals;
 use super::startup::{access_for, load, open_audit, start_state};
 use crate::audit::Audit;
 use crate::auth::OriginPolicy;
@@ -36,9 +36,10 @@ pub(super) async fn serve(
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
+    let signals = Signals::install()?;
     // Tests and scripts wait for this line; it carries no secret.
     eprintln!("gatecmd: listening on http://{addr}/mcp");
-    tokio::spawn(signals(
+    tokio::spawn(signals.run(
         state.clone(),
         gate,
         location,
