@@ -87,3 +87,30 @@ fn too_large(size: &str, limit: usize) -> Response {
     }));
     (StatusCode::PAYLOAD_TOO_LARGE, body).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunked(parts: &[&'static [u8]]) -> Body {
+        let chunks: Vec<Result<Bytes, std::io::Error>> =
+            parts.iter().map(|p| Ok(Bytes::from_static(p))).collect();
+        Body::from_stream(futures::stream::iter(chunks))
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_length_is_read_up_to_the_limit() {
+        match read_up_to(chunked(&[b"abc", b"def"]), 6).await {
+            Read::Whole(b) => assert_eq!(&b[..], b"abcdef"),
+            _ => panic!("six bytes fit a limit of six"),
+        }
+        assert!(matches!(
+            read_up_to(chunked(&[b"abc", b"defg"]), 6).await,
+            Read::TooLarge
+        ));
+        match read_up_to(chunked(&[b"one chunk"]), 100).await {
+            Read::Whole(b) => assert_eq!(&b[..], b"one chunk"),
+            _ => panic!("fits"),
+        }
+    }
+}

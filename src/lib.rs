@@ -5,14 +5,18 @@
 //!
 //! Data flows one way: transport → auth → MCP handler → policy (sanitizer, locks) → executor.
 //!
-//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`) and start-up wiring.
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`), start-up wiring,
+//!   signals and SIGHUP reload.
 //! - [`config`]: the YAML schema, defaults and validation with file/line/field errors.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
 //! - [`body_limit`]: `limits.max_request_body_bytes` enforced with the value in force.
-//! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE.
+//! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE;
+//!   quick tool calls (the set the router hands it) go to rmcp's own JSON mode.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
-//! - [`state`]: the shared [`state::AppState`] every tool and session reads.
-//! - [`server`]: the rmcp handler: the tool list, which only registers and delegates.
+//! - [`state`]: the shared [`state::AppState`] every tool and session reads; a reload
+//!   applies to it, except the restart-only keys listed in one place.
+//! - [`server`]: the rmcp handler: the tool list, which only registers and delegates,
+//!   and marks the tools that answer at once.
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
 //! - [`sanitizer`]: argument patterns, forbidden characters, file-root confinement.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.

@@ -213,8 +213,7 @@ fn reload(s: &Server, yaml: &str) -> String {
     );
     s.log_text()
         .lines()
-        .filter(|l| l.contains("configuration reloaded"))
-        .last()
+        .rfind(|l| l.contains("configuration reloaded"))
         .expect("reload line")
         .to_string()
 }
