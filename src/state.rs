@@ -16,6 +16,7 @@ use crate::devices::Registry;
 use crate::exec::{ExecLimits, Executor};
 use crate::locks::{LockManager, LockSettings};
 use crate::permits::{Permit, Permits};
+use crate::tools::list_cache::{ListCache, Stamp};
 
 pub use reload::{RESTART_ONLY, RestartOnly, restart_only_changes};
 
@@ -37,7 +38,7 @@ pub struct AppState {
     /// Ticks when the configuration is replaced (the commands resource changed).
     config_changed: tokio::sync::broadcast::Sender<()>,
     /// Unfiltered `list_devices` answers while nothing they show has changed.
-    pub device_lists: crate::tools::list_cache::ListCache,
+    pub device_lists: ListCache,
 }
 
 /// What a reload applied, and what it could not.
@@ -122,6 +123,18 @@ impl AppState {
     /// Ticks each time the configuration is replaced.
     pub fn config_changes(&self) -> tokio::sync::broadcast::Receiver<()> {
         self.config_changed.subscribe()
+    }
+}
+
+impl Stamp {
+    /// The stamp of the state as it is now. Take it before building an answer: a change
+    /// during the build moves a version, so the answer is not served again.
+    pub fn now(state: &AppState) -> Stamp {
+        Stamp::new(
+            state.config(),
+            state.registry.version(),
+            state.locks.version(),
+        )
     }
 }
 

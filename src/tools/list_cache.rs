@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::CallToolResult;
 
 use crate::config::Config;
-use crate::state::AppState;
 
 /// What an answer was built from.
 #[derive(Clone)]
@@ -25,13 +24,14 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// The stamp of the state as it is now. Take it before building an answer: a change
-    /// during the build moves a version, so the answer is not served again.
-    pub fn now(state: &AppState) -> Stamp {
+    /// A stamp of these versions. `Stamp::now` in src/state.rs takes them from the
+    /// state (defined there, so that this cache, a field of the state, needs no import
+    /// of it).
+    pub fn new(config: Arc<Config>, registry: u64, locks: u64) -> Stamp {
         Stamp {
-            config: state.config(),
-            registry: state.registry.version(),
-            locks: state.locks.version(),
+            config,
+            registry,
+            locks,
         }
     }
 
@@ -91,6 +91,7 @@ mod tests {
     use super::*;
     use crate::devices::Device;
     use crate::locks::{ClientName, LeaseRequest, LockKey};
+    use crate::state::AppState;
     use crate::tools::devices::{DeviceFilter, list};
 
     fn config(class: &str) -> Config {
