@@ -1,5 +1,7 @@
 //! SIGHUP reload of the real server: a good configuration takes effect at once; a broken one
-//! is refused, the log says where and why, and the old configuration stays in force.
+//! is refused, the log says where and why, and the old configuration stays in force. Each
+//! class of setting either changes behaviour without a restart or is reported restart-only
+//! (the log line and the `config_reloaded` audit record name the key).
 
 mod harness;
 
