@@ -352,21 +352,42 @@ async fn session_idle_time_is_restart_only_and_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_client_slots_are_resized_on_reload() {
-    let s = Server::start(&with("limits: {max_concurrent_per_client: 1}"));
+    // A command that says when it started, so the test knows the one slot is taken.
+    let tools = tempfile::tempdir().expect("tools dir");
+    let started = tools.path().join("started");
+    let slow = script(
+        tools.path(),
+        "slow",
+        &format!("touch {}\nexec sleep 5", started.display()),
+    );
+    let yaml = |limit: u32| {
+        with(&format!("limits: {{max_concurrent_per_client: {limit}}}")).replace(
+            "commands:\n",
+            &format!(
+                "commands:\n  - name: slow\n    binary: {}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n",
+                slow.display()
+            ),
+        )
+    };
+    let s = Server::start(&yaml(1));
     let (a, _rx) = connect_recorder(&s.url, Some(TOKEN_A), Era::Modern)
         .await
         .expect("a");
     let c = connect(&s.url, Some(TOKEN_A), Era::Modern)
         .await
         .expect("c");
-    let echo = json!({"command": "echo", "args": ["hi"]});
     let running = start_call(
         &a,
         "execute_command",
-        json!({"command": "sleep", "args": ["3"]}),
+        json!({"command": "slow", "args": ["5"]}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || started.exists()),
+        "the slow command never started:\n{}",
+        s.log_text()
+    );
+    let echo = json!({"command": "echo", "args": ["hi"]});
     let r = call(&c, "execute_command", echo.clone()).await;
     assert!(
         is_error(&r) && text(&r).contains("limits.max_concurrent_per_client"),
@@ -374,7 +395,7 @@ async fn per_client_slots_are_resized_on_reload() {
         text(&r)
     );
 
-    reload(&s, &with("limits: {max_concurrent_per_client: 2}"));
+    reload(&s, &yaml(2));
     let r = call(&c, "execute_command", echo).await;
     assert!(
         !is_error(&r),
