@@ -16,10 +16,11 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::isolation::{self, IsolationError, Privilege, Roots, Setup};
+use crate::permits::Permits;
 
 /// Output chunks (16 KiB at most) in flight between the pipe readers and the line consumer:
 /// at most 1 MiB per run. A full queue makes the readers wait, which pushes back on the child.
@@ -94,10 +95,21 @@ pub struct Executor {
     inner: Arc<Inner>,
 }
 
+/// The executor's limits; [`Executor::set_limits`] replaces them (config reload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecLimits {
+    /// Children running at once.
+    pub max_children: usize,
+    /// Bytes kept of each of stdout and stderr.
+    pub max_output: usize,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
 struct Inner {
-    permits: Semaphore,
-    max_output: usize,
-    grace: Duration,
+    permits: Permits,
+    // A std mutex: read once per run (a run keeps the limits it started with).
+    limits: Mutex<ExecLimits>,
     /// Process groups alive now, so shutdown can kill them.
     // A std mutex: held only to insert/remove/copy, never across an await.
     groups: Mutex<HashSet<i32>>,
@@ -108,11 +120,15 @@ impl Executor {
     /// `max_children` runs at once; output capped at `max_output` bytes per stream;
     /// `grace` between SIGTERM and SIGKILL.
     pub fn new(max_children: usize, max_output: usize, grace: Duration) -> Self {
+        let limits = ExecLimits {
+            max_children: max_children.max(1),
+            max_output,
+            grace,
+        };
         Executor {
             inner: Arc::new(Inner {
-                permits: Semaphore::new(max_children.max(1)),
-                max_output,
-                grace,
+                permits: Permits::new(limits.max_children),
+                limits: Mutex::new(limits),
                 groups: Mutex::new(HashSet::new()),
                 shutdown: CancellationToken::new(),
             }),
@@ -121,14 +137,30 @@ impl Executor {
 
     /// Grace period between SIGTERM and SIGKILL.
     pub fn grace(&self) -> Duration {
-        self.inner.grace
+        self.limits().grace
+    }
+
+    /// The limits new runs start with.
+    pub fn limits(&self) -> ExecLimits {
+        *self.inner.limits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the limits for runs that start from now on. Runs already going keep their
+    /// output cap and grace; a lower cap on children is reached as they finish.
+    pub fn set_limits(&self, limits: ExecLimits) {
+        let limits = ExecLimits {
+            max_children: limits.max_children.max(1),
+            ..limits
+        };
+        self.inner.permits.resize(limits.max_children);
+        *self.inner.limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
     }
 
     /// Stops every running child (SIGTERM, then SIGKILL after the grace) and refuses new ones.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
         self.inner.permits.close();
-        let deadline = tokio::time::Instant::now() + self.inner.grace + Duration::from_secs(1);
+        let deadline = tokio::time::Instant::now() + self.grace() + Duration::from_secs(1);
         while !self.live_groups().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -178,6 +210,7 @@ impl Executor {
             .acquire()
             .await
             .map_err(|_| ExecError::ShuttingDown)?;
+        let limits = self.limits();
         let mut cmd = Command::new(&spec.binary);
         cmd.args(&spec.args)
             .env_clear()
@@ -226,11 +259,11 @@ impl Executor {
             }
         };
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-        let guard = GroupGuard::new(self.inner.clone(), pgid);
+        let guard = GroupGuard::new(self.inner.clone(), pgid, limits.grace);
 
         let (tx, mut rx) = mpsc::channel::<(StreamKind, Vec<u8>)>(CHUNK_QUEUE);
         let tx = on_line.is_some().then_some(tx);
-        let max = self.inner.max_output;
+        let max = limits.max_output;
         let out_task = spawn_reader(child.stdout.take(), StreamKind::Stdout, max, tx.as_ref());
         let err_task = spawn_reader(child.stderr.take(), StreamKind::Stderr, max, tx.as_ref());
         drop(tx);
@@ -264,7 +297,7 @@ impl Executor {
         guard.kill();
         // The readers may still wait on a full line queue: keep draining it while they
         // finish, or they would sit out the whole grace and lose what they had left.
-        let grace = self.inner.grace;
+        let grace = limits.grace;
         let readers = async {
             (
                 finish_reader(out_task, grace).await,
@@ -369,16 +402,18 @@ pub fn probe_isolation(roots: &Roots) -> Result<Privilege, IsolationError> {
 struct GroupGuard {
     inner: Arc<Inner>,
     pgid: i32,
+    /// The grace of the run's limits.
+    grace: Duration,
 }
 
 impl GroupGuard {
-    fn new(inner: Arc<Inner>, pgid: i32) -> Self {
+    fn new(inner: Arc<Inner>, pgid: i32, grace: Duration) -> Self {
         if pgid > 0
             && let Ok(mut g) = inner.groups.lock()
         {
             g.insert(pgid);
         }
-        GroupGuard { inner, pgid }
+        GroupGuard { inner, pgid, grace }
     }
 
     fn kill(&self) {
@@ -395,7 +430,7 @@ impl GroupGuard {
         if self.pgid > 0 {
             let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGTERM);
         }
-        match tokio::time::timeout(self.inner.grace, child.wait()).await {
+        match tokio::time::timeout(self.grace, child.wait()).await {
             Ok(status) => status,
             Err(_) => {
                 self.kill();

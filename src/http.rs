@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
+use crate::json_answer::QuickTools;
 use crate::server::GatecmdServer;
 use crate::sessions::LeaseReleasingSessions;
 use crate::state::AppState;
@@ -67,6 +68,8 @@ type Rmcp = StreamableHttpService<GatecmdServer, LeaseReleasingSessions>;
 struct McpService {
     quick: Rmcp,
     streamed: Rmcp,
+    /// Which tool calls `quick` answers: from the tool list's marks.
+    quick_tools: QuickTools,
 }
 
 impl tower_service::Service<Request> for McpService {
@@ -83,7 +86,7 @@ impl tower_service::Service<Request> for McpService {
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        if crate::json_answer::is_quick(&req) {
+        if crate::json_answer::is_quick(&req, &self.quick_tools) {
             self.quick.call(req)
         } else {
             self.streamed.call(req)
@@ -91,16 +94,22 @@ impl tower_service::Service<Request> for McpService {
     }
 }
 
+/// rmcp's own body limit, fixed when the router is built. `body_limit::enforce` applies the
+/// configured `limits.max_request_body_bytes` in front of it with the value in force, so
+/// rmcp's is only a backstop: above any sensible configured value.
+const RMCP_BODY_CEILING: usize = 1 << 30;
+
 /// Builds the router. `shutdown` ends every MCP session when cancelled.
 pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken) -> Router {
     let config = state.config();
     let mut sessions = LocalSessionManager::default();
+    // Restart-only (`RESTART_ONLY` in src/state/reload.rs): rmcp takes it here, once.
     sessions.session_config.keep_alive = Some(Duration::from_secs(config.limits.session_idle_secs));
     let mcp_config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by `guard` (one policy, with errors that say what to do).
         .disable_allowed_hosts()
         .disable_allowed_origins()
-        .with_max_request_body_bytes(config.limits.max_request_body_bytes)
+        .with_max_request_body_bytes(RMCP_BODY_CEILING.max(config.limits.max_request_body_bytes))
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown);
     let sessions = Arc::new(LeaseReleasingSessions::new(sessions, state.locks.clone()));
@@ -115,12 +124,17 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
     let mcp = McpService {
         quick: service(mcp_config.clone().with_json_response(true)),
         streamed: service(mcp_config),
+        quick_tools: QuickTools::new(GatecmdServer::quick_tools()),
     };
     Router::new()
         .nest_service("/mcp", mcp)
-        // Inside the guard: a refused request never reaches rmcp or this layer.
+        // Inside the guard: a refused request never reaches rmcp or these layers.
         .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
         .layer(axum::middleware::from_fn(session_end_status))
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            crate::body_limit::enforce,
+        ))
         .layer(axum::middleware::from_fn_with_state(gate, guard))
         .route("/health", axum::routing::get(health))
 }

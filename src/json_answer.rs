@@ -26,6 +26,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -41,22 +42,40 @@ use serde::de::{IgnoredAny, MapAccess, Visitor};
 /// timeout; well over what listing, locking or a short command takes.
 pub const JSON_WINDOW: Duration = Duration::from_secs(2);
 
+/// The tools that answer at once. The MCP handler's tool list says which (the router in
+/// `src/http.rs` hands them over when it is built); this module only asks.
+#[derive(Debug, Clone, Default)]
+pub struct QuickTools(Arc<[Box<[u8]>]>);
+
+impl QuickTools {
+    pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
+        QuickTools(
+            names
+                .into_iter()
+                .map(|n| n.as_ref().as_bytes().into())
+                .collect(),
+        )
+    }
+
+    /// Whether the tool named `name` (an `Mcp-Name` header's bytes) answers at once.
+    pub fn contains(&self, name: &[u8]) -> bool {
+        self.0.iter().any(|quick| **quick == *name)
+    }
+}
+
 /// Whether rmcp may answer `req` as JSON by itself (its `json_response` mode, the cheapest
 /// path: no stream, no second pass here): a 2026-07-28 request for a method that answers
-/// at once, by its `Mcp-Method` and `Mcp-Name` headers. rmcp checks those headers against
-/// the body, so they cannot say "quick" for a slow call. Anything else, including a
-/// request without them, goes the streamed way through [`prefer_json`].
-pub fn is_quick<B>(req: &axum::http::Request<B>) -> bool {
+/// at once, by its `Mcp-Method` and `Mcp-Name` headers (`quick` for tool calls). rmcp
+/// checks those headers against the body, so they cannot say "quick" for a slow call.
+/// Anything else, including a request without them, goes the streamed way through
+/// [`prefer_json`].
+pub fn is_quick<B>(req: &axum::http::Request<B>, quick: &QuickTools) -> bool {
     let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
     if req.method() != Method::POST || header("mcp-protocol-version") != Some(b"2026-07-28") {
         return false;
     }
     match header("mcp-method") {
-        Some(b"tools/call") => header("mcp-name").is_some_and(|name| {
-            crate::server::QUICK_TOOLS
-                .iter()
-                .any(|quick| quick.as_bytes() == name)
-        }),
+        Some(b"tools/call") => header("mcp-name").is_some_and(|name| quick.contains(name)),
         Some(b"subscriptions/listen") | None => false,
         Some(_) => true,
     }
@@ -326,6 +345,8 @@ mod tests {
 
     #[test]
     fn only_quick_2026_calls_skip_the_stream() {
+        let quick = QuickTools::new(["list_devices", "list_commands", "unlock_device"]);
+        let is_quick = |r: &axum::http::Request<()>| is_quick(r, &quick);
         let req = |method: &str, headers: &[(&str, &str)]| {
             let mut b = axum::http::Request::builder().method(method).uri("/mcp");
             for (k, v) in headers {
@@ -353,6 +374,7 @@ mod tests {
             "stat_file",
             "write_file",
             "nope",
+            "list_device",
         ] {
             assert!(
                 !is_quick(&req("POST", &modern("tools/call", Some(slow)))),

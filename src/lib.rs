@@ -5,20 +5,26 @@
 //!
 //! Data flows one way: transport → auth → MCP handler → policy (sanitizer, locks) → executor.
 //!
-//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`) and start-up wiring.
+//! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`), start-up wiring,
+//!   signals and SIGHUP reload.
 //! - [`config`]: the YAML schema and defaults, loading (search order, owner-only check) and
 //!   validation with file/line/field errors, one file per part; it imports the sanitizer.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
-//! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE.
+//! - [`body_limit`]: `limits.max_request_body_bytes` enforced with the value in force.
+//! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE;
+//!   quick tool calls (the set the router hands it) go to rmcp's own JSON mode.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
-//! - [`state`]: the shared [`state::AppState`] every tool and session reads.
-//! - [`server`]: the rmcp handler: the tool list, which only registers and delegates.
+//! - [`state`]: the shared [`state::AppState`] every tool and session reads; a reload
+//!   applies to it, except the restart-only keys listed in one place.
+//! - [`server`]: the rmcp handler: the tool list, which only registers and delegates,
+//!   and marks the tools that answer at once.
 //! - [`tools`]: one file per MCP tool: request/result types and logic.
 //! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
 //! - [`sanitizer`]: the pattern grammar, forbidden characters, matching a call against a
 //!   command's [`sanitizer::CommandPolicy`], file-root confinement; knows no config file.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
 //! - [`isolation`]: the per-board view (mount namespace) an isolated command runs in.
+//! - [`permits`]: a semaphore resizable while permits are out (children, client slots).
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
 //! - [`progress`]: output lines turned into MCP progress notifications.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
@@ -35,6 +41,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod body_limit;
 pub mod cli;
 pub mod config;
 pub mod devices;
@@ -45,6 +52,7 @@ pub mod json_answer;
 pub mod locks;
 pub mod notify;
 pub mod output;
+pub mod permits;
 pub mod progress;
 pub mod refusal;
 pub mod resources;

@@ -8,7 +8,7 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    CallToolResult, Implementation, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
     UnsubscribeRequestParams,
@@ -77,19 +77,19 @@ impl GatecmdServer {
     }
 }
 
-/// Tools that answer at once (no waiting, no child process, no hashing of a whole file).
-/// A 2026-07-28 call to one of these is answered by rmcp directly as JSON
-/// (`json_answer::is_quick`); every other call streams, so that a long one is never
-/// silent. A tool missing here is only slower; a slow tool added here could sit silent
-/// past a client's read timeout.
-pub const QUICK_TOOLS: &[&str] = &[
-    "list_commands",
-    "list_devices",
-    "list_locks",
-    "unlock_device",
-    "list_files",
-    "remove_file",
-];
+/// The `_meta` key that marks a tool answering at once (no waiting, no child process, no
+/// hashing of a whole file). A 2026-07-28 call to such a tool is answered by rmcp directly
+/// as JSON (`is_quick` in `src/json_answer.rs`); every other call streams, so that a long
+/// one is never silent. A tool left unmarked is only slower; a slow tool marked could sit
+/// silent past a client's read timeout. Clients see the mark in `tools/list` too.
+pub const ANSWERS_AT_ONCE: &str = "gatecmd/answersAtOnce";
+
+/// The `meta` of a `#[tool]` that answers at once.
+fn answers_at_once() -> MetaObject {
+    let mut meta = MetaObject::new();
+    meta.0.insert(ANSWERS_AT_ONCE.into(), true.into());
+    meta
+}
 
 impl GatecmdServer {
     /// The tool list, built once: rmcp makes a handler per stateless request, and building
@@ -97,6 +97,21 @@ impl GatecmdServer {
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER.get_or_init(Self::tool_router).clone()
+    }
+
+    /// The tools marked [`ANSWERS_AT_ONCE`] in the tool list.
+    pub fn quick_tools() -> Vec<String> {
+        Self::shared_router()
+            .list_all()
+            .into_iter()
+            .filter(|t| {
+                t.meta
+                    .as_ref()
+                    .and_then(|m| m.0.get(ANSWERS_AT_ONCE))
+                    .is_some_and(|v| v.as_bool() == Some(true))
+            })
+            .map(|t| t.name.into_owned())
+            .collect()
     }
 }
 
@@ -115,7 +130,8 @@ impl GatecmdServer {
                        ({slot} = a value you choose), timeout and the device class it touches. \
                        Call this before execute_command.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<CommandList>()
+        output_schema = schema_for_output::<CommandList>(),
+        meta = answers_at_once()
     )]
     async fn list_commands(
         &self,
@@ -152,7 +168,8 @@ impl GatecmdServer {
                        device numbers, the config's device class and who holds the device's lock. \
                        Optional filters: id, vid, pid, class, mode.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<DeviceList>()
+        output_schema = schema_for_output::<DeviceList>(),
+        meta = answers_at_once()
     )]
     async fn list_devices(
         &self,
@@ -202,7 +219,8 @@ impl GatecmdServer {
     #[tool(
         description = "Release a lease taken with lock_device; the next waiter gets the device.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<UnlockResult>()
+        output_schema = schema_for_output::<UnlockResult>(),
+        meta = answers_at_once()
     )]
     async fn unlock_device(
         &self,
@@ -218,7 +236,8 @@ impl GatecmdServer {
         description = "List every device lock that is leased, in use or waited for: holder, note, since, \
                        lease expiry, running command and queue length.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<LockList>()
+        output_schema = schema_for_output::<LockList>(),
+        meta = answers_at_once()
     )]
     async fn list_locks(
         &self,
@@ -236,7 +255,8 @@ impl GatecmdServer {
                        arguments live): name, type, size, modified; symlinks are shown, never followed. \
                        Also returns the roots (which you may write) and your upload limits.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<ListFilesResult>()
+        output_schema = schema_for_output::<ListFilesResult>(),
+        meta = answers_at_once()
     )]
     async fn list_files(
         &self,
@@ -286,7 +306,8 @@ impl GatecmdServer {
         description = "Remove a regular file inside a file root you may write (files only; also aborts \
                        an unfinished upload when given its .<name>.gatecmd-upload name).",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<RemoveFileResult>()
+        output_schema = schema_for_output::<RemoveFileResult>(),
+        meta = answers_at_once()
     )]
     async fn remove_file(
         &self,
@@ -424,13 +445,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_tools_are_tools() {
+    fn quick_tools_come_from_the_tool_list() {
         let router = GatecmdServer::shared_router();
-        for name in QUICK_TOOLS {
+        let quick = GatecmdServer::quick_tools();
+        for name in &quick {
             assert!(
                 router.has_route(name),
-                "QUICK_TOOLS names {name}, which is no tool"
+                "{name} is marked quick but is no tool"
             );
         }
+        let mut quick: Vec<&str> = quick.iter().map(String::as_str).collect();
+        quick.sort_unstable();
+        assert_eq!(
+            quick,
+            [
+                "list_commands",
+                "list_devices",
+                "list_files",
+                "list_locks",
+                "remove_file",
+                "unlock_device"
+            ]
+        );
     }
 }

@@ -2,36 +2,50 @@
 //! registry, the lock manager, the audit log and staging. It sits below the tools and the
 //! MCP handler so that they all read it without importing each other.
 
-use std::sync::{Arc, RwLock};
+mod reload;
+
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use dashmap::DashMap;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::audit::Audit;
 use crate::config::Config;
 use crate::devices::Registry;
-use crate::exec::Executor;
+use crate::exec::{ExecLimits, Executor};
 use crate::locks::{LockManager, LockSettings};
+use crate::permits::{Permit, Permits};
+use crate::tools::list_cache::ListCache;
+
+pub use reload::{RESTART_ONLY, RestartOnly, restart_only_changes};
 
 /// State shared by every session: the one source of truth the handlers read.
 pub struct AppState {
-    // A std lock: readers clone the Arc and never hold it across an await.
-    config: RwLock<Arc<Config>>,
+    // Every request reads it; a reload replaces it whole. Readers never block the reload
+    // nor each other, and a reader keeps the snapshot it loaded for its whole call.
+    config: ArcSwap<Config>,
     pub executor: Executor,
     /// Attached devices; written only by the device monitor.
     pub registry: Registry,
     pub locks: LockManager,
     /// Where decisions are recorded (src/audit.rs); disabled unless set with `with_audit`.
     pub audit: Audit,
-    /// Per-client command slots (`limits.max_concurrent_per_client`).
-    client_slots: DashMap<String, Arc<Semaphore>>,
+    /// Per-client command slots (`limits.max_concurrent_per_client`), resized on reload.
+    client_slots: DashMap<String, Permits>,
     /// File staging's per-file and per-root locks.
     pub staging: crate::staging::Staging,
     /// Ticks when the configuration is replaced (the commands resource changed).
     config_changed: tokio::sync::broadcast::Sender<()>,
     /// Unfiltered `list_devices` answers while nothing they show has changed.
-    pub device_lists: crate::tools::list_cache::ListCache,
+    pub device_lists: ListCache,
+}
+
+/// What a reload applied, and what it could not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Restart-only keys whose new value waits for the next restart ([`RESTART_ONLY`]).
+    pub restart_only: Vec<&'static str>,
 }
 
 impl AppState {
@@ -48,11 +62,8 @@ impl AppState {
     /// State for `config` reading devices from `registry` and recording its decisions and
     /// every lock event in `audit` (src/audit.rs).
     pub fn with_audit(config: Config, registry: Registry, audit: Audit) -> Arc<Self> {
-        let executor = Executor::new(
-            config.limits.max_concurrent_children,
-            config.limits.max_output_bytes,
-            Duration::from_secs(config.limits.kill_grace_secs),
-        );
+        let limits = exec_limits(&config);
+        let executor = Executor::new(limits.max_children, limits.max_output, limits.grace);
         let locks = LockManager::new(lock_settings(&config.leases));
         if audit.is_enabled() {
             // Every lease event into the audit log; the task ends with the lock manager.
@@ -62,7 +73,7 @@ impl AppState {
             ));
         }
         Arc::new(AppState {
-            config: RwLock::new(Arc::new(config)),
+            config: ArcSwap::from_pointee(config),
             executor,
             registry,
             locks,
@@ -75,39 +86,51 @@ impl AppState {
     }
 
     /// A command slot for `client`, or `None` when it already runs its maximum.
-    pub fn client_slot(&self, client: &str) -> Option<OwnedSemaphorePermit> {
-        let max = self.config().limits.max_concurrent_per_client;
-        let sem = self
-            .client_slots
+    pub fn client_slot(&self, client: &str) -> Option<Permit> {
+        self.client_slots
             .entry(client.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(max)))
-            .clone();
-        sem.try_acquire_owned().ok()
+            // Read under the map's lock, so a reload that swapped the config before
+            // resizing every client's slots either finds this entry or made it new-sized.
+            .or_insert_with(|| Permits::new(self.config().limits.max_concurrent_per_client))
+            .clone()
+            .try_acquire()
     }
 
     /// The configuration in force now.
     pub fn config(&self) -> Arc<Config> {
-        match self.config.read() {
-            Ok(c) => c.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.config.load_full()
     }
 
-    /// Replaces the configuration (after it was validated).
-    pub fn replace_config(&self, config: Config) {
-        // New rotation limits apply at once; a new `state_dir` only at restart.
+    /// Replaces the configuration (after it was validated) and applies it: executor
+    /// limits, lease TTLs, client slots and audit rotation at once; everything read per
+    /// call with the next call. Returns the restart-only keys that changed.
+    pub fn replace_config(&self, config: Config) -> Reloaded {
+        let restart_only = restart_only_changes(&self.config(), &config);
         self.audit.configure(&config.audit);
-        match self.config.write() {
-            Ok(mut c) => *c = Arc::new(config),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
+        self.executor.set_limits(exec_limits(&config));
+        self.locks.set_settings(lock_settings(&config.leases));
+        let per_client = config.limits.max_concurrent_per_client;
+        self.config.store(Arc::new(config));
+        // After the store: a slot made from now on reads the new size itself.
+        for slots in self.client_slots.iter() {
+            slots.resize(per_client);
         }
         // An error only means nobody listens.
         let _ = self.config_changed.send(());
+        Reloaded { restart_only }
     }
 
     /// Ticks each time the configuration is replaced.
     pub fn config_changes(&self) -> tokio::sync::broadcast::Receiver<()> {
         self.config_changed.subscribe()
+    }
+}
+
+fn exec_limits(config: &Config) -> ExecLimits {
+    ExecLimits {
+        max_children: config.limits.max_concurrent_children,
+        max_output: config.limits.max_output_bytes,
+        grace: Duration::from_secs(config.limits.kill_grace_secs),
     }
 }
 

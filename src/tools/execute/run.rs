@@ -6,7 +6,6 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit;
@@ -217,7 +216,7 @@ fn dry_run(
 /// released by dropping them.
 struct Held {
     /// One of the client's `limits.max_concurrent_per_client` slots.
-    _slot: OwnedSemaphorePermit,
+    _slot: crate::permits::Permit,
     _locks: CommandGuard,
 }
 

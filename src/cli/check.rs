@@ -1,0 +1,157 @@
+//! `gatecmd check`: validate a configuration and print every command line it allows.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::auth;
+use crate::config::{Config, ConfigLocation, TokenSource, find_config};
+
+/// `gatecmd check`'s line on isolation: `Err` when isolated commands cannot run here.
+fn check_isolation(config: &Config) -> Option<Result<String, String>> {
+    let names: Vec<&str> = config
+        .commands
+        .iter()
+        .filter(|c| c.may_isolate())
+        .map(|c| c.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let roots = config.isolation.roots();
+    Some(match crate::exec::probe_isolation(&roots) {
+        Ok(crate::isolation::Privilege::Root) => Ok(format!(
+            "isolation: OK for {} (root: a mount namespace per command; views of {} and {})",
+            names.join(", "),
+            roots.listing().display(),
+            roots.usbfs().display()
+        )),
+        Ok(crate::isolation::Privilege::UserNamespace) => Ok(format!(
+            "isolation: OK for {} (unprivileged: a user + mount namespace per command; views of {} and {})",
+            names.join(", "),
+            roots.listing().display(),
+            roots.usbfs().display()
+        )),
+        Err(e) => Err(format!(
+            "isolated commands ({}) cannot run on this host: {e}",
+            names.join(", ")
+        )),
+    })
+}
+
+/// Validates the configuration; exit 2 when invalid, 1 when a command cannot run here.
+pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
+    let location = find_config(explicit.as_deref());
+    let config = match location.load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("gatecmd check: {} error(s) in {location}", e.0.len());
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", summary(&config, &location));
+    match check_isolation(&config) {
+        Some(Ok(line)) => println!("{line}"),
+        Some(Err(why)) => {
+            eprintln!("error: {why}");
+            return ExitCode::from(1);
+        }
+        None => {}
+    }
+    let missing = config.unavailable_commands();
+    if missing.is_empty() {
+        println!(
+            "OK: {} command(s), configuration valid",
+            config.commands.len()
+        );
+        ExitCode::SUCCESS
+    } else {
+        for (c, why) in &missing {
+            eprintln!("error: command {:?}: {why}", c.name);
+        }
+        eprintln!(
+            "gatecmd check: {} command(s) cannot run on this host (`serve` would list them as unavailable)",
+            missing.len()
+        );
+        ExitCode::from(1)
+    }
+}
+
+/// What a configuration allows, for people.
+pub fn summary(config: &Config, location: &ConfigLocation) -> String {
+    let mut s = format!("config: {location}\nbind: {}\n", config.bind);
+    if config.clients.is_empty() {
+        s.push_str(&format!(
+            "clients: none configured; `serve` generates a token into {}\n",
+            auth::generated_token_path(&config.state_dir).display()
+        ));
+    } else {
+        s.push_str("clients:\n");
+        for c in &config.clients {
+            let src = match &c.token {
+                TokenSource::Inline(_) => "token in config".to_string(),
+                TokenSource::File(p) => format!("token_file {}", p.display()),
+                TokenSource::Env(v) => format!("token_env {v}"),
+                TokenSource::Sha256(_) => "token_sha256".to_string(),
+            };
+            let cmds = c
+                .commands
+                .as_ref()
+                .map(|c| c.iter().cloned().collect::<Vec<_>>().join(", "))
+                .unwrap_or_else(|| "all commands".into());
+            s.push_str(&format!(
+                "  {} ({src}; {cmds}{})\n",
+                c.name,
+                if c.admin { "; admin" } else { "" }
+            ));
+        }
+    }
+    if !config.file_roots.is_empty() {
+        s.push_str("file roots:\n");
+        for r in &config.file_roots {
+            s.push_str(&format!("  {}\n", r.display()));
+        }
+    }
+    if !config.devices.is_empty() {
+        s.push_str("device classes:\n");
+        for d in &config.devices {
+            let pid = d
+                .pid
+                .map(|p| format!("{p:04x}"))
+                .unwrap_or_else(|| "*".into());
+            let group = d
+                .lock_group
+                .as_ref()
+                .map(|g| format!(" (lock group {g})"))
+                .unwrap_or_default();
+            s.push_str(&format!("  {}: {:04x}:{pid}{group}\n", d.name, d.vid));
+        }
+    }
+    s.push_str("allowed command lines:\n");
+    for c in &config.commands {
+        let dev = c
+            .device
+            .as_ref()
+            .map(|d| format!(", device {d}"))
+            .unwrap_or_default();
+        let dev = match (c.isolate, c.may_isolate()) {
+            (true, _) => format!("{dev}, isolated"),
+            (false, true) => format!("{dev}, isolated for some patterns"),
+            _ => dev,
+        };
+        s.push_str(&format!(
+            "  {} (timeout {} s{dev}){}\n",
+            c.name,
+            c.timeout.as_secs(),
+            if c.unavailable.is_some() {
+                " UNAVAILABLE"
+            } else {
+                ""
+            }
+        ));
+        for line in c.command_lines() {
+            s.push_str(&format!("    {line}\n"));
+        }
+    }
+    s
+}

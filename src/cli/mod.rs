@@ -1,0 +1,140 @@
+//! The command line: `serve`, `stdio`, `check`, `devices`. Parsing and logging here; the
+//! start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP reload in
+//! `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
+
+mod check;
+mod devices;
+mod reload;
+mod serve;
+mod startup;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use check::summary;
+
+#[derive(Parser)]
+#[command(
+    name = "gatecmd",
+    version,
+    about = "Allowlisted host commands on USB development boards, over MCP"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over Streamable HTTP at /mcp (and /health).
+    Serve {
+        /// Configuration file (default: $GATECMD_CONFIG, /etc/gatecmd/allowed_commands.yaml, then the bundled one).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Address to listen on (overrides `bind` in the config), e.g. 127.0.0.1:9222.
+        #[arg(long)]
+        bind: Option<SocketAddr>,
+        /// Serve without authentication. Only allowed on a loopback address.
+        #[arg(long)]
+        no_auth: bool,
+        /// Log format on stderr.
+        #[arg(long, value_enum, default_value_t = LogFormat::Pretty)]
+        log_format: LogFormat,
+    },
+    /// Serve MCP over stdin/stdout (for a local MCP host).
+    Stdio {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a configuration and print every command line it allows.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Print the attached USB devices as MCP clients see them; --watch streams hotplug events.
+    Devices {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// JSON output (one document; with --watch, one JSON line per event).
+        #[arg(long)]
+        json: bool,
+        /// Keep running and print each add/remove/change with a timestamp and the live event source.
+        #[arg(long)]
+        watch: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => check::check(config),
+        Command::Serve {
+            config,
+            bind,
+            no_auth,
+            log_format,
+        } => {
+            init_logging(log_format);
+            run_async(serve::serve(config, bind, no_auth))
+        }
+        Command::Stdio { config } => {
+            init_logging(LogFormat::Pretty);
+            run_async(serve::stdio(config))
+        }
+        Command::Devices {
+            config,
+            json,
+            watch,
+        } => {
+            init_logging(LogFormat::Pretty);
+            run_async(devices::devices(config, json, watch))
+        }
+    }
+}
+
+fn run_async(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gatecmd: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("gatecmd: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The log filter without `GATECMD_LOG`. rmcp logs every stateless request at info.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GATECMD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Pretty => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

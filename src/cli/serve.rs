@@ -1,0 +1,78 @@
+//! `serve` (Streamable HTTP) and `stdio`: the shared state, the transport, and a clean stop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use super::reload::Signals;
+use super::startup::{access_for, load, open_audit, start_state};
+use crate::audit::Audit;
+use crate::auth::OriginPolicy;
+use crate::http::{self, Gate};
+use crate::server::GatecmdServer;
+
+/// Serves MCP over HTTP until SIGTERM or SIGINT; SIGHUP reloads the configuration.
+pub(super) async fn serve(
+    config: Option<PathBuf>,
+    bind: Option<SocketAddr>,
+    no_auth: bool,
+) -> Result<(), String> {
+    let (config, location) = load(config)?;
+    tracing::info!(config = %location, "configuration loaded");
+    let bind = bind.unwrap_or(config.bind);
+    let access = access_for(&config, bind, no_auth)?;
+    for (c, why) in config.unavailable_commands() {
+        tracing::warn!(command = %c.name, reason = %why, "command unavailable; it is listed but cannot run");
+    }
+    let policy = OriginPolicy::new(&config, bind, !no_auth);
+    let audit = open_audit(&config)?;
+    let (state, _monitor) = start_state(config, audit).await?;
+    let gate = Gate::new(access, policy);
+    let shutdown = CancellationToken::new();
+    let router = http::router(state.clone(), gate.clone(), shutdown.clone());
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
+    let signals = Signals::install()?;
+    // Tests and scripts wait for this line; it carries no secret.
+    eprintln!("gatecmd: listening on http://{addr}/mcp");
+    tokio::spawn(signals.run(
+        state.clone(),
+        gate,
+        location,
+        bind,
+        no_auth,
+        shutdown.clone(),
+    ));
+    let served = http::serve(listener, router, shutdown.clone()).await;
+    state.executor.shutdown().await;
+    // Open refusal windows' summaries, and the file synced to disk.
+    state.audit.flush();
+    tracing::info!("stopped");
+    served.map_err(|e| format!("server error: {e}"))
+}
+
+/// Serves one local MCP host over stdin/stdout.
+pub(super) async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
+    use rmcp::ServiceExt;
+    let (config, location) = load(config)?;
+    tracing::info!(config = %location, "configuration loaded (stdio)");
+    // stdio serves the local user only: an unwritable state directory is a warning there,
+    // not a reason to refuse (for `serve` it is).
+    let audit = open_audit(&config).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "audit log off for this stdio session");
+        Audit::disabled()
+    });
+    let (state, _monitor) = start_state(config, audit).await?;
+    let service = GatecmdServer::new_stdio(state.clone())
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("stdio session failed to start: {e}"))?;
+    let _ = service.waiting().await;
+    state.executor.shutdown().await;
+    state.audit.flush();
+    Ok(())
+}
