@@ -183,7 +183,8 @@ async fn serve(
         no_auth,
         shutdown.clone(),
     ));
-    let served = http::serve(listener, router, shutdown.clone()).await;
+    let limits = http::ConnLimits::from_config(&state.config().limits);
+    let served = http::serve(listener, router, limits, shutdown.clone()).await;
     state.executor.shutdown().await;
     tracing::info!("stopped");
     served.map_err(|e| format!("server error: {e}"))
