@@ -122,7 +122,10 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         // Inside the guard: a refused request never reaches rmcp or this layer.
         .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
         .layer(axum::middleware::from_fn(session_end_status))
-        .layer(axum::middleware::from_fn_with_state(sessions, session_owner))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            session_owner,
+        ))
         .layer(axum::middleware::from_fn_with_state(gate, guard))
         .route("/health", axum::routing::get(health))
 }
@@ -189,7 +192,10 @@ async fn session_owner(
     let Some(id) = req.headers().get(SESSION_HEADER) else {
         return next.run(req).await;
     };
-    let client = req.extensions().get::<ClientIdentity>().map(|c| c.name.as_str());
+    let client = req
+        .extensions()
+        .get::<ClientIdentity>()
+        .map(|c| c.name.as_str());
     let owned = match (id.to_str(), client) {
         (Ok(id), Some(client)) => sessions.owned_by(id, client),
         _ => false,
@@ -197,7 +203,10 @@ async fn session_owner(
     if owned {
         return next.run(req).await;
     }
-    tracing::warn!(client = client.unwrap_or("-"), "request names a session that is not the caller's: 404");
+    tracing::warn!(
+        client = client.unwrap_or("-"),
+        "request names a session that is not the caller's: 404"
+    );
     let body = axum::Json(serde_json::json!({
         "error": "session_not_found",
         "message": "no such session for this client: it ended, timed out, or was never yours; \

@@ -65,7 +65,10 @@ impl LeaseReleasingSessions {
 
     /// Live sessions of `client` (for tests and the log).
     pub fn count_for(&self, client: &str) -> usize {
-        self.owners().values().filter(|o| o.client == client).count()
+        self.owners()
+            .values()
+            .filter(|o| o.client == client)
+            .count()
     }
 
     fn mark_active(&self, id: &McpSessionId) {
