@@ -131,10 +131,10 @@ pub struct Limits {
     pub max_unauthenticated_connections: usize,
     /// The same, per peer address (NAT guests share 127.0.0.1: the oldest closes here too).
     pub max_unauthenticated_per_peer: usize,
-    /// A request header must arrive whole within this; an unauthenticated connection may
-    /// not stay silent longer.
+    /// A connection that has not passed the token check this long after opening is closed.
     pub header_read_timeout_secs: u64,
-    /// An authenticated connection silent this long is closed.
+    /// An authenticated connection waits this long for its next request header, and is
+    /// closed after as long without traffic.
     pub http_idle_timeout_secs: u64,
 }
 

@@ -2,9 +2,11 @@
 //! caller without a token can hold what authenticated clients need (docs/SECURITY.md,
 //! "Connections").
 //!
-//! - A header that does not arrive whole within `header_read_timeout_secs` closes the
-//!   connection (hyper's timer), and so does a connection silent for that long before it
-//!   authenticated; an authenticated one may stay silent for `http_idle_timeout_secs`.
+//! - A connection must pass the token check within `header_read_timeout_secs` of opening,
+//!   or it is closed, whatever it sent meanwhile (half a header, one byte at a time, or
+//!   answers to `/health`). An authenticated one waits up to `http_idle_timeout_secs` for
+//!   each next request header (hyper's header-read timer on a Tokio timer: the keep-alive
+//!   idle limit) and is closed after as long without traffic in either direction.
 //! - At most `max_connections` are open; past that a new one is answered 503 and closed.
 //! - At most `max_unauthenticated_connections` (and `max_unauthenticated_per_peer` per
 //!   address) have not yet passed the token check. Past either cap the OLDEST such
@@ -351,10 +353,13 @@ async fn serve_connection(
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
+        // hyper's timer runs from the moment it waits for a request head, including between
+        // requests on a kept-alive connection, so it is the keep-alive idle limit too; the
+        // stricter limit for connections that have not authenticated is the watchdog's.
+        .header_read_timeout(limits.idle_timeout)
         .serve_connection(io, service);
     tokio::pin!(conn);
-    let tick = (limits.header_read_timeout / 2).max(Duration::from_millis(250));
+    let tick = (limits.header_read_timeout / 4).max(Duration::from_millis(250));
     let mut shutting_down = false;
     loop {
         tokio::select! {
@@ -371,14 +376,17 @@ async fn serve_connection(
                 conn.as_mut().graceful_shutdown();
             }
             _ = tokio::time::sleep(tick) => {
+                if !ticket.is_authenticated() {
+                    if epoch.elapsed() >= limits.header_read_timeout {
+                        return;
+                    }
+                    continue;
+                }
                 let idle = epoch.elapsed().saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
-                let allowed = if ticket.is_authenticated() {
-                    limits.idle_timeout
-                } else {
-                    limits.header_read_timeout
-                };
-                if idle >= allowed {
-                    if shutting_down || !ticket.is_authenticated() {
+                if idle >= limits.idle_timeout {
+                    // Nothing moved for the whole limit: a second tick like this ends it even
+                    // if the graceful close is waiting on a stuck answer.
+                    if shutting_down {
                         return;
                     }
                     shutting_down = true;

@@ -63,14 +63,6 @@ impl LeaseReleasingSessions {
         self.owners().get(id).is_some_and(|o| o.client == client)
     }
 
-    /// Live sessions of `client` (for tests and the log).
-    pub fn count_for(&self, client: &str) -> usize {
-        self.owners()
-            .values()
-            .filter(|o| o.client == client)
-            .count()
-    }
-
     fn mark_active(&self, id: &McpSessionId) {
         if let Some(o) = self.owners().get_mut(id.as_ref()) {
             o.last_active = Instant::now();

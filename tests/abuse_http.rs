@@ -183,7 +183,23 @@ async fn half_open_connections_do_not_starve_clients() {
         "the server holds {server_sockets} sockets for half-open connections"
     );
 
-    // The survivors (the newest unauthenticated ones) are closed by the 10 s header timeout.
+    // A header dripped one byte at a time is closed by the same deadline as silence.
+    let drip_addr = a.clone();
+    let drip = std::thread::spawn(move || -> Option<Duration> {
+        let opened = Instant::now();
+        let mut t = TcpStream::connect(&drip_addr).ok()?;
+        t.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+        let _ = t.write_all(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-drip: ");
+        let mut buf = [0u8; 256];
+        for _ in 0..40 {
+            if t.write_all(b"a").is_err() || matches!(t.read(&mut buf), Ok(0)) {
+                return Some(opened.elapsed());
+            }
+        }
+        None
+    });
+
+    // The survivors (the newest unauthenticated ones) are closed by the 10 s deadline.
     let closed_by = Instant::now();
     let gone = eventually(Duration::from_secs(15), || sockets_of(s.pid()) < 8);
     println!(
@@ -192,6 +208,12 @@ async fn half_open_connections_do_not_starve_clients() {
         closed_by.elapsed().as_millis()
     );
     assert!(gone, "half-open connections outlived the header timeout");
+    let dripped = drip.join().expect("drip thread");
+    println!("a header dripped byte by byte was closed after {dripped:?}");
+    assert!(
+        dripped.is_some_and(|d| d < Duration::from_secs(15)),
+        "a dripped header kept its connection: {dripped:?}"
+    );
     drop(held);
 }
 
