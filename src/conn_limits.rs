@@ -396,3 +396,63 @@ async fn serve_connection(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(total: usize, per_peer: usize) -> Arc<Table> {
+        Arc::new(Table {
+            limits: ConnLimits {
+                max_connections: 100,
+                max_unauthenticated: total,
+                max_unauthenticated_per_peer: per_peer,
+                header_read_timeout: Duration::from_secs(10),
+                idle_timeout: Duration::from_secs(120),
+            },
+            // As if the accept loop had counted them (each ticket's drop counts down).
+            open: AtomicUsize::new(100),
+            next_id: AtomicU64::new(0),
+            unauthenticated: Mutex::new(Unauthenticated::default()),
+            closed: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn past_the_caps_the_oldest_unauthenticated_connection_goes() {
+        let t = table(4, 2);
+        // One peer: its third connection evicts its first, not another peer's.
+        let (_a0, e0) = t.admit(ip(1));
+        let (_b0, f0) = t.admit(ip(2));
+        let (_a1, e1) = t.admit(ip(1));
+        let (_a2, e2) = t.admit(ip(1));
+        assert!(e0.is_cancelled() && !e1.is_cancelled() && !e2.is_cancelled());
+        assert!(!f0.is_cancelled());
+        // Total cap 4: a fifth pushes out the oldest overall, peer 2's.
+        let (_c, g) = t.admit(ip(3));
+        assert!(!f0.is_cancelled() && !g.is_cancelled());
+        let (_d, h) = t.admit(ip(4));
+        assert!(f0.is_cancelled() && !h.is_cancelled());
+    }
+
+    #[test]
+    fn an_authenticated_connection_is_never_evicted() {
+        let t = table(2, 2);
+        let (a, ea) = t.admit(ip(1));
+        a.authenticated();
+        let (_b, eb) = t.admit(ip(1));
+        let (_c, ec) = t.admit(ip(1));
+        let (_d, ed) = t.admit(ip(1));
+        assert!(
+            !ea.is_cancelled(),
+            "an authenticated connection was evicted"
+        );
+        assert!(eb.is_cancelled() && !ec.is_cancelled() && !ed.is_cancelled());
+        drop(a);
+        assert_eq!(t.lock().by_age.len(), 2);
+    }
+}
