@@ -260,7 +260,10 @@ impl OriginPolicy {
             allowed_origins: config
                 .allowed_origins
                 .iter()
-                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .map(|o| match parse_origin(o) {
+                    Some(u) => u.origin().ascii_serialization(),
+                    None => o.trim_end_matches('/').to_ascii_lowercase(),
+                })
                 .collect(),
             allowed_hosts: hosts,
             // On a wildcard bind the guest may use any of the host's addresses; the token guards it.
@@ -268,45 +271,76 @@ impl OriginPolicy {
         }
     }
 
-    /// Checks the `Origin` (absent is fine) and `Host` headers.
+    /// Checks the `Origin` (absent is fine) and `Host` headers. Both are parsed as URL
+    /// authorities (WHATWG rules, as a browser does); anything that does not parse whole,
+    /// carries user info, a path or a query, is refused rather than guessed at.
     pub fn check(&self, origin: Option<&str>, host: Option<&str>) -> Result<(), AuthError> {
         if let Some(origin) = origin {
-            let o = origin.trim_end_matches('/').to_ascii_lowercase();
-            let ok =
-                self.allowed_origins.contains(&o) || origin_host(&o).is_some_and(is_loopback_name);
+            let ok = parse_origin(origin).is_some_and(|u| {
+                self.allowed_origins
+                    .contains(&u.origin().ascii_serialization())
+                    || host_of(&u).is_some_and(|h| is_loopback_name(&h))
+            });
             if !ok {
                 return Err(AuthError::Origin(origin.into()));
             }
         }
-        if let Some(host) = host
-            && !self.any_host
-        {
-            let name = strip_port(host).to_ascii_lowercase();
-            if !self.allowed_hosts.contains(&name)
-                && !self.allowed_hosts.contains(&host.to_ascii_lowercase())
-            {
-                return Err(AuthError::Host(host.into()));
-            }
+        if let Some(host) = host {
+            self.check_host(host)?;
         }
         Ok(())
     }
-}
 
-fn origin_host(origin: &str) -> Option<&str> {
-    let rest = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))?;
-    Some(strip_port(rest))
-}
-
-/// `host:port`, `[v6]:port` or `host` → the host part (without brackets).
-fn strip_port(hostport: &str) -> &str {
-    if let Some(rest) = hostport.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
+    /// Checks one authority (`Host` header, or the authority of an absolute-form request
+    /// target such as `POST http://evil.example/mcp`) against the host policy.
+    pub fn check_host(&self, authority: &str) -> Result<(), AuthError> {
+        let refused = || AuthError::Host(authority.into());
+        let url = parse_authority(authority).ok_or_else(refused)?;
+        if self.any_host {
+            return Ok(());
+        }
+        let name = host_of(&url).ok_or_else(refused)?;
+        let with_port = url.port().map(|p| match url.host() {
+            Some(url::Host::Ipv6(_)) => format!("[{name}]:{p}"),
+            _ => format!("{name}:{p}"),
+        });
+        if self.allowed_hosts.contains(&name)
+            || with_port.is_some_and(|hp| self.allowed_hosts.contains(&hp))
+        {
+            Ok(())
+        } else {
+            Err(refused())
+        }
     }
-    match hostport.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.contains(':') => h,
-        _ => hostport,
+}
+
+/// `http(s)://host[:port]` and nothing else (a trailing `/` is tolerated).
+fn parse_origin(origin: &str) -> Option<url::Url> {
+    let u = url::Url::parse(origin).ok()?;
+    let plain = matches!(u.scheme(), "http" | "https")
+        && u.username().is_empty()
+        && u.password().is_none()
+        && u.path() == "/"
+        && u.query().is_none()
+        && u.fragment().is_none();
+    plain.then_some(u)
+}
+
+/// `host[:port]` parsed as the authority of an `http://` URL, with nothing around it.
+fn parse_authority(authority: &str) -> Option<url::Url> {
+    // Characters that would end the authority inside a URL: they have no place in a Host.
+    if authority.is_empty() || authority.contains(['/', '\\', '?', '#', '@']) {
+        return None;
+    }
+    parse_origin(&format!("http://{authority}"))
+}
+
+/// The host of a parsed URL: lowercase name, or an IP address without brackets.
+fn host_of(u: &url::Url) -> Option<String> {
+    match u.host()? {
+        url::Host::Domain(d) => Some(d.to_ascii_lowercase()),
+        url::Host::Ipv4(a) => Some(a.to_string()),
+        url::Host::Ipv6(a) => Some(a.to_string()),
     }
 }
 
@@ -459,5 +493,42 @@ mod tests {
         assert!(p.check(None, Some("10.0.2.2:9222")).is_err());
         let p = policy("0.0.0.0:9222", true, &[], &[]);
         assert!(p.check(None, Some("anything:9222")).is_ok());
+        assert!(p.check(None, Some("[::1]evil.example")).is_err());
+    }
+
+    #[test]
+    fn authorities_are_parsed_not_sliced() {
+        let p = policy("127.0.0.1:9222", true, &["https://ide.example.com"], &[]);
+        for bad in [
+            "[::1]evil.example",
+            "[::1]evil.example:9222",
+            "localhost@evil.example",
+            "evil.example@localhost",
+            "localhost/evil",
+            "localhost:9222:1",
+            "localhost:port",
+            "[::1",
+            "",
+            "localhost evil",
+        ] {
+            assert!(p.check(None, Some(bad)).is_err(), "Host {bad:?}");
+            assert!(p.check_host(bad).is_err(), "target {bad:?}");
+        }
+        for bad in [
+            "http://[::1]evil.example",
+            "http://[::1]evil.example:80",
+            "http://localhost@evil.example",
+            "http://evil.example@localhost",
+            "http://localhost/path",
+            "http://localhost?q",
+            "ftp://localhost",
+            "localhost",
+            "https://ide.example.com.evil.example",
+        ] {
+            assert!(p.check(Some(bad), None).is_err(), "Origin {bad:?}");
+        }
+        assert!(p.check(Some("HTTPS://IDE.example.com:443/"), None).is_ok());
+        assert!(p.check(None, Some("[::1]:9222")).is_ok());
+        assert!(p.check_host("localhost:9222").is_ok());
     }
 }

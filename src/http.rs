@@ -1,7 +1,6 @@
 //! The HTTP front: `/mcp` (rmcp's Streamable HTTP service behind the auth and Origin/Host
 //! checks) and `/health` (no auth, no secrets).
 
-use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -16,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
 use crate::json_answer::QuickTools;
+pub use crate::conn_limits::ConnLimits;
+use crate::conn_limits::ConnTicket;
 use crate::server::GatecmdServer;
 use crate::sessions::LeaseReleasingSessions;
 use crate::state::AppState;
@@ -112,7 +113,7 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .with_max_request_body_bytes(RMCP_BODY_CEILING.max(config.limits.max_request_body_bytes))
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown);
-    let sessions = Arc::new(LeaseReleasingSessions::new(sessions, state.locks.clone()));
+    let sessions = Arc::new(LeaseReleasingSessions::new(sessions, state.clone()));
     let service = |config: StreamableHttpServerConfig| {
         let state = state.clone();
         StreamableHttpService::new(
@@ -131,6 +132,11 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         // Inside the guard: a refused request never reaches rmcp or these layers.
         .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
         .layer(axum::middleware::from_fn(session_end_status))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            session_owner,
+        ))
+        // The body limit in force, before the session layer reads anything.
         .layer(axum::middleware::from_fn_with_state(
             state,
             crate::body_limit::enforce,
@@ -157,7 +163,13 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     let host = headers
         .get(header::HOST)
         .map(|v| v.to_str().unwrap_or("<non-ascii>"));
-    if let Err(e) = policy.check(origin, host) {
+    // An absolute-form target (`POST http://evil.example/mcp`) names the host the client
+    // meant; it answers to the same policy as the Host header.
+    let target = req.uri().authority().map(|a| a.as_str());
+    let checked = policy
+        .check(origin, host)
+        .and_then(|()| target.map_or(Ok(()), |t| policy.check_host(t)));
+    if let Err(e) = checked {
         tracing::warn!(error = %e, "request refused");
         return error_response(StatusCode::FORBIDDEN, "forbidden", &e);
     }
@@ -177,9 +189,48 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             }
         }
     };
+    if let Some(ticket) = req.extensions().get::<ConnTicket>() {
+        ticket.authenticated();
+    }
     req.extensions_mut().insert(identity);
     next.run(req).await
 }
+
+/// A request naming a session (`Mcp-Session-Id`) must name a live one its caller opened;
+/// another client's session is answered exactly like an unknown one (404), so it can be
+/// neither used, read, nor ended, and its leases stay.
+async fn session_owner(
+    State(sessions): State<Arc<LeaseReleasingSessions>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(id) = req.headers().get(SESSION_HEADER) else {
+        return next.run(req).await;
+    };
+    let client = req
+        .extensions()
+        .get::<ClientIdentity>()
+        .map(|c| c.name.as_str());
+    let owned = match (id.to_str(), client) {
+        (Ok(id), Some(client)) => sessions.owned_by(id, client),
+        _ => false,
+    };
+    if owned {
+        return next.run(req).await;
+    }
+    tracing::warn!(
+        client = client.unwrap_or("-"),
+        "request names a session that is not the caller's: 404"
+    );
+    let body = axum::Json(serde_json::json!({
+        "error": "session_not_found",
+        "message": "no such session for this client: it ended, timed out, or was never yours; \
+                    initialize a new one (2026-07-28 requests send no Mcp-Session-Id)",
+    }));
+    (StatusCode::NOT_FOUND, body).into_response()
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// A session ended by DELETE: 204 instead of rmcp's 202. The transport names no success
 /// code, and the official Python SDK logs "Session termination failed: 202" on every
@@ -207,24 +258,13 @@ fn error_response(status: StatusCode, code: &str, e: &AuthError) -> Response {
     resp
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled.
+/// Serves `router` on `listener` under the connection `limits` until `shutdown` is
+/// cancelled (the accept loop and its caps: `conn_limits`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
+    limits: ConnLimits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Without TCP_NODELAY, a response written in pieces (headers, then SSE events) meets the
-    // peer's delayed ACK: ~40 ms per call for clients that do not set it themselves.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
-    .await
+    crate::conn_limits::serve(listener, router, limits, shutdown).await
 }

@@ -11,6 +11,8 @@
 //!   validation with file/line/field errors, one file per part; it imports the sanitizer.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
 //! - [`body_limit`]: `limits.max_request_body_bytes` enforced with the value in force.
+//! - [`conn_limits`]: the accept loop: header/idle timeouts, connection caps, eviction of
+//!   the oldest unauthenticated connection.
 //! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE;
 //!   quick tool calls (the set the router hands it) go to rmcp's own JSON mode.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
@@ -32,7 +34,8 @@
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
-//! - [`sessions`]: the session manager that ends a legacy session's leases with it.
+//! - [`sessions`]: the session manager: each legacy session belongs to the client that
+//!   opened it, a per-client cap, and its leases end with it.
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
 //!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
@@ -44,6 +47,7 @@ pub mod auth;
 pub mod body_limit;
 pub mod cli;
 pub mod config;
+pub mod conn_limits;
 pub mod devices;
 pub mod exec;
 pub mod http;

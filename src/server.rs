@@ -115,11 +115,12 @@ impl GatecmdServer {
     }
 }
 
-/// The legacy (2025-11-25) session a request belongs to, if any: leases taken in it end with it.
+/// The legacy (2025-11-25) session a request belongs to, if any: leases taken in it end with
+/// it. Set by the session manager (src/sessions.rs) on requests routed through a session the
+/// caller owns, never taken from the header: a stateless request has none.
 pub fn session_id(ctx: &RequestContext<RoleServer>) -> Option<SessionId> {
     let parts = ctx.extensions.get::<http::request::Parts>()?;
-    let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
-    Some(SessionId(id.to_string()))
+    parts.extensions.get::<SessionId>().cloned()
 }
 
 #[tool_router]

@@ -47,7 +47,9 @@ pub(super) async fn serve(
         no_auth,
         shutdown.clone(),
     ));
-    let served = http::serve(listener, router, shutdown.clone()).await;
+    // Read once: the accept loop's caps and timeouts are restart-only (RESTART_ONLY).
+    let limits = http::ConnLimits::from_config(&state.config().limits);
+    let served = http::serve(listener, router, limits, shutdown.clone()).await;
     state.executor.shutdown().await;
     // Open refusal windows' summaries, and the file synced to disk.
     state.audit.flush();

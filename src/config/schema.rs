@@ -111,6 +111,19 @@ pub struct Limits {
     /// An idle legacy MCP session is closed after this long (rmcp's default of 300 s
     /// would drop a client that only waits for hotplug events).
     pub session_idle_secs: u64,
+    /// Legacy sessions one client may hold; opening one more closes its longest-idle one.
+    pub max_sessions_per_client: usize,
+    /// Open HTTP connections; past this a new one is answered 503 and closed.
+    pub max_connections: usize,
+    /// Connections that have not passed the token check yet; past this the oldest closes.
+    pub max_unauthenticated_connections: usize,
+    /// The same, per peer address (NAT guests share 127.0.0.1: the oldest closes here too).
+    pub max_unauthenticated_per_peer: usize,
+    /// A connection that has not passed the token check this long after opening is closed.
+    pub header_read_timeout_secs: u64,
+    /// An authenticated connection waits this long for its next request header, and is
+    /// closed after as long without traffic.
+    pub http_idle_timeout_secs: u64,
 }
 
 impl Default for Limits {
@@ -122,7 +135,13 @@ impl Default for Limits {
             max_request_body_bytes: 4 * 1024 * 1024,
             kill_grace_secs: 3,
             max_timeout_secs: 3600,
-            session_idle_secs: 24 * 3600,
+            session_idle_secs: 4 * 3600,
+            max_sessions_per_client: 64,
+            max_connections: 512,
+            max_unauthenticated_connections: 64,
+            max_unauthenticated_per_peer: 32,
+            header_read_timeout_secs: 10,
+            http_idle_timeout_secs: 120,
         }
     }
 }

@@ -53,6 +53,31 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
         why: "rmcp's session manager takes its keep-alive once, when the router is built",
         changed: |a, b| a.limits.session_idle_secs != b.limits.session_idle_secs,
     },
+    RestartOnly {
+        key: "limits.max_connections",
+        why: "the accept loop takes its caps and timeouts once, when it starts",
+        changed: |a, b| a.limits.max_connections != b.limits.max_connections,
+    },
+    RestartOnly {
+        key: "limits.max_unauthenticated_connections",
+        why: "the accept loop takes its caps and timeouts once, when it starts",
+        changed: |a, b| a.limits.max_unauthenticated_connections != b.limits.max_unauthenticated_connections,
+    },
+    RestartOnly {
+        key: "limits.max_unauthenticated_per_peer",
+        why: "the accept loop takes its caps and timeouts once, when it starts",
+        changed: |a, b| a.limits.max_unauthenticated_per_peer != b.limits.max_unauthenticated_per_peer,
+    },
+    RestartOnly {
+        key: "limits.header_read_timeout_secs",
+        why: "the accept loop takes its caps and timeouts once, when it starts",
+        changed: |a, b| a.limits.header_read_timeout_secs != b.limits.header_read_timeout_secs,
+    },
+    RestartOnly {
+        key: "limits.http_idle_timeout_secs",
+        why: "the accept loop takes its caps and timeouts once, when it starts",
+        changed: |a, b| a.limits.http_idle_timeout_secs != b.limits.http_idle_timeout_secs,
+    },
 ];
 
 /// The restart-only keys whose value differs between `old` and `new`.
