@@ -206,7 +206,11 @@ fn b64(data: &[u8]) -> String {
 /// One well-behaved session: its board's round until the deadline.
 async fn session(url: String, i: usize, mode: Mode, deadline: Instant, round_cap: u64) -> Tally {
     let mut tally = Tally::default();
-    let era = if i % 2 == 0 { Era::Legacy } else { Era::Modern };
+    let era = if i.is_multiple_of(2) {
+        Era::Legacy
+    } else {
+        Era::Modern
+    };
     let token = session_token(i);
     let c = match tokio::time::timeout(CALL_LIMIT, harness::connect(&url, Some(&token), era)).await
     {
@@ -234,10 +238,18 @@ async fn session(url: String, i: usize, mode: Mode, deadline: Instant, round_cap
                 json!({"key": format!("port:{port}"), "wait_secs": 30, "ttl_secs": 120})
             }
         };
-        let lease = tally
-            .call(&c, "lock_device", lock_args)
-            .await
-            .and_then(|v| v["lease_id"].as_str().map(str::to_string));
+        let granted = tally.call(&c, "lock_device", lock_args).await;
+        let want_key = format!("port:{port}");
+        let lease = match granted {
+            Some(v) if v["key"] == json!(want_key) => v["lease_id"].as_str().map(str::to_string),
+            Some(v) => {
+                // A lease on anything but the board would make the overlap check meaningless.
+                let why = format!("lock_device: leased {}, not {want_key}", v["key"]);
+                *tally.errors.entry(why).or_default() += 1;
+                v["lease_id"].as_str().map(str::to_string)
+            }
+            None => None,
+        };
         if let Some(lease) = lease {
             let exec_args = match mode {
                 Mode::Isolated => {
@@ -427,9 +439,52 @@ struct Overlaps {
     per_port: Vec<(String, u64, u64)>,
 }
 
-/// Reads each board's `start`/`end` lines, sorts them by time and counts every start that
-/// came while another run on that board was still open.
+/// Runs in one board's log, how many started while another was open, and how many never
+/// ended. Sorted by time, an `end` before a `start` of the same instant: touching runs do not
+/// overlap.
+fn count_overlaps(log: &str) -> (u64, u64, u64) {
+    let mut events: Vec<(u128, u8)> = log
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let kind = match w.next()? {
+                "start" => 1,
+                "end" => 0,
+                _ => return None,
+            };
+            let _port = w.next()?;
+            Some((w.next()?.parse().ok()?, kind))
+        })
+        .collect();
+    events.sort();
+    let (mut open, mut runs, mut over) = (0u64, 0u64, 0u64);
+    for (_, kind) in events {
+        if kind == 1 {
+            runs += 1;
+            if open > 0 {
+                over += 1;
+            }
+            open += 1;
+        } else {
+            open = open.saturating_sub(1);
+        }
+    }
+    (runs, over, open)
+}
+
+/// Reads each board's log and counts its overlapping runs. The counter is first tried on
+/// logs with a known answer, so a zero means no overlap rather than a blind check.
 fn overlaps(log_dir: &Path) -> Overlaps {
+    assert_eq!(
+        count_overlaps("start 1-2 10\nstart 1-2 20\nend 1-2 30\nend 1-2 40\nstart 1-2 50\n"),
+        (3, 1, 1),
+        "the overlap counter misses a known overlap"
+    );
+    assert_eq!(
+        count_overlaps("start 1-2 20\nend 1-2 30\nstart 1-2 30\nend 1-2 40\n"),
+        (2, 0, 0),
+        "the overlap counter sees an overlap in touching runs"
+    );
     let mut o = Overlaps {
         runs: 0,
         overlapping: 0,
@@ -439,33 +494,7 @@ fn overlaps(log_dir: &Path) -> Overlaps {
     for board in 0..BOARDS {
         let port = port_of(board);
         let log = std::fs::read_to_string(log_dir.join(format!("{port}.log"))).unwrap_or_default();
-        // (time, 0 = end before 1 = start at the same instant): touching runs do not overlap.
-        let mut events: Vec<(u128, u8)> = log
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                let kind = match w.next()? {
-                    "start" => 1,
-                    "end" => 0,
-                    _ => return None,
-                };
-                let _port = w.next()?;
-                Some((w.next()?.parse().ok()?, kind))
-            })
-            .collect();
-        events.sort();
-        let (mut open, mut runs, mut over) = (0u64, 0u64, 0u64);
-        for (_, kind) in events {
-            if kind == 1 {
-                runs += 1;
-                if open > 0 {
-                    over += 1;
-                }
-                open += 1;
-            } else {
-                open = open.saturating_sub(1);
-            }
-        }
+        let (runs, over, open) = count_overlaps(&log);
         o.runs += runs;
         o.overlapping += over;
         o.unfinished += open;
