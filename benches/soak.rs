@@ -773,6 +773,8 @@ async fn soak(secs: u64, smoke: bool) -> bool {
         peak as f64 / 1024.0,
         if n < 4 {
             "too few samples to judge"
+        } else if smoke {
+            "not judged in smoke mode (10 s is mostly warm-up)"
         } else if flat {
             "flat"
         } else {
