@@ -3,7 +3,7 @@
 #   make test   install what is missing, run the whole test suite
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run test setup test-setup build lint test-python conformance install bench bench-smoke
+.PHONY: run test setup test-setup build lint test-python conformance install bench bench-smoke soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -49,3 +49,11 @@ bench: test-setup
 bench-smoke: test-setup
 	./scripts/venv.sh
 	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench gatecmd
+
+# Soak (issue 15, not part of `make test`): 64 sessions on 16 umockdev boards beside a slowloris
+# and a progress-flood client, GATECMD_SOAK_SECS long (default 300); prints one report.
+soak: test-setup
+	cargo bench --locked --bench soak
+
+soak-smoke: test-setup
+	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench soak
