@@ -14,9 +14,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
-use crate::json_answer::QuickTools;
 pub use crate::conn_limits::ConnLimits;
 use crate::conn_limits::ConnTicket;
+use crate::json_answer::QuickTools;
 use crate::server::GatecmdServer;
 use crate::sessions::LeaseReleasingSessions;
 use crate::state::AppState;

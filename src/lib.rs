@@ -24,6 +24,8 @@
 //! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
 //! - [`sanitizer`]: the pattern grammar, forbidden characters, matching a call against a
 //!   command's [`sanitizer::CommandPolicy`], file-root confinement; knows no config file.
+//! - [`capture`]: what a child prints: capped per stream, passed on through a bounded queue,
+//!   split into lines only when someone watches.
 //! - [`exec`]: running one child in its own process group with timeout, caps and kill.
 //! - [`isolation`]: the per-board view (mount namespace) an isolated command runs in.
 //! - [`permits`]: a semaphore resizable while permits are out (children, client slots).
@@ -45,6 +47,7 @@
 pub mod audit;
 pub mod auth;
 pub mod body_limit;
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod conn_limits;

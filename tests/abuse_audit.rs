@@ -250,8 +250,10 @@ async fn the_summary_is_written_when_the_window_closes() {
     assert_eq!(summary["client"], "vm-b");
     assert_eq!(summary["refused"], 10);
     assert_eq!(summary["suppressed"], 8);
-    assert_eq!(summary["suppressed_by_reason"]["execute_refused/forbidden_character"],
-        8);
+    assert_eq!(
+        summary["suppressed_by_reason"]["execute_refused/forbidden_character"],
+        8
+    );
     assert_eq!(
         events(&all_records(&s).0, "execute_refused", "vm-b").len(),
         2

@@ -31,9 +31,9 @@ pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use schema::{
-    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig, CommandConfig, Config,
-    DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
-    PatternConfig, TokenSource,
+    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig,
+    CommandConfig, Config, DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits,
+    MonitorSettings, PatternConfig, TokenSource,
 };
 pub use staging::{
     CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,

@@ -93,7 +93,6 @@ fn chunk_must_fit_the_request_body() {
     );
 }
 
-
 #[test]
 fn entry_quota_depth_and_new_dirs_have_defaults_and_overrides() {
     let d = StagingLimits::default();

@@ -61,12 +61,16 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
     RestartOnly {
         key: "limits.max_unauthenticated_connections",
         why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| a.limits.max_unauthenticated_connections != b.limits.max_unauthenticated_connections,
+        changed: |a, b| {
+            a.limits.max_unauthenticated_connections != b.limits.max_unauthenticated_connections
+        },
     },
     RestartOnly {
         key: "limits.max_unauthenticated_per_peer",
         why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| a.limits.max_unauthenticated_per_peer != b.limits.max_unauthenticated_per_peer,
+        changed: |a, b| {
+            a.limits.max_unauthenticated_per_peer != b.limits.max_unauthenticated_per_peer
+        },
     },
     RestartOnly {
         key: "limits.header_read_timeout_secs",

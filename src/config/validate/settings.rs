@@ -2,7 +2,8 @@
 //! `monitor:`, `isolation:`, `audit:` and `allowed_origins:`.
 
 use super::super::schema::{
-    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
+    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, IsolationSettings, LeaseSettings,
+    Limits, MonitorSettings,
 };
 use super::validator::Validator;
 

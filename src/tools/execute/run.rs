@@ -298,7 +298,10 @@ async fn spawn(
     if let Some(mut done) = reporter_done {
         // The tap went with the run; the reporter now flushes and ends. A client that does not
         // read may keep it waiting on its last notification: then it goes, not the answer.
-        if tokio::time::timeout(Duration::from_secs(1), &mut done).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(1), &mut done)
+            .await
+            .is_err()
+        {
             done.abort();
         }
     }
@@ -320,7 +323,9 @@ async fn run_detached(
     let mut task = tokio::spawn(async move {
         let mut offer = |_kind, line: &str| reporter.as_ref().is_none_or(|tap| tap.offer(line));
         let lines = reporter.is_some().then_some(LineTap::Latest(&mut offer));
-        let r = executor.run_with(&spec, CancellationToken::new(), lines).await;
+        let r = executor
+            .run_with(&spec, CancellationToken::new(), lines)
+            .await;
         // The device stays locked until the command (and its group) is gone.
         drop(held);
         r
