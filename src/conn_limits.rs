@@ -91,8 +91,15 @@ impl Drop for TicketInner {
 /// An unauthenticated connection: where it comes from and how to close it.
 struct Pending {
     peer: IpAddr,
+    since: Instant,
     evict: CancellationToken,
 }
+
+/// An unauthenticated connection younger than this is never evicted: a burst of honest
+/// clients (all NAT guests come from 127.0.0.1) must not push each other out while their
+/// first request is still on its way through a busy server. Past a cap with only young
+/// connections the newcomer is admitted anyway; `max_connections` still bounds the total.
+const EVICT_MIN_AGE: Duration = Duration::from_millis(500);
 
 #[derive(Default)]
 struct Unauthenticated {
@@ -103,6 +110,8 @@ struct Unauthenticated {
 
 struct Table {
     limits: ConnLimits,
+    /// [`EVICT_MIN_AGE`]; zero in unit tests.
+    evict_min_age: Duration,
     open: AtomicUsize,
     next_id: AtomicU64,
     // A std mutex: held for a few map operations, never across an await.
@@ -129,6 +138,7 @@ impl Table {
                 id,
                 Pending {
                     peer,
+                    since: Instant::now(),
                     evict: evict.clone(),
                 },
             );
@@ -140,13 +150,20 @@ impl Table {
                     .by_age
                     .iter()
                     .find(|(_, p)| p.peer == peer)
+                    .filter(|(_, p)| p.since.elapsed() >= self.evict_min_age)
                     .map(|(k, _)| *k);
                 let Some(k) = oldest else { break };
                 Self::evict_locked(&mut u, k);
                 evicted += 1;
             }
             while u.by_age.len() > self.limits.max_unauthenticated {
-                let Some(k) = u.by_age.keys().next().copied() else {
+                let Some(k) = u
+                    .by_age
+                    .iter()
+                    .next()
+                    .filter(|(_, p)| p.since.elapsed() >= self.evict_min_age)
+                    .map(|(k, _)| *k)
+                else {
                     break;
                 };
                 Self::evict_locked(&mut u, k);
@@ -164,6 +181,23 @@ impl Table {
             }),
         };
         (ticket, evict)
+    }
+
+    /// At `max_connections`: closes the oldest unauthenticated connection if it is old
+    /// enough, making room for the newcomer; false when there is none to close.
+    fn evict_one_for_room(&self) -> bool {
+        let mut u = self.lock();
+        let Some(k) = u
+            .by_age
+            .iter()
+            .next()
+            .filter(|(_, p)| p.since.elapsed() >= self.evict_min_age)
+            .map(|(k, _)| *k)
+        else {
+            return false;
+        };
+        Self::evict_locked(&mut u, k);
+        true
     }
 
     fn evict_locked(u: &mut Unauthenticated, id: u64) {
@@ -280,6 +314,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let table = Arc::new(Table {
         limits,
+        evict_min_age: EVICT_MIN_AGE,
         open: AtomicUsize::new(0),
         next_id: AtomicU64::new(0),
         unauthenticated: Mutex::new(Unauthenticated::default()),
@@ -304,7 +339,10 @@ pub async fn serve(
                 continue;
             }
         };
-        if table.open.load(Ordering::Acquire) >= limits.max_connections {
+        // Full: an old unauthenticated connection gives way (it closes at once), else 503.
+        if table.open.load(Ordering::Acquire) >= limits.max_connections
+            && !table.evict_one_for_room()
+        {
             // Best effort: the 503 fits any socket buffer; a peer that is gone gets nothing.
             let _ = tcp.try_write(BUSY);
             drop(tcp);
@@ -421,7 +459,12 @@ mod tests {
     use super::*;
 
     fn table(total: usize, per_peer: usize) -> Arc<Table> {
+        table_aged(total, per_peer, Duration::ZERO)
+    }
+
+    fn table_aged(total: usize, per_peer: usize, evict_min_age: Duration) -> Arc<Table> {
         Arc::new(Table {
+            evict_min_age,
             limits: ConnLimits {
                 max_connections: 100,
                 max_unauthenticated: total,
@@ -456,6 +499,23 @@ mod tests {
         assert!(!f0.is_cancelled() && !g.is_cancelled());
         let (_d, h) = t.admit(ip(4));
         assert!(f0.is_cancelled() && !h.is_cancelled());
+    }
+
+    #[test]
+    fn young_connections_are_not_evicted_and_old_ones_give_way_when_full() {
+        let t = table_aged(2, 2, Duration::from_millis(200));
+        let (_a, ea) = t.admit(ip(1));
+        let (_b, eb) = t.admit(ip(1));
+        // Over both caps, but nobody has had time to send a request: all admitted.
+        let (_c, ec) = t.admit(ip(1));
+        assert!(!ea.is_cancelled() && !eb.is_cancelled() && !ec.is_cancelled());
+        assert!(!t.evict_one_for_room(), "a young connection gave way");
+        std::thread::sleep(Duration::from_millis(250));
+        // Now the next one pushes out the oldest, and a full server makes room the same way.
+        let (_d, ed) = t.admit(ip(1));
+        assert!(ea.is_cancelled() && !ed.is_cancelled());
+        assert!(t.evict_one_for_room());
+        assert!(eb.is_cancelled());
     }
 
     #[test]
