@@ -6,7 +6,7 @@
 //! caller dropping the future — so no child outlives its request.
 
 use std::collections::{BTreeMap, HashSet};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,9 @@ pub use crate::capture::{LineTap, StreamKind};
 use crate::isolation::{self, IsolationError, Privilege, Roots, Setup};
 use crate::permits::Permits;
 
+/// The working directory every child starts in.
+pub const CHILD_DIR: &str = "/";
+
 /// The PATH every child gets: the environment is cleared, so this is all it sees.
 pub const CHILD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -36,6 +39,10 @@ pub struct Spec {
     pub timeout: Duration,
     /// For an isolated command: the view to build between fork and exec.
     pub isolation: Option<Arc<Setup>>,
+    /// Open files the child inherits under the same numbers: the file arguments the
+    /// sanitizer opened, named in `args` as `/proc/self/fd/N`. Everything else the server
+    /// holds stays close-on-exec.
+    pub inherit: Vec<Arc<OwnedFd>>,
 }
 
 /// Why a run was stopped before the child exited by itself.
@@ -209,7 +216,25 @@ impl Executor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
+            // A fixed, documented directory: a relative name in an argument never reaches
+            // the server's own working directory (file arguments are open files anyway).
+            .current_dir(CHILD_DIR)
             .kill_on_drop(true);
+        if !spec.inherit.is_empty() {
+            let fds: Vec<RawFd> = spec.inherit.iter().map(|f| f.as_raw_fd()).collect();
+            // SAFETY: only fcntl(2) on descriptors that stay open in the parent until the
+            // spawn returns (the Arcs live in `spec`): async-signal-safe, no allocation.
+            unsafe {
+                cmd.pre_exec(move || {
+                    for &fd in &fds {
+                        if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                })
+            };
+        }
         let report = match &spec.isolation {
             Some(setup) => {
                 let (read, write) =

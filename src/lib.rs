@@ -46,6 +46,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod beneath;
 pub mod body_limit;
 pub mod capture;
 pub mod cli;

@@ -172,7 +172,7 @@ fn request_path_covers_every_stage() {
         ("run", "src/tools/execute/run.rs"),
         ("prepare", "src/tools/execute/prepare.rs"),
         ("check", "src/sanitizer/check.rs"),
-        ("resolve_file", "src/sanitizer/files.rs"),
+        ("open_file_arg", "src/sanitizer/files.rs"),
         ("run", "src/exec.rs"),
         ("GroupGuard", "src/exec.rs"),
         ("clean", "src/output.rs"),

@@ -17,6 +17,7 @@ fn spec(binary: impl Into<PathBuf>, args: &[&str], timeout_ms: u64) -> Spec {
         env: BTreeMap::new(),
         timeout: Duration::from_millis(timeout_ms),
         isolation: None,
+        inherit: vec![],
     }
 }
 

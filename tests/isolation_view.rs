@@ -136,6 +136,7 @@ async fn view_test(privilege: Privilege) {
         env: BTreeMap::new(),
         timeout: Duration::from_secs(10),
         isolation: Some(Arc::clone(&plan.setup)),
+        inherit: vec![],
     };
     let ex = Executor::new(2, 64 * 1024, Duration::from_millis(300));
     let out = ex

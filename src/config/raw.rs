@@ -22,6 +22,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) file_roots: Vec<String>,
     #[serde(default)]
+    pub(crate) allow_hardlinked_inputs: bool,
+    #[serde(default)]
     pub(crate) devices: Vec<RawDeviceClass>,
     #[serde(default)]
     pub(crate) allowed_origins: Vec<String>,

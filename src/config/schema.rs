@@ -23,6 +23,9 @@ pub struct Config {
     pub bind: SocketAddr,
     pub clients: Vec<ClientConfig>,
     pub file_roots: Vec<PathBuf>,
+    /// Accept input file arguments with more than one hard link (a hard link can bring a
+    /// file from outside the roots inside them; off by default).
+    pub allow_hardlinked_inputs: bool,
     pub devices: Vec<DeviceClass>,
     pub commands: Vec<CommandConfig>,
     pub allowed_origins: Vec<String>,

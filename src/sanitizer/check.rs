@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
-use super::files::{FileKind, resolve_file};
+use super::files::{FileKind, FileRules, OpenedArg, open_file_arg};
 use super::pattern::{Pattern, Word, display_regex, is_forbidden};
 
 /// The file slots of one pattern: slot name → what the file is.
@@ -58,8 +58,19 @@ impl Args {
 pub struct Approved {
     /// Index of the pattern that matched.
     pub pattern_index: usize,
-    /// Arguments as they will be passed (file slots resolved).
+    /// Arguments as the child receives them: a file slot is the open file checked here
+    /// (`/proc/self/fd/N`, or `/proc/self/fd/N/NAME` for an output).
     pub args: Vec<String>,
+    /// The same arguments for people: a file slot as the path it resolved to.
+    pub shown: Vec<String>,
+    /// The files behind the file slots, in argument order; the child must inherit them.
+    pub files: Vec<OpenedArg>,
+}
+
+/// One checked slot value.
+enum Slot {
+    Plain(String),
+    File(OpenedArg),
 }
 
 /// Why arguments were refused. The message is read by an agent: it names the rule and
@@ -92,11 +103,25 @@ struct Miss {
     reason: String,
 }
 
-/// Checks `args` against the command's patterns and file roots.
+/// Checks `args` against the command's patterns and file roots (inputs with more than one
+/// hard link refused: see [`check_with`]).
 pub fn check(
     command: &impl CommandPolicy,
     args: &[String],
     file_roots: &[PathBuf],
+) -> Result<Approved, Refusal> {
+    let rules = FileRules {
+        roots: file_roots,
+        allow_hardlinked_inputs: false,
+    };
+    check_with(command, args, rules)
+}
+
+/// Checks `args` against the command's patterns; file slots are opened under `rules`.
+pub fn check_with(
+    command: &impl CommandPolicy,
+    args: &[String],
+    rules: FileRules<'_>,
 ) -> Result<Approved, Refusal> {
     for (index, value) in args.iter().enumerate() {
         if let Some(ch) = value.chars().find(|c| is_forbidden(*c)) {
@@ -110,13 +135,8 @@ pub fn check(
     let patterns: Vec<_> = command.patterns().collect();
     let mut best: Option<(usize, Miss)> = None;
     for (i, (pattern, file_slots)) in patterns.iter().enumerate() {
-        match match_pattern(command, pattern, file_slots, args, file_roots) {
-            Ok(args) => {
-                return Ok(Approved {
-                    pattern_index: i,
-                    args,
-                });
-            }
+        match match_pattern(command, pattern, file_slots, args, rules) {
+            Ok(slots) => return Ok(approved(i, slots)),
             Err(miss) => {
                 if best.as_ref().is_none_or(|(_, b)| miss.score > b.score) {
                     best = Some((i, miss));
@@ -141,13 +161,36 @@ pub fn check(
     })
 }
 
+fn approved(pattern_index: usize, slots: Vec<Slot>) -> Approved {
+    let mut out = Approved {
+        pattern_index,
+        args: Vec::with_capacity(slots.len()),
+        shown: Vec::with_capacity(slots.len()),
+        files: Vec::new(),
+    };
+    for slot in slots {
+        match slot {
+            Slot::Plain(v) => {
+                out.args.push(v.clone());
+                out.shown.push(v);
+            }
+            Slot::File(f) => {
+                out.args.push(f.passed.clone());
+                out.shown.push(f.real.to_string_lossy().into_owned());
+                out.files.push(f);
+            }
+        }
+    }
+    out
+}
+
 fn match_pattern(
     command: &impl CommandPolicy,
     pattern: &Pattern,
     file_slots: &FileSlots,
     args: &[String],
-    file_roots: &[PathBuf],
-) -> Result<Vec<String>, Miss> {
+    rules: FileRules<'_>,
+) -> Result<Vec<Slot>, Miss> {
     let same_len = pattern.words.len() == args.len();
     let mut out = Vec::with_capacity(args.len());
     for (pos, word) in pattern.words.iter().enumerate() {
@@ -168,11 +211,11 @@ fn match_pattern(
                 if l != value {
                     return Err(miss(format!("argument {pos} is {value:?}, expected {l:?}")));
                 }
-                out.push(value.clone());
+                out.push(Slot::Plain(value.clone()));
             }
             Word::Slot(slot) => {
                 let resolved =
-                    check_slot(command, file_slots, slot, value, file_roots).map_err(|why| {
+                    check_slot(command, file_slots, slot, value, rules).map_err(|why| {
                         miss(format!("argument {pos} ({value:?}) for {{{slot}}}: {why}"))
                     })?;
                 out.push(resolved);
@@ -198,8 +241,8 @@ fn check_slot(
     file_slots: &FileSlots,
     slot: &str,
     value: &str,
-    file_roots: &[PathBuf],
-) -> Result<String, String> {
+    rules: FileRules<'_>,
+) -> Result<Slot, String> {
     if value.is_empty() {
         return Err("empty value".into());
     }
@@ -216,9 +259,7 @@ fn check_slot(
         return Err("starts with '-' (options cannot be passed through a slot)".into());
     }
     match file_slots.get(slot) {
-        None => Ok(value.to_string()),
-        Some(kind) => {
-            resolve_file(value, *kind, file_roots).map(|p| p.to_string_lossy().into_owned())
-        }
+        None => Ok(Slot::Plain(value.to_string())),
+        Some(kind) => open_file_arg(value, *kind, rules).map(Slot::File),
     }
 }

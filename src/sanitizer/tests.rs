@@ -49,7 +49,10 @@ fn fixture() -> Fixture {
     std::fs::write(outside.join("passwd"), b"x").expect("write");
     symlink(outside.join("passwd"), root.join("evil.bin")).expect("symlink");
     symlink(&outside, root.join("evildir")).expect("symlink");
-    symlink(root.join("loader.bin"), root.join("good-link.bin")).expect("symlink");
+    // Relative, and staying beneath the root: followed. (An absolute one is refused, even
+    // when it points inside: `RESOLVE_BENEATH` cannot tell where it would lead later.)
+    symlink("loader.bin", root.join("good-link.bin")).expect("symlink");
+    symlink(root.join("loader.bin"), root.join("abs-link.bin")).expect("symlink");
     std::fs::create_dir(root.join("dir.bin")).expect("mkdir");
     let pattern = |text: &str, files: &[(&str, FileKind)]| {
         let p: Pattern = text.parse().expect("pattern");
@@ -82,7 +85,7 @@ fn fixture() -> Fixture {
 
 fn run(f: &Fixture, args: &[&str]) -> Result<Vec<String>, Refusal> {
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    check(&f.command, &args, &f.file_roots).map(|a| a.args)
+    check(&f.command, &args, &f.file_roots).map(|a| a.shown)
 }
 
 fn refused_with(f: &Fixture, args: &[&str], needle: &str) {
@@ -190,6 +193,7 @@ fn file_escapes_are_refused() {
     );
     refused_with(&f, &["db", "/etc/passwd"], "outside the file roots");
     refused_with(&f, &["db", "evil.bin"], "outside the file roots");
+    refused_with(&f, &["db", "abs-link.bin"], "an absolute one");
     refused_with(&f, &["db", "evildir/passwd"], "outside the file roots");
     refused_with(&f, &["db", "missing.bin"], "no such file");
     refused_with(&f, &["db", "dir.bin"], "not a regular file");

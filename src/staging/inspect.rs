@@ -9,10 +9,10 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::FileStat;
 use sha2::{Digest, Sha256};
 
-use super::beneath::{Dir, Kind, kind_of};
 use super::error::StagingError;
 use super::target::Target;
 use super::temp::{final_name_of, temp_name};
+use crate::beneath::{Dir, Kind, kind_of};
 
 /// Facts about one directory entry or file.
 #[derive(Debug, Clone)]

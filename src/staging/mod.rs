@@ -19,7 +19,7 @@
 //! Everything here is blocking file I/O: the tools call it from `spawn_blocking`.
 
 pub mod audit_trail;
-pub mod beneath;
+pub use crate::beneath;
 pub mod error;
 pub mod inspect;
 pub mod listing;

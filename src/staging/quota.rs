@@ -10,8 +10,8 @@ use std::path::Path;
 
 use nix::errno::Errno;
 
-use super::beneath::{Dir, Kind, kind_of};
 use super::error::StagingError;
+use crate::beneath::{Dir, Kind, kind_of};
 use crate::config::StagingLimits;
 
 /// What a root holds, unfinished uploads included.

@@ -1,10 +1,10 @@
 //! `remove_file`: regular files only, never through a symlink.
 
-use super::beneath::{Kind, kind_of};
 use super::error::StagingError;
 use super::inspect::lstat_existing;
 use super::locks::Staging;
 use super::target::Target;
+use crate::beneath::{Kind, kind_of};
 
 /// Removes a regular file beneath a root; returns its size.
 pub fn remove(staging: &Staging, t: &Target) -> Result<u64, StagingError> {

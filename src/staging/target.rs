@@ -5,8 +5,8 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use super::beneath::{Denied, Dir, RelPath};
 use super::error::StagingError;
+use crate::beneath::{Denied, Dir, RelPath};
 use crate::config::{ClientStaging, WriteRoots};
 
 /// A path inside a root, resolved lexically (no file system access yet).
@@ -60,7 +60,8 @@ impl Target {
     pub(super) fn denied(&self, d: Denied) -> StagingError {
         let at = |p: PathBuf| self.root.join(p).display().to_string();
         match d {
-            Denied::Symlink(p) => StagingError::Symlink {
+            // Staging follows no symlink at all, so a way out shows as the symlink it is.
+            Denied::Symlink(p) | Denied::Outside(p) => StagingError::Symlink {
                 path: self.display(),
                 link: at(p),
             },

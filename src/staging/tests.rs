@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::beneath::RelPath;
 use super::upload::{self, Chunk};
 use super::*;
+use crate::beneath::RelPath;
 use crate::config::StagingLimits;
 
 struct Bench {
@@ -476,7 +476,7 @@ fn remove_takes_files_only() {
 #[test]
 fn usage_counts_bytes_and_entries_at_every_depth() {
     let b = bench();
-    let r = beneath::Dir::open_root(&b.root).expect("root");
+    let r = crate::beneath::Dir::open_root(&b.root).expect("root");
     // 600 levels: far past the 32 the count used to stop at, one descriptor at a time.
     let mut d = r.open_dir(&RelPath::default()).expect("dir");
     for _ in 0..600 {

@@ -23,13 +23,13 @@ use base64::Engine;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
-use super::beneath::{Denied, Dir, Kind, RelPath, kind_of};
 use super::error::StagingError;
 use super::inspect::hash_reader;
 use super::locks::Staging;
 use super::quota::{self, Growth};
 use super::target::Target;
 pub use super::temp::{TEMP_SUFFIX, final_name_of, temp_name};
+use crate::beneath::{Denied, Dir, Kind, RelPath, kind_of};
 use crate::config::StagingLimits;
 
 /// Decodes a chunk, refusing oversized ones before decoding them.

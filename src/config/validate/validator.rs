@@ -143,6 +143,7 @@ impl<'a> Validator<'a> {
             bind,
             clients,
             file_roots,
+            allow_hardlinked_inputs: raw.allow_hardlinked_inputs,
             devices,
             commands,
             allowed_origins: raw.allowed_origins,

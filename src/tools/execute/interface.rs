@@ -43,8 +43,14 @@ pub struct ExecuteRequest {
 #[schemars(transform = crate::tools::or_refusal)]
 pub struct ExecuteResult {
     pub command: String,
-    /// The argv as executed: absolute binary, then arguments (file slots resolved).
+    /// The argv as executed: absolute binary, then arguments, each file argument as the path
+    /// it resolved to.
     pub argv: Vec<String>,
+    /// Present when a file argument was passed: the argv exactly as the child received it,
+    /// each file argument as the open file that was checked (`/proc/self/fd/N`, or
+    /// `/proc/self/fd/N/NAME` for an output). A tool that prints its argument prints this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed_argv: Option<Vec<String>>,
     /// Exit code; null when the command did not exit by itself (signal, timeout, cancel) or in a dry run.
     pub exit_code: Option<i32>,
     /// The signal that ended the command, if one did.

@@ -171,13 +171,25 @@ pub struct Prepared<'a> {
     /// The board an isolated command runs on (its view holds only this one).
     pub isolate: Option<DeviceId>,
     pub spec: Spec,
+    /// `spec.args` for people: a file argument as the path it resolved to, where the child
+    /// gets `/proc/self/fd/N`.
+    pub shown_args: Vec<String>,
     pub progress: Option<regex::Regex>,
     pub cancel: CancelPolicy,
     pub dry_run: bool,
 }
 
 impl Prepared<'_> {
+    /// The argv for people (results, logs, the audit record): file arguments as the paths
+    /// they resolved to.
     pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.spec.binary.display().to_string())
+            .chain(self.shown_args.iter().cloned())
+            .collect()
+    }
+
+    /// The argv exactly as the child receives it.
+    pub fn passed_argv(&self) -> Vec<String> {
         std::iter::once(self.spec.binary.display().to_string())
             .chain(self.spec.args.iter().cloned())
             .collect()
@@ -213,7 +225,11 @@ pub fn prepare<'a>(
         });
     }
     let args = req.args.into_vec();
-    let approved = sanitizer::check(command, &args, &config.file_roots)?;
+    let rules = sanitizer::FileRules {
+        roots: &config.file_roots,
+        allow_hardlinked_inputs: config.allow_hardlinked_inputs,
+    };
+    let approved = sanitizer::check_with(command, &args, rules)?;
     let pattern = &command.patterns[approved.pattern_index];
     let limit = pattern.timeout.unwrap_or(command.timeout);
     let timeout = match req.timeout_secs {
@@ -248,12 +264,14 @@ pub fn prepare<'a>(
         shared_keys,
         isolate: device.clone().filter(|_| isolated),
         device,
+        shown_args: approved.shown,
         spec: Spec {
             binary: command.binary.clone(),
             args: approved.args,
             env: command.env.clone(),
             timeout,
             isolation: None,
+            inherit: approved.files.into_iter().map(|f| f.fd).collect(),
         },
         progress: pattern
             .progress

@@ -157,6 +157,7 @@ fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
     ExecuteResult {
         command: prepared.command.name.clone(),
         argv: prepared.argv(),
+        passed_argv: (!prepared.spec.inherit.is_empty()).then(|| prepared.passed_argv()),
         exit_code: None,
         signal: None,
         stdout: String::new(),

@@ -1,4 +1,5 @@
-//! Resolution that cannot leave a file root, by construction.
+//! Resolution that cannot leave a file root, by construction: the one resolver behind file
+//! staging (src/staging/) and command file arguments (src/sanitizer/files.rs).
 //!
 //! Every operation starts from a directory file descriptor of the root and names children
 //! relative to it, one plain component at a time: `..`, absolute components and symlinks
@@ -93,6 +94,8 @@ pub enum Denied {
     TooManyNew(PathBuf),
     /// Another error, at this prefix.
     Io(PathBuf, Errno),
+    /// The path leads (through a symlink) out of the root.
+    Outside(PathBuf),
 }
 
 /// Which way directories are resolved; `Auto` uses `openat2` when the kernel has it.
@@ -182,6 +185,50 @@ impl Dir {
             }
         }
         self.walk(rel, None)
+    }
+
+    /// Opens the file `rel` beneath this directory in one `openat2` call with
+    /// `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`: symlinks are followed only while they stay
+    /// beneath this directory (one that leads out fails with `EXDEV`), which is what command
+    /// file arguments allow. `O_NOCTTY`, `O_NONBLOCK` (a FIFO swapped in never blocks) and
+    /// `O_CLOEXEC` are always added. Where the kernel lacks `openat2`, the stricter walk opens
+    /// the parent without following any symlink and the last component with `O_NOFOLLOW`.
+    pub fn open_beneath(&self, rel: &RelPath, flags: OFlag) -> Result<File, Denied> {
+        let flags = flags | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        if OPENAT2.load(Ordering::Relaxed) != 2 {
+            let how = nix::fcntl::OpenHow::new().flags(flags).resolve(
+                nix::fcntl::ResolveFlag::RESOLVE_BENEATH
+                    | nix::fcntl::ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+            match nix::fcntl::openat2(self.raw(), &rel.to_path(), how) {
+                Ok(fd) => {
+                    OPENAT2.store(1, Ordering::Relaxed);
+                    return clear_nonblock(File::from(owned(fd)))
+                        .map_err(|e| Denied::Io(rel.to_path(), e));
+                }
+                Err(Errno::ENOSYS | Errno::EPERM) => OPENAT2.store(2, Ordering::Relaxed),
+                Err(Errno::EXDEV) => return Err(Denied::Outside(rel.to_path())),
+                Err(Errno::ENOENT) => return Err(Denied::NotFound(rel.to_path())),
+                Err(e) => return Err(Denied::Io(rel.to_path(), e)),
+            }
+        }
+        let (parent, name) = rel.split_last().ok_or(Denied::NotFound(PathBuf::new()))?;
+        let dir = self.open_dir_with(&parent, Resolver::Walk)?;
+        dir.open_file(name, flags, 0).map_err(|e| match e {
+            Errno::ELOOP => Denied::Symlink(rel.to_path()),
+            Errno::ENOENT => Denied::NotFound(rel.to_path()),
+            e => Denied::Io(rel.to_path(), e),
+        })
+    }
+
+    /// A directory already opened (and checked) by the caller.
+    pub fn from_fd(fd: OwnedFd) -> Dir {
+        Dir { fd }
+    }
+
+    /// The directory's descriptor, for a child that must inherit it.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
     }
 
     /// Opens `rel` beneath this directory, creating missing directories (mode 0755 less
@@ -284,12 +331,7 @@ impl Dir {
             flags,
             Mode::from_bits_truncate(mode),
         )?;
-        let file = File::from(owned(fd));
-        // Regular files ignore O_NONBLOCK; clear it anyway so reads and writes are plain.
-        let fl = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
-        let fl = OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK;
-        nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(fl))?;
-        Ok(file)
+        clear_nonblock(File::from(owned(fd)))
     }
 
     /// Renames a child to another child name (replacing it; a symlink there is replaced,
@@ -326,6 +368,14 @@ impl Dir {
         }
         Ok(out)
     }
+}
+
+/// Regular files ignore O_NONBLOCK; clear it anyway so reads and writes are plain.
+fn clear_nonblock(file: File) -> Result<File, Errno> {
+    let fl = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
+    let fl = OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(fl))?;
+    Ok(file)
 }
 
 fn io_errno(e: std::io::Error) -> Errno {
