@@ -535,17 +535,7 @@ async fn sessions_rss(z: &Sizes) -> Row {
 async fn device_figures(z: &Sizes) -> Vec<Row> {
     let tb = umockdev::Testbed::new();
     tb.add_from_string(include_str!("../tests/fixtures/usb1-root-hub.umockdev"));
-    let board = include_str!("../tests/fixtures/rk3588-maskrom-1-2.umockdev");
-    let make = |port: u32| {
-        board
-            .replace("usb1/1-2", &format!("usb1/1-{port}"))
-            .replace("1-2:1.0", &format!("1-{port}:1.0"))
-            .replace("bus/usb/001/002", &format!("bus/usb/001/{port:03}"))
-            .replace("DEVNUM=002", &format!("DEVNUM={port:03}"))
-            .replace("devnum=2\n", &format!("devnum={port}\n"))
-            .replace("devpath=2\n", &format!("devpath={port}\n"))
-            .replace("RK3588-EVB-0001", &format!("RK3588-EVB-{port:04}"))
-    };
+    let make = umockdev::rk3588_maskrom_at;
     for port in 2..22 {
         tb.add_from_string(&make(port));
     }

@@ -207,3 +207,16 @@ fn collect_devices(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The RK3588 MaskROM fixture (tests/fixtures/rk3588-maskrom-1-2.umockdev) moved to port
+/// `1-<port>` (1 < port < 1000): its sysfs path, device node, numbers and serial follow.
+pub fn rk3588_maskrom_at(port: u32) -> String {
+    include_str!("../fixtures/rk3588-maskrom-1-2.umockdev")
+        .replace("usb1/1-2", &format!("usb1/1-{port}"))
+        .replace("1-2:1.0", &format!("1-{port}:1.0"))
+        .replace("bus/usb/001/002", &format!("bus/usb/001/{port:03}"))
+        .replace("DEVNUM=002", &format!("DEVNUM={port:03}"))
+        .replace("devnum=2\n", &format!("devnum={port}\n"))
+        .replace("devpath=2\n", &format!("devpath={port}\n"))
+        .replace("RK3588-EVB-0001", &format!("RK3588-EVB-{port:04}"))
+}
