@@ -216,18 +216,27 @@ impl Executor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            // A fixed, documented directory: a relative name in an argument never reaches
-            // the server's own working directory (file arguments are open files anyway).
-            .current_dir(CHILD_DIR)
             .kill_on_drop(true);
-        if !spec.inherit.is_empty() {
+        if spec.isolation.is_none() && spec.inherit.is_empty() {
+            // A fixed, documented directory: a relative name in an argument never reaches
+            // the server's own working directory. (Here std can still use posix_spawn,
+            // which changes directory inside glibc.)
+            cmd.current_dir(CHILD_DIR);
+        } else {
+            // This child is forked and runs our code before exec: raw syscalls only. A libc
+            // `chdir` may be interposed (umockdev's preload wraps it with a lock another
+            // thread may have held at the fork: the child then never execs).
             let fds: Vec<RawFd> = spec.inherit.iter().map(|f| f.as_raw_fd()).collect();
-            // SAFETY: only fcntl(2) on descriptors that stay open in the parent until the
-            // spawn returns (the Arcs live in `spec`): async-signal-safe, no allocation.
+            // SAFETY: chdir(2) on a static string and fcntl(2) on descriptors that stay
+            // open in the parent until the spawn returns (the Arcs live in `spec`):
+            // async-signal-safe, no allocation, no lock.
             unsafe {
                 cmd.pre_exec(move || {
+                    if libc::syscall(libc::SYS_chdir, c"/".as_ptr()) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                     for &fd in &fds {
-                        if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        if libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFD, 0) == -1 {
                             return Err(std::io::Error::last_os_error());
                         }
                     }
