@@ -33,6 +33,8 @@
 //! - [`progress`]: output lines turned into MCP progress notifications.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
+//! - [`boards`]: boards at run time: `lock_board {match}` selection and its fair queue
+//!   across boards, power states, the console capture's hook into `list_boards`.
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
@@ -46,6 +48,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod boards;
 pub mod body_limit;
 pub mod capture;
 pub mod cli;
