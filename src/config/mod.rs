@@ -49,6 +49,8 @@ pub use staging::{
 pub use crate::sanitizer::FileKind;
 
 #[cfg(test)]
+mod boards_tests;
+#[cfg(test)]
 mod staging_tests;
 #[cfg(test)]
 mod tests;

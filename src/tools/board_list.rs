@@ -24,7 +24,8 @@ pub struct BoardView {
     pub usb: String,
     /// The device at its usb port now (any mode), or null.
     pub device: Option<DeviceView>,
-    /// The `soc` tag, else the attached rockusb device's SoC.
+    /// The `soc` tag, else the attached rockusb device's SoC in lower case (as tags are
+    /// written; `match` compares either way).
     pub soc: Option<String>,
     /// The attached device's rockusb mode, if it is in one.
     pub mode: Option<RockchipMode>,
@@ -59,11 +60,10 @@ pub fn board_view(
     caller: &str,
 ) -> BoardView {
     let dev = device_at(state, &board.usb);
-    let soc = board
-        .tags
-        .get("soc")
-        .cloned()
-        .or_else(|| dev.as_ref().and_then(|d| d.soc.clone()));
+    let soc = board.tags.get("soc").cloned().or_else(|| {
+        dev.as_ref()
+            .and_then(|d| d.soc.as_deref().map(str::to_ascii_lowercase))
+    });
     let mode = dev.as_ref().and_then(|d| d.mode);
     let console = board.console.as_ref().map(|c| {
         state.boards.console_view(&board.name).unwrap_or_else(|| {
