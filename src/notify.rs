@@ -43,7 +43,7 @@ impl Changes {
         loop {
             tokio::select! {
                 ev = self.devices.recv() => match ev {
-                    Ok(ev) => return Some(Change::from_device(&ev)),
+                    Ok(ev) => return Some(Change::from_device(&self.state, &ev)),
                     // Missed events: say that everything may have changed.
                     Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
                     Err(RecvError::Closed) => return None,

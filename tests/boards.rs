@@ -3,6 +3,7 @@
 //! other clients' commands, port leases and power actions out, and `power_board cycle`
 //! with a fake uhubctl that unplugs and replugs the umockdev board.
 #![cfg(feature = "udev")]
+#![allow(deprecated)] // resources/subscribe is the 2025-11-25 way, which is served on purpose
 
 mod common;
 mod harness;
@@ -354,6 +355,15 @@ async fn power_cycle_unplugs_and_replugs_the_board() {
             .expect("a"),
     );
     wait_attached(&a).await;
+    let (watcher, mut heard) = connect_recorder(&s.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("watcher");
+    watcher
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "gatecmd://boards/rock5b-1",
+        ))
+        .await
+        .expect("subscribe");
     let r = call(
         &a,
         "power_board",
@@ -418,6 +428,25 @@ async fn power_cycle_unplugs_and_replugs_the_board() {
     let board = board_of(&l);
     assert_eq!(board["device"]["id"], "1-2", "{board}");
     assert_eq!(board["power"]["state"], "on", "{board}");
+    // The subscriber heard the board change (lease, power, device leaving and returning).
+    let mut updates = 0;
+    while let Ok(h) = heard.try_recv() {
+        if matches!(&h, Heard::ResourceUpdated(u) if u == "gatecmd://boards/rock5b-1") {
+            updates += 1;
+        }
+    }
+    assert!(updates >= 3, "{updates} board updates heard");
+    let read = watcher
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "gatecmd://boards/rock5b-1",
+        ))
+        .await
+        .expect("read board resource");
+    let body = format!("{:?}", read.contents);
+    assert!(
+        body.contains("uhubctl") && body.contains("rock5b-1"),
+        "{body}"
+    );
     let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("\"event\":\"power_board\""), "{audit}");
 }

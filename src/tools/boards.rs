@@ -259,10 +259,23 @@ async fn by_match(
             return Err(all_busy(state, &matching, m, wait));
         }
         tokio::select! {
-            _ = events.recv() => {}
+            _ = next_change(&mut events) => {}
             _ = changed => {}
             _ = tokio::time::sleep(RECHECK) => {}
             _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// The next lock event that may have freed something: refusals (ours among them) do not.
+async fn next_change(events: &mut tokio::sync::broadcast::Receiver<crate::locks::LockEvent>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match events.recv().await {
+            Ok(ev) if ev.kind == crate::locks::LockEventKind::Refused => continue,
+            Ok(_) | Err(RecvError::Lagged(_)) => return,
+            // No more events: the periodic look is all there is.
+            Err(RecvError::Closed) => return std::future::pending().await,
         }
     }
 }
