@@ -450,3 +450,45 @@ async fn power_cycle_unplugs_and_replugs_the_board() {
     let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("\"event\":\"power_board\""), "{audit}");
 }
+
+/// `gatecmd check` (the real binary) names file, line and field of each board error, and
+/// prints a valid board section.
+#[test]
+fn check_names_file_line_and_field_of_board_errors() {
+    let bin = std::env::var_os("GATECMD_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_gatecmd").into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |yaml: &str| {
+        let cfg = dir.path().join("boards.yaml");
+        std::fs::write(&cfg, yaml).expect("write");
+        let out = std::process::Command::new(&bin)
+            .arg("check")
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .expect("run check");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let bad = "boards:\n  - name: a\n    usb: \"1-2\"\n  - name: b\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 1234}\n    power: {on: {command: relay, args: \"on 1\"}, off: {command: relay, args: \"off 1\"}}\n";
+    let (code, _, err) = run(bad);
+    assert_eq!(code, Some(2), "{err}");
+    for want in [
+        "boards.yaml:5:5: boards[1].usb: board \"b\" is on usb port \"1-2\", which board \"a\" already uses",
+        "boards.yaml:6:5: boards[1].console.baud: baud rate 1234",
+        "boards.yaml:7:5: boards[1].power.on.command: unknown command \"relay\"",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let good = "boards:\n  - name: a\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 1500000}\n    power: {uhubctl: {hub: \"1-1\", port: 2}}\n";
+    let (code, out, err) = run(good);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("a: usb 1-2, soc=rk3588, console port 1-3 at 1500000 baud, power /usr/sbin/uhubctl -l 1-1 -p 2 -a on|off"),
+        "{out}"
+    );
+}
