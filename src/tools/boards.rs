@@ -217,10 +217,13 @@ async fn by_match(
 ) -> Result<(BoardConfig, LeaseInfo), Refusal> {
     let deadline = Instant::now() + wait;
     let max_waiters = state.locks.settings().max_waiters_per_client;
+    // Joined with what it wants now, so that a request arriving just after it cannot
+    // take those boards before its first look.
+    let wanted = matching_boards(state, &state.config(), m);
     let ticket = state
         .boards
         .queue
-        .join(&client.0, vec![], max_waiters.max(1))
+        .join(&client.0, wanted, max_waiters.max(1))
         .map_err(|e| Refusal::from_error(RefusalReason::Limit, &e))?;
     loop {
         // Subscribed before looking, so that a change in between wakes the wait below.
@@ -234,7 +237,7 @@ async fn by_match(
             .iter()
             .filter(|b| m.matches(b, device_at(state, &b.usb).as_ref()))
             .collect();
-        let mine = ticket.mine(matching.iter().map(|b| b.name.clone()).collect());
+        let mine = ticket.mine(matching_boards(state, &config, m));
         for board in matching.iter().filter(|b| mine.contains(&b.name)) {
             if !looks_free(state, board) {
                 continue;
@@ -265,6 +268,16 @@ async fn by_match(
             _ = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// The names of the boards `m` matches now, in config order.
+fn matching_boards(state: &AppState, config: &Config, m: &BoardMatch) -> Vec<String> {
+    config
+        .boards
+        .iter()
+        .filter(|b| m.matches(b, device_at(state, &b.usb).as_ref()))
+        .map(|b| b.name.clone())
+        .collect()
 }
 
 /// The next lock event that may have freed something: refusals (ours among them) do not.
