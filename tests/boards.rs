@@ -45,13 +45,18 @@ fn allocation_config() -> String {
 async fn match_allocation_is_fair_and_exclusive() {
     let s = Server::start(&allocation_config());
     let epoch = Instant::now();
+    // Everyone connected first, so that the 100 ms steps, not connection times, set the
+    // order of arrival.
+    let ready = Arc::new(tokio::sync::Barrier::new(CLIENTS));
     let mut tasks = Vec::new();
     for i in 0..CLIENTS {
         let url = s.url.clone();
+        let ready = Arc::clone(&ready);
         tasks.push(tokio::spawn(async move {
             let c = connect(&url, Some(&token(i)), Era::Modern)
                 .await
                 .expect("connect");
+            ready.wait().await;
             tokio::time::sleep(Duration::from_millis(100 * i as u64)).await;
             let asked = epoch.elapsed();
             let r = call(

@@ -60,3 +60,40 @@ impl BoardMatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(tags: &[(&str, &str)]) -> BoardConfig {
+        BoardConfig {
+            name: "b".into(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            usb: "1-2".into(),
+            console: None,
+            power: None,
+        }
+    }
+
+    fn m(json: serde_json::Value) -> BoardMatch {
+        serde_json::from_value(json).expect("match")
+    }
+
+    #[test]
+    fn tags_mode_and_attachment_all_count() {
+        let b = board(&[("soc", "rk3588"), ("model", "rock-5b")]);
+        assert!(m(serde_json::json!({"soc": "RK3588"})).matches(&b, None));
+        assert!(!m(serde_json::json!({"soc": "rk3568"})).matches(&b, None));
+        assert!(!m(serde_json::json!({"lab": "x"})).matches(&b, None));
+        assert!(!m(serde_json::json!({"mode": "maskrom"})).matches(&b, None));
+        assert!(m(serde_json::json!({"attached": false})).matches(&b, None));
+        assert!(!m(serde_json::json!({"attached": true})).matches(&b, None));
+        assert_eq!(
+            m(serde_json::json!({"soc": "rk3588", "mode": "loader"})).describe(),
+            "soc=rk3588, mode=loader"
+        );
+    }
+}
