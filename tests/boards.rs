@@ -497,3 +497,77 @@ fn check_names_file_line_and_field_of_board_errors() {
         "{out}"
     );
 }
+
+/// The `commands` power backend: the configured relay command with its args, checked by
+/// the sanitizer, under the caller's lease; without the lease id the holder is told it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_through_configured_commands() {
+    let yaml = format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+commands:
+  - name: relay
+    binary: $DIR/relay
+    allowed_args:
+      - pattern: "on {{n}}"
+      - pattern: "off {{n}}"
+    params: {{n: "^[0-9]$"}}
+boards:
+  - name: rig
+    usb: "2-1"
+    power:
+      on: {{command: relay, args: "on 3"}}
+      off: {{command: relay, args: ["off", "3"]}}
+"#
+    );
+    let s = Server::start(&yaml);
+    let dir = s.dir.path();
+    script(
+        dir,
+        "relay",
+        &format!("echo \"$@\" >> {}/relay.log", dir.display()),
+    );
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let r = call(&a, "lock_board", json!({"board": "rig"})).await;
+    let lease = structured(&r)["lease_id"].clone();
+    let r = call(&a, "power_board", json!({"board": "rig", "action": "off"})).await;
+    assert_eq!(
+        structured(&r)["refusal"]["reason"],
+        "lease_invalid",
+        "{}",
+        text(&r)
+    );
+    assert!(
+        text(&r).contains(lease.as_str().unwrap_or("?")),
+        "{}",
+        text(&r)
+    );
+    let r = call(
+        &a,
+        "power_board",
+        json!({"board": "rig", "action": "cycle", "off_secs": 0, "lease": lease}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let v = structured(&r);
+    let relay = format!("{}/relay", dir.display());
+    assert_eq!(
+        v["argv"],
+        json!([[relay, "off", "3"], [relay, "on", "3"]]),
+        "{v}"
+    );
+    assert_eq!(v["state"], "on");
+    assert_eq!(
+        std::fs::read_to_string(s.path("relay.log")).unwrap_or_default(),
+        "off 3\non 3\n"
+    );
+    let l = call(&a, "list_boards", json!({})).await;
+    assert_eq!(
+        structured(&l)["boards"][0]["power"],
+        json!({"backend": "commands", "state": "on"})
+    );
+}

@@ -159,7 +159,8 @@ pub async fn power(
         Err(r) => return refused(state, who, &req, r),
     };
     let key = LockKey::Board(board.name.clone());
-    if let Err(r) = holds_lease(state, who, &key) {
+    let presented = req.lease.is_some() || session.is_some();
+    if let Err(r) = holds_lease(state, who, &key, presented) {
         return refused(state, who, &req, r);
     }
     let argv: Vec<Vec<String>> = specs
@@ -271,9 +272,21 @@ pub async fn power(
 
 /// The caller must hold the board's lease: power is never switched under someone else's
 /// feet, nor on a board nobody leased.
-fn holds_lease(state: &AppState, who: &ClientIdentity, key: &LockKey) -> Result<(), Refusal> {
+fn holds_lease(
+    state: &AppState,
+    who: &ClientIdentity,
+    key: &LockKey,
+    presented: bool,
+) -> Result<(), Refusal> {
     let st = state.locks.key_state(key);
     match st.as_ref().and_then(|s| s.lease.as_ref()) {
+        Some(l) if l.holder.0 == who.name && !presented => Err(Refusal::new(
+            RefusalReason::LeaseInvalid,
+            format!(
+                "you hold the lease on {key}: pass lease: \"{}\" with power_board",
+                l.lease_id.0
+            ),
+        )),
         Some(l) if l.holder.0 == who.name => Ok(()),
         // Someone else's lease: the lock manager words who, since when, time left, queue.
         Some(_) => Ok(()),
