@@ -333,6 +333,21 @@ async fn a_board_lease_keeps_other_clients_out() {
     )
     .await;
     assert!(!is_error(&r), "after release: {}", text(&r));
+    // lock_device on the board key holds what lock_board holds.
+    let r = call(&b, "lock_device", json!({"key": "board:rock5b-1"})).await;
+    assert_eq!(
+        structured(&r)["shared_keys"],
+        json!(["port:1-2", "usb:2207:350b"]),
+        "{}",
+        text(&r)
+    );
+    let r = call(&a, "lock_device", json!({"key": "board:nosuch"})).await;
+    assert_eq!(
+        structured(&r)["refusal"]["reason"],
+        "not_found",
+        "{}",
+        text(&r)
+    );
 }
 
 async fn wait_attached(c: &Client) {
