@@ -38,6 +38,7 @@
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
+//! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
 //! - [`sessions`]: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
@@ -62,6 +63,7 @@ pub mod json_answer;
 pub mod locks;
 pub mod notify;
 pub mod output;
+pub mod pace;
 pub mod permits;
 pub mod progress;
 pub mod refusal;
