@@ -33,9 +33,12 @@
 //! - [`progress`]: output lines turned into MCP progress notifications.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
+//! - [`boards`]: boards at run time: `lock_board {match}` selection and its fair queue
+//!   across boards, power states, the console capture's hook into `list_boards`.
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
+//! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
 //! - [`sessions`]: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
@@ -47,6 +50,7 @@
 pub mod audit;
 pub mod auth;
 pub mod beneath;
+pub mod boards;
 pub mod body_limit;
 pub mod capture;
 pub mod cli;
@@ -60,6 +64,7 @@ pub mod json_answer;
 pub mod locks;
 pub mod notify;
 pub mod output;
+pub mod pace;
 pub mod permits;
 pub mod progress;
 pub mod refusal;

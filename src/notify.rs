@@ -22,6 +22,8 @@ use crate::state::AppState;
 /// The merged change stream of one subscriber.
 pub struct Changes {
     state: Arc<AppState>,
+    /// Board resource updates, at most 10 per second each (held-back ones follow).
+    pace: crate::pace::Pacer,
     devices: broadcast::Receiver<DeviceEvent>,
     locks: broadcast::Receiver<LockEvent>,
     config: broadcast::Receiver<()>,
@@ -31,6 +33,7 @@ impl Changes {
     /// Subscribes now: changes from this moment on are seen.
     pub fn new(state: Arc<AppState>) -> Self {
         Changes {
+            pace: Default::default(),
             devices: state.registry.subscribe(),
             locks: state.locks.subscribe(),
             config: state.config_changes(),
@@ -38,12 +41,31 @@ impl Changes {
         }
     }
 
-    /// The next change; `None` when both sources are gone.
+    /// The next change; `None` when both sources are gone. Board resource updates come at
+    /// most 10 per second each: a held-back one comes as its own change when its time is up.
     pub async fn next(&mut self) -> Option<Change> {
         loop {
+            let mut change = self.next_unpaced().await?;
+            change.updated = self.pace.admit(change.updated, tokio::time::Instant::now());
+            if !change.updated.is_empty() || change.list_changed {
+                return Some(change);
+            }
+        }
+    }
+
+    async fn next_unpaced(&mut self) -> Option<Change> {
+        loop {
+            let due = self.pace.next_due();
             tokio::select! {
+                _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                    let updated = self.pace.due(tokio::time::Instant::now());
+                    // `next` admits them: their 100 ms are over.
+                    if !updated.is_empty() {
+                        return Some(Change { updated, list_changed: false });
+                    }
+                },
                 ev = self.devices.recv() => match ev {
-                    Ok(ev) => return Some(Change::from_device(&ev)),
+                    Ok(ev) => return Some(Change::from_device(&self.state, &ev)),
                     // Missed events: say that everything may have changed.
                     Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
                     Err(RecvError::Closed) => return None,

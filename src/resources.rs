@@ -1,5 +1,6 @@
 //! MCP resources: `gatecmd://devices`, `gatecmd://devices/{id}`, `gatecmd://locks`,
-//! `gatecmd://commands` (JSON), and which of them a device or lock event changes.
+//! `gatecmd://commands`, `gatecmd://boards`, `gatecmd://boards/{name}` (JSON), and which of
+//! them a device or lock event changes.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
@@ -7,7 +8,7 @@ use serde::Serialize;
 
 use crate::auth::ClientIdentity;
 use crate::devices::{DeviceEvent, DeviceId};
-use crate::locks::LockEvent;
+use crate::locks::{LockEvent, LockKey};
 use crate::state::AppState;
 use crate::tools::devices::{DeviceView, lock_key_of, render_device};
 
@@ -16,8 +17,16 @@ pub const DEVICE_PREFIX: &str = "gatecmd://devices/";
 pub const DEVICE_TEMPLATE: &str = "gatecmd://devices/{id}";
 pub const LOCKS: &str = "gatecmd://locks";
 pub const COMMANDS: &str = "gatecmd://commands";
+pub const BOARDS: &str = "gatecmd://boards";
+pub const BOARD_PREFIX: &str = "gatecmd://boards/";
+pub const BOARD_TEMPLATE: &str = "gatecmd://boards/{name}";
 
 const JSON: &str = "application/json";
+
+/// The URI of one board's resource.
+pub fn board_uri(name: &str) -> String {
+    format!("{BOARD_PREFIX}{name}")
+}
 
 /// The URI of one device's resource.
 pub fn device_uri(id: &DeviceId) -> String {
@@ -49,6 +58,21 @@ pub fn list(state: &AppState) -> Vec<Resource> {
             "The allowlisted commands and their argument patterns",
         ),
     ];
+    let config = state.config();
+    if !config.boards.is_empty() {
+        out.push(resource(
+            BOARDS,
+            "boards",
+            "The configured boards: device at the port, console, power, lease",
+        ));
+    }
+    for b in &config.boards {
+        out.push(resource(
+            &board_uri(&b.name),
+            &format!("board {}", b.name),
+            "One board",
+        ));
+    }
     for d in state.registry.snapshot() {
         let uri = device_uri(&d.id);
         let title = format!("device {} ({:04x}:{:04x})", d.id, d.vid, d.pid);
@@ -62,6 +86,9 @@ pub fn templates() -> Vec<ResourceTemplate> {
     vec![
         ResourceTemplate::new(DEVICE_TEMPLATE, "device")
             .with_description("One USB device by its id (physical port path, e.g. 1-2.3)")
+            .with_mime_type(JSON),
+        ResourceTemplate::new(BOARD_TEMPLATE, "board")
+            .with_description("One configured board by name (see gatecmd://boards)")
             .with_mime_type(JSON),
     ]
 }
@@ -104,6 +131,17 @@ pub fn read(
             )
         }
         LOCKS => json_contents(uri, &crate::tools::locks::view(state, &who.name)),
+        BOARDS => json_contents(uri, &crate::tools::board_list::view(state, &who.name)),
+        _ if uri.starts_with(BOARD_PREFIX) => {
+            let name = &uri[BOARD_PREFIX.len()..];
+            let b = config
+                .board(name)
+                .ok_or_else(|| not_found(uri, "no board of that name; see gatecmd://boards"))?;
+            json_contents(
+                uri,
+                &crate::tools::board_list::board_view(state, &config, b, &who.name),
+            )
+        }
         COMMANDS => {
             let r = crate::tools::commands::list(&config, who);
             json_contents(uri, &r.structured_content.unwrap_or_default())
@@ -133,7 +171,10 @@ pub fn read(
 
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
-    matches!(uri, DEVICES | LOCKS | COMMANDS)
+    matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS)
+        || uri
+            .strip_prefix(BOARD_PREFIX)
+            .is_some_and(|n| !n.is_empty())
         || uri
             .strip_prefix(DEVICE_PREFIX)
             .is_some_and(|id| id.parse::<DeviceId>().is_ok())
@@ -153,16 +194,26 @@ impl Change {
     pub fn everything(state: &AppState) -> Change {
         let mut updated = vec![DEVICES.to_string(), LOCKS.to_string()];
         updated.extend(state.registry.snapshot().iter().map(|d| device_uri(&d.id)));
+        let config = state.config();
+        if !config.boards.is_empty() {
+            updated.push(BOARDS.to_string());
+            updated.extend(config.boards.iter().map(|b| board_uri(&b.name)));
+        }
         Change {
             updated,
             list_changed: true,
         }
     }
 
-    /// A device event.
-    pub fn from_device(ev: &DeviceEvent) -> Change {
+    /// A device event (and the board on its port, if any).
+    pub fn from_device(state: &AppState, ev: &DeviceEvent) -> Change {
+        let mut updated = vec![DEVICES.to_string(), device_uri(ev.id())];
+        if let Some(b) = state.config().board_at(&ev.id().to_string()) {
+            updated.push(BOARDS.to_string());
+            updated.push(board_uri(&b.name));
+        }
         Change {
-            updated: vec![DEVICES.to_string(), device_uri(ev.id())],
+            updated,
             list_changed: matches!(ev, DeviceEvent::Added(_) | DeviceEvent::Removed(_)),
         }
     }
@@ -181,6 +232,17 @@ impl Change {
         if !devices.is_empty() {
             updated.push(DEVICES.to_string());
             updated.extend(devices);
+        }
+        // A board's view shows its board key's lock, and its power state (which changes
+        // while power_board holds that key); a port lease shows in its device.
+        let board = match &ev.key {
+            LockKey::Board(name) => config.board(name),
+            LockKey::Port(id) => config.board_at(id),
+            _ => None,
+        };
+        if let Some(b) = board {
+            updated.push(BOARDS.to_string());
+            updated.push(board_uri(&b.name));
         }
         Change {
             updated,

@@ -1,6 +1,8 @@
 //! The MCP handler: the tool list (rmcp's `#[tool_router]` is the single list), server info,
 //! and who the caller is. Each tool's logic lives in its own file under `tools/`.
 
+mod boards;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -96,7 +98,9 @@ impl GatecmdServer {
     /// the router (every tool's schemas) for each would be wasted work on the hot path.
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
-        ROUTER.get_or_init(Self::tool_router).clone()
+        ROUTER
+            .get_or_init(|| Self::tool_router() + Self::board_router())
+            .clone()
     }
 
     /// The tools marked [`ANSWERS_AT_ONCE`] in the tool list.
@@ -460,6 +464,7 @@ mod tests {
         assert_eq!(
             quick,
             [
+                "list_boards",
                 "list_commands",
                 "list_devices",
                 "list_files",

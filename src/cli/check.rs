@@ -127,6 +127,37 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
             s.push_str(&format!("  {}: {:04x}:{pid}{group}\n", d.name, d.vid));
         }
     }
+    if !config.boards.is_empty() {
+        s.push_str("boards:\n");
+        for b in &config.boards {
+            s.push_str(&format!("  {}: usb {}", b.name, b.usb));
+            for (k, v) in &b.tags {
+                s.push_str(&format!(", {k}={v}"));
+            }
+            if let Some(c) = &b.console {
+                let at = match (&c.port, &c.path) {
+                    (Some(p), _) => format!("port {p}"),
+                    (None, Some(p)) => p.display().to_string(),
+                    (None, None) => String::new(),
+                };
+                s.push_str(&format!(", console {at} at {} baud", c.baud));
+            }
+            match &b.power {
+                Some(crate::config::PowerConfig::Uhubctl { hub, port, binary }) => s.push_str(
+                    &format!(", power {} -l {hub} -p {port} -a on|off", binary.display()),
+                ),
+                Some(crate::config::PowerConfig::Commands { on, off }) => s.push_str(&format!(
+                    ", power on: {} {}, off: {} {}",
+                    on.command,
+                    on.args.join(" "),
+                    off.command,
+                    off.args.join(" ")
+                )),
+                None => {}
+            }
+            s.push('\n');
+        }
+    }
     s.push_str("allowed command lines:\n");
     for c in &config.commands {
         let dev = c

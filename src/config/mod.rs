@@ -7,6 +7,7 @@
 //! says what would be valid.
 //!
 //! - `schema`: the validated [`Config`] and its parts, with their defaults.
+//! - `boards`: the named boards (usb port, console, power).
 //! - `staging`: the file staging policy (limits, write roots per client).
 //! - `raw`: the schema as written in YAML, and checks of single values.
 //! - `validate/`: cross-field validation, one file per part of the schema.
@@ -18,6 +19,7 @@
 //! The argument patterns are the sanitizer's grammar; the configuration compiles them and
 //! hands the sanitizer its policy through [`crate::sanitizer::CommandPolicy`].
 
+mod boards;
 mod error;
 mod host;
 mod load;
@@ -27,6 +29,10 @@ mod schema;
 mod staging;
 mod validate;
 
+pub use boards::{
+    BoardConfig, ConsoleConfig, DEFAULT_UHUBCTL, PowerAction, PowerConfig, STANDARD_BAUDS,
+    valid_port_path,
+};
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
@@ -42,6 +48,8 @@ pub use staging::{
 // finding it here.
 pub use crate::sanitizer::FileKind;
 
+#[cfg(test)]
+mod boards_tests;
 #[cfg(test)]
 mod staging_tests;
 #[cfg(test)]

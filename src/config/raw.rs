@@ -44,6 +44,8 @@ pub(crate) struct RawConfig {
     pub(crate) staging: RawStaging,
     #[serde(default)]
     pub(crate) commands: Vec<RawCommand>,
+    #[serde(default)]
+    pub(crate) boards: Vec<RawBoard>,
 }
 
 #[derive(Deserialize)]
@@ -256,4 +258,47 @@ pub(crate) fn take_client_staging(clients: &mut [RawClient]) -> Vec<RawClientSta
             overrides: c.staging.take().unwrap_or_default(),
         })
         .collect()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBoard {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) tags: BTreeMap<String, String>,
+    pub(crate) usb: String,
+    pub(crate) console: Option<RawConsole>,
+    pub(crate) power: Option<RawPower>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConsole {
+    pub(crate) port: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) baud: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPower {
+    pub(crate) uhubctl: Option<RawUhubctl>,
+    pub(crate) on: Option<RawPowerAction>,
+    pub(crate) off: Option<RawPowerAction>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUhubctl {
+    pub(crate) hub: String,
+    pub(crate) port: u32,
+    pub(crate) binary: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPowerAction {
+    pub(crate) command: String,
+    #[serde(default)]
+    pub(crate) args: crate::sanitizer::Args,
 }

@@ -38,6 +38,8 @@ pub struct Config {
     pub monitor: MonitorSettings,
     pub isolation: IsolationSettings,
     pub audit: AuditSettings,
+    /// Named boards (docs/BOARDS.md).
+    pub boards: Vec<super::boards::BoardConfig>,
 }
 
 /// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).
@@ -345,6 +347,15 @@ impl CommandPolicy for CommandConfig {
 
 impl Config {
     /// The command with this name.
+    pub fn board(&self, name: &str) -> Option<&super::boards::BoardConfig> {
+        self.boards.iter().find(|b| b.name == name)
+    }
+
+    /// The board whose flashing USB is the port `id`.
+    pub fn board_at(&self, id: &str) -> Option<&super::boards::BoardConfig> {
+        self.boards.iter().find(|b| b.usb == id)
+    }
+
     pub fn command(&self, name: &str) -> Option<&CommandConfig> {
         self.commands.iter().find(|c| c.name == name)
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// - `group:NAME` — a configured `lock_group` covering several VID:PIDs that
 ///   one tool cannot tell apart. NAME is 1–64 of `[A-Za-z0-9_.-]`.
 /// - `port:ID` — a physical USB port path such as `1-2.3`.
+/// - `board:NAME` — a configured board (docs/BOARDS.md); NAME as for groups.
 ///
 /// Keys order by their variant and then their value; commands that lock
 /// several keys take them in this order, which is what rules out deadlock.
@@ -34,12 +35,14 @@ pub enum LockKey {
     Group(String),
     /// `port:1-2.3`.
     Port(String),
+    /// `board:rock5b-1`.
+    Board(String),
 }
 
 /// Why a string is not a [`LockKey`]. The message says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid lock key {input:?}: {reason}; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars) or port:BUS-PORT[.PORT...] (e.g. port:1-2.3, up to 64 chars)"
+    "invalid lock key {input:?}: {reason}; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars), port:BUS-PORT[.PORT...] (e.g. port:1-2.3, up to 64 chars) or board:NAME"
 )]
 pub struct ParseLockKeyError {
     input: String,
@@ -107,6 +110,8 @@ impl FromStr for LockKey {
             "group" => Err(fail("bad group name")),
             "port" if valid_port_id(rest) => Ok(LockKey::Port(rest.to_owned())),
             "port" => Err(fail("bad port path")),
+            "board" if valid_group_name(rest) => Ok(LockKey::Board(rest.to_owned())),
+            "board" => Err(fail("bad board name")),
             _ => Err(fail("unknown kind")),
         }
     }
@@ -118,6 +123,7 @@ impl fmt::Display for LockKey {
             LockKey::Usb { vid, pid } => write!(f, "usb:{vid:04x}:{pid:04x}"),
             LockKey::Group(name) => write!(f, "group:{name}"),
             LockKey::Port(id) => write!(f, "port:{id}"),
+            LockKey::Board(name) => write!(f, "board:{name}"),
         }
     }
 }
@@ -143,8 +149,8 @@ impl JsonSchema for LockKey {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "string",
-            "description": "usb:VVVV:PPPP (lowercase hex), group:NAME or port:BUS-PORT[.PORT...]",
-            "pattern": r"^(usb:[0-9a-fA-F]{4}:[0-9a-fA-F]{4}|group:[A-Za-z0-9_.-]{1,64}|port:\d+-\d+(\.\d+)*)$"
+            "description": "usb:VVVV:PPPP (lowercase hex), group:NAME, port:BUS-PORT[.PORT...] or board:NAME",
+            "pattern": r"^(usb:[0-9a-fA-F]{4}:[0-9a-fA-F]{4}|group:[A-Za-z0-9_.-]{1,64}|port:\d+-\d+(\.\d+)*|board:[A-Za-z0-9_.-]{1,64})$"
         })
     }
 }
@@ -241,7 +247,7 @@ mod tests {
         let err = "usb:xyz".parse::<LockKey>().unwrap_err().to_string();
         assert_eq!(
             err,
-            "invalid lock key \"usb:xyz\": usb keys need both VID and PID; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars) or port:BUS-PORT[.PORT...] (e.g. port:1-2.3, up to 64 chars)"
+            "invalid lock key \"usb:xyz\": usb keys need both VID and PID; expected usb:VVVV:PPPP (hex), group:NAME ([A-Za-z0-9_.-], 1-64 chars), port:BUS-PORT[.PORT...] (e.g. port:1-2.3, up to 64 chars) or board:NAME"
         );
     }
 

@@ -1646,3 +1646,74 @@ async fn new_settings_apply_to_the_next_request_and_spare_what_is_held() {
         }
     ));
 }
+
+// ---- boards (docs/BOARDS.md) -------------------------------------------
+
+/// A board lease holds its port key and its device's VID:PID key shared: another client's
+/// commands and leases on any of the three keys wait, the holder's own commands run.
+#[tokio::test]
+async fn a_board_lease_keeps_strangers_off_its_port_and_vid_pid() {
+    let m = mgr();
+    let (b, port, usb) = (k("board:rock5b-1"), k("port:1-2"), board());
+    let lease = m
+        .lock(LeaseRequest {
+            shared: vec![port.clone(), usb.clone()],
+            ..lease_req("vm-a", &b)
+        })
+        .await
+        .unwrap();
+    for keys in [
+        vec![b.clone()],
+        vec![port.clone()],
+        vec![usb.clone()],
+        vec![usb.clone(), b.clone()],
+    ] {
+        let err = m.try_acquire_for_command(cmd("vm-b", &keys)).err();
+        assert!(matches!(err, Some(LockError::Busy(_))), "{keys:?}: {err:?}");
+    }
+    for key in [&port, &usb, &b] {
+        let err = m.lock(lease_req("vm-b", key)).await.err();
+        assert!(matches!(err, Some(LockError::Busy(_))), "{key}: {err:?}");
+    }
+    // The holder: an isolated command (port exclusive, VID:PID shared) and a class command.
+    let isolated = CommandLockRequest {
+        keys: vec![b.clone(), port.clone()],
+        shared: vec![usb.clone()],
+        lease: Some(lease.lease_id.clone()),
+        ..cmd("vm-a", &[])
+    };
+    drop(m.try_acquire_for_command(isolated).unwrap());
+    let class = CommandLockRequest {
+        keys: vec![usb.clone(), b.clone()],
+        lease: Some(lease.lease_id.clone()),
+        ..cmd("vm-a", &[])
+    };
+    drop(m.try_acquire_for_command(class).unwrap());
+    m.unlock(&lease.lease_id, &client("vm-a")).unwrap();
+    drop(
+        m.try_acquire_for_command(cmd("vm-b", &[port.clone(), b.clone()]))
+            .unwrap(),
+    );
+}
+
+/// The other way round: a port lease (or a command) on the board keeps lock_board out.
+#[tokio::test]
+async fn a_port_lease_keeps_a_board_lease_out() {
+    let m = mgr();
+    let (b, port) = (k("board:rock5b-1"), k("port:1-2"));
+    let held = m.lock(lease_req("vm-b", &port)).await.unwrap();
+    let err = m
+        .lock(LeaseRequest {
+            shared: vec![port.clone()],
+            ..lease_req("vm-a", &b)
+        })
+        .await
+        .err();
+    assert!(matches!(err, Some(LockError::Busy(_))), "{err:?}");
+    assert_eq!(
+        m.key_state(&b),
+        None,
+        "a refused board lease leaves no trace"
+    );
+    m.unlock(&held.lease_id, &client("vm-b")).unwrap();
+}

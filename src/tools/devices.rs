@@ -156,6 +156,9 @@ pub struct DeviceView {
     /// isolated commands and board leases take.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub board_lock: Option<LockView>,
+    /// The configured board whose usb port this device is on (docs/BOARDS.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board: Option<String>,
 }
 
 impl DeviceView {
@@ -170,6 +173,7 @@ impl DeviceView {
             class: class.map(|c| c.name.clone()),
             lock: LockView::of(&state.locks, &key, caller),
             board_lock,
+            board: config.board_at(&d.id.to_string()).map(|b| b.name.clone()),
             device: d,
         }
     }

@@ -99,12 +99,15 @@ enum KeyError {
          (e.g. key: \"usb:2207:350b\", or key: \"port:{0}\" for that port); list_devices shows what is attached."
     )]
     NotAttached(String),
+    #[error("no board is named {0:?}; list_boards shows the configured boards")]
+    UnknownBoard(String),
 }
 
 impl From<KeyError> for Refusal {
     fn from(e: KeyError) -> Refusal {
         let reason = match e {
             KeyError::NotAttached(_) => RefusalReason::DeviceAbsent,
+            KeyError::UnknownBoard(_) => RefusalReason::NotFound,
             _ => RefusalReason::InvalidRequest,
         };
         Refusal::from_error(reason, &e)
@@ -142,6 +145,17 @@ fn key_for(
                     .parse::<DeviceId>()
                     .map(|id| board_shared(&id))
                     .unwrap_or_default(),
+                // The same holds as lock_board's, so that both ways lease the same thing.
+                LockKey::Board(name) => {
+                    let Some(b) = config.board(name) else {
+                        return Err(KeyError::UnknownBoard(name.clone()));
+                    };
+                    let mut shared = vec![LockKey::Port(b.usb.clone())];
+                    if let Ok(id) = b.usb.parse::<DeviceId>() {
+                        shared.extend(board_shared(&id));
+                    }
+                    shared
+                }
                 _ => vec![],
             };
             Ok((key, shared))

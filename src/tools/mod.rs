@@ -1,12 +1,15 @@
 //! One file per MCP tool: its request and result types and its logic. `server.rs` holds
 //! the `#[tool_router]` list that dispatches to them.
 
+pub mod board_list;
+pub mod boards;
 pub mod commands;
 pub mod devices;
 pub mod execute;
 pub mod files;
 pub mod list_cache;
 pub mod locks;
+pub mod power;
 pub mod reasons;
 
 use rmcp::model::{CallToolResult, ContentBlock};

@@ -41,7 +41,12 @@ impl Server {
         let cfg = dir.path().join("config.yaml");
         std::fs::write(&cfg, yaml).expect("write config");
         std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatecmd"));
+        // GATECMD_BIN: the binary of this worktree when several share one target directory
+        // (the uplifted target/debug/gatecmd is whichever worktree linked last).
+        let bin = std::env::var_os("GATECMD_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gatecmd")));
+        let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg("--config")
             .arg(&cfg)

@@ -133,6 +133,7 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+        let boards = self.boards(raw.boards, &commands, &file_roots);
         self.limits(&raw.limits, &raw.leases);
         self.monitor(&raw.monitor);
         self.isolation(&raw.isolation);
@@ -155,6 +156,7 @@ impl<'a> Validator<'a> {
             monitor: raw.monitor,
             isolation: raw.isolation,
             audit: raw.audit,
+            boards,
         }
     }
 }

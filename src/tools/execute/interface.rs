@@ -28,6 +28,10 @@ pub struct ExecuteRequest {
     /// no other; it may be omitted only when exactly one board of its class is attached.
     #[serde(default)]
     pub device: Option<String>,
+    /// A board name (from list_boards) instead of `device`: the command runs on the device
+    /// at the board's usb port now, whatever mode it is in.
+    #[serde(default)]
+    pub board: Option<String>,
     /// Lease id from lock_device, when the device is leased (a 2025-11-25 session that took the
     /// lease may omit it).
     #[serde(default)]

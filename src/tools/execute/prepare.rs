@@ -91,6 +91,15 @@ pub enum Rejected {
         command: String,
         ids: Vec<String>,
     },
+    #[error("give either board or device, not both")]
+    BoardAndDevice,
+    #[error("no board is named {name:?}; configured boards: {}", or_none(known))]
+    UnknownBoard { name: String, known: Vec<String> },
+    #[error(
+        "board {board:?} has nothing attached at its usb port {usb}; power it on or put it in MaskROM, \
+         then wait_for_device {{id: \"{usb}\"}}"
+    )]
+    BoardEmpty { board: String, usb: String },
     #[error("wait_secs {wait} is more than the maximum of {max}")]
     WaitTooLong { wait: u64, max: u64 },
     #[error(
@@ -131,9 +140,11 @@ impl Rejected {
             // A file argument outside the roots is one way a pattern fails to match; the
             // message names it.
             Rejected::Args(sanitizer::Refusal::NoMatch { .. }) => R::NoPatternMatched,
-            Rejected::ZeroTimeout | Rejected::NoDeviceClass { .. } | Rejected::BadDeviceId(_) => {
-                R::InvalidRequest
-            }
+            Rejected::ZeroTimeout
+            | Rejected::NoDeviceClass { .. }
+            | Rejected::BadDeviceId(_)
+            | Rejected::BoardAndDevice => R::InvalidRequest,
+            Rejected::UnknownBoard { .. } => R::NotFound,
             Rejected::TimeoutTooLong { .. } => R::TimeoutTooLong,
             Rejected::ClassNotConfigured { .. } | Rejected::IsolatedWithoutClass { .. } => {
                 R::NotConfigured
@@ -141,7 +152,8 @@ impl Rejected {
             Rejected::NotAttached { .. }
             | Rejected::Vanished { .. }
             | Rejected::NoneAttached { .. }
-            | Rejected::NoBoard { .. } => R::DeviceAbsent,
+            | Rejected::NoBoard { .. }
+            | Rejected::BoardEmpty { .. } => R::DeviceAbsent,
             Rejected::NotOfClass { .. } => R::DeviceMismatch,
             Rejected::Ambiguous { .. } => R::DeviceAmbiguous,
             Rejected::WaitTooLong { .. } | Rejected::TooManyRunning { .. } => R::Limit,
@@ -244,20 +256,42 @@ pub fn prepare<'a>(
         Some(t) => Duration::from_secs(t),
     };
     let isolated = command.isolates(approved.pattern_index);
+    let asked = device_of_board(config, state, req.board.as_deref(), req.device)?;
     let Locks {
-        keys,
+        mut keys,
         shared_keys,
         device,
     } = if isolated {
-        board_keys(config, state, command, req.device.as_deref())?
+        board_keys(config, state, command, asked.as_deref())?
     } else {
-        let (keys, device) = device_keys(config, state, command, req.device.as_deref())?;
+        let (keys, device) = device_keys(config, state, command, asked.as_deref())?;
         Locks {
             keys,
             shared_keys: vec![],
             device,
         }
     };
+    // A device on a board's port is the board's: its command takes `board:NAME` too, so a
+    // board lease held by another client keeps it out (docs/LOCKS.md "Boards").
+    let touched: Vec<crate::devices::Device> = match &device {
+        Some(id) => state.registry.get(id).into_iter().collect(),
+        None => command
+            .device
+            .as_deref()
+            .and_then(|c| config.device_class(c))
+            .map(|class| {
+                state
+                    .registry
+                    .snapshot()
+                    .into_iter()
+                    .filter(|d| class.matches(d.vid, d.pid))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    keys.extend(crate::boards::board_keys(config, &touched));
+    keys.sort();
+    keys.dedup();
     Ok(Prepared {
         command,
         keys,
@@ -357,6 +391,39 @@ pub fn device_keys(
     keys.sort();
     keys.dedup();
     Ok((keys, None))
+}
+
+/// The device a call names: `device` as given, or the port of the board named `board`.
+fn device_of_board(
+    config: &Config,
+    state: &AppState,
+    board: Option<&str>,
+    device: Option<String>,
+) -> Result<Option<String>, Rejected> {
+    let Some(name) = board else {
+        return Ok(device);
+    };
+    if device.is_some() {
+        return Err(Rejected::BoardAndDevice);
+    }
+    let Some(b) = config.board(name) else {
+        return Err(Rejected::UnknownBoard {
+            name: name.to_string(),
+            known: config.boards.iter().map(|b| b.name.clone()).collect(),
+        });
+    };
+    let attached = b
+        .usb
+        .parse::<DeviceId>()
+        .ok()
+        .is_some_and(|id| state.registry.get(&id).is_some());
+    if !attached {
+        return Err(Rejected::BoardEmpty {
+            board: b.name.clone(),
+            usb: b.usb.clone(),
+        });
+    }
+    Ok(Some(b.usb.clone()))
 }
 
 /// What a command locks: keys taken exclusively, keys held shared, and its board.

@@ -1,0 +1,93 @@
+//! `boards:`: named boards, each a flashing USB port with an optional serial console and
+//! power switch (docs/BOARDS.md). Built by `validate/boards.rs`; read by `src/boards/` and
+//! the board tools, and by the console capture (which owns what it does with [`ConsoleConfig`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Where uhubctl is looked for when a board's power section names no binary.
+pub const DEFAULT_UHUBCTL: &str = "/usr/sbin/uhubctl";
+
+/// The baud rates termios can set (`B50` … `B4000000` on Linux); anything else the tty
+/// driver would refuse at open time, so it is refused at load time instead.
+pub const STANDARD_BAUDS: &[u32] = &[
+    50, 75, 110, 134, 150, 200, 300, 600, 1200, 1800, 2400, 4800, 9600, 19200, 38400, 57600,
+    115200, 230400, 460800, 500000, 576000, 921600, 1000000, 1152000, 1500000, 2000000, 2500000,
+    3000000, 3500000, 4000000,
+];
+
+/// One configured board.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardConfig {
+    /// Its name: the lock key is `board:NAME`.
+    pub name: String,
+    /// Free-form labels matched by `lock_board {match: {...}}`.
+    pub tags: BTreeMap<String, String>,
+    /// The port path of its flashing USB (`1-2`): whatever enumerates there is the board's
+    /// device, in any mode.
+    pub usb: String,
+    /// Its serial console, if it has one.
+    pub console: Option<ConsoleConfig>,
+    /// How to switch it on and off, if it can be.
+    pub power: Option<PowerConfig>,
+}
+
+/// A board's serial console: a USB serial adapter by port path, or a tty path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleConfig {
+    /// Port path of the adapter (`1-3`); exactly one of `port` and `path` is set.
+    pub port: Option<String>,
+    /// A tty path (`/dev/serial/by-path/...`).
+    pub path: Option<PathBuf>,
+    /// One of [`STANDARD_BAUDS`].
+    pub baud: u32,
+}
+
+/// A board's power switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PowerConfig {
+    /// `uhubctl -l HUB -p PORT -a on|off`.
+    Uhubctl {
+        /// The hub's port path (`1-1`).
+        hub: String,
+        /// The hub port the board hangs on.
+        port: u32,
+        /// The uhubctl binary (absolute).
+        binary: PathBuf,
+    },
+    /// Named `commands:` entries, with arguments their patterns accept.
+    Commands {
+        /// Switches the board on.
+        on: PowerAction,
+        /// Switches the board off.
+        off: PowerAction,
+    },
+}
+
+impl PowerConfig {
+    /// `uhubctl` or `commands`, as `list_boards` shows it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            PowerConfig::Uhubctl { .. } => "uhubctl",
+            PowerConfig::Commands { .. } => "commands",
+        }
+    }
+}
+
+/// One power action: a configured command and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PowerAction {
+    /// A `commands:` entry's name.
+    pub command: String,
+    /// Arguments one of its patterns accepts (checked at load).
+    pub args: Vec<String>,
+}
+
+/// `^\d+-\d+(\.\d+)*$` and at most 64 characters: the sysfs name of a USB port.
+pub fn valid_port_path(id: &str) -> bool {
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    id.len() <= 64
+        && id
+            .split_once('-')
+            .is_some_and(|(bus, ports)| all_digits(bus) && ports.split('.').all(all_digits))
+}

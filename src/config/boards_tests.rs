@@ -1,0 +1,100 @@
+//! `boards:` validation: every error names file, line and field.
+
+use super::*;
+
+const RELAY: &str = "commands:\n  - name: relay\n    binary: /bin/true\n    allowed_args:\n      - pattern: \"on {n}\"\n      - pattern: \"off {n}\"\n    params:\n      n: \"^[0-9]$\"\n";
+
+fn errors(text: &str) -> Vec<ConfigError> {
+    match Config::parse(text, "b.yaml") {
+        Ok(_) => panic!("expected an error in:\n{text}"),
+        Err(e) => e.0,
+    }
+}
+
+fn one(text: &str, field: &str) -> ConfigError {
+    let errs = errors(text);
+    errs.into_iter()
+        .find(|e| e.field == field)
+        .unwrap_or_else(|| panic!("no error on {field} in:\n{text}"))
+}
+
+#[test]
+fn a_full_board_loads() {
+    let text = format!(
+        "{RELAY}boards:\n  - name: rock5b-1\n    tags: {{soc: rk3588, model: rock-5b}}\n    usb: \"1-2\"\n    console: {{port: \"1-3\", baud: 1500000}}\n    power: {{uhubctl: {{hub: \"1-1\", port: 2}}}}\n  - name: rock5b-2\n    usb: \"1-4\"\n    console: {{path: /dev/ttyUSB0, baud: 115200}}\n    power:\n      on: {{command: relay, args: \"on 3\"}}\n      off: {{command: relay, args: [\"off\", \"3\"]}}\n"
+    );
+    let c = Config::parse(&text, "b.yaml").expect("valid");
+    assert_eq!(c.boards.len(), 2);
+    let b = c.board("rock5b-1").expect("board");
+    assert_eq!(b.tags["soc"], "rk3588");
+    assert_eq!(
+        b.power,
+        Some(PowerConfig::Uhubctl {
+            hub: "1-1".into(),
+            port: 2,
+            binary: DEFAULT_UHUBCTL.into()
+        })
+    );
+    assert_eq!(c.board_at("1-4").map(|b| b.name.as_str()), Some("rock5b-2"));
+    match &c.board("rock5b-2").and_then(|b| b.power.clone()) {
+        Some(PowerConfig::Commands { off, .. }) => assert_eq!(off.args, ["off", "3"]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn duplicate_names_and_shared_ports_are_located() {
+    let text = "boards:\n  - name: a\n    usb: \"1-2\"\n  - name: a\n    usb: \"1-3\"\n  - name: b\n    usb: \"1-2\"\n";
+    let e = one(text, "boards[1].name");
+    assert_eq!((e.file.as_str(), e.line), ("b.yaml", 4), "{e}");
+    let e = one(text, "boards[2].usb");
+    assert_eq!(e.line, 7, "{e}");
+    assert!(e.message.contains("already uses"), "{e}");
+}
+
+#[test]
+fn a_bad_port_path_and_a_console_on_a_usb_port_are_refused() {
+    let e = one("boards:\n  - name: a\n    usb: \"usb1\"\n", "boards[0].usb");
+    assert_eq!(e.line, 3);
+    assert!(e.message.contains("BUS-PORT"), "{e}");
+    let text = "boards:\n  - name: a\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 115200}\n  - name: b\n    usb: \"1-3\"\n";
+    let e = one(text, "boards[0].console.port");
+    assert_eq!(e.line, 4, "{e}");
+    let e = one(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    console: {port: \"1-2\", baud: 115200}\n",
+        "boards[0].console.port",
+    );
+    assert!(e.message.contains("own usb port"), "{e}");
+}
+
+#[test]
+fn a_non_standard_baud_rate_is_refused() {
+    let e = one(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    console:\n      port: \"1-3\"\n      baud: 1234\n",
+        "boards[0].console.baud",
+    );
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("1500000"), "{e}");
+}
+
+#[test]
+fn power_actions_must_name_a_command_whose_pattern_matches() {
+    let text = format!(
+        "{RELAY}boards:\n  - name: a\n    usb: \"1-2\"\n    power:\n      on: {{command: nosuch, args: \"on 3\"}}\n      off: {{command: relay, args: \"off 33\"}}\n"
+    );
+    let e = one(&text, "boards[0].power.on.command");
+    assert_eq!(e.line, 12, "{e}");
+    assert!(e.message.contains("unknown command \"nosuch\""), "{e}");
+    let e = one(&text, "boards[0].power.off.args");
+    assert!(e.message.contains("matches none of its patterns"), "{e}");
+    let e = one(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    power: {uhubctl: {hub: \"x\", port: 0}}\n",
+        "boards[0].power.uhubctl.hub",
+    );
+    assert_eq!(e.line, 4);
+    let e = one(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    power: {}\n",
+        "boards[0].power",
+    );
+    assert!(e.message.contains("uhubctl"), "{e}");
+}

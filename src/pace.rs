@@ -1,0 +1,109 @@
+//! At most one `updated` notification per board resource per 100 ms (10 per second): a
+//! power cycle or a flashing session moves a board's device and locks many times a second,
+//! and a subscriber needs to know that it changed, not each step. A deferred update is
+//! sent when its 100 ms are up, so the last change is never lost.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::resources::BOARD_PREFIX;
+
+/// Shortest gap between two updates of one board resource.
+pub const BOARD_GAP: Duration = Duration::from_millis(100);
+
+/// One subscriber's pacing of board updates.
+#[derive(Default)]
+pub struct Pacer {
+    last: HashMap<String, Instant>,
+    pending: BTreeSet<String>,
+}
+
+fn paced(uri: &str) -> bool {
+    uri.starts_with(BOARD_PREFIX) || uri == crate::resources::BOARDS
+}
+
+impl Pacer {
+    /// The URIs of `updated` to send now; the others are held back until
+    /// [`Pacer::due`].
+    pub fn admit(&mut self, updated: Vec<String>, now: Instant) -> Vec<String> {
+        let mut out = Vec::with_capacity(updated.len());
+        for uri in updated {
+            if !paced(&uri) {
+                out.push(uri);
+                continue;
+            }
+            match self.last.get(&uri) {
+                Some(t) if now.duration_since(*t) < BOARD_GAP => {
+                    self.pending.insert(uri);
+                }
+                _ => {
+                    self.last.insert(uri.clone(), now);
+                    self.pending.remove(&uri);
+                    out.push(uri);
+                }
+            }
+        }
+        out
+    }
+
+    /// When the earliest held-back update may go, if any is held back.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending
+            .iter()
+            .filter_map(|u| self.last.get(u).map(|t| *t + BOARD_GAP))
+            .min()
+    }
+
+    /// The held-back updates whose gap is over, no longer held; [`Pacer::admit`] passes
+    /// them (and marks them sent) when they are offered again.
+    pub fn due(&mut self, now: Instant) -> Vec<String> {
+        let ready: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|u| {
+                self.last
+                    .get(*u)
+                    .is_none_or(|t| now.duration_since(*t) >= BOARD_GAP)
+            })
+            .cloned()
+            .collect();
+        for u in &ready {
+            self.pending.remove(u);
+        }
+        ready
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_board_updates_becomes_two_and_others_pass() {
+        let mut p = Pacer::default();
+        let b = "gatecmd://boards/x".to_string();
+        let d = "gatecmd://devices".to_string();
+        let t0 = Instant::now();
+        assert_eq!(
+            p.admit(vec![b.clone(), d.clone()], t0),
+            [b.clone(), d.clone()]
+        );
+        for ms in 1..50 {
+            let now = t0 + Duration::from_millis(ms);
+            assert_eq!(
+                p.admit(vec![b.clone(), d.clone()], now),
+                std::slice::from_ref(&d)
+            );
+        }
+        assert_eq!(p.next_due(), Some(t0 + BOARD_GAP));
+        assert!(p.due(t0 + Duration::from_millis(99)).is_empty());
+        let later = t0 + BOARD_GAP;
+        assert_eq!(p.due(later), std::slice::from_ref(&b));
+        assert_eq!(p.next_due(), None);
+        // Offered again at once, it passes, and the next one waits its 100 ms.
+        assert_eq!(p.admit(vec![b.clone()], later), std::slice::from_ref(&b));
+        assert!(p.admit(vec![b.clone()], later).is_empty());
+    }
+}
