@@ -39,6 +39,8 @@ pub struct AppState {
     config_changed: tokio::sync::broadcast::Sender<()>,
     /// Unfiltered `list_devices` answers while nothing they show has changed.
     pub device_lists: ListCache,
+    /// Board serial consoles (src/console/): capture, reading, writing.
+    pub consoles: crate::console::Consoles,
 }
 
 /// What a reload applied, and what it could not.
@@ -82,6 +84,7 @@ impl AppState {
             staging: crate::staging::Staging::default(),
             config_changed: tokio::sync::broadcast::channel(16).0,
             device_lists: Default::default(),
+            consoles: Default::default(),
         })
     }
 

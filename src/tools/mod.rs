@@ -2,6 +2,7 @@
 //! the `#[tool_router]` list that dispatches to them.
 
 pub mod commands;
+pub mod console;
 pub mod devices;
 pub mod execute;
 pub mod files;
