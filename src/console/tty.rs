@@ -36,7 +36,8 @@ impl TtyError {
             TtyError::Missing { .. } => true,
             TtyError::Open { source, .. } => matches!(
                 source.raw_os_error(),
-                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)
+                // EIO: a tty whose other side hung up (a pty without its master).
+                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO | libc::EIO)
             ),
             _ => false,
         }
