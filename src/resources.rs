@@ -1,5 +1,6 @@
 //! MCP resources: `gatecmd://devices`, `gatecmd://devices/{id}`, `gatecmd://locks`,
-//! `gatecmd://commands` (JSON), and which of them a device or lock event changes.
+//! `gatecmd://commands`, `gatecmd://boards/{name}/console` (JSON), and which of them an
+//! event changes.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
@@ -16,8 +17,23 @@ pub const DEVICE_PREFIX: &str = "gatecmd://devices/";
 pub const DEVICE_TEMPLATE: &str = "gatecmd://devices/{id}";
 pub const LOCKS: &str = "gatecmd://locks";
 pub const COMMANDS: &str = "gatecmd://commands";
+pub const BOARD_PREFIX: &str = "gatecmd://boards/";
+pub const CONSOLE_SUFFIX: &str = "/console";
+pub const CONSOLE_TEMPLATE: &str = "gatecmd://boards/{name}/console";
 
 const JSON: &str = "application/json";
+
+/// The URI of one board's console resource.
+pub fn console_uri(board: &str) -> String {
+    format!("{BOARD_PREFIX}{board}{CONSOLE_SUFFIX}")
+}
+
+/// The board a console resource URI names.
+fn console_board(uri: &str) -> Option<&str> {
+    uri.strip_prefix(BOARD_PREFIX)?
+        .strip_suffix(CONSOLE_SUFFIX)
+        .filter(|b| !b.is_empty() && !b.contains('/'))
+}
 
 /// The URI of one device's resource.
 pub fn device_uri(id: &DeviceId) -> String {
@@ -54,6 +70,14 @@ pub fn list(state: &AppState) -> Vec<Resource> {
         let title = format!("device {} ({:04x}:{:04x})", d.id, d.vid, d.pid);
         out.push(resource(&uri, &title, "One attached USB device"));
     }
+    for board in state.consoles.boards() {
+        let title = format!("console of board {board}");
+        out.push(resource(
+            &console_uri(&board),
+            &title,
+            "A board's serial console: state and recent output (needs the board's lease)",
+        ));
+    }
     out
 }
 
@@ -62,6 +86,12 @@ pub fn templates() -> Vec<ResourceTemplate> {
     vec![
         ResourceTemplate::new(DEVICE_TEMPLATE, "device")
             .with_description("One USB device by its id (physical port path, e.g. 1-2.3)")
+            .with_mime_type(JSON),
+        ResourceTemplate::new(CONSOLE_TEMPLATE, "board console")
+            .with_description(
+                "A board's serial console: state and the last 4 KiB of output, cleaned \
+                 (console_read reads more); needs the board's lease unless admin",
+            )
             .with_mime_type(JSON),
     ]
 }
@@ -108,6 +138,19 @@ pub fn read(
             let r = crate::tools::commands::list(&config, who);
             json_contents(uri, &r.structured_content.unwrap_or_default())
         }
+        _ if console_board(uri).is_some() => {
+            let board = console_board(uri).unwrap_or_default();
+            match crate::tools::console::snapshot(&state.consoles, who, board) {
+                Ok(s) => json_contents(uri, &s),
+                Err(r) if r.reason == crate::refusal::RefusalReason::NotConfigured => {
+                    Err(not_found(uri, &r.message))
+                }
+                Err(r) => Err(McpError::invalid_request(
+                    r.message.clone(),
+                    Some(serde_json::json!({ "uri": uri, "refusal": r })),
+                )),
+            }
+        }
         _ => {
             let Some(id) = uri.strip_prefix(DEVICE_PREFIX) else {
                 return Err(not_found(
@@ -134,6 +177,7 @@ pub fn read(
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
     matches!(uri, DEVICES | LOCKS | COMMANDS)
+        || console_board(uri).is_some()
         || uri
             .strip_prefix(DEVICE_PREFIX)
             .is_some_and(|id| id.parse::<DeviceId>().is_ok())

@@ -432,3 +432,37 @@ async fn wait_for_latency() {
         samples[samples.len() - 1]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_announced_at_most_ten_times_a_second() {
+    let s = setup();
+    let mut board = FakeBoard::plug(&s.link);
+    let c = consoles(&s.link, 1 << 20);
+    wait_state(&c, ConsoleState::Open).await;
+    let mut changes = c.subscribe();
+    // 1 s of chatter, a line every 5 ms.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(1) {
+        board.send(b"[    1.234567] a kernel line\r\n");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut n = 0;
+    while let Ok(Ok(name)) = tokio::time::timeout(Duration::from_millis(300), changes.recv()).await
+    {
+        assert_eq!(name, BOARD);
+        n += 1;
+    }
+    println!("1.3 s of console output -> {n} announcements");
+    assert!((3..=14).contains(&n), "{n} announcements");
+
+    // The resource: state and the recent output, for the lease holder or an admin.
+    let uri = gatecmd::resources::console_uri(BOARD);
+    assert_eq!(uri, "gatecmd://boards/rock5b-1/console");
+    assert!(gatecmd::resources::is_known(&uri));
+    assert!(!gatecmd::resources::is_known("gatecmd://boards//console"));
+    let snap = console::snapshot(&c, &who("alice"), BOARD).expect("snapshot");
+    assert_eq!(snap.console.state, ConsoleState::Open);
+    assert!(snap.text.ends_with("a kernel line\n"), "{:?}", snap.text);
+    assert_eq!(snap.next_cursor, snap.console.end_cursor);
+    assert!(console::snapshot(&c, &who("bob"), BOARD).is_err());
+}

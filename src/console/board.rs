@@ -150,8 +150,8 @@ impl Console {
         (ring.start(), ring.end())
     }
 
-    /// A receiver that sees every later append (subscribe before reading the ring, so
-    /// nothing appended in between is missed).
+    /// A receiver that sees every later append and state change (subscribe before reading
+    /// the ring, so nothing appended in between is missed).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.shared.end.subscribe()
     }
@@ -170,7 +170,8 @@ impl Console {
 
     fn set_status(&self, state: ConsoleState, tty: Option<&Path>, error: Option<String>) {
         let mut s = lock(&self.shared.status);
-        if s.state != state || s.error != error {
+        let changed = s.state != state;
+        if changed || s.error != error {
             tracing::info!(board = %self.shared.board, ?state, tty = ?tty, error = ?error, "console");
         }
         *s = Status {
@@ -178,6 +179,12 @@ impl Console {
             tty: tty.map(|p| p.display().to_string()),
             error,
         };
+        drop(s);
+        if changed {
+            // Same end cursor, but subscribers (the resource notifier) see a change; a
+            // waiting reader only looks again.
+            self.shared.end.send_modify(|_| {});
+        }
     }
 
     /// State, tty, baud and how much is buffered.

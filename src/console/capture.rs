@@ -21,15 +21,40 @@ const READ_CHUNK: usize = 64 * 1024;
 /// How long after an error (as opposed to an absence) the tty is tried again.
 const ERROR_RETRY: Duration = Duration::from_secs(1);
 
+/// Least time between two change announcements of one console: at most 10 per second,
+/// however fast the board talks.
+pub const ANNOUNCE_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Starts capturing `console` until `stop` is cancelled. `devices` (the registry's events)
 /// wakes a port-configured console when its port changes, instead of at the next retry.
+/// Changes (output, state) are announced on `changes` as the board's name, coalesced.
 pub fn spawn(
     console: Console,
     settings: ConsoleSettings,
     stop: CancellationToken,
     devices: Option<broadcast::Receiver<DeviceEvent>>,
+    changes: broadcast::Sender<String>,
 ) {
+    tokio::spawn(announce(console.clone(), stop.clone(), changes));
     tokio::spawn(run(console, settings, stop, devices));
+}
+
+/// Sends the board's name after a change, then waits [`ANNOUNCE_INTERVAL`]: what changes
+/// meanwhile is one announcement.
+async fn announce(console: Console, stop: CancellationToken, changes: broadcast::Sender<String>) {
+    let mut changed = console.subscribe();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            r = changed.changed() => if r.is_err() { return },
+        }
+        // An error only means nobody listens now.
+        let _ = changes.send(console.board().to_string());
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(ANNOUNCE_INTERVAL) => {}
+        }
+    }
 }
 
 /// How one attempt ended.

@@ -68,6 +68,8 @@ struct Shared {
     settings: ConsoleSettings,
     access: Arc<dyn BoardAccess>,
     boards: RwLock<BTreeMap<String, Running>>,
+    /// Board names whose console changed, at most 10 per second per board.
+    changes: tokio::sync::broadcast::Sender<String>,
     /// Parent of every capture task's token.
     stop: CancellationToken,
     /// Stops every capture task when the last handle goes.
@@ -89,6 +91,7 @@ impl Consoles {
                 settings,
                 access,
                 boards: RwLock::new(BTreeMap::new()),
+                changes: tokio::sync::broadcast::channel(64).0,
                 _stop_all: stop.clone().drop_guard(),
                 stop,
             }),
@@ -127,6 +130,7 @@ impl Consoles {
                 self.shared.settings.clone(),
                 stop.clone(),
                 registry.map(Registry::subscribe),
+                self.shared.changes.clone(),
             );
             running.insert(name, Running { console, stop });
         }
@@ -147,6 +151,12 @@ impl Consoles {
     /// `list_boards`' console column for `board`.
     pub fn view(&self, board: &str) -> Option<ConsoleView> {
         self.get(board).map(|c| c.view())
+    }
+
+    /// Names of boards whose console changed (output or state), coalesced to at most 10
+    /// per second per board.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.shared.changes.subscribe()
     }
 
     /// The injected lease check.

@@ -297,3 +297,42 @@ pub async fn write(
         }
     }
 }
+
+/// The `gatecmd://boards/{name}/console` resource: the console's state and its recent
+/// output (the last 4 KiB, cleaned), with the cursors to go on with `console_read`.
+#[derive(Debug, Serialize)]
+pub struct ConsoleSnapshot {
+    pub board: String,
+    pub console: crate::console::ConsoleView,
+    pub text: String,
+    pub cursor: u64,
+    pub next_cursor: u64,
+}
+
+/// The console resource of `board` for `who` (the lease, or `admin`, as for `console_read`).
+pub fn snapshot(
+    consoles: &Consoles,
+    who: &ClientIdentity,
+    board: &str,
+) -> Result<ConsoleSnapshot, Refusal> {
+    let console = console_of(consoles, board)?;
+    if !who.admin {
+        consoles
+            .access()
+            .check_lease(&who.name, board)
+            .map_err(lease_refusal)?;
+    }
+    let (start, end) = console.bounds();
+    let tail = console.slice(
+        end.saturating_sub(crate::console::read::DEFAULT_TAIL_BYTES)
+            .max(start),
+        usize::MAX,
+    );
+    Ok(ConsoleSnapshot {
+        board: board.to_string(),
+        console: console.view(),
+        text: crate::output::clean(&tail.bytes),
+        cursor: tail.from,
+        next_cursor: tail.to,
+    })
+}
