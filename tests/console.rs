@@ -4,6 +4,8 @@
 //! library API and the tool functions (`console_read`, `console_write`) until the
 //! `boards:` configuration exists.
 
+mod harness;
+
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -465,4 +467,109 @@ async fn changes_are_announced_at_most_ten_times_a_second() {
     assert!(snap.text.ends_with("a kernel line\n"), "{:?}", snap.text);
     assert_eq!(snap.next_cursor, snap.console.end_cursor);
     assert!(console::snapshot(&c, &who("bob"), BOARD).is_err());
+}
+
+/// Over HTTP with the real binary: the tools are listed with output schemas, and until the
+/// `boards:` configuration is wired every board is refused as having no console (the write
+/// refusal is audited by length and SHA-256).
+#[tokio::test]
+async fn the_console_tools_are_served_over_http() {
+    let s = harness::Server::start(&format!(
+        "clients:\n  - name: vm-a\n    token: {}\ncommands:\n  - name: echo\n    binary: /bin/echo\n    allowed_args:\n      - pattern: \"{{word}}\"\n",
+        harness::TOKEN_A
+    ));
+    let c = harness::connect(&s.url, Some(harness::TOKEN_A), harness::Era::Modern)
+        .await
+        .expect("connect");
+    let tools = c.list_all_tools().await.expect("tools/list");
+    for (name, read_only) in [("console_read", true), ("console_write", false)] {
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let t = tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} not in {names:?}"));
+        assert!(t.output_schema.is_some(), "{name}");
+        assert_eq!(
+            t.annotations.as_ref().and_then(|a| a.read_only_hint),
+            Some(read_only)
+        );
+    }
+    let r = harness::call(&c, "console_read", serde_json::json!({"board": BOARD})).await;
+    assert_eq!(
+        harness::structured(&r)["refusal"]["reason"],
+        "not_configured"
+    );
+    let r = harness::call(
+        &c,
+        "console_write",
+        serde_json::json!({"board": BOARD, "text": "\u{3}"}),
+    )
+    .await;
+    assert_eq!(
+        harness::structured(&r)["refusal"]["reason"],
+        "not_configured"
+    );
+    let log = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log");
+    let line: Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|v: &Value| v["event"] == "console_write")
+        .expect("console_write audited");
+    assert_eq!(line["bytes"], 1);
+    assert_eq!(line["sha256"], sha256_hex(b"\x03"));
+    assert_eq!(line["client"], "vm-a");
+}
+
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Benchmark row: sustained capture at the byte rate of 1.5 Mbaud (150,000 bytes/s, 8N1)
+/// for 5 s, and the CPU it costs (the whole test process: the writing board included, so
+/// an upper bound). Run with `--ignored --nocapture sustained_capture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: prints figures"]
+async fn sustained_capture_at_1_5_mbaud() {
+    const RATE: u64 = 150_000;
+    const SECS: u64 = 5;
+    let s = setup();
+    let board = FakeBoard::plug(&s.link);
+    let c = consoles(&s.link, 1 << 20);
+    wait_state(&c, ConsoleState::Open).await;
+    let (cpu0, t0) = (cpu_time(), Instant::now());
+    let writer = std::thread::spawn(move || {
+        let mut board = board;
+        // 1.5 kB every 10 ms, like a UART FIFO drained by a USB adapter.
+        let line: Vec<u8> = (0..RATE / 100).map(burst_byte).collect();
+        let start = Instant::now();
+        for i in 0..SECS * 100 {
+            board.send(&line);
+            let next = start + Duration::from_millis(10 * (i + 1));
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        board
+    });
+    let _board = tokio::task::spawn_blocking(move || writer.join().expect("writer"))
+        .await
+        .expect("join");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while c.view(BOARD).expect("view").end_cursor < RATE * SECS && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (cpu, wall) = (cpu_time() - cpu0, t0.elapsed());
+    assert_eq!(c.view(BOARD).expect("view").end_cursor, RATE * SECS);
+    println!(
+        "sustained capture {} bytes/s for {wall:?}: CPU {cpu:?} ({:.1} % of one core, writer included)",
+        RATE,
+        cpu.as_secs_f64() / wall.as_secs_f64() * 100.0
+    );
 }
