@@ -175,3 +175,54 @@ impl Default for Consoles {
         Consoles::new(ConsoleSettings::default(), Arc::new(no_board_leases))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(path: &str) -> ConsoleConfig {
+        ConsoleConfig {
+            port: None,
+            path: Some(path.into()),
+            baud: 115200,
+        }
+    }
+
+    #[tokio::test]
+    async fn start_keeps_unchanged_consoles_and_replaces_the_rest() {
+        let c = Consoles::default();
+        c.start([("a".to_string(), at("/nonexistent/a"))], None);
+        c.get("a").expect("a").append(b"kept");
+        c.start(
+            [
+                ("a".to_string(), at("/nonexistent/a")),
+                ("b".to_string(), at("/nonexistent/b")),
+            ],
+            None,
+        );
+        assert_eq!(c.boards(), ["a", "b"]);
+        assert_eq!(
+            c.get("a").expect("a").bounds(),
+            (0, 4),
+            "same config, same ring"
+        );
+        c.start([("a".to_string(), at("/nonexistent/other"))], None);
+        assert_eq!(c.boards(), ["a"]);
+        assert_eq!(
+            c.get("a").expect("a").bounds(),
+            (0, 0),
+            "new config, new ring"
+        );
+        let view = c.view("a").expect("view");
+        assert_eq!(view.state, ConsoleState::Absent);
+        assert!(c.view("b").is_none());
+    }
+
+    #[test]
+    fn until_board_leases_exist_nobody_holds_a_board() {
+        let c = Consoles::default();
+        let e = c.access().check_lease("alice", "b1").expect_err("no lease");
+        assert!(!e.held_by_other);
+        assert!(e.message.contains("lock_board"), "{}", e.message);
+    }
+}

@@ -60,6 +60,13 @@ impl Ring {
         if self.buf.len() < self.cap {
             // Still growing: no wrap yet, so byte `c` sits at index `c`.
             let n = (self.cap - self.buf.len()).min(data.len());
+            if self.buf.capacity() < self.buf.len() + n {
+                // Doubling, but never past the ring's size.
+                let want = (self.buf.len() + n)
+                    .max(2 * self.buf.capacity())
+                    .min(self.cap);
+                self.buf.reserve_exact(want - self.buf.len());
+            }
             self.buf.extend_from_slice(&data[..n]);
             self.end += n as u64;
             data = &data[n..];
@@ -122,6 +129,7 @@ mod tests {
         assert_eq!(r.read(0, 100).bytes, b"abc");
         r.push(b"defgh");
         assert_eq!((r.start(), r.end()), (0, 8));
+        assert_eq!(r.buf.capacity(), 8, "never allocates past its size");
         r.push(b"ijk");
         assert_eq!((r.start(), r.end(), r.len()), (3, 11, 8));
         let s = r.read(0, 100);
