@@ -26,6 +26,17 @@ pub enum ConsoleState {
     Error,
 }
 
+impl ConsoleState {
+    /// The serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsoleState::Open => "open",
+            ConsoleState::Absent => "absent",
+            ConsoleState::Error => "error",
+        }
+    }
+}
+
 /// A console's state for `list_boards` and the tools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ConsoleView {

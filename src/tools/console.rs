@@ -211,8 +211,10 @@ fn render_read(
     waited: bool,
 ) -> String {
     let mut head = format!(
-        "console {board} ({state:?}), bytes {}..{}",
-        r.cursor, r.next_cursor
+        "console {board} ({}), bytes {}..{}",
+        state.as_str(),
+        r.cursor,
+        r.next_cursor
     );
     if r.dropped_bytes > 0 {
         head.push_str(&format!(", {} bytes lost before cursor", r.dropped_bytes));
