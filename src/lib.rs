@@ -15,6 +15,8 @@
 //!   the oldest unauthenticated connection.
 //! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE;
 //!   quick tool calls (the set the router hands it) go to rmcp's own JSON mode.
+//! - [`console`]: board serial consoles: a capture task per board keeps its tty open (raw,
+//!   configured baud) into a ring with absolute cursors, reopened when the adapter returns.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
 //! - [`state`]: the shared [`state::AppState`] every tool and session reads; a reload
 //!   applies to it, except the restart-only keys listed in one place.
@@ -56,6 +58,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod conn_limits;
+pub mod console;
 pub mod devices;
 pub mod exec;
 pub mod http;

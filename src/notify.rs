@@ -1,6 +1,6 @@
 //! Resource change notifications, for both protocol eras.
 //!
-//! One change stream merges the device registry's and the lock manager's events into
+//! One change stream merges the device registry's, the lock manager's and the consoles' events into
 //! [`Change`]s. A 2025-11-25 session gets a forwarder task (started when the client says
 //! `initialized`) that sends `list_changed` always and `updated` for the URIs it subscribed
 //! to with `resources/subscribe`. A 2026-07-28 client opens `subscriptions/listen`, and the
@@ -27,6 +27,7 @@ pub struct Changes {
     devices: broadcast::Receiver<DeviceEvent>,
     locks: broadcast::Receiver<LockEvent>,
     config: broadcast::Receiver<()>,
+    consoles: broadcast::Receiver<String>,
 }
 
 impl Changes {
@@ -37,6 +38,7 @@ impl Changes {
             devices: state.registry.subscribe(),
             locks: state.locks.subscribe(),
             config: state.config_changes(),
+            consoles: state.consoles.subscribe(),
             state,
         }
     }
@@ -78,6 +80,18 @@ impl Changes {
                         c.list_changed = false;
                         return Some(c);
                     }
+                    Err(RecvError::Closed) => return None,
+                },
+                // Console output or state: already coalesced per board (src/console/).
+                ev = self.consoles.recv() => match ev {
+                    Ok(board) => return Some(Change {
+                        updated: vec![crate::resources::console_uri(&board)],
+                        list_changed: false,
+                    }),
+                    Err(RecvError::Lagged(_)) => return Some(Change {
+                        updated: self.state.consoles.boards().iter().map(|b| crate::resources::console_uri(b)).collect(),
+                        list_changed: false,
+                    }),
                     Err(RecvError::Closed) => return None,
                 },
                 ev = self.locks.recv() => match ev {

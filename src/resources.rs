@@ -1,6 +1,6 @@
 //! MCP resources: `gatecmd://devices`, `gatecmd://devices/{id}`, `gatecmd://locks`,
-//! `gatecmd://commands`, `gatecmd://boards`, `gatecmd://boards/{name}` (JSON), and which of
-//! them a device or lock event changes.
+//! `gatecmd://commands`, `gatecmd://boards`, `gatecmd://boards/{name}`,
+//! `gatecmd://boards/{name}/console` (JSON), and which of them an event changes.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
@@ -20,12 +20,26 @@ pub const COMMANDS: &str = "gatecmd://commands";
 pub const BOARDS: &str = "gatecmd://boards";
 pub const BOARD_PREFIX: &str = "gatecmd://boards/";
 pub const BOARD_TEMPLATE: &str = "gatecmd://boards/{name}";
+pub const CONSOLE_SUFFIX: &str = "/console";
+pub const CONSOLE_TEMPLATE: &str = "gatecmd://boards/{name}/console";
 
 const JSON: &str = "application/json";
 
 /// The URI of one board's resource.
 pub fn board_uri(name: &str) -> String {
     format!("{BOARD_PREFIX}{name}")
+}
+
+/// The URI of one board's console resource.
+pub fn console_uri(board: &str) -> String {
+    format!("{BOARD_PREFIX}{board}{CONSOLE_SUFFIX}")
+}
+
+/// The board a console resource URI names.
+fn console_board(uri: &str) -> Option<&str> {
+    uri.strip_prefix(BOARD_PREFIX)?
+        .strip_suffix(CONSOLE_SUFFIX)
+        .filter(|b| !b.is_empty() && !b.contains('/'))
 }
 
 /// The URI of one device's resource.
@@ -78,6 +92,14 @@ pub fn list(state: &AppState) -> Vec<Resource> {
         let title = format!("device {} ({:04x}:{:04x})", d.id, d.vid, d.pid);
         out.push(resource(&uri, &title, "One attached USB device"));
     }
+    for board in state.consoles.boards() {
+        let title = format!("console of board {board}");
+        out.push(resource(
+            &console_uri(&board),
+            &title,
+            "A board's serial console: state and recent output (needs the board's lease)",
+        ));
+    }
     out
 }
 
@@ -89,6 +111,12 @@ pub fn templates() -> Vec<ResourceTemplate> {
             .with_mime_type(JSON),
         ResourceTemplate::new(BOARD_TEMPLATE, "board")
             .with_description("One configured board by name (see gatecmd://boards)")
+            .with_mime_type(JSON),
+        ResourceTemplate::new(CONSOLE_TEMPLATE, "board console")
+            .with_description(
+                "A board's serial console: state and the last 4 KiB of output, cleaned \
+                 (console_read reads more); needs the board's lease unless admin",
+            )
             .with_mime_type(JSON),
     ]
 }
@@ -132,7 +160,8 @@ pub fn read(
         }
         LOCKS => json_contents(uri, &crate::tools::locks::view(state, &who.name)),
         BOARDS => json_contents(uri, &crate::tools::board_list::view(state, &who.name)),
-        _ if uri.starts_with(BOARD_PREFIX) => {
+        // `gatecmd://boards/{name}/console` is the console's, below.
+        _ if uri.starts_with(BOARD_PREFIX) && console_board(uri).is_none() => {
             let name = &uri[BOARD_PREFIX.len()..];
             let b = config
                 .board(name)
@@ -145,6 +174,19 @@ pub fn read(
         COMMANDS => {
             let r = crate::tools::commands::list(&config, who);
             json_contents(uri, &r.structured_content.unwrap_or_default())
+        }
+        _ if console_board(uri).is_some() => {
+            let board = console_board(uri).unwrap_or_default();
+            match crate::tools::console::snapshot(&state.consoles, who, board) {
+                Ok(s) => json_contents(uri, &s),
+                Err(r) if r.reason == crate::refusal::RefusalReason::NotConfigured => {
+                    Err(not_found(uri, &r.message))
+                }
+                Err(r) => Err(McpError::invalid_request(
+                    r.message.clone(),
+                    Some(serde_json::json!({ "uri": uri, "refusal": r })),
+                )),
+            }
         }
         _ => {
             let Some(id) = uri.strip_prefix(DEVICE_PREFIX) else {
@@ -172,9 +214,10 @@ pub fn read(
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
     matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS)
+        || console_board(uri).is_some()
         || uri
             .strip_prefix(BOARD_PREFIX)
-            .is_some_and(|n| !n.is_empty())
+            .is_some_and(|n| !n.is_empty() && !n.contains('/'))
         || uri
             .strip_prefix(DEVICE_PREFIX)
             .is_some_and(|id| id.parse::<DeviceId>().is_ok())

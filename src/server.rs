@@ -23,6 +23,9 @@ use crate::locks::SessionId;
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::state::AppState;
+use crate::tools::console::{
+    ConsoleReadRequest, ConsoleReadResult, ConsoleWriteRequest, ConsoleWriteResult,
+};
 use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
 use crate::tools::files::{
     ListFilesRequest, ListFilesResult, RemoveFileRequest, RemoveFileResult, StatFileRequest,
@@ -250,6 +253,42 @@ impl GatecmdServer {
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
         Ok(tools::locks::list(&self.state, &who.name))
+    }
+
+    /// Reads a board's serial console.
+    #[tool(
+        description = "Read a board's serial console (captured continuously by the server): text since \
+                       cursor (default: the last 4 KiB), ANSI codes and \\r overwrites cleaned. wait_for \
+                       (a regex, e.g. \"Hit any key\" or \"login:\") waits up to timeout_secs for it in \
+                       new output. Pass next_cursor as cursor to read on; dropped_bytes says what the \
+                       buffer lost. Needs the board's lease (lock_board) unless you are admin.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<ConsoleReadResult>()
+    )]
+    async fn console_read(
+        &self,
+        Parameters(req): Parameters<ConsoleReadRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::console::read(&self.state.consoles, &who, req, &ctx.ct).await)
+    }
+
+    /// Writes to a board's serial console.
+    #[tool(
+        description = "Write text to a board's serial console as given, control characters included \
+                       (\"\\u0003\" = Ctrl-C stops U-Boot's autoboot; end a command with \"\\n\"). Needs \
+                       the board's lease (lock_board). Returns the cursor to read the answer from.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<ConsoleWriteResult>()
+    )]
+    async fn console_write(
+        &self,
+        Parameters(req): Parameters<ConsoleWriteRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(tools::console::write(&self.state.consoles, &self.state.audit, &who, req).await)
     }
 
     // File staging: agents have no shared folder, so images travel through these tools.

@@ -41,6 +41,8 @@ pub struct AppState {
     pub device_lists: ListCache,
     /// Board match queue, power states and the console hook (src/boards/).
     pub boards: crate::boards::Boards,
+    /// Board serial consoles (src/console/): capture, reading, writing.
+    pub consoles: crate::console::Consoles,
 }
 
 /// What a reload applied, and what it could not.
@@ -74,6 +76,14 @@ impl AppState {
                 locks.subscribe(),
             ));
         }
+        // Consoles are captured from the start; their users are the boards' lease holders.
+        let consoles = crate::console::Consoles::new(
+            Default::default(),
+            crate::boards::consoles::access(locks.clone()),
+        );
+        consoles.start(crate::boards::consoles::wanted(&config), Some(&registry));
+        let boards = crate::boards::Boards::default();
+        crate::boards::consoles::show_in(&boards, &consoles);
         Arc::new(AppState {
             config: ArcSwap::from_pointee(config),
             executor,
@@ -84,7 +94,8 @@ impl AppState {
             staging: crate::staging::Staging::default(),
             config_changed: tokio::sync::broadcast::channel(16).0,
             device_lists: Default::default(),
-            boards: Default::default(),
+            boards,
+            consoles,
         })
     }
 
@@ -112,6 +123,11 @@ impl AppState {
         self.audit.configure(&config.audit);
         self.executor.set_limits(exec_limits(&config));
         self.locks.set_settings(lock_settings(&config.leases));
+        // An unchanged console keeps its capture and ring; a changed one starts over.
+        self.consoles.start(
+            crate::boards::consoles::wanted(&config),
+            Some(&self.registry),
+        );
         let per_client = config.limits.max_concurrent_per_client;
         self.config.store(Arc::new(config));
         // After the store: a slot made from now on reads the new size itself.

@@ -7,6 +7,7 @@
 //! - `matching`: a `match` and whether a board (with the device at its port) satisfies it.
 //! - `queue`: FIFO across boards for match waiters.
 
+pub mod consoles;
 mod matching;
 mod queue;
 

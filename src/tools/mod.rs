@@ -4,6 +4,7 @@
 pub mod board_list;
 pub mod boards;
 pub mod commands;
+pub mod console;
 pub mod devices;
 pub mod execute;
 pub mod files;

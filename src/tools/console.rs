@@ -1,0 +1,340 @@
+//! `console_read` and `console_write`: a board's serial console, captured by the server
+//! (src/console/), read since a cursor with an optional regex wait, written under the
+//! board's lease.
+
+use std::time::Duration;
+
+use rmcp::model::CallToolResult;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::Audit;
+use crate::auth::ClientIdentity;
+use crate::console::{Console, ConsoleState, Consoles, NoLease, ReadError, ReadSpec, WriteError};
+use crate::refusal::{Refusal, RefusalReason};
+use crate::tools::{refusal, structured};
+
+/// Default and longest `timeout_secs` of a `wait_for`.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
+pub const MAX_TIMEOUT_SECS: u64 = 300;
+/// Default `max_bytes`; the longest is the ring's size.
+pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
+/// Longest `wait_for` pattern, and the compiled regex's size limit: an agent's regex must
+/// not cost the server more than a small, fixed amount.
+pub const MAX_PATTERN_CHARS: usize = 1024;
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Most bytes one `console_write` sends (a command line, a few keystrokes, a short script).
+pub const MAX_WRITE_BYTES: usize = 16 * 1024;
+
+/// Arguments of `console_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleReadRequest {
+    /// Board name (see list_boards).
+    pub board: String,
+    /// Read from this cursor (a previous answer's next_cursor). Default: the last 4 KiB, or
+    /// with wait_for, only output that arrives from now on.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+    /// Most bytes of raw output returned (default 65536); read on from next_cursor.
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// A regex to wait for in the (cleaned) output from the cursor on, e.g. "Hit any key"
+    /// or "login:". The answer comes as soon as it appears, or after timeout_secs.
+    #[serde(default)]
+    pub wait_for: Option<String>,
+    /// Longest wait for wait_for, in seconds (default 10, at most 300).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// Result of `console_read` (or a refusal in its place).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
+pub struct ConsoleReadResult {
+    pub board: String,
+    /// Output from cursor to next_cursor, ANSI codes removed and `\r` overwrites applied.
+    pub text: String,
+    /// Cursor of the text's first byte (later than asked when the buffer lost output).
+    pub cursor: u64,
+    /// Pass as cursor to read on.
+    pub next_cursor: u64,
+    /// Bytes between the asked cursor and `cursor` that the buffer no longer held.
+    pub dropped_bytes: u64,
+    /// wait_for was found.
+    pub matched: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_text: Option<String>,
+    /// The console's state now: open, absent (adapter unplugged) or error.
+    pub state: ConsoleState,
+}
+
+/// Arguments of `console_write`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleWriteRequest {
+    /// Board name; you must hold its lease (lock_board).
+    pub board: String,
+    /// Sent as given, control characters included: "\u0003" (Ctrl-C) stops U-Boot's
+    /// autoboot; end a command line with "\n" (or "\r" where the board expects it).
+    pub text: String,
+}
+
+/// Result of `console_write`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
+pub struct ConsoleWriteResult {
+    pub board: String,
+    pub bytes_written: usize,
+    /// Read the board's answer from here (console_read cursor).
+    pub cursor: u64,
+}
+
+fn invalid(msg: impl Into<String>) -> CallToolResult {
+    refusal(Refusal::new(RefusalReason::InvalidRequest, msg))
+}
+
+/// The board's console, or why not.
+fn console_of(consoles: &Consoles, board: &str) -> Result<Console, Refusal> {
+    consoles.get(board).ok_or_else(|| {
+        let known = consoles.boards();
+        let known = if known.is_empty() {
+            "no board has a console configured".to_string()
+        } else {
+            format!("boards with a console: {}", known.join(", "))
+        };
+        Refusal::new(
+            RefusalReason::NotConfigured,
+            format!("board {board:?} has no console here ({known}); list_boards shows every board"),
+        )
+    })
+}
+
+fn lease_refusal(e: NoLease) -> Refusal {
+    let reason = if e.held_by_other {
+        RefusalReason::DeviceBusy
+    } else {
+        RefusalReason::NotPermitted
+    };
+    Refusal::new(reason, e.message)
+}
+
+/// Builds the read from the request, or the refusal.
+fn read_spec(req: &ConsoleReadRequest, ring_bytes: usize) -> Result<ReadSpec, CallToolResult> {
+    let max_bytes = req.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+    if max_bytes == 0 {
+        return Err(invalid("max_bytes must be at least 1"));
+    }
+    let timeout = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if timeout == 0 {
+        return Err(invalid("timeout_secs must be at least 1"));
+    }
+    if timeout > MAX_TIMEOUT_SECS {
+        return Err(refusal(Refusal::new(
+            RefusalReason::TimeoutTooLong,
+            format!(
+                "timeout_secs {timeout} is above the maximum {MAX_TIMEOUT_SECS}; wait again with the returned next_cursor"
+            ),
+        )));
+    }
+    let wait_for = match &req.wait_for {
+        None => None,
+        Some(p) if p.chars().count() > MAX_PATTERN_CHARS => {
+            return Err(invalid(format!(
+                "wait_for is longer than {MAX_PATTERN_CHARS} characters"
+            )));
+        }
+        Some(p) => Some(
+            regex::RegexBuilder::new(p)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT)
+                .build()
+                .map_err(|e| invalid(format!("wait_for is not a valid regex: {e}")))?,
+        ),
+    };
+    Ok(ReadSpec {
+        cursor: req.cursor,
+        max_bytes: max_bytes.min(ring_bytes.max(1)),
+        wait_for,
+        timeout: Duration::from_secs(timeout),
+    })
+}
+
+/// `console_read`: needs the board's lease, unless the client is `admin`.
+pub async fn read(
+    consoles: &Consoles,
+    who: &ClientIdentity,
+    req: ConsoleReadRequest,
+    cancel: &CancellationToken,
+) -> CallToolResult {
+    let console = match console_of(consoles, &req.board) {
+        Ok(c) => c,
+        Err(r) => return refusal(r),
+    };
+    if !who.admin
+        && let Err(e) = consoles.access().check_lease(&who.name, &req.board)
+    {
+        return refusal(lease_refusal(e));
+    }
+    let spec = match read_spec(&req, consoles.settings().ring_bytes) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let r = match console.read(&spec, cancel).await {
+        Ok(r) => r,
+        Err(e @ ReadError::CursorAhead { .. }) => return invalid(e.to_string()),
+        Err(e @ ReadError::Cancelled) => {
+            return refusal(Refusal::from_error(RefusalReason::Cancelled, &e));
+        }
+    };
+    let state = console.view().state;
+    let text = render_read(&req.board, &r, state, spec.wait_for.is_some());
+    let result = ConsoleReadResult {
+        board: req.board,
+        text: r.text,
+        cursor: r.cursor,
+        next_cursor: r.next_cursor,
+        dropped_bytes: r.dropped_bytes,
+        matched: r.matched,
+        match_text: r.match_text,
+        state,
+    };
+    structured(&result, text)
+}
+
+fn render_read(
+    board: &str,
+    r: &crate::console::Reading,
+    state: ConsoleState,
+    waited: bool,
+) -> String {
+    let mut head = format!(
+        "console {board} ({}), bytes {}..{}",
+        state.as_str(),
+        r.cursor,
+        r.next_cursor
+    );
+    if r.dropped_bytes > 0 {
+        head.push_str(&format!(", {} bytes lost before cursor", r.dropped_bytes));
+    }
+    if waited {
+        match &r.match_text {
+            Some(m) => head.push_str(&format!(", matched {m:?}")),
+            None => head.push_str(", wait_for not seen before the timeout"),
+        }
+    }
+    format!("{head}; next_cursor {}\n{}", r.next_cursor, r.text)
+}
+
+/// `console_write`: needs the board's lease; audited by length and SHA-256, never the bytes.
+pub async fn write(
+    consoles: &Consoles,
+    audit: &Audit,
+    who: &ClientIdentity,
+    req: ConsoleWriteRequest,
+) -> CallToolResult {
+    let bytes = req.text.as_bytes();
+    let sha256 = hex::encode(Sha256::digest(bytes));
+    let record = |outcome: &str, detail: Option<&str>| {
+        audit.record(&serde_json::json!({
+            "event": "console_write",
+            "client": who.name,
+            "board": req.board,
+            "bytes": bytes.len(),
+            "sha256": sha256,
+            "outcome": outcome,
+            "detail": detail,
+        }));
+    };
+    let refuse = |r: Refusal| {
+        record("refused", Some(r.reason.as_str()));
+        refusal(r)
+    };
+    if bytes.is_empty() {
+        return refuse(Refusal::new(
+            RefusalReason::InvalidRequest,
+            "text is empty; nothing to write",
+        ));
+    }
+    if bytes.len() > MAX_WRITE_BYTES {
+        return refuse(Refusal::new(
+            RefusalReason::Limit,
+            format!(
+                "text is {} bytes; one console_write sends at most {MAX_WRITE_BYTES}",
+                bytes.len()
+            ),
+        ));
+    }
+    let console = match console_of(consoles, &req.board) {
+        Ok(c) => c,
+        Err(r) => return refuse(r),
+    };
+    if let Err(e) = consoles.access().check_lease(&who.name, &req.board) {
+        return refuse(lease_refusal(e));
+    }
+    let cursor = console.bounds().1;
+    match console.write(bytes).await {
+        Ok(()) => {
+            record("written", None);
+            let result = ConsoleWriteResult {
+                board: req.board.clone(),
+                bytes_written: bytes.len(),
+                cursor,
+            };
+            let text = format!(
+                "wrote {} bytes to the console of {}; read the answer with console_read cursor {cursor}",
+                bytes.len(),
+                req.board
+            );
+            structured(&result, text)
+        }
+        Err(e) => {
+            let reason = match e {
+                WriteError::NotOpen { .. } => RefusalReason::DeviceAbsent,
+                WriteError::Stalled { .. } | WriteError::Io { .. } => RefusalReason::IoError,
+            };
+            refuse(Refusal::from_error(reason, &e))
+        }
+    }
+}
+
+/// The `gatecmd://boards/{name}/console` resource: the console's state and its recent
+/// output (the last 4 KiB, cleaned), with the cursors to go on with `console_read`.
+#[derive(Debug, Serialize)]
+pub struct ConsoleSnapshot {
+    pub board: String,
+    pub console: crate::console::ConsoleView,
+    pub text: String,
+    pub cursor: u64,
+    pub next_cursor: u64,
+}
+
+/// The console resource of `board` for `who` (the lease, or `admin`, as for `console_read`).
+pub fn snapshot(
+    consoles: &Consoles,
+    who: &ClientIdentity,
+    board: &str,
+) -> Result<ConsoleSnapshot, Refusal> {
+    let console = console_of(consoles, board)?;
+    if !who.admin {
+        consoles
+            .access()
+            .check_lease(&who.name, board)
+            .map_err(lease_refusal)?;
+    }
+    let (start, end) = console.bounds();
+    let tail = console.slice(
+        end.saturating_sub(crate::console::read::DEFAULT_TAIL_BYTES)
+            .max(start),
+        usize::MAX,
+    );
+    Ok(ConsoleSnapshot {
+        board: board.to_string(),
+        console: console.view(),
+        text: crate::output::clean(&tail.bytes),
+        cursor: tail.from,
+        next_cursor: tail.to,
+    })
+}
