@@ -178,8 +178,12 @@ async fn half_open_connections_do_not_starve_clients() {
     assert!(health_ms < 1000, "/health took {health_ms} ms");
     assert_eq!(call, (200, true));
     assert!(call_ms < 1000, "execute_command took {call_ms} ms");
+    // Bounded by `max_connections` (512, plus the listener and a few files): a flood faster
+    // than the 500 ms during which a new connection is never evicted can fill the server up
+    // to that cap, and past it an old half-open connection gives way to each newcomer, as
+    // the two answers above show.
     assert!(
-        server_sockets < 200,
+        server_sockets <= 512 + 16,
         "the server holds {server_sockets} sockets for half-open connections"
     );
 
