@@ -66,7 +66,6 @@ fn access() -> Arc<dyn gatecmd::console::BoardAccess> {
 
 fn consoles(link: &Path, ring_bytes: usize) -> Consoles {
     let settings = ConsoleSettings {
-        ring_bytes,
         retry: Duration::from_millis(20),
         ..Default::default()
     };
@@ -78,6 +77,7 @@ fn consoles(link: &Path, ring_bytes: usize) -> Consoles {
                 port: None,
                 path: Some(link.to_path_buf()),
                 baud: 1_500_000,
+                buffer_bytes: ring_bytes,
             },
         )],
         None,

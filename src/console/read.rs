@@ -122,16 +122,13 @@ mod tests {
     use crate::console::config::{ConsoleConfig, ConsoleSettings};
 
     fn console(ring: usize) -> Console {
-        let settings = ConsoleSettings {
-            ring_bytes: ring,
-            ..Default::default()
-        };
         let config = ConsoleConfig {
             port: None,
             path: None,
             baud: 115200,
+            buffer_bytes: ring,
         };
-        Console::new("b", config, &settings)
+        Console::new("b", config, &ConsoleSettings::default())
     }
 
     fn spec(cursor: Option<u64>, wait_for: Option<&str>) -> ReadSpec {
