@@ -143,7 +143,7 @@ fn letter(i: usize) -> u8 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_configured_ring_loses_exactly_what_dropped_bytes_says() {
+async fn a_small_configured_ring_loses_exactly_what_dropped_bytes_says_and_reloads() {
     const RING: usize = 4096;
     const SENT: usize = 10_000;
     let s = Server::start(&format!(
@@ -214,4 +214,30 @@ boards:
     let v = structured(&r);
     assert_eq!(v["dropped_bytes"].as_u64(), Some(0), "{v}");
     assert_eq!(v["text"].as_str().map(str::len), Some(100), "{v}");
+
+    // A reload with a bigger ring applies it: the console starts over with the new size.
+    let cfg = s.path("config.yaml");
+    let yaml = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(
+        &cfg,
+        yaml.replace(&format!("buffer_bytes: {RING}"), "buffer_bytes: 8192"),
+    )
+    .expect("rewrite config");
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = console().await;
+        if v["buffer_bytes"] == 8192 && v["state"] == "open" {
+            assert_eq!(v["end_cursor"], 0, "a changed console starts over: {v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reload did not apply: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    board.write_all(&data).expect("write again");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while console().await["buffered_bytes"] != 8192 {
+        assert!(Instant::now() < deadline, "not captured after the reload");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
