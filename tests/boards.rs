@@ -576,11 +576,15 @@ fn check_names_file_line_and_field_of_board_errors() {
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");
     }
-    let good = "boards:\n  - name: a\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 1500000}\n    power: {uhubctl: {hub: \"1-1\", port: 2}}\n";
+    let good = "boards:\n  - name: a\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 1500000}\n    power: {uhubctl: {hub: \"1-1\", port: 2}}\n  - name: b\n    usb: \"1-4\"\n    console: {port: \"1-5\", baud: 115200, buffer_bytes: 65536}\n";
     let (code, out, err) = run(good);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains("a: usb 1-2, soc=rk3588, console port 1-3 at 1500000 baud, power /usr/sbin/uhubctl -l 1-1 -p 2 -a on|off"),
+        "{out}"
+    );
+    assert!(
+        out.contains("b: usb 1-4, console port 1-5 at 115200 baud, ring 65536 bytes"),
         "{out}"
     );
 }
