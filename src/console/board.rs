@@ -48,7 +48,8 @@ pub struct ConsoleView {
     pub buffered_bytes: u64,
     /// The ring's size (`console.buffer_bytes`): older output is dropped and counted.
     pub buffer_bytes: u64,
-    /// Bytes captured since the server started: the cursor after the newest byte.
+    /// Bytes captured since the capture started (at server start, or at the reload that
+    /// changed this console): the cursor after the newest byte.
     pub end_cursor: u64,
     /// Why the tty is absent or unusable.
     #[serde(skip_serializing_if = "Option::is_none")]

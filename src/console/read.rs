@@ -52,7 +52,8 @@ pub struct Reading {
 pub enum ReadError {
     #[error(
         "cursor {cursor} is beyond the end of the console output ({end}); the server may have \
-         restarted since you read it. Omit cursor to read the latest output"
+         restarted, or a reload changed this board's console, since you read it. Omit cursor \
+         to read the latest output"
     )]
     CursorAhead { cursor: u64, end: u64 },
     #[error("the read was cancelled")]
