@@ -103,7 +103,7 @@ impl Vm {
     pub fn start(usbvm: &Path, work: &Path, bin: &Path, options: &[String], args: &[&str]) -> Vm {
         let out = std::fs::File::create(work.join("run.out")).expect("run.out");
         let ctl_path = work.join("ctl.sock");
-        let child = Command::new(usbvm.join("run.sh"))
+        let mut child = Command::new(usbvm.join("run.sh"))
             .arg("--bin")
             .arg(bin)
             .arg("--workdir")
@@ -122,10 +122,15 @@ impl Vm {
         let ctl = loop {
             match UnixStream::connect(&ctl_path) {
                 Ok(s) => break s,
-                Err(_) if Instant::now() < deadline => {
+                Err(_)
+                    if Instant::now() < deadline && child.try_wait().ok().flatten().is_none() =>
+                {
                     std::thread::sleep(Duration::from_millis(50))
                 }
-                Err(e) => panic!("no control socket: {e}\n{}", read(&work.join("run.out"))),
+                Err(e) => {
+                    stop(&mut child);
+                    panic!("no control socket: {e}\n{}", read(&work.join("run.out")))
+                }
             }
         };
         let mut vm = Vm {
@@ -249,12 +254,22 @@ impl Drop for Vm {
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            // run.sh's trap kills QEMU by its PID on SIGTERM.
-            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            std::thread::sleep(Duration::from_secs(2));
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            stop(&mut self.child);
         }
     }
+}
+
+/// Stops run.sh: SIGTERM (its trap kills QEMU by its PID), then SIGKILL.
+fn stop(child: &mut Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
