@@ -10,6 +10,8 @@ mod harness;
 #[path = "../tests/common/umockdev.rs"]
 mod umockdev;
 
+mod console_rows;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -774,6 +776,7 @@ fn main() {
         return;
     }
     rows.push(rt.block_on(lock_handoff(&z)));
+    rows.extend(rt.block_on(console_rows::rows(&z)));
     let (start, idle) = startup(&z);
     rows.push(start);
     rows.push(idle);

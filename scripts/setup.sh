@@ -8,6 +8,15 @@ if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
   packages+=(python3-venv nodejs npm systemd)
+  # The real-kernel tests (tests/console_usbvm.rs) boot a QEMU VM with the usbvm harness
+  # kept beside the repository (../shared/usbvm); where it is, install what it needs here
+  # (as root, through sudo) and let its prepare.sh cache a kernel below.
+  usbvm=""
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  for d in "${USBVM_DIR:-}" "$root/../shared/usbvm" "$root/../../shared/usbvm" /work/shared/usbvm; do
+    if [ -n "$d" ] && [ -x "$d/prepare.sh" ]; then usbvm=$(cd "$d" && pwd); break; fi
+  done
+  [ -z "$usbvm" ] || packages+=(qemu-system-x86 busybox-static kmod xz-utils zstd binutils)
 fi
 
 missing=()
@@ -39,4 +48,17 @@ fi
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found. Install Rust (1.88 or newer) with rustup, then run this again." >&2
   exit 1
+fi
+
+if [ "${1:-}" = "--test" ]; then
+  if [ -n "$usbvm" ]; then
+    # Idempotent: under a second once the kernel is cached in ${USBVM_CACHE:-/tmp/usbvm-cache};
+    # the first time it downloads Debian's kernel .deb (107 MB). As this user, so the cache
+    # is writable by the tests. A failure does not stop the other tests: the usbvm test
+    # fails under CI=true and skips elsewhere, saying why.
+    echo "setup: preparing the usbvm harness in $usbvm"
+    "$usbvm/prepare.sh" || echo "setup: $usbvm/prepare.sh failed; the usbvm tests cannot boot their VM" >&2
+  else
+    echo "setup: no usbvm harness (../shared/usbvm, or USBVM_DIR): the real-kernel tests will skip"
+  fi
 fi

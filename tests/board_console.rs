@@ -136,3 +136,108 @@ boards:
     let r = call(&a, "console_read", json!({"board": "rock5b-1"})).await;
     assert_eq!(structured(&r)["refusal"]["reason"], "not_permitted");
 }
+
+/// Byte `i` of the small-ring test's output: letters only, so cleaning keeps every byte.
+fn letter(i: usize) -> u8 {
+    b'a' + (i % 26) as u8
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_configured_ring_loses_exactly_what_dropped_bytes_says_and_reloads() {
+    const RING: usize = 4096;
+    const SENT: usize = 10_000;
+    let s = Server::start(&format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+boards:
+  - name: small
+    usb: "1-2"
+    console: {{path: $DIR/ttyBOARD, baud: 115200, buffer_bytes: {RING}}}
+"#
+    ));
+    let mut board = plug(&s.path("ttyBOARD"));
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let lease = call(&a, "lock_board", json!({"board": "small"})).await;
+    assert!(!is_error(&lease), "{lease:?}");
+    let console = || async {
+        let l = call(&a, "list_boards", json!({})).await;
+        structured(&l)["boards"][0]["console"].clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while console().await["state"] != "open" {
+        assert!(Instant::now() < deadline, "the console never opened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let data: Vec<u8> = (0..SENT).map(letter).collect();
+    board.write_all(&data).expect("write");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let view = loop {
+        let v = console().await;
+        if v["end_cursor"] == SENT {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "not all captured: {v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(view["buffer_bytes"], RING, "{view}");
+    assert_eq!(view["buffered_bytes"], RING, "{view}");
+
+    // From the start: the ring kept the last RING bytes and says it lost the rest.
+    let r = call(
+        &a,
+        "console_read",
+        json!({"board": "small", "cursor": 0, "max_bytes": 1_000_000}),
+    )
+    .await;
+    let v = structured(&r);
+    let lost = (SENT - RING) as u64;
+    assert_eq!(v["dropped_bytes"].as_u64(), Some(lost), "{v}");
+    assert_eq!(v["cursor"].as_u64(), Some(lost), "{v}");
+    assert_eq!(v["next_cursor"].as_u64(), Some(SENT as u64), "{v}");
+    let text = v["text"].as_str().unwrap_or_default().as_bytes();
+    assert_eq!(
+        text,
+        &data[SENT - RING..],
+        "the kept bytes are the newest ones"
+    );
+    // From inside the kept part: nothing lost.
+    let r = call(
+        &a,
+        "console_read",
+        json!({"board": "small", "cursor": SENT - 100}),
+    )
+    .await;
+    let v = structured(&r);
+    assert_eq!(v["dropped_bytes"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["text"].as_str().map(str::len), Some(100), "{v}");
+
+    // A reload with a bigger ring applies it: the console starts over with the new size.
+    let cfg = s.path("config.yaml");
+    let yaml = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(
+        &cfg,
+        yaml.replace(&format!("buffer_bytes: {RING}"), "buffer_bytes: 8192"),
+    )
+    .expect("rewrite config");
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = console().await;
+        if v["buffer_bytes"] == 8192 && v["state"] == "open" {
+            assert_eq!(v["end_cursor"], 0, "a changed console starts over: {v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reload did not apply: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    board.write_all(&data).expect("write again");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while console().await["buffered_bytes"] != 8192 {
+        assert!(Instant::now() < deadline, "not captured after the reload");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

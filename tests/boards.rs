@@ -355,6 +355,73 @@ async fn a_board_lease_keeps_other_clients_out() {
     );
 }
 
+/// A board leased while nothing is attached holds no VID:PID key; a device that then
+/// enumerates on its port is still the board's: another client's command on it, by port or
+/// through the command's device class (the `usb:2207:350b` key), is refused with the holder
+/// named, even under a lease that client took on that VID:PID key meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_arriving_on_a_leased_empty_board_is_the_boards() {
+    if !is_inner_run() {
+        return rerun_under_preload("a_device_arriving_on_a_leased_empty_board_is_the_boards");
+    }
+    let tb = Testbed::new();
+    tb.add_from_string(ROOT_HUB);
+    let root = tb.root_dir();
+    let s = Server::start_with(
+        &bench_config(),
+        &[],
+        &[
+            ("LD_PRELOAD", "libumockdev-preload.so.0"),
+            ("UMOCKDEV_DIR", root.to_str().expect("utf8")),
+        ],
+    );
+    let dir = s.dir.path();
+    script(
+        dir,
+        "record.sh",
+        &format!("echo \"$1\" >> {}/ran", dir.display()),
+    );
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let b = connect(&s.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("b");
+    let r = call(&a, "lock_board", json!({"board": "rock5b-1"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let v = structured(&r);
+    assert_eq!(v["device"], Value::Null, "{v}");
+    let shared = v["shared_keys"].to_string();
+    assert!(!shared.contains("usb:"), "no device, no VID:PID key: {v}");
+
+    tb.add_from_string(RK3588_MASKROM_1_2);
+    wait_attached(&b).await;
+    for args in [
+        json!({"command": "record", "args": ["b"], "device": "1-2"}),
+        json!({"command": "record", "args": ["b"]}),
+    ] {
+        let r = call(&b, "execute_command", args.clone()).await;
+        let v = structured(&r);
+        assert_eq!(v["refusal"]["reason"], "device_busy", "{args}: {v}");
+        assert!(text(&r).contains("vm-a"), "{args}: {}", text(&r));
+    }
+    assert!(!s.path("ran").exists(), "b's command ran on a's board");
+    // Even a lease b takes on the VID:PID key does not get it onto the board.
+    let r = call(&b, "lock_device", json!({"key": "usb:2207:350b"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let lease = structured(&r)["lease_id"].clone();
+    for args in [
+        json!({"command": "record", "args": ["b"], "lease": lease}),
+        json!({"command": "record", "args": ["b"], "device": "1-2", "lease": lease}),
+    ] {
+        let r = call(&b, "execute_command", args.clone()).await;
+        let v = structured(&r);
+        assert_eq!(v["refusal"]["reason"], "device_busy", "{args}: {v}");
+        assert!(text(&r).contains("vm-a"), "{args}: {}", text(&r));
+    }
+    assert!(!s.path("ran").exists(), "b's command ran on a's board");
+}
+
 async fn wait_attached(c: &Client) {
     let r = call(
         c,
@@ -509,11 +576,15 @@ fn check_names_file_line_and_field_of_board_errors() {
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");
     }
-    let good = "boards:\n  - name: a\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 1500000}\n    power: {uhubctl: {hub: \"1-1\", port: 2}}\n";
+    let good = "boards:\n  - name: a\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 1500000}\n    power: {uhubctl: {hub: \"1-1\", port: 2}}\n  - name: b\n    usb: \"1-4\"\n    console: {port: \"1-5\", baud: 115200, buffer_bytes: 65536}\n";
     let (code, out, err) = run(good);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains("a: usb 1-2, soc=rk3588, console port 1-3 at 1500000 baud, power /usr/sbin/uhubctl -l 1-1 -p 2 -a on|off"),
+        "{out}"
+    );
+    assert!(
+        out.contains("b: usb 1-4, console port 1-5 at 115200 baud, ring 65536 bytes"),
         "{out}"
     );
 }

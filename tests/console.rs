@@ -66,7 +66,6 @@ fn access() -> Arc<dyn gatecmd::console::BoardAccess> {
 
 fn consoles(link: &Path, ring_bytes: usize) -> Consoles {
     let settings = ConsoleSettings {
-        ring_bytes,
         retry: Duration::from_millis(20),
         ..Default::default()
     };
@@ -78,6 +77,7 @@ fn consoles(link: &Path, ring_bytes: usize) -> Consoles {
                 port: None,
                 path: Some(link.to_path_buf()),
                 baud: 1_500_000,
+                buffer_bytes: ring_bytes,
             },
         )],
         None,
@@ -397,44 +397,6 @@ async fn capture_resumes_when_the_adapter_comes_back() {
     assert_eq!(got, [3]);
 }
 
-/// Benchmark row: bytes on the pty → a waiting `console_read` answered. Run with
-/// `cargo test --test console -- --ignored --nocapture wait_for_latency`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: prints figures"]
-async fn wait_for_latency() {
-    let s = setup();
-    let mut board = FakeBoard::plug(&s.link);
-    let c = consoles(&s.link, 1 << 20);
-    wait_state(&c, ConsoleState::Open).await;
-    let mut samples = Vec::new();
-    for i in 0..300 {
-        let marker = format!("marker-{i}-end");
-        let waiter = {
-            let c = c.clone();
-            let marker = marker.clone();
-            tokio::spawn(async move {
-                let v = read(&c, &who("alice"), read_req(None, Some(&marker))).await;
-                assert_eq!(v["matched"], true);
-                Instant::now()
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        board.send(format!("noise {i}\r\n{marker}\r\n").as_bytes());
-        let written = Instant::now();
-        let answered = waiter.await.expect("join");
-        samples.push(answered.duration_since(written));
-    }
-    samples.sort();
-    let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
-    println!(
-        "console bytes -> wait_for answered ({} samples): median {:?}, p99 {:?}, max {:?}",
-        samples.len(),
-        pct(0.5),
-        pct(0.99),
-        samples[samples.len() - 1]
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_are_announced_at_most_ten_times_a_second() {
     let s = setup();
@@ -518,58 +480,4 @@ async fn the_console_tools_are_served_over_http() {
     assert_eq!(line["bytes"], 1);
     assert_eq!(line["sha256"], sha256_hex(b"\x03"));
     assert_eq!(line["client"], "vm-a");
-}
-
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let u = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
-/// Benchmark row: sustained capture at the byte rate of 1.5 Mbaud (150,000 bytes/s, 8N1)
-/// for 5 s, and the CPU it costs (the whole test process: the writing board included, so
-/// an upper bound). Run with `--ignored --nocapture sustained_capture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: prints figures"]
-async fn sustained_capture_at_1_5_mbaud() {
-    const RATE: u64 = 150_000;
-    const SECS: u64 = 5;
-    let s = setup();
-    let board = FakeBoard::plug(&s.link);
-    let c = consoles(&s.link, 1 << 20);
-    wait_state(&c, ConsoleState::Open).await;
-    let (cpu0, t0) = (cpu_time(), Instant::now());
-    let writer = std::thread::spawn(move || {
-        let mut board = board;
-        // 1.5 kB every 10 ms, like a UART FIFO drained by a USB adapter.
-        let line: Vec<u8> = (0..RATE / 100).map(burst_byte).collect();
-        let start = Instant::now();
-        for i in 0..SECS * 100 {
-            board.send(&line);
-            let next = start + Duration::from_millis(10 * (i + 1));
-            std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        }
-        board
-    });
-    let _board = tokio::task::spawn_blocking(move || writer.join().expect("writer"))
-        .await
-        .expect("join");
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while c.view(BOARD).expect("view").end_cursor < RATE * SECS && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let (cpu, wall) = (cpu_time() - cpu0, t0.elapsed());
-    assert_eq!(c.view(BOARD).expect("view").end_cursor, RATE * SECS);
-    println!(
-        "sustained capture {} bytes/s for {wall:?}: CPU {cpu:?} ({:.1} % of one core, writer included)",
-        RATE,
-        cpu.as_secs_f64() / wall.as_secs_f64() * 100.0
-    );
 }

@@ -141,6 +141,9 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
                     (None, None) => String::new(),
                 };
                 s.push_str(&format!(", console {at} at {} baud", c.baud));
+                if c.buffer_bytes != crate::config::DEFAULT_CONSOLE_BUFFER_BYTES {
+                    s.push_str(&format!(", ring {} bytes", c.buffer_bytes));
+                }
             }
             match &b.power {
                 Some(crate::config::PowerConfig::Uhubctl { hub, port, binary }) => s.push_str(

@@ -16,6 +16,17 @@ pub const STANDARD_BAUDS: &[u32] = &[
     3000000, 3500000, 4000000,
 ];
 
+/// Bytes of console output a board keeps when its `console:` sets no `buffer_bytes`.
+pub const DEFAULT_CONSOLE_BUFFER_BYTES: usize = 1 << 20;
+
+/// The smallest `console.buffer_bytes`: below one screen of boot log a `wait_for` could
+/// lose its match to the ring before the reader looks.
+pub const MIN_CONSOLE_BUFFER_BYTES: usize = 4 << 10;
+
+/// The largest `console.buffer_bytes`: every board with a console may hold this much in
+/// memory, so a typo (an extra zero or three) must not take the host's memory.
+pub const MAX_CONSOLE_BUFFER_BYTES: usize = 64 << 20;
+
 /// One configured board.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardConfig {
@@ -41,6 +52,10 @@ pub struct ConsoleConfig {
     pub path: Option<PathBuf>,
     /// One of [`STANDARD_BAUDS`].
     pub baud: u32,
+    /// Size of the board's capture ring in bytes ([`MIN_CONSOLE_BUFFER_BYTES`] to
+    /// [`MAX_CONSOLE_BUFFER_BYTES`], default [`DEFAULT_CONSOLE_BUFFER_BYTES`]); older output
+    /// is dropped and counted. A reload that changes it starts the board's capture over.
+    pub buffer_bytes: usize,
 }
 
 /// A board's power switch.

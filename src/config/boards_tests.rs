@@ -98,3 +98,35 @@ fn power_actions_must_name_a_command_whose_pattern_matches() {
     );
     assert!(e.message.contains("uhubctl"), "{e}");
 }
+
+#[test]
+fn the_console_ring_size_is_configurable_within_bounds() {
+    let c = Config::parse(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 115200}\n  - name: b\n    usb: \"1-4\"\n    console: {port: \"1-5\", baud: 115200, buffer_bytes: 65536}\n",
+        "b.yaml",
+    )
+    .expect("valid");
+    let size = |n: &str| {
+        c.board(n)
+            .and_then(|b| b.console.as_ref())
+            .map(|c| c.buffer_bytes)
+    };
+    assert_eq!(size("a"), Some(DEFAULT_CONSOLE_BUFFER_BYTES));
+    assert_eq!(size("b"), Some(65536));
+    for bad in ["4095", "67108865", "0"] {
+        let e = one(
+            &format!(
+                "boards:\n  - name: a\n    usb: \"1-2\"\n    console:\n      port: \"1-3\"\n      baud: 115200\n      buffer_bytes: {bad}\n"
+            ),
+            "boards[0].console.buffer_bytes",
+        );
+        assert_eq!((e.file.as_str(), e.line), ("b.yaml", 7), "{e}");
+        assert!(e.message.contains("4 KiB to 64 MiB"), "{e}");
+    }
+    // Flow style: the console's line.
+    let e = one(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    console: {port: \"1-3\", baud: 115200, buffer_bytes: 1}\n",
+        "boards[0].console.buffer_bytes",
+    );
+    assert_eq!(e.line, 4, "{e}");
+}

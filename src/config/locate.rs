@@ -54,6 +54,13 @@ impl<'a> Locator<'a> {
         self.item_key_nth(name, key, 0)
     }
 
+    /// Like [`Self::item_key`], but `None` unless `key:` has a line of its own in the item
+    /// (not when it sits in a flow mapping such as `console: {baud: 1}`).
+    pub(crate) fn item_own_key(&self, name: &str, key: &str) -> Option<(usize, usize)> {
+        let (line, col) = self.item_key(name, key)?;
+        (Self::key_of(self.lines[line - 1]) == Some(key)).then_some((line, col))
+    }
+
     /// `key: value` inside the item (for keys that repeat, such as `pattern`).
     pub(crate) fn item_value(&self, name: &str, key: &str, value: &str) -> Option<(usize, usize)> {
         let (start, _) = self.item_key(name, "name")?;

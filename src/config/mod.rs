@@ -30,7 +30,8 @@ mod staging;
 mod validate;
 
 pub use boards::{
-    BoardConfig, ConsoleConfig, DEFAULT_UHUBCTL, PowerAction, PowerConfig, STANDARD_BAUDS,
+    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
+    MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
     valid_port_path,
 };
 pub use error::{ConfigError, ConfigErrors};

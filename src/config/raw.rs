@@ -277,6 +277,7 @@ pub(crate) struct RawConsole {
     pub(crate) port: Option<String>,
     pub(crate) path: Option<String>,
     pub(crate) baud: u32,
+    pub(crate) buffer_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]

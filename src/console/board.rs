@@ -46,7 +46,10 @@ pub struct ConsoleView {
     pub baud: u32,
     /// Bytes held in the ring now.
     pub buffered_bytes: u64,
-    /// Bytes captured since the server started: the cursor after the newest byte.
+    /// The ring's size (`console.buffer_bytes`): older output is dropped and counted.
+    pub buffer_bytes: u64,
+    /// Bytes captured since the capture started (at server start, or at the reload that
+    /// changed this console): the cursor after the newest byte.
     pub end_cursor: u64,
     /// Why the tty is absent or unusable.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,12 +117,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Console {
     /// A console with an empty ring, not yet captured (state absent).
     pub fn new(board: &str, config: ConsoleConfig, settings: &ConsoleSettings) -> Console {
+        let ring = Ring::new(config.buffer_bytes);
         Console {
             shared: Arc::new(Shared {
                 board: board.to_string(),
                 config,
                 write_timeout: settings.write_timeout,
-                ring: Mutex::new(Ring::new(settings.ring_bytes)),
+                ring: Mutex::new(ring),
                 end: watch::channel(0).0,
                 status: Mutex::new(Status {
                     state: ConsoleState::Absent,
@@ -210,6 +214,7 @@ impl Console {
             tty: s.tty.clone(),
             baud: self.shared.config.baud,
             buffered_bytes: len,
+            buffer_bytes: self.shared.config.buffer_bytes as u64,
             end_cursor: end,
             error: s.error.clone(),
         }

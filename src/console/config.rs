@@ -1,15 +1,15 @@
 //! What the consoles are configured with: each board's `console:` (defined with the
-//! `boards:` section in src/config/boards.rs) and the capture settings.
+//! `boards:` section in src/config/boards.rs, ring size included) and the capture settings
+//! shared by every board.
 
 use std::path::PathBuf;
 
 pub use crate::config::ConsoleConfig;
 
-/// How consoles capture; one set for every board.
+/// How consoles capture; one set for every board (the ring's size is per board, in
+/// [`ConsoleConfig::buffer_bytes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsoleSettings {
-    /// Bytes of output kept per board (the ring); older output is dropped and counted.
-    pub ring_bytes: usize,
     /// How often an absent tty is tried again (a port adapter is also tried at once when
     /// the device registry reports a change on its port).
     pub retry: std::time::Duration,
@@ -19,13 +19,9 @@ pub struct ConsoleSettings {
     pub sys_usb: PathBuf,
 }
 
-/// Default ring size per board.
-pub const DEFAULT_RING_BYTES: usize = 1 << 20;
-
 impl Default for ConsoleSettings {
     fn default() -> Self {
         ConsoleSettings {
-            ring_bytes: DEFAULT_RING_BYTES,
             retry: std::time::Duration::from_millis(250),
             write_timeout: std::time::Duration::from_secs(5),
             sys_usb: PathBuf::from("/sys/bus/usb/devices"),

@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use board::{Console, ConsoleState, ConsoleView, WriteError};
-pub use config::{ConsoleConfig, ConsoleSettings, DEFAULT_RING_BYTES};
+pub use config::{ConsoleConfig, ConsoleSettings};
 pub use read::{ReadError, ReadSpec, Reading};
 
 use crate::devices::Registry;
@@ -185,6 +185,7 @@ mod tests {
             port: None,
             path: Some(path.into()),
             baud: 115200,
+            buffer_bytes: 4096,
         }
     }
 
@@ -206,6 +207,14 @@ mod tests {
             (0, 4),
             "same config, same ring"
         );
+        // A new ring size is a changed console too: the reload gives it its new ring.
+        let bigger = ConsoleConfig {
+            buffer_bytes: 8192,
+            ..at("/nonexistent/a")
+        };
+        c.start([("a".to_string(), bigger)], None);
+        let a = c.get("a").expect("a");
+        assert_eq!((a.bounds(), a.view().buffer_bytes), ((0, 0), 8192));
         c.start([("a".to_string(), at("/nonexistent/other"))], None);
         assert_eq!(c.boards(), ["a"]);
         assert_eq!(

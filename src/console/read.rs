@@ -52,7 +52,8 @@ pub struct Reading {
 pub enum ReadError {
     #[error(
         "cursor {cursor} is beyond the end of the console output ({end}); the server may have \
-         restarted since you read it. Omit cursor to read the latest output"
+         restarted, or a reload changed this board's console, since you read it. Omit cursor \
+         to read the latest output"
     )]
     CursorAhead { cursor: u64, end: u64 },
     #[error("the read was cancelled")]
@@ -122,16 +123,13 @@ mod tests {
     use crate::console::config::{ConsoleConfig, ConsoleSettings};
 
     fn console(ring: usize) -> Console {
-        let settings = ConsoleSettings {
-            ring_bytes: ring,
-            ..Default::default()
-        };
         let config = ConsoleConfig {
             port: None,
             path: None,
             baud: 115200,
+            buffer_bytes: ring,
         };
-        Console::new("b", config, &settings)
+        Console::new("b", config, &ConsoleSettings::default())
     }
 
     fn spec(cursor: Option<u64>, wait_for: Option<&str>) -> ReadSpec {

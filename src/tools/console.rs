@@ -178,7 +178,7 @@ pub async fn read(
     {
         return refusal(lease_refusal(e));
     }
-    let spec = match read_spec(&req, consoles.settings().ring_bytes) {
+    let spec = match read_spec(&req, console.config().buffer_bytes) {
         Ok(s) => s,
         Err(r) => return r,
     };

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use super::super::boards::{
-    BoardConfig, ConsoleConfig, DEFAULT_UHUBCTL, PowerAction, PowerConfig, STANDARD_BAUDS,
+    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
+    MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
     valid_port_path,
 };
 use super::super::raw::{RawBoard, RawConsole, RawPower, RawPowerAction, check_name, parse_abs};
@@ -144,10 +145,31 @@ impl Validator<'_> {
         if c.path.is_some() && path.is_none() {
             ok = false;
         }
+        let buffer_bytes = match c.buffer_bytes {
+            None => DEFAULT_CONSOLE_BUFFER_BYTES,
+            Some(n) => match usize::try_from(n) {
+                Ok(n) if (MIN_CONSOLE_BUFFER_BYTES..=MAX_CONSOLE_BUFFER_BYTES).contains(&n) => n,
+                _ => {
+                    // Its own line when `console:` is written as a block.
+                    let at = self.loc.item_own_key(name, "buffer_bytes").or(at);
+                    self.err(
+                        at,
+                        field("buffer_bytes"),
+                        format!(
+                            "buffer_bytes {n} is outside {MIN_CONSOLE_BUFFER_BYTES}..={MAX_CONSOLE_BUFFER_BYTES} \
+                             (4 KiB to 64 MiB, in bytes); leave it out for the default {DEFAULT_CONSOLE_BUFFER_BYTES} (1 MiB)"
+                        ),
+                    );
+                    ok = false;
+                    0
+                }
+            },
+        };
         ok.then_some(ConsoleConfig {
             port: c.port,
             path,
             baud: c.baud,
+            buffer_bytes,
         })
     }
 
