@@ -38,26 +38,32 @@ fn allocation_config() -> String {
     y
 }
 
-/// 8 clients ask for "any rk3588" (3 boards), 100 ms apart, each holding its board for
+/// 8 clients ask for "any rk3588" (3 boards) one after another, each holding its board for
 /// 600 ms: at most 3 hold at once, no board is held by two, and the queued requests are
 /// served in the order they arrived.
+///
+/// The order of arrival is the server's: client i asks only once every earlier request is
+/// either answered or seen waiting in `list_boards` (`match_waiting`), so a loaded machine
+/// that delays a request cannot reorder them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn match_allocation_is_fair_and_exclusive() {
     let s = Server::start(&allocation_config());
     let epoch = Instant::now();
-    // Everyone connected first, so that the 100 ms steps, not connection times, set the
-    // order of arrival.
-    let ready = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let (turn_tx, turn_rx) = tokio::sync::watch::channel(usize::MAX);
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let ready = Arc::new(tokio::sync::Barrier::new(CLIENTS + 1));
     let mut tasks = Vec::new();
     for i in 0..CLIENTS {
         let url = s.url.clone();
         let ready = Arc::clone(&ready);
+        let answered = Arc::clone(&answered);
+        let mut turn = turn_rx.clone();
         tasks.push(tokio::spawn(async move {
             let c = connect(&url, Some(&token(i)), Era::Modern)
                 .await
                 .expect("connect");
             ready.wait().await;
-            tokio::time::sleep(Duration::from_millis(100 * i as u64)).await;
+            turn.wait_for(|t| *t == i).await.expect("turn");
             let asked = epoch.elapsed();
             let r = call(
                 &c,
@@ -67,20 +73,47 @@ async fn match_allocation_is_fair_and_exclusive() {
             .await;
             assert!(!is_error(&r), "c{i}: {}", text(&r));
             let got = epoch.elapsed();
+            answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let v = structured(&r);
             let board = v["board"].as_str().expect("board").to_string();
+            // The server's grant order (every lease has the default TTL, so expiry orders
+            // them as grants do): answers may reach their clients out of order.
+            let acquired: chrono::DateTime<chrono::Utc> = v["expires_at"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("expires_at");
             tokio::time::sleep(Duration::from_millis(600)).await;
             let released = epoch.elapsed();
             let u = call(&c, "unlock_device", json!({"lease": v["lease_id"]})).await;
             assert!(!is_error(&u), "c{i} unlock: {}", text(&u));
-            (i, board, asked, got, released)
+            (i, board, asked, got, released, acquired)
         }));
+    }
+    let observer = connect(&s.url, Some(&token(0)), Era::Modern)
+        .await
+        .expect("observer");
+    ready.wait().await;
+    for i in 0..CLIENTS {
+        turn_tx.send_replace(i);
+        // A request counts as arrived once answered or queued; it is never both (it
+        // leaves the queue before its answer is sent), so the sum never over-counts.
+        let give_up = Instant::now() + Duration::from_secs(20);
+        loop {
+            let boards = structured(&call(&observer, "list_boards", json!({})).await);
+            let queued = boards["boards"][0]["match_waiting"].as_u64().expect("match_waiting");
+            let done = answered.load(std::sync::atomic::Ordering::SeqCst) as u64;
+            if done + queued > i as u64 {
+                break;
+            }
+            assert!(Instant::now() < give_up, "c{i}'s request never arrived");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
     let mut held = Vec::new();
     for t in tasks {
         held.push(t.await.expect("client task"));
     }
-    for (i, board, asked, got, released) in &held {
+    for (i, board, asked, got, released, _) in &held {
         println!("c{i}: asked {asked:?}, got {board} at {got:?}, released at {released:?}");
         assert!(board.starts_with("rk"), "c{i} got {board}");
     }
@@ -104,7 +137,7 @@ async fn match_allocation_is_fair_and_exclusive() {
     }
     // FIFO: served in the order asked.
     let mut by_grant = held.clone();
-    by_grant.sort_by_key(|h| h.3);
+    by_grant.sort_by_key(|h| h.5);
     let order: Vec<usize> = by_grant.iter().map(|h| h.0).collect();
     assert_eq!(order, (0..CLIENTS).collect::<Vec<_>>(), "grant order");
     // The last ones waited: the queue was really used.

@@ -36,6 +36,9 @@ pub struct BoardView {
     pub power: Option<PowerView>,
     /// The board's lease (`board:NAME`) and who holds it.
     pub lock: LockView,
+    /// `lock_board {match}` requests queued that this board would serve (they wait in
+    /// one queue for every board of their match, so `lock.queue_len` does not count them).
+    pub match_waiting: usize,
 }
 
 /// A board's power switch in `list_boards`.
@@ -90,6 +93,7 @@ pub fn board_view(
             state: state.boards.power_state(&board.name),
         }),
         lock: LockView::of(&state.locks, &LockKey::Board(board.name.clone()), caller),
+        match_waiting: state.boards.queue.waiting_for(&board.name),
     }
 }
 
@@ -139,7 +143,7 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
             (Some(h), true) => text.push_str(&format!(
                 "; held by {h} ({}), {} waiting",
                 b.lock.held_by.as_deref().unwrap_or("lease"),
-                b.lock.queue_len
+                b.lock.queue_len + b.match_waiting
             )),
             _ => text.push_str("; free"),
         }
