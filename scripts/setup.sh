@@ -8,6 +8,10 @@ if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
   packages+=(python3-venv nodejs npm systemd)
+  # The bench page's browser test (tests/python/test_page.py): Debian's Chromium, driven by
+  # Playwright from PyPI (its own browser downloads are never used); DejaVu for a readable
+  # screenshot.
+  packages+=(chromium fonts-dejavu-core)
 fi
 
 missing=()

@@ -116,7 +116,7 @@ function renderLocks(s) {
       el("td", {}, l.note || "–"),
       el("td", {}, l.since ? ago(l.since) : "–"),
       el("td", {}, l.expires_at ? countdown(l.expires_at) : "–"),
-      el("td", {}, l.queue.length ? l.queue.map((c, i) => `${i + 1}. ${c}`).join(", ") : "–"),
+      el("td", {}, ...(l.queue.length ? l.queue.map((c, i) => el("div", { class: "nowrap" }, `${i + 1}. ${c}`)) : ["–"])),
       el("td", {}, btn));
   });
   document.getElementById("locks-count").textContent = `(${s.locks.length})`;

@@ -20,14 +20,14 @@ pub(super) async fn release(State(p): State<Arc<Page>>, req: Request) -> Respons
         Ok(v) => v,
         Err(d) => return denied(d),
     };
-    if let Err(r) = checked_post(&p, &parts.headers) {
-        return r;
+    if let Err((code, why)) = checked_post(&p, &parts.headers) {
+        return plain(code, &why);
     }
     let Some(form) = read_form(body).await else {
         return plain(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large");
     };
-    if let Err(r) = check_csrf(&viewer, &parts.headers, &form) {
-        return r;
+    if let Err((code, why)) = check_csrf(&viewer, &parts.headers, &form) {
+        return plain(code, &why);
     }
     if !viewer.admin {
         tracing::warn!(client = %viewer.client, "page release refused: not an admin client");

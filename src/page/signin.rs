@@ -55,8 +55,8 @@ async fn sign_in_inner(p: &Page, req: Request) -> Response {
         return denied(Denied::Disabled);
     }
     let (parts, body) = req.into_parts();
-    if let Err(r) = checked_post(p, &parts.headers) {
-        return r;
+    if let Err((code, why)) = checked_post(p, &parts.headers) {
+        return plain(code, &why);
     }
     let current = p.gate.current();
     let Access::Tokens(creds) = &current.0 else {
@@ -114,12 +114,12 @@ pub(super) async fn sign_out(State(p): State<Arc<Page>>, req: Request) -> Respon
         Ok(v) => v,
         Err(d) => return denied(d),
     };
-    if let Err(r) = checked_post(&p, &parts.headers) {
-        return r;
+    if let Err((code, why)) = checked_post(&p, &parts.headers) {
+        return plain(code, &why);
     }
     let form = read_form(body).await.unwrap_or_default();
-    if let Err(r) = check_csrf(&viewer, &parts.headers, &form) {
-        return r;
+    if let Err((code, why)) = check_csrf(&viewer, &parts.headers, &form) {
+        return plain(code, &why);
     }
     if let Some(id) = &viewer.session_id {
         p.sessions.remove(id);
@@ -149,12 +149,17 @@ fn redirect_home(id: Option<&str>) -> Response {
     r
 }
 
+/// Why a page POST is refused: the status and the message (the caller answers with
+/// `plain`).
+pub(super) type Refused = (StatusCode, String);
+
 /// The checks every page POST passes: Host/Origin policy, and the same origin as the page.
-pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Response> {
+pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Refused> {
     let current = p.gate.current();
     let text = |h| headers.get(h).and_then(|v: &HeaderValue| v.to_str().ok());
     if let Err(e) = current.1.check(text(header::ORIGIN), text(header::HOST)) {
-        return Err(denied(Denied::Forbidden(e.to_string())));
+        tracing::warn!(error = %e, "page request refused");
+        return Err((StatusCode::FORBIDDEN, e.to_string()));
     }
     same_origin(
         text(header::ORIGIN),
@@ -163,7 +168,7 @@ pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Response
     )
     .map_err(|why| {
         tracing::warn!(reason = %why, "page POST refused: not from the page's origin");
-        plain(StatusCode::FORBIDDEN, &why)
+        (StatusCode::FORBIDDEN, why)
     })
 }
 
@@ -196,7 +201,7 @@ pub(super) fn same_origin(
 }
 
 /// The session's CSRF token must come back in the form or the `X-CSRF-Token` header.
-pub(super) fn check_csrf(v: &Viewer, headers: &HeaderMap, form: &[u8]) -> Result<(), Response> {
+pub(super) fn check_csrf(v: &Viewer, headers: &HeaderMap, form: &[u8]) -> Result<(), Refused> {
     let sent = headers
         .get("x-csrf-token")
         .and_then(|h| h.to_str().ok())
@@ -206,9 +211,9 @@ pub(super) fn check_csrf(v: &Viewer, headers: &HeaderMap, form: &[u8]) -> Result
     if ok {
         Ok(())
     } else {
-        Err(plain(
+        Err((
             StatusCode::FORBIDDEN,
-            "missing or wrong CSRF token: reload the page and try again",
+            "missing or wrong CSRF token: reload the page and try again".into(),
         ))
     }
 }

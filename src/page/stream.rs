@@ -30,6 +30,9 @@ use crate::conn_limits::ConnTicket;
 pub const SETTLE: Duration = Duration::from_millis(10);
 /// At most one snapshot per this long.
 pub const MIN_GAP: Duration = Duration::from_millis(100);
+/// How often the lock table's version and the board match queue are looked at: a waiter
+/// joining or leaving a queue moves them without a lock event.
+pub const QUEUE_POLL: Duration = Duration::from_millis(50);
 /// A comment line this often on a quiet stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// What the browser waits before reconnecting.
@@ -92,6 +95,10 @@ struct Sources {
     config: Option<broadcast::Receiver<()>>,
     running: watch::Receiver<u64>,
     decisions: watch::Receiver<u64>,
+    /// (lock table version, board match waiters) as last sent.
+    queues: (u64, usize),
+    poll: tokio::time::Interval,
+    page_state: Arc<crate::state::AppState>,
 }
 
 /// A broadcast receiver's next message as "something changed"; a closed channel is
@@ -115,6 +122,13 @@ impl Sources {
             config: Some(s.config_changes()),
             running: s.running.subscribe(),
             decisions: s.audit.recent().subscribe(),
+            queues: queues_of(s),
+            poll: {
+                let mut i = tokio::time::interval(QUEUE_POLL);
+                i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                i
+            },
+            page_state: s.clone(),
         }
     }
 
@@ -127,6 +141,7 @@ impl Sources {
             _ = changed(&mut self.config) => {}
             r = self.running.changed() => if r.is_err() { std::future::pending::<()>().await },
             r = self.decisions.changed() => if r.is_err() { std::future::pending::<()>().await },
+            _ = queues_moved(&mut self.poll, &self.page_state, self.queues) => {}
         }
     }
 
@@ -147,7 +162,26 @@ impl Sources {
         drain_bc(&mut self.config);
         self.running.mark_unchanged();
         self.decisions.mark_unchanged();
+        self.queues = queues_of(&self.page_state);
     }
+}
+
+/// Ticks until the queues differ from `sent`.
+async fn queues_moved(
+    poll: &mut tokio::time::Interval,
+    state: &crate::state::AppState,
+    sent: (u64, usize),
+) {
+    loop {
+        poll.tick().await;
+        if queues_of(state) != sent {
+            return;
+        }
+    }
+}
+
+fn queues_of(s: &crate::state::AppState) -> (u64, usize) {
+    (s.locks.version(), s.boards.queue.len())
 }
 
 struct Stream {
