@@ -257,6 +257,34 @@ async fn host_policy_and_viewers_apply() {
         .await
         .expect("get");
     assert_eq!(r.status(), 403, "DNS rebinding: a foreign Host");
+    // A NAT guest reaches the page as 10.0.2.2 (an allowed Host): its own origin is fine
+    // for the page, though not a loopback origin.
+    let port = s
+        .base
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .expect("port");
+    let nat = format!("10.0.2.2:{port}");
+    let r = http()
+        .post(format!("{}/signin", s.base))
+        .header("host", &nat)
+        .header("origin", format!("http://{nat}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={TOKEN_A}"))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 303, "same origin by the NAT address");
+    let cookie = session_cookie(&r);
+    let r = http()
+        .get(format!("{}/state", s.base))
+        .header("host", &nat)
+        .header("origin", format!("http://{nat}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 200);
     let r = sign_in(&s, TOKEN_B, Some(&origin(&s))).await;
     assert_eq!(r.status(), 403, "vm-b is not a viewer");
     assert!(r.headers().get("set-cookie").is_none());
@@ -322,6 +350,28 @@ async fn the_stream_follows_a_lease_and_an_admin_releases_it() {
     let client = connect(&s.url, Some(TOKEN_A), Era::Modern)
         .await
         .expect("connect");
+    // A refusal reaches the page's decisions with its stable reason.
+    let r = call(
+        &client,
+        "execute_command",
+        json!({"command": "echo", "args": ["a;b"]}),
+    )
+    .await;
+    assert!(is_error(&r));
+    let refused = next_snapshot(
+        &mut resp,
+        &mut buf,
+        Instant::now() + Duration::from_secs(2),
+        |v| v["decisions"][0]["kind"] == "refused",
+    )
+    .await
+    .expect("the refusal on the stream");
+    assert!(
+        refused["decisions"][0]["reason"].is_string(),
+        "{}",
+        refused["decisions"][0]
+    );
+    assert_eq!(refused["decisions"][0]["client"], "vm-a");
     let r = call(
         &client,
         "lock_device",

@@ -112,14 +112,7 @@ impl Page {
         }
         let current = self.gate.current();
         let (access, policy) = &*current;
-        let text = |h| {
-            headers
-                .get(h)
-                .map(|v: &header::HeaderValue| v.to_str().unwrap_or("<non-ascii>"))
-        };
-        if let Err(e) = policy.check(text(header::ORIGIN), text(header::HOST)) {
-            return Err(Denied::Forbidden(e.to_string()));
-        }
+        origin_allowed(policy, headers).map_err(Denied::Forbidden)?;
         let viewer = match access {
             Access::Open => Viewer {
                 client: "anonymous".into(),
@@ -131,16 +124,12 @@ impl Page {
                 let id = cookie(headers).ok_or(Denied::SignIn)?;
                 let idle = Duration::from_secs(config.page.session_idle_secs);
                 let s = self.sessions.get(id, idle).ok_or(Denied::SignIn)?;
-                // Read from the configuration in force: a client removed or no longer a
-                // viewer since it signed in sees nothing more.
-                let client = config.clients.iter().find(|c| c.name == s.client);
-                let generated = config.clients.is_empty() && s.client == "default";
-                if !(client.is_some() || generated) || !config.page.may_view(&s.client) {
+                let Some(admin) = may_still_view(&config, &s.client) else {
                     self.sessions.remove(id);
                     return Err(Denied::SignIn);
-                }
+                };
                 Viewer {
-                    admin: client.is_some_and(|c| c.admin),
+                    admin,
                     client: s.client,
                     csrf: s.csrf,
                     session_id: Some(id.to_string()),
@@ -151,6 +140,34 @@ impl Page {
             t.authenticated();
         }
         Ok(viewer)
+    }
+}
+
+/// Whether `client` (signed in earlier) may view the page under the configuration in
+/// force, and if so whether it is an admin: a client removed from `clients` or `viewers`
+/// since it signed in sees nothing more.
+fn may_still_view(config: &crate::config::Config, client: &str) -> Option<bool> {
+    let found = config.clients.iter().find(|c| c.name == client);
+    let generated = config.clients.is_empty() && client == "default";
+    ((found.is_some() || generated) && config.page.may_view(client))
+        .then(|| found.is_some_and(|c| c.admin))
+}
+
+/// The `/mcp` Host policy, and for `Origin`: the page's own origin (whatever address it
+/// was reached by: a NAT guest's `10.0.2.2`, a LAN address), else `/mcp`'s origin policy.
+fn origin_allowed(policy: &crate::auth::OriginPolicy, headers: &HeaderMap) -> Result<(), String> {
+    let text = |h| {
+        headers
+            .get(h)
+            .map(|v: &header::HeaderValue| v.to_str().unwrap_or("<non-ascii>"))
+    };
+    let (origin, host) = (text(header::ORIGIN), text(header::HOST));
+    policy.check(None, host).map_err(|e| e.to_string())?;
+    match origin {
+        Some(o) if signin::same_origin(Some(o), None, host).is_err() => {
+            policy.check(Some(o), host).map_err(|e| e.to_string())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -157,9 +157,9 @@ pub(super) type Refused = (StatusCode, String);
 pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Refused> {
     let current = p.gate.current();
     let text = |h| headers.get(h).and_then(|v: &HeaderValue| v.to_str().ok());
-    if let Err(e) = current.1.check(text(header::ORIGIN), text(header::HOST)) {
+    if let Err(e) = super::origin_allowed(&current.1, headers) {
         tracing::warn!(error = %e, "page request refused");
-        return Err((StatusCode::FORBIDDEN, e.to_string()));
+        return Err((StatusCode::FORBIDDEN, e));
     }
     same_origin(
         text(header::ORIGIN),

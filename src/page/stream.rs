@@ -241,6 +241,6 @@ impl Stream {
         let config = self.page.state.config();
         let idle = Duration::from_secs(config.page.session_idle_secs);
         let s = self.page.sessions.get(id, idle)?;
-        config.page.may_view(&s.client).then_some(())
+        super::may_still_view(&config, &s.client).map(|_| ())
     }
 }
