@@ -257,6 +257,23 @@ async fn host_policy_and_viewers_apply() {
         .await
         .expect("get");
     assert_eq!(r.status(), 403, "DNS rebinding: a foreign Host");
+    // An absolute-form target names the host the client meant.
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let status = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            c,
+            "GET http://evil.example/ HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out.lines().next().unwrap_or_default().to_string()
+    })
+    .await
+    .expect("join");
+    assert!(status.contains(" 403 "), "{status}");
     // A NAT guest reaches the page as 10.0.2.2 (an allowed Host): its own origin is fine
     // for the page, though not a loopback origin.
     let port = s

@@ -35,6 +35,9 @@ use crate::state::AppState;
 
 pub use sessions::{COOKIE, FILE_NAME as SESSIONS_FILE, Session, Sessions};
 
+/// Sign-in attempts checked at once (more wait their turn).
+pub const SIGNINS_AT_ONCE: usize = 4;
+
 /// What the page handlers share.
 pub struct Page {
     state: Arc<AppState>,
@@ -46,6 +49,9 @@ pub struct Page {
     streams: Arc<AtomicUsize>,
     /// The CSRF token of the no-auth viewer (no session exists to hold one).
     open_csrf: String,
+    /// Sign-ins checked at once; with each taking at least 200 ms, guessing runs at a
+    /// few tries a second, however many connections try.
+    signins: tokio::sync::Semaphore,
 }
 
 /// The routes of the page. Merge them beside, not under, `/mcp`'s bearer-token guard:
@@ -66,8 +72,10 @@ pub fn routes(state: Arc<AppState>, gate: Arc<Gate>) -> Router {
             let _ = getrandom::fill(&mut b);
             hex::encode(b)
         },
+        signins: tokio::sync::Semaphore::new(SIGNINS_AT_ONCE),
     });
     use axum::routing::{get, post};
+    let checked = page.clone();
     Router::new()
         .route("/", get(signin::index))
         .route("/page.css", get(assets::css))
@@ -77,7 +85,24 @@ pub fn routes(state: Arc<AppState>, gate: Arc<Gate>) -> Router {
         .route("/state", get(snapshot::state))
         .route("/events", get(stream::events))
         .route("/release", post(release::release))
+        .layer(axum::middleware::from_fn_with_state(checked, target_host))
         .with_state(page)
+}
+
+/// An absolute-form request target (`GET http://evil.example/ HTTP/1.1`) names the host the
+/// client meant: it answers to the same Host policy as `/mcp` (`http::guard` does the same).
+async fn target_host(
+    axum::extract::State(p): axum::extract::State<Arc<Page>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(t) = req.uri().authority().map(|a| a.as_str().to_string()) {
+        let current = p.gate.current();
+        if let Err(e) = current.1.check_host(&t) {
+            return denied(Denied::Forbidden(e.to_string()));
+        }
+    }
+    next.run(req).await
 }
 
 /// Who is looking at the page.

@@ -43,6 +43,10 @@ pub(super) async fn index(State(page_state): State<Arc<Page>>, req: Request) -> 
 /// `/`, or the form again with 401. The token is compared as a digest in constant time by
 /// the same [`crate::auth::Credentials`] as `/mcp`, and never logged.
 pub(super) async fn sign_in(State(p): State<Arc<Page>>, req: Request) -> Response {
+    // Closed only if the page is dropped; then there is nothing to sign in to.
+    let Ok(_turn) = p.signins.acquire().await else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+    };
     let started = tokio::time::Instant::now();
     let answer = sign_in_inner(&p, req).await;
     tokio::time::sleep_until(started + SIGNIN_FLOOR).await;
