@@ -45,6 +45,8 @@ install:
 bench: test-setup
 	./scripts/venv.sh
 	cargo bench --locked --bench gatecmd
+	# Bench page update latency (event -> DOM) in headless Chromium, on the release binary.
+	.venv/bin/python benches/page_latency.py
 
 bench-smoke: test-setup
 	./scripts/venv.sh

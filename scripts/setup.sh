@@ -17,6 +17,10 @@ if [ "${1:-}" = "--test" ]; then
     if [ -n "$d" ] && [ -x "$d/prepare.sh" ]; then usbvm=$(cd "$d" && pwd); break; fi
   done
   [ -z "$usbvm" ] || packages+=(qemu-system-x86 busybox-static kmod xz-utils zstd binutils)
+  # The bench page's browser test (tests/python/test_page.py): Debian's Chromium, driven by
+  # Playwright from PyPI (its own browser downloads are never used); DejaVu for a readable
+  # screenshot.
+  packages+=(chromium fonts-dejavu-core)
 fi
 
 missing=()

@@ -51,7 +51,8 @@ impl Gate {
         }
     }
 
-    fn current(&self) -> Arc<(Access, OriginPolicy)> {
+    /// The tokens and policy in force (the bench page checks its sign-ins against them).
+    pub fn current(&self) -> Arc<(Access, OriginPolicy)> {
         match self.inner.read() {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),

@@ -10,6 +10,8 @@
 //! - [`config`]: the YAML schema and defaults, loading (search order, owner-only check) and
 //!   validation with file/line/field errors, one file per part; it imports the sanitizer.
 //! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
+//! - [`page`]: the bench page (`GET /`) and its live event stream (`GET /events`): sign-in
+//!   with a client token into a cookie session, a JSON snapshot of the bench, SSE updates.
 //! - [`body_limit`]: `limits.max_request_body_bytes` enforced with the value in force.
 //! - [`conn_limits`]: the accept loop: header/idle timeouts, connection caps, eviction of
 //!   the oldest unauthenticated connection.
@@ -33,6 +35,7 @@
 //! - [`permits`]: a semaphore resizable while permits are out (children, client slots).
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
 //! - [`progress`]: output lines turned into MCP progress notifications.
+//! - [`running`]: the commands running now (client, argv, board, progress) for the page.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`boards`]: boards at run time: `lock_board {match}` selection and its fair queue
@@ -68,10 +71,12 @@ pub mod locks;
 pub mod notify;
 pub mod output;
 pub mod pace;
+pub mod page;
 pub mod permits;
 pub mod progress;
 pub mod refusal;
 pub mod resources;
+pub mod running;
 pub mod sanitizer;
 pub mod server;
 pub mod sessions;

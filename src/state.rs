@@ -43,6 +43,8 @@ pub struct AppState {
     pub boards: crate::boards::Boards,
     /// Board serial consoles (src/console/): capture, reading, writing.
     pub consoles: crate::console::Consoles,
+    /// Commands running now, for the bench page (src/running.rs).
+    pub running: crate::running::Running,
 }
 
 /// What a reload applied, and what it could not.
@@ -69,9 +71,10 @@ impl AppState {
         let limits = exec_limits(&config);
         let executor = Executor::new(limits.max_children, limits.max_output, limits.grace);
         let locks = LockManager::new(lock_settings(&config.leases));
-        if audit.is_enabled() {
-            // Every lease event into the audit log; the task ends with the lock manager.
-            tokio::spawn(crate::audit::record_lock_events(
+        // Every lease event into the audit log (or, with the file off, into the bench
+        // page's recent decisions only); the task ends with the lock manager.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(crate::audit::record_lock_events(
                 audit.clone(),
                 locks.subscribe(),
             ));
@@ -96,6 +99,7 @@ impl AppState {
             device_lists: Default::default(),
             boards,
             consoles,
+            running: Default::default(),
         })
     }
 

@@ -75,6 +75,8 @@ pub enum AuditError {
 #[derive(Clone)]
 pub struct Audit {
     inner: Option<Arc<Shared>>,
+    /// The last decisions for the bench page; kept also when the file is off.
+    recent: super::recent::Recent,
 }
 
 struct Shared {
@@ -145,12 +147,21 @@ impl Audit {
         }
         Ok(Audit {
             inner: Some(shared),
+            recent: Default::default(),
         })
     }
 
     /// A handle that records nothing (stdio without a writable state directory, unit tests).
     pub fn disabled() -> Audit {
-        Audit { inner: None }
+        Audit {
+            inner: None,
+            recent: Default::default(),
+        }
+    }
+
+    /// The last decisions (for the bench page), whether or not the file is on.
+    pub fn recent(&self) -> &super::recent::Recent {
+        &self.recent
     }
 
     /// Whether records go anywhere.
@@ -186,6 +197,11 @@ impl Audit {
     /// the disk is full would turn an audit problem into an outage. A failure is logged
     /// once (until a write succeeds again).
     pub fn record(&self, record: &impl Serialize) {
+        self.recent.push_record(record);
+        self.write(record);
+    }
+
+    fn write(&self, record: &impl Serialize) {
         let Some(s) = &self.inner else { return };
         let line = match to_line(record, s.record_limit.load(Ordering::Relaxed)) {
             Ok(line) => line,
@@ -203,6 +219,8 @@ impl Audit {
     /// `audit.refusal_burst` of its class from that client in a window, only counted after
     /// that (the window's `refusals_summarized` record gives the counts).
     pub fn refusal(&self, client: &str, class: RefusalClass, record: &impl Serialize) {
+        // Every refusal reaches the page's ring (bounded by itself); only the file counts.
+        self.recent.push_record(record);
         let Some(s) = &self.inner else { return };
         let admit = {
             let mut log = lock(&s.log);
@@ -216,7 +234,7 @@ impl Audit {
                 if opened {
                     s.wake.notify_one();
                 }
-                self.record(record);
+                self.write(record);
             }
         }
     }

@@ -22,9 +22,11 @@
 
 mod bound;
 mod log;
+mod recent;
 mod records;
 mod refusals;
 
 pub use log::{Audit, AuditError, FILE_NAME};
+pub use recent::{Decision, RECENT, Recent};
 pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};
 pub use refusals::RefusalClass;

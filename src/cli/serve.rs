@@ -30,7 +30,9 @@ pub(super) async fn serve(
     let (state, _monitor) = start_state(config, audit).await?;
     let gate = Gate::new(access, policy);
     let shutdown = CancellationToken::new();
-    let router = http::router(state.clone(), gate.clone(), shutdown.clone());
+    let router = http::router(state.clone(), gate.clone(), shutdown.clone())
+        // Beside `/mcp`'s guard, not under it: the page checks its own sessions.
+        .merge(crate::page::routes(state.clone(), gate.clone()));
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;

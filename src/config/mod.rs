@@ -24,6 +24,7 @@ mod error;
 mod host;
 mod load;
 mod locate;
+mod page;
 mod raw;
 mod schema;
 mod staging;
@@ -37,6 +38,7 @@ pub use boards::{
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
+pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
 pub use schema::{
     AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig,
     CommandConfig, Config, DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits,

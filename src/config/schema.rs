@@ -40,6 +40,8 @@ pub struct Config {
     pub audit: AuditSettings,
     /// Named boards (docs/BOARDS.md).
     pub boards: Vec<super::boards::BoardConfig>,
+    /// The bench page (docs/OPERATING.md).
+    pub page: super::page::PageSettings,
 }
 
 /// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).

@@ -305,6 +305,11 @@ impl State {
                 })
                 .collect(),
             queue_len: lane.waiters.len(),
+            waiting: lane
+                .waiters
+                .iter()
+                .map(|w| w.want.client().clone())
+                .collect(),
         })
     }
 

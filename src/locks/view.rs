@@ -86,6 +86,11 @@ pub struct KeyState {
     pub shared: Vec<SharedInfo>,
     /// How many requests (commands and leases) wait in the FIFO queue.
     pub queue_len: usize,
+    /// Who waits, in queue order: for the bench page only (not part of the MCP
+    /// resource, whose shape is interface).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub waiting: Vec<ClientName>,
 }
 
 /// Every key that is leased, in use or waited for, ordered by key, up to the

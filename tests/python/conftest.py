@@ -74,7 +74,9 @@ def gatecmd_bin() -> str:
 class Server:
     """A running `gatecmd serve` on 127.0.0.1:0; `url` is its /mcp endpoint."""
 
-    def __init__(self, directory: Path, config: str = CONFIG, env: dict[str, str] | None = None):
+    def __init__(
+        self, directory: Path, config: str = CONFIG, env: dict[str, str] | None = None, bind: str = "127.0.0.1:0"
+    ):
         self.dir = directory
         cfg = directory / "config.yaml"
         cfg.write_text(config.replace("$DIR", str(directory)))
@@ -82,7 +84,7 @@ class Server:
         full_env = dict(os.environ, GATECMD_LOG="info", STATE_DIRECTORY=str(directory / "state"))
         full_env.update(env or {})
         self.proc = subprocess.Popen(
-            [gatecmd_bin(), "serve", "--config", str(cfg), "--bind", "127.0.0.1:0"],
+            [gatecmd_bin(), "serve", "--config", str(cfg), "--bind", bind],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

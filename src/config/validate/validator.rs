@@ -138,6 +138,7 @@ impl<'a> Validator<'a> {
         self.monitor(&raw.monitor);
         self.isolation(&raw.isolation);
         self.audit(&raw.audit);
+        self.page(&raw.page, &clients);
         self.origins(&raw.allowed_origins);
         Config {
             source: self.file.clone(),
@@ -157,6 +158,7 @@ impl<'a> Validator<'a> {
             isolation: raw.isolation,
             audit: raw.audit,
             boards,
+            page: raw.page,
         }
     }
 }

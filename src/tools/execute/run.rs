@@ -58,7 +58,7 @@ pub async fn run(
     if prepared.dry_run {
         return dry_run(&refuser, &prepared, &roots, result);
     }
-    let held = match hold(state, who, session, lease, wait_secs, &prepared, ctx).await {
+    let mut held = match hold(state, who, session, lease, wait_secs, &prepared, ctx).await {
         Ok(h) => h,
         Err(e) => return refuser.refuse(e),
     };
@@ -85,6 +85,19 @@ pub async fn run(
             lock_keys: result.lock_keys.clone(),
             timeout_secs: result.timeout_secs,
         },
+    );
+    // Listed on the bench page until the run (and with it `held`) is gone.
+    held.run = Some(
+        state.running.start(crate::running::NewRun {
+            client: who.name.clone(),
+            command: result.command.clone(),
+            argv: result.argv.clone(),
+            device: result.device.clone(),
+            board: (result.device.as_deref())
+                .and_then(|d| config.board_at(d))
+                .map(|b| b.name.clone()),
+            progress: prepared.progress.clone(),
+        }),
     );
     let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
         Ok(o) => o,
@@ -219,6 +232,23 @@ struct Held {
     /// One of the client's `limits.max_concurrent_per_client` slots.
     _slot: crate::permits::Permit,
     _locks: CommandGuard,
+    /// The run's row on the bench page, fed its progress from the output.
+    run: Option<crate::running::RunGuard>,
+}
+
+impl Held {
+    /// Offers an output line to the page's row, then to the client's progress reporter;
+    /// whether either took it (the `LineTap::Latest` contract).
+    fn offer(&self, reporter: Option<&progress::Tap>, line: &str) -> bool {
+        let page = self.run.as_ref().is_some_and(|r| r.offer(line));
+        reporter.is_some_and(|tap| tap.offer(line)) || page
+    }
+
+    /// Whether output must be split into lines: a client asked for progress, or the
+    /// page shows this command's percentage.
+    fn watches_output(&self, reporter: Option<&progress::Tap>) -> bool {
+        reporter.is_some() || self.run.as_ref().is_some_and(|r| r.watches_output())
+    }
 }
 
 /// Takes a client slot, then the device locks (queueing up to `wait_secs`).
@@ -261,6 +291,7 @@ async fn hold(
     Ok(Held {
         _slot: slot,
         _locks: locks,
+        run: None,
     })
 }
 
@@ -288,9 +319,10 @@ async fn spawn(
     let outcome = if prepared.cancel == CancelPolicy::Never {
         run_detached(state, who, spec, held, reporter, ctx, result).await?
     } else {
-        let mut offer = |_kind, line: &str| reporter.as_ref().is_none_or(|tap| tap.offer(line));
-        // Lines are split and looked at only when a client asked for progress.
-        let lines = reporter.is_some().then_some(LineTap::Latest(&mut offer));
+        let watch = held.watches_output(reporter.as_ref());
+        let mut offer = |_kind, line: &str| held.offer(reporter.as_ref(), line);
+        // Lines are split and looked at only when someone watches the percentage.
+        let lines = watch.then_some(LineTap::Latest(&mut offer));
         let r = state.executor.run_with(&spec, ctx.ct.clone(), lines).await;
         drop(held);
         drop(reporter);
@@ -322,8 +354,9 @@ async fn run_detached(
 ) -> Result<Outcome, Rejected> {
     let executor = state.executor.clone();
     let mut task = tokio::spawn(async move {
-        let mut offer = |_kind, line: &str| reporter.as_ref().is_none_or(|tap| tap.offer(line));
-        let lines = reporter.is_some().then_some(LineTap::Latest(&mut offer));
+        let watch = held.watches_output(reporter.as_ref());
+        let mut offer = |_kind, line: &str| held.offer(reporter.as_ref(), line);
+        let lines = watch.then_some(LineTap::Latest(&mut offer));
         let r = executor
             .run_with(&spec, CancellationToken::new(), lines)
             .await;

@@ -1,0 +1,57 @@
+//! `POST /release` (`key=…`): an `admin` client ends the lease on a key from the page, for
+//! a lease left by a VM that went away. Same-origin, CSRF token, confirmation asked by the
+//! page; the lock manager records it as `force_released` by the operator, which reaches the
+//! audit log and the page's decisions like any lock event.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::signin::{check_csrf, checked_post, form_field, read_form};
+use super::{Page, denied, plain};
+use crate::conn_limits::ConnTicket;
+use crate::locks::LockKey;
+
+pub(super) async fn release(State(p): State<Arc<Page>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let viewer = match p.viewer(&parts.headers, parts.extensions.get::<ConnTicket>()) {
+        Ok(v) => v,
+        Err(d) => return denied(d),
+    };
+    if let Err((code, why)) = checked_post(&p, &parts.headers) {
+        return plain(code, &why);
+    }
+    let Some(form) = read_form(body).await else {
+        return plain(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large");
+    };
+    if let Err((code, why)) = check_csrf(&viewer, &parts.headers, &form) {
+        return plain(code, &why);
+    }
+    if !viewer.admin {
+        tracing::warn!(client = %viewer.client, "page release refused: not an admin client");
+        return plain(
+            StatusCode::FORBIDDEN,
+            "only an admin client may release another client's lease",
+        );
+    }
+    let Some(key) = form_field(&form, "key").and_then(|k| k.parse::<LockKey>().ok()) else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "name the key: key=board:NAME or usb:VVVV:PPPP",
+        );
+    };
+    // The page never holds lease ids: the lease is found by its key, here.
+    let Some(lease) = p.state.locks.key_state(&key).and_then(|s| s.lease) else {
+        return plain(StatusCode::NOT_FOUND, &format!("no lease on {key} now"));
+    };
+    let operator = format!("{} (bench page)", viewer.client);
+    match p.state.locks.force_unlock(&lease.lease_id, &operator) {
+        Ok(info) => plain(
+            StatusCode::OK,
+            &format!("released {key}, leased by {}", info.holder),
+        ),
+        Err(e) => plain(StatusCode::CONFLICT, &e.to_string()),
+    }
+}
