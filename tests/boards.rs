@@ -100,7 +100,9 @@ async fn match_allocation_is_fair_and_exclusive() {
         let give_up = Instant::now() + Duration::from_secs(20);
         loop {
             let boards = structured(&call(&observer, "list_boards", json!({})).await);
-            let queued = boards["boards"][0]["match_waiting"].as_u64().expect("match_waiting");
+            let queued = boards["boards"][0]["match_waiting"]
+                .as_u64()
+                .expect("match_waiting");
             let done = answered.load(std::sync::atomic::Ordering::SeqCst) as u64;
             if done + queued > i as u64 {
                 break;

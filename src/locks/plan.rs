@@ -1,6 +1,7 @@
 //! Which keys a request takes, in which order, wanting what: the plan that
-//! `LockManager` then carries out key by key. Sorted order is what rules out
-//! deadlock between two multi-key requests.
+//! `LockManager` then carries out key by key. Commands take their keys in sorted
+//! order, which rules out deadlock between two of them; a lease takes its own key
+//! first (see `lease_plan`).
 
 use std::time::Duration;
 
@@ -44,21 +45,29 @@ pub(super) fn command_plan(req: &CommandLockRequest) -> Vec<(LockKey, Want)> {
     plan
 }
 
-/// A lease's key and its shared keys, in acquisition (sorted) order.
+/// A lease's key and its shared keys, in acquisition order: the leased key first, then
+/// the shared keys sorted.
+///
+/// The leased key comes first because a request still queued for it must hold nothing: a
+/// board lease's shared hold on the board's VID:PID, taken while the request waited for
+/// `board:NAME`, kept the board's holder from running its own commands on that device
+/// until the waiter gave up. Once the key is leased, the shared keys can only be kept
+/// out by a running command (which ends) or by a lease on that VID:PID (docs/LOCKS.md
+/// "Boards": a wait that is bounded by `wait_secs`).
 pub(super) fn lease_plan(req: &LeaseRequest, want: &Want) -> Vec<(LockKey, Want)> {
-    let mut plan: Vec<(LockKey, Want)> = sorted(&req.shared)
-        .into_iter()
-        .filter(|k| *k != req.key)
-        .map(|k| {
-            let shared = Want::Shared {
-                via: req.key.clone(),
-                of: Box::new(want.clone()),
-            };
-            (k, shared)
-        })
-        .collect();
-    plan.push((req.key.clone(), want.clone()));
-    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut plan: Vec<(LockKey, Want)> = vec![(req.key.clone(), want.clone())];
+    plan.extend(
+        sorted(&req.shared)
+            .into_iter()
+            .filter(|k| *k != req.key)
+            .map(|k| {
+                let shared = Want::Shared {
+                    via: req.key.clone(),
+                    of: Box::new(want.clone()),
+                };
+                (k, shared)
+            }),
+    );
     plan
 }
 

@@ -1696,6 +1696,58 @@ async fn a_board_lease_keeps_strangers_off_its_port_and_vid_pid() {
     );
 }
 
+/// A client queued for a held board holds nothing while it waits: the holder's own
+/// commands on the board's device still run (a waiter's early shared hold on the VID:PID
+/// used to keep them out until the waiter gave up).
+#[tokio::test]
+async fn a_board_lease_waiter_does_not_block_the_holders_commands() {
+    let m = mgr();
+    let (b, usb) = (k("board:rock5b-1"), board());
+    let lease = m
+        .lock(LeaseRequest {
+            shared: vec![usb.clone()],
+            ..lease_req("vm-a", &b)
+        })
+        .await
+        .unwrap();
+    let waiter = {
+        let m = m.clone();
+        let (b, usb) = (b.clone(), usb.clone());
+        tokio::spawn(async move {
+            m.lock(LeaseRequest {
+                shared: vec![usb],
+                wait: Duration::from_secs(30),
+                ..lease_req("vm-b", &b)
+            })
+            .await
+        })
+    };
+    for _ in 0..100 {
+        if m.key_state(&b).is_some_and(|s| s.queue_len == 1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(m.key_state(&b).map(|s| s.queue_len), Some(1), "vm-b queued");
+    let class = CommandLockRequest {
+        keys: vec![usb.clone(), b.clone()],
+        lease: Some(lease.lease_id.clone()),
+        ..cmd("vm-a", &[])
+    };
+    let running = m.try_acquire_for_command(class);
+    assert!(running.is_ok(), "the holder's command: {:?}", running.err());
+    drop(running);
+    m.unlock(&lease.lease_id, &client("vm-a")).unwrap();
+    let got = waiter.await.unwrap().unwrap();
+    assert_eq!(got.holder, client("vm-b"));
+    let usb_state = m.key_state(&usb).unwrap();
+    assert_eq!(
+        usb_state.shared.len(),
+        1,
+        "vm-b's lease holds the VID:PID shared"
+    );
+}
+
 /// The other way round: a port lease (or a command) on the board keeps lock_board out.
 #[tokio::test]
 async fn a_port_lease_keeps_a_board_lease_out() {
