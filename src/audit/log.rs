@@ -219,9 +219,12 @@ impl Audit {
     /// `audit.refusal_burst` of its class from that client in a window, only counted after
     /// that (the window's `refusals_summarized` record gives the counts).
     pub fn refusal(&self, client: &str, class: RefusalClass, record: &impl Serialize) {
-        // Every refusal reaches the page's ring (bounded by itself); only the file counts.
-        self.recent.push_record(record);
-        let Some(s) = &self.inner else { return };
+        // The page's ring takes what the file takes: a client's refusal flood is summarized
+        // there too, instead of pushing every other decision off the page.
+        let Some(s) = &self.inner else {
+            self.recent.push_record(record);
+            return;
+        };
         let admit = {
             let mut log = lock(&s.log);
             let now = Instant::now();
@@ -234,6 +237,7 @@ impl Audit {
                 if opened {
                     s.wake.notify_one();
                 }
+                self.recent.push_record(record);
                 self.write(record);
             }
         }
@@ -639,6 +643,8 @@ mod tests {
         assert_eq!(got[2]["event"], "refusals_summarized");
         assert_eq!(got[2]["suppressed"], 48);
         assert_eq!(got[2]["suppressed_by_reason"]["execute_refused/policy"], 48);
+        // The bench page's last decisions take what the file took, not the flood.
+        assert_eq!(audit.recent().newest_first().len(), 2);
         let size = std::fs::metadata(dir.path().join(FILE_NAME))
             .expect("meta")
             .len();
