@@ -8,6 +8,8 @@ if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
   packages+=(python3-venv nodejs npm systemd)
+  # prometheus: its promtool checks the /metrics scrape in tests/metrics.rs.
+  packages+=(prometheus)
 fi
 
 missing=()
@@ -22,6 +24,7 @@ if [ "${1:-}" = "--test" ]; then
       python3-venv) python3 -c 'import venv, ensurepip' 2>/dev/null || filtered+=("$p") ;;
       nodejs|npm) command -v node >/dev/null && command -v npm >/dev/null || filtered+=("$p") ;;
       systemd) command -v systemd-analyze >/dev/null || filtered+=("$p") ;;
+      prometheus) command -v promtool >/dev/null || filtered+=("$p") ;;
       *) filtered+=("$p") ;;
     esac
   done

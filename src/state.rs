@@ -43,6 +43,8 @@ pub struct AppState {
     pub boards: crate::boards::Boards,
     /// Board serial consoles (src/console/): capture, reading, writing.
     pub consoles: crate::console::Consoles,
+    /// What the `/metrics` scrape reads beyond this state (the open sessions).
+    pub metrics: crate::metrics::Probes,
 }
 
 /// What a reload applied, and what it could not.
@@ -96,6 +98,7 @@ impl AppState {
             device_lists: Default::default(),
             boards,
             consoles,
+            metrics: Default::default(),
         })
     }
 

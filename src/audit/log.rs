@@ -191,6 +191,7 @@ impl Audit {
             Ok(line) => line,
             Err(e) => {
                 tracing::error!(error = %e, "audit record dropped");
+                crate::metrics::audit_record(crate::metrics::AuditResult::Invalid);
                 return;
             }
         };
@@ -211,7 +212,7 @@ impl Audit {
             log.refusals.admit(client, class, now)
         };
         match admit {
-            Admit::Count => {}
+            Admit::Count => crate::metrics::audit_record(crate::metrics::AuditResult::Aggregated),
             Admit::Write { opened } => {
                 if opened {
                     s.wake.notify_one();
@@ -332,8 +333,10 @@ impl Log {
             Ok(()) => {
                 self.size += len;
                 self.failing = false;
+                crate::metrics::audit_record(crate::metrics::AuditResult::Written);
             }
             Err(source) => {
+                crate::metrics::audit_record(crate::metrics::AuditResult::Failed);
                 if !self.failing {
                     let e = AuditError::Write {
                         path: self.path.clone(),

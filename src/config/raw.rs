@@ -46,6 +46,8 @@ pub(crate) struct RawConfig {
     pub(crate) commands: Vec<RawCommand>,
     #[serde(default)]
     pub(crate) boards: Vec<RawBoard>,
+    #[serde(default)]
+    pub(crate) metrics: super::metrics::RawMetrics,
 }
 
 #[derive(Deserialize)]

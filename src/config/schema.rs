@@ -40,6 +40,8 @@ pub struct Config {
     pub audit: AuditSettings,
     /// Named boards (docs/BOARDS.md).
     pub boards: Vec<super::boards::BoardConfig>,
+    /// Who may read `/metrics`, and where (docs/METRICS.md).
+    pub metrics: super::metrics::MetricsSettings,
 }
 
 /// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).

@@ -7,6 +7,7 @@ mod boards;
 mod clients;
 mod commands;
 mod devices;
+mod metrics;
 mod settings;
 mod staging;
 mod validator;

@@ -139,6 +139,7 @@ impl<'a> Validator<'a> {
         self.isolation(&raw.isolation);
         self.audit(&raw.audit);
         self.origins(&raw.allowed_origins);
+        let metrics = self.metrics(raw.metrics, &clients, bind);
         Config {
             source: self.file.clone(),
             bind,
@@ -157,6 +158,7 @@ impl<'a> Validator<'a> {
             isolation: raw.isolation,
             audit: raw.audit,
             boards,
+            metrics,
         }
     }
 }
