@@ -87,18 +87,10 @@ fn update_cost(z: &Sizes) -> Row {
     let mut lat = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let t = Instant::now();
-        let running = command_running();
+        let running = command_running("true", "bench-a");
         lock_taken_at_once(false);
         audit_record(AuditResult::Written);
-        command_done(
-            "true",
-            true,
-            "bench-a",
-            CommandOutcome::Ok,
-            None,
-            Some(Duration::from_micros(700)),
-        );
-        drop(running);
+        running.finish(CommandOutcome::Ok, None, Some(Duration::from_micros(700)));
         audit_record(AuditResult::Written);
         http_answer(route_of("/mcp"), 200);
         lat.push(t.elapsed());

@@ -39,6 +39,11 @@ commands:
     binary: /bin/echo
     allowed_args:
       - pattern: "{{word}}"
+  - name: slow
+    binary: /bin/sleep
+    timeout_secs: 1
+    allowed_args:
+      - pattern: "30"
 "#
     )
 }
@@ -143,7 +148,11 @@ async fn counters_move_and_promtool_accepts_the_scrape() {
         .expect("connect b");
     let before = scrape(&s).await;
 
-    for (command, args) in [("ok", json!([])), ("fail", json!([]))] {
+    for (command, args) in [
+        ("ok", json!([])),
+        ("fail", json!([])),
+        ("slow", json!(["30"])),
+    ] {
         call(
             &a,
             "execute_command",
@@ -190,6 +199,10 @@ async fn counters_move_and_promtool_accepts_the_scrape() {
     );
     assert_eq!(
         moved(commands, &[("command", "fail"), ("outcome", "failed")]),
+        1.0
+    );
+    assert_eq!(
+        moved(commands, &[("command", "slow"), ("outcome", "timed_out")]),
         1.0
     );
     assert_eq!(
@@ -398,11 +411,27 @@ commands:
         let rockusb = &[("kind", "rockusb"), ("mode", "maskrom")];
         let body = wait_for(&s, "the first scrape", |_| true).await;
         assert_eq!(value(&body, "gatecmd_hotplug_events_total", added), 0.0);
+        // A subscriber, so that the plug is also a notification whose delay is measured.
+        let (listener, _heard) = connect_recorder(&s.url, Some(TOKEN_A), Era::Legacy)
+            .await
+            .expect("subscriber");
+        #[allow(deprecated)]
+        listener
+            .subscribe(rmcp::model::SubscribeRequestParams::new(
+                "gatecmd://devices",
+            ))
+            .await
+            .expect("subscribe");
 
         tb.add_from_string(common::RK3588_MASKROM_1_2);
-        wait_for(&s, "the board added", |b| {
+        wait_for(&s, "the board added and its notification sent", |b| {
             value(b, "gatecmd_hotplug_events_total", added) == 1.0
                 && value(b, "gatecmd_devices_attached", rockusb) == 1.0
+                && value(
+                    b,
+                    "gatecmd_notification_delivery_seconds_count",
+                    &[("era", "legacy")],
+                ) >= 1.0
         })
         .await;
 
@@ -432,4 +461,37 @@ commands:
             &body,
         );
     }
+}
+
+/// The alert rules docs/METRICS.md shows are valid rules (`promtool check rules`).
+#[test]
+fn the_documented_alert_rules_pass_promtool() {
+    let doc = include_str!("../docs/METRICS.md");
+    let from = doc.find("## Example alert rules").expect("the section");
+    let block = doc[from..].split("```yaml\n").nth(1).expect("a yaml block");
+    let rules = block.split("```").next().expect("its end");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rules.yml");
+    std::fs::write(&path, rules).expect("write rules");
+    let out = match std::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            return skip(
+                "the_documented_alert_rules_pass_promtool",
+                Unavailable::InstalledByCi,
+                &format!("promtool (Debian package prometheus) is not installed: {e}"),
+            );
+        }
+    };
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "promtool check rules:\n{said}\n{rules}"
+    );
+    assert!(said.contains("SUCCESS: 4 rules found"), "{said}");
 }

@@ -3,9 +3,10 @@
 //!
 //! # Layout
 //!
-//! - `families`: the process's counters and histograms, and the one call per event that
-//!   updates them (tools, locks, devices, notifications, HTTP and audit call these; it
-//!   imports none of them).
+//! - `labels`: the label values (fixed lists, configured names).
+//! - `families`: the process's counters and histograms, in one registry.
+//! - `record`: the one call per event that updates them (tools, locks, devices,
+//!   notifications, HTTP and audit call these; it imports none of them).
 //! - `probes`: the hook through which the state reaches the session manager at scrape time.
 //! - `census`: the gauges that are state (leases, waiters, devices, sessions), read from
 //!   `AppState` at each scrape.
@@ -17,16 +18,19 @@
 mod census;
 mod encode;
 mod families;
+mod labels;
 mod probes;
+mod record;
 mod route;
 mod watch;
 
 pub use encode::Format;
-pub use families::{
-    AuditResult, CommandOutcome, LockWait, RunningCommand, audit_record, command_done,
-    command_running, device_lost_during_command, hotplug, http_answer, lock_queued,
-    lock_taken_at_once, notification_changes_missed, notification_sent, route_of,
-};
+pub use labels::{AuditResult, CommandOutcome, route_of};
 pub use probes::{Probes, SessionCensus};
+pub use record::{
+    LockWait, RunningCommand, audit_record, command_done, command_running,
+    device_lost_during_command, hotplug, http_answer, lock_queued, lock_taken_at_once,
+    notification_changes_missed, notification_sent,
+};
 pub use route::{PATH, Unrestricted, answer, count_status, loopback_router, scrape};
 pub use watch::watch_lost_devices;

@@ -14,7 +14,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::census;
 use super::encode::Format;
-use super::families::{families, http_answer, route_of};
+use super::families::families;
+use super::labels::route_of;
+use super::record::http_answer;
 use crate::auth::{ClientIdentity, OriginPolicy};
 use crate::state::AppState;
 

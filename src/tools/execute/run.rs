@@ -87,33 +87,19 @@ pub async fn run(
             timeout_secs: result.timeout_secs,
         },
     );
-    let running = metrics::command_running();
+    // Dropped unfinished (the request went away mid-run), it counts as cancelled.
+    let running = metrics::command_running(&result.command, &who.name);
     let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
             trail.failed(&e.to_string());
             let r = Refusal::from(e);
-            metrics::command_done(
-                &result.command,
-                true,
-                &who.name,
-                metrics::CommandOutcome::Refused,
-                Some(r.reason),
-                None,
-            );
+            running.finish(metrics::CommandOutcome::Refused, Some(r.reason), None);
             return refusal(r);
         }
     };
-    drop(running);
-    metrics::command_done(
-        &result.command,
-        true,
-        &who.name,
-        command_outcome(&outcome),
-        None,
-        Some(outcome.duration),
-    );
+    running.finish(command_outcome(&outcome), None, Some(outcome.duration));
     fill(&mut result, &outcome, state.executor.grace());
     trail.finished(&run_end(&result, &outcome));
     tracing::info!(
@@ -186,7 +172,6 @@ impl Refuser<'_> {
             &self.who.name,
             metrics::CommandOutcome::Refused,
             Some(r.reason),
-            None,
         );
         refusal(r)
     }
@@ -255,7 +240,6 @@ fn dry_run(
         true,
         &who.name,
         metrics::CommandOutcome::DryRun,
-        None,
         None,
     );
     structured(&result, text)
