@@ -495,3 +495,36 @@ fn the_documented_alert_rules_pass_promtool() {
     );
     assert!(said.contains("SUCCESS: 4 rules found"), "{said}");
 }
+
+/// `metrics.clients` and `metrics.enabled` apply on SIGHUP; `metrics.bind` waits for a
+/// restart and the reload's log line says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn who_may_read_follows_a_reload_and_the_bind_waits_for_a_restart() {
+    let s = Server::start(&config());
+    let (status, _, _) = get(&s.base, "/metrics", Some(TOKEN_B), None).await;
+    assert_eq!(status, 403);
+    let yaml = config().replace(
+        "metrics:\n  clients: [ops, vm-a]\n",
+        "metrics:\n  clients: [vm-b]\n  bind: 127.0.0.1:0\n",
+    );
+    let done = || s.log_text().matches("configuration reloaded").count();
+    std::fs::write(s.path("config.yaml"), yaml).expect("rewrite config");
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(10), || done() == 1),
+        "no reload in the log:\n{}",
+        s.log_text()
+    );
+    let line = s
+        .log_lines(|l| l.contains("configuration reloaded"))
+        .remove(0);
+    assert!(line.contains("metrics.bind"), "{line}");
+    let (status, _, _) = get(&s.base, "/metrics", Some(TOKEN_B), None).await;
+    assert_eq!(status, 200);
+    let (status, _, _) = get(&s.base, "/metrics", Some(TOKEN_A), None).await;
+    assert_eq!(status, 403);
+    assert!(
+        s.log_lines(|l| l.starts_with("gatecmd: metrics on "))
+            .is_empty()
+    );
+}
