@@ -248,6 +248,14 @@ async fn counters_move_and_promtool_accepts_the_scrape() {
             &[("want", "lease"), ("outcome", "gave_up")]
         ) >= 0.9
     );
+    // vm-a's lease found its key free: a wait of 0.
+    assert_eq!(
+        moved(
+            "gatecmd_lock_wait_seconds_bucket",
+            &[("want", "lease"), ("outcome", "granted"), ("le", "0.0001")]
+        ),
+        1.0
+    );
     assert_eq!(
         value(&after, "gatecmd_leases_held", &[("client", "vm-a")]),
         1.0
