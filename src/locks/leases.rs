@@ -75,42 +75,42 @@ impl LockManager {
         req: &LeaseRequest,
         plan: &[(LockKey, Want)],
     ) -> Result<LeaseInfo, LockError> {
-        self.shared
-            .with_state(|state| {
-                if let Some(held) = state.lease_of(&req.key, &req.client) {
-                    return Err(LockError::AlreadyHeld {
-                        key: held.key,
-                        client: held.holder,
-                        lease_id: held.lease_id,
-                        expires_at: held.expires_at,
-                    });
+        let taken = self.shared.with_state(|state| {
+            if let Some(held) = state.lease_of(&req.key, &req.client) {
+                return Err(LockError::AlreadyHeld {
+                    key: held.key,
+                    client: held.holder,
+                    lease_id: held.lease_id,
+                    expires_at: held.expires_at,
+                });
+            }
+            state.check_lease_limit(&req.client)?;
+            // Check every key before claiming any: a refusal leaves no trace.
+            if let Some(busy) = plan.iter().find_map(|(key, want)| state.blocker(key, want)) {
+                return Err(LockError::Busy(Box::new(busy)));
+            }
+            let mut info = None;
+            let mut holds = Vec::new();
+            for (key, want) in plan {
+                let ticket = state.next_ticket();
+                match state.try_take(key, want, ticket) {
+                    Ok(Grant::Lease(i)) => info = Some(i),
+                    Ok(Grant::Shared(t)) => holds.push((key.clone(), t)),
+                    Ok(Grant::Command(_)) => unreachable!("a lease request is granted a lease"),
+                    // Unreachable after the check above.
+                    Err(busy) => return Err(LockError::Busy(busy)),
                 }
-                state.check_lease_limit(&req.client)?;
-                // Check every key before claiming any: a refusal leaves no trace.
-                if let Some(busy) = plan.iter().find_map(|(key, want)| state.blocker(key, want)) {
-                    return Err(LockError::Busy(Box::new(busy)));
-                }
-                let mut info = None;
-                let mut holds = Vec::new();
-                for (key, want) in plan {
-                    let ticket = state.next_ticket();
-                    match state.try_take(key, want, ticket) {
-                        Ok(Grant::Lease(i)) => info = Some(i),
-                        Ok(Grant::Shared(t)) => holds.push((key.clone(), t)),
-                        Ok(Grant::Command(_)) => unreachable!("a lease request is granted a lease"),
-                        // Unreachable after the check above.
-                        Err(busy) => return Err(LockError::Busy(busy)),
-                    }
-                }
-                let info = info.ok_or(LockError::ShutDown)?;
-                state.attach_shared(&req.key, &info.lease_id, holds);
-                Ok(info)
-            })
-            .inspect(|_| {
-                for _ in plan {
-                    crate::metrics::lock_taken_at_once(true);
-                }
-            })
+            }
+            let info = info.ok_or(LockError::ShutDown)?;
+            state.attach_shared(&req.key, &info.lease_id, holds);
+            Ok(info)
+        });
+        if taken.is_ok() {
+            for _ in plan {
+                crate::metrics::lock_taken_at_once(true);
+            }
+        }
+        taken
     }
 
     /// Queues for every key of a lease's `plan` in order, then ties the
