@@ -7,6 +7,7 @@
 
 #[path = "../tests/harness/mod.rs"]
 mod harness;
+mod metrics_rows;
 #[path = "../tests/common/umockdev.rs"]
 mod umockdev;
 
@@ -731,7 +732,10 @@ fn main() {
         .build()
         .expect("runtime");
     if std::env::var_os(INNER).is_some() {
-        let rows = rt.block_on(device_figures(&z));
+        let mut rows = rt.block_on(device_figures(&z));
+        if !only_throughput() {
+            rows.extend(rt.block_on(metrics_rows::rows(&z)));
+        }
         println!("ROWS {}", serde_json::to_string(&rows).expect("json"));
         return;
     }

@@ -21,6 +21,8 @@ if [ "${1:-}" = "--test" ]; then
   # Playwright from PyPI (its own browser downloads are never used); DejaVu for a readable
   # screenshot.
   packages+=(chromium fonts-dejavu-core)
+  # prometheus: its promtool checks the /metrics scrape in tests/metrics.rs.
+  packages+=(prometheus)
 fi
 
 missing=()
@@ -35,6 +37,7 @@ if [ "${1:-}" = "--test" ]; then
       python3-venv) python3 -c 'import venv, ensurepip' 2>/dev/null || filtered+=("$p") ;;
       nodejs|npm) command -v node >/dev/null && command -v npm >/dev/null || filtered+=("$p") ;;
       systemd) command -v systemd-analyze >/dev/null || filtered+=("$p") ;;
+      prometheus) command -v promtool >/dev/null || filtered+=("$p") ;;
       *) filtered+=("$p") ;;
     esac
   done

@@ -346,6 +346,7 @@ pub async fn serve(
             // Best effort: the 503 fits any socket buffer; a peer that is gone gets nothing.
             let _ = tcp.try_write(BUSY);
             drop(tcp);
+            crate::metrics::http_answer("other", 503);
             continue;
         }
         table.open.fetch_add(1, Ordering::AcqRel);

@@ -115,6 +115,9 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_cancellation_token(shutdown);
     let sessions = Arc::new(LeaseReleasingSessions::new(sessions, state.clone()));
+    // The scrape counts open sessions through the state (a weak link: the router owns them).
+    let census: Arc<dyn crate::metrics::SessionCensus> = sessions.clone();
+    state.metrics.set_sessions(Arc::downgrade(&census));
     let service = |config: StreamableHttpServerConfig| {
         let state = state.clone();
         StreamableHttpService::new(
@@ -130,6 +133,11 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
     };
     Router::new()
         .nest_service("/mcp", mcp)
+        // Behind the same guard as /mcp (Host/Origin, then a client's token).
+        .route(
+            crate::metrics::PATH,
+            axum::routing::get(crate::metrics::scrape).with_state(state.clone()),
+        )
         // Inside the guard: a refused request never reaches rmcp or these layers.
         .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
         .layer(axum::middleware::from_fn(session_end_status))
@@ -175,7 +183,10 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
         return error_response(StatusCode::FORBIDDEN, "forbidden", &e);
     }
     let identity = match access {
-        Access::Open => ClientIdentity::local("anonymous"),
+        Access::Open => {
+            req.extensions_mut().insert(crate::metrics::Unrestricted);
+            ClientIdentity::local("anonymous")
+        }
         Access::Tokens(creds) => {
             let auth = req
                 .headers()

@@ -46,6 +46,8 @@
 //! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
 //! - [`sessions`]: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
+//! - [`metrics`]: Prometheus metrics: counters updated where things happen, gauges read
+//!   from the state at each scrape, `GET /metrics` in the format the scraper asks for.
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
 //!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
@@ -68,6 +70,7 @@ pub mod http;
 pub mod isolation;
 pub mod json_answer;
 pub mod locks;
+pub mod metrics;
 pub mod notify;
 pub mod output;
 pub mod pace;

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rmcp::RoleServer;
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
@@ -28,6 +29,10 @@ pub struct Changes {
     locks: broadcast::Receiver<LockEvent>,
     config: broadcast::Receiver<()>,
     consoles: broadcast::Receiver<String>,
+    /// When the change last returned came off the stream (for the delivery lag metric).
+    received: Instant,
+    /// Times this subscriber fell behind a stream since [`Changes::take_missed`].
+    missed: u64,
 }
 
 impl Changes {
@@ -40,6 +45,8 @@ impl Changes {
             config: state.config_changes(),
             consoles: state.consoles.subscribe(),
             state,
+            received: Instant::now(),
+            missed: 0,
         }
     }
 
@@ -48,11 +55,24 @@ impl Changes {
     pub async fn next(&mut self) -> Option<Change> {
         loop {
             let mut change = self.next_unpaced().await?;
+            self.received = Instant::now();
             change.updated = self.pace.admit(change.updated, tokio::time::Instant::now());
             if !change.updated.is_empty() || change.list_changed {
                 return Some(change);
             }
         }
+    }
+
+    /// When the change [`Changes::next`] last returned came off the stream (a held-back
+    /// board update: when its pause ended).
+    pub fn received_at(&self) -> Instant {
+        self.received
+    }
+
+    /// How many times this subscriber fell behind since the last call (each time it was
+    /// given "everything changed" instead of the changes it missed).
+    pub fn take_missed(&mut self) -> u64 {
+        std::mem::take(&mut self.missed)
     }
 
     async fn next_unpaced(&mut self) -> Option<Change> {
@@ -69,7 +89,10 @@ impl Changes {
                 ev = self.devices.recv() => match ev {
                     Ok(ev) => return Some(Change::from_device(&self.state, &ev)),
                     // Missed events: say that everything may have changed.
-                    Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
+                    Err(RecvError::Lagged(_)) => {
+                        self.missed += 1;
+                        return Some(Change::everything(&self.state));
+                    }
                     Err(RecvError::Closed) => return None,
                 },
                 // A reload changes the commands (and classes, so the device views).
@@ -98,7 +121,10 @@ impl Changes {
                     // A refusal changes nothing anyone can read.
                     Ok(ev) if ev.kind == LockEventKind::Refused => continue,
                     Ok(ev) => return Some(Change::from_lock(&self.state, &ev)),
-                    Err(RecvError::Lagged(_)) => return Some(Change::everything(&self.state)),
+                    Err(RecvError::Lagged(_)) => {
+                        self.missed += 1;
+                        return Some(Change::everything(&self.state));
+                    }
                     Err(RecvError::Closed) => return None,
                 },
             }
@@ -116,6 +142,9 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
         while let Some(change) = changes.next().await {
             if peer.is_transport_closed() {
                 break;
+            }
+            for _ in 0..changes.take_missed() {
+                crate::metrics::notification_changes_missed(true);
             }
             if change.list_changed && peer.notify_resource_list_changed().await.is_err() {
                 break;
@@ -137,6 +166,7 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
                 {
                     return;
                 }
+                crate::metrics::notification_sent(true, changes.received_at().elapsed());
             }
         }
         tracing::debug!("legacy notification forwarder ended");
@@ -165,6 +195,9 @@ pub async fn listen(state: Arc<AppState>, ctx: SubscriptionContext) {
         {
             return;
         }
+        for _ in 0..changes.take_missed() {
+            crate::metrics::notification_changes_missed(false);
+        }
         for uri in change.updated.iter().filter(|u| uris.contains(*u)) {
             if ctx
                 .sink()
@@ -174,6 +207,7 @@ pub async fn listen(state: Arc<AppState>, ctx: SubscriptionContext) {
             {
                 return;
             }
+            crate::metrics::notification_sent(false, changes.received_at().elapsed());
         }
     }
 }

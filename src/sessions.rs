@@ -100,6 +100,17 @@ impl LeaseReleasingSessions {
     }
 }
 
+impl crate::metrics::SessionCensus for LeaseReleasingSessions {
+    fn open_by_client(&self) -> Vec<(String, u64)> {
+        let mut by: HashMap<&str, u64> = HashMap::new();
+        let owners = self.owners();
+        for o in owners.values() {
+            *by.entry(o.client.as_str()).or_default() += 1;
+        }
+        by.into_iter().map(|(c, n)| (c.to_string(), n)).collect()
+    }
+}
+
 /// The client named in an initialize request (the request guard put it there).
 fn client_of(message: &ClientJsonRpcMessage) -> Option<String> {
     let ClientJsonRpcMessage::Request(r) = message else {

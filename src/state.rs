@@ -45,6 +45,8 @@ pub struct AppState {
     pub consoles: crate::console::Consoles,
     /// Commands running now, for the bench page (src/running.rs).
     pub running: crate::running::Running,
+    /// What the `/metrics` scrape reads beyond this state (the open sessions).
+    pub metrics: crate::metrics::Probes,
 }
 
 /// What a reload applied, and what it could not.
@@ -100,6 +102,7 @@ impl AppState {
             boards,
             consoles,
             running: Default::default(),
+            metrics: Default::default(),
         })
     }
 

@@ -207,6 +207,7 @@ impl Audit {
             Ok(line) => line,
             Err(e) => {
                 tracing::error!(error = %e, "audit record dropped");
+                crate::metrics::audit_record(crate::metrics::AuditResult::Invalid);
                 return;
             }
         };
@@ -232,7 +233,7 @@ impl Audit {
             log.refusals.admit(client, class, now)
         };
         match admit {
-            Admit::Count => {}
+            Admit::Count => crate::metrics::audit_record(crate::metrics::AuditResult::Aggregated),
             Admit::Write { opened } => {
                 if opened {
                     s.wake.notify_one();
@@ -354,8 +355,10 @@ impl Log {
             Ok(()) => {
                 self.size += len;
                 self.failing = false;
+                crate::metrics::audit_record(crate::metrics::AuditResult::Written);
             }
             Err(source) => {
+                crate::metrics::audit_record(crate::metrics::AuditResult::Failed);
                 if !self.failing {
                     let e = AuditError::Write {
                         path: self.path.clone(),

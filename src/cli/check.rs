@@ -77,6 +77,19 @@ pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
     }
 }
 
+/// Who may read `/metrics`, and where (docs/METRICS.md).
+fn metrics_line(m: &crate::config::MetricsSettings) -> String {
+    let main = match (m.enabled, m.clients.is_empty()) {
+        (false, _) => "off on the main bind".to_string(),
+        (true, true) => "on the main bind to every client's token".to_string(),
+        (true, false) => format!("on the main bind to the tokens of {}", m.clients.join(", ")),
+    };
+    match m.bind {
+        Some(b) => format!("metrics: {main}; without a token on {b}\n"),
+        None => format!("metrics: {main}\n"),
+    }
+}
+
 /// What a configuration allows, for people.
 pub fn summary(config: &Config, location: &ConfigLocation) -> String {
     let mut s = format!("config: {location}\nbind: {}\n", config.bind);
@@ -106,6 +119,7 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
             ));
         }
     }
+    s.push_str(&metrics_line(&config.metrics));
     if !config.file_roots.is_empty() {
         s.push_str("file roots:\n");
         for r in &config.file_roots {

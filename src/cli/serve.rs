@@ -32,12 +32,17 @@ pub(super) async fn serve(
     let shutdown = CancellationToken::new();
     let router = http::router(state.clone(), gate.clone(), shutdown.clone())
         // Beside `/mcp`'s guard, not under it: the page checks its own sessions.
-        .merge(crate::page::routes(state.clone(), gate.clone()));
+        .merge(crate::page::routes(state.clone(), gate.clone()))
+        // Outermost, after every route is in: each answer is counted, the guard's 401/403
+        // and the page's included.
+        .layer(axum::middleware::from_fn(crate::metrics::count_status));
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
+    let metrics = serve_metrics_bind(&state, &shutdown).await?;
+    tokio::spawn(crate::metrics::watch_lost_devices(state.clone()));
     let signals = Signals::install()?;
     // Tests and scripts wait for this line; it carries no secret.
     eprintln!("gatecmd: listening on http://{addr}/mcp");
@@ -52,11 +57,39 @@ pub(super) async fn serve(
     // Read once: the accept loop's caps and timeouts are restart-only (RESTART_ONLY).
     let limits = http::ConnLimits::from_config(&state.config().limits);
     let served = http::serve(listener, router, limits, shutdown.clone()).await;
+    if let Some(m) = metrics {
+        let _ = m.await;
+    }
     state.executor.shutdown().await;
     // Open refusal windows' summaries, and the file synced to disk.
     state.audit.flush();
     tracing::info!("stopped");
     served.map_err(|e| format!("server error: {e}"))
+}
+
+/// Opens `metrics.bind` (loopback only, `/metrics` without a token) when configured; its
+/// task ends with `shutdown`.
+async fn serve_metrics_bind(
+    state: &std::sync::Arc<crate::state::AppState>,
+    shutdown: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>, String> {
+    let Some(bind) = state.config().metrics.bind else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind} (metrics.bind): {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // Tests and scripts wait for this line.
+    eprintln!("gatecmd: metrics on http://{addr}/metrics");
+    let router = crate::metrics::loopback_router(state.clone(), addr);
+    let limits = http::ConnLimits::from_config(&state.config().limits);
+    Ok(Some(tokio::spawn(http::serve(
+        listener,
+        router,
+        limits,
+        shutdown.clone(),
+    ))))
 }
 
 /// Serves one local MCP host over stdin/stdout.

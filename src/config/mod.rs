@@ -9,6 +9,7 @@
 //! - `schema`: the validated [`Config`] and its parts, with their defaults.
 //! - `boards`: the named boards (usb port, console, power).
 //! - `staging`: the file staging policy (limits, write roots per client).
+//! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
 //! - `raw`: the schema as written in YAML, and checks of single values.
 //! - `validate/`: cross-field validation, one file per part of the schema.
 //! - `load`: the search order, reading a file, its permissions, serde errors located.
@@ -24,6 +25,7 @@ mod error;
 mod host;
 mod load;
 mod locate;
+mod metrics;
 mod page;
 mod raw;
 mod schema;
@@ -38,6 +40,7 @@ pub use boards::{
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
+pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
 pub use schema::{
     AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig,

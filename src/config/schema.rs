@@ -42,6 +42,8 @@ pub struct Config {
     pub boards: Vec<super::boards::BoardConfig>,
     /// The bench page (docs/OPERATING.md).
     pub page: super::page::PageSettings,
+    /// Who may read `/metrics`, and where (docs/METRICS.md).
+    pub metrics: super::metrics::MetricsSettings,
 }
 
 /// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).

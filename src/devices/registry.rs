@@ -221,6 +221,12 @@ impl Registry {
 
     fn publish(&self, event: DeviceEvent) {
         tracing::debug!(id = %event.id(), ?event, "device event");
+        let name = match &event {
+            DeviceEvent::Added(_) => "added",
+            DeviceEvent::Removed(_) => "removed",
+            DeviceEvent::Changed { .. } => "changed",
+        };
+        crate::metrics::hotplug(name, event.device().kind);
         // An error only means nobody is subscribed right now.
         let _ = self.shared.events.send(event);
     }

@@ -124,6 +124,9 @@ impl LockManager {
             }
             Ok(tickets)
         })?;
+        for _ in plan {
+            crate::metrics::lock_taken_at_once(false);
+        }
         Ok(CommandGuard {
             holds: plan
                 .iter()

@@ -75,7 +75,7 @@ impl LockManager {
         req: &LeaseRequest,
         plan: &[(LockKey, Want)],
     ) -> Result<LeaseInfo, LockError> {
-        self.shared.with_state(|state| {
+        let taken = self.shared.with_state(|state| {
             if let Some(held) = state.lease_of(&req.key, &req.client) {
                 return Err(LockError::AlreadyHeld {
                     key: held.key,
@@ -104,7 +104,13 @@ impl LockManager {
             let info = info.ok_or(LockError::ShutDown)?;
             state.attach_shared(&req.key, &info.lease_id, holds);
             Ok(info)
-        })
+        });
+        if taken.is_ok() {
+            for _ in plan {
+                crate::metrics::lock_taken_at_once(true);
+            }
+        }
+        taken
     }
 
     /// Queues for every key of a lease's `plan` in order, then ties the

@@ -121,6 +121,7 @@ impl LockManager {
     /// The client's limits are checked here, under the same lock as the take
     /// or the enqueue, so that concurrent requests cannot pass them together.
     pub(super) async fn acquire_key(&self, key: &LockKey, want: Want) -> Result<Grant, LockError> {
+        let for_lease = want.is_for_lease();
         let queued = self.shared.with_state(|state| {
             if state.shutdown {
                 return Err(LockError::ShutDown);
@@ -138,9 +139,14 @@ impl LockManager {
             })
         })?;
         let (ticket, granted) = match queued {
-            Attempt::Taken(grant) => return Ok(grant),
+            Attempt::Taken(grant) => {
+                crate::metrics::lock_taken_at_once(for_lease);
+                return Ok(grant);
+            }
             Attempt::Queued(ticket, granted) => (ticket, granted),
         };
+        // Dropped with this future when the caller stops waiting: then it counts as given up.
+        let timer = crate::metrics::lock_queued(for_lease);
         let mut guard = WaitGuard {
             shared: &self.shared,
             key,
@@ -150,6 +156,7 @@ impl LockManager {
         // The sender is only dropped unsent on shutdown.
         let grant = granted.await.map_err(|_| LockError::ShutDown)?;
         guard.armed = false;
+        timer.granted();
         Ok(grant)
     }
 

@@ -45,9 +45,11 @@
 //! - `ops`: the changes to the table (take, queue, release, hand on, expire).
 //! - `plan`: which keys a request takes, in which order.
 //! - `guard`, `expiry`: RAII release and the expiry task.
-//! - `manager` ([`LockManager`]), then `commands` and `leases`, its operations.
+//! - `manager` ([`LockManager`]), then `commands` and `leases`, its operations,
+//!   and `census` (counts for the metrics scrape).
 
 mod admission;
+mod census;
 mod commands;
 mod error;
 mod expiry;
@@ -66,6 +68,7 @@ mod want;
 #[cfg(test)]
 mod tests;
 
+pub use census::LockCensus;
 pub use error::{BusyInfo, HeldBy, LockError};
 pub use guard::CommandGuard;
 pub use ids::{ClientName, LeaseId, LockKey, ParseLockKeyError, SessionId};

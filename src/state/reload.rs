@@ -82,6 +82,11 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
         why: "the accept loop takes its caps and timeouts once, when it starts",
         changed: |a, b| a.limits.http_idle_timeout_secs != b.limits.http_idle_timeout_secs,
     },
+    RestartOnly {
+        key: "metrics.bind",
+        why: "the metrics listener is opened once, at start",
+        changed: |a, b| a.metrics.bind != b.metrics.bind,
+    },
 ];
 
 /// The restart-only keys whose value differs between `old` and `new`.

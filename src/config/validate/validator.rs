@@ -140,6 +140,7 @@ impl<'a> Validator<'a> {
         self.audit(&raw.audit);
         self.page(&raw.page, &clients);
         self.origins(&raw.allowed_origins);
+        let metrics = self.metrics(raw.metrics, &clients, bind);
         Config {
             source: self.file.clone(),
             bind,
@@ -159,6 +160,7 @@ impl<'a> Validator<'a> {
             audit: raw.audit,
             boards,
             page: raw.page,
+            metrics,
         }
     }
 }

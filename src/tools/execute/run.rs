@@ -14,6 +14,7 @@ use crate::config::CancelPolicy;
 use crate::exec::{ExecError, LineTap, Outcome, Spec, StopReason};
 use crate::isolation::{Plan, Privilege, Roots};
 use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, SessionId};
+use crate::metrics;
 use crate::output;
 use crate::progress;
 use crate::refusal::Refusal;
@@ -99,14 +100,19 @@ pub async fn run(
             progress: prepared.progress.clone(),
         }),
     );
+    // Dropped unfinished (the request went away mid-run), it counts as cancelled.
+    let running = metrics::command_running(&result.command, &who.name);
     let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
             trail.failed(&e.to_string());
-            return refusal(e.into());
+            let r = Refusal::from(e);
+            running.finish(metrics::CommandOutcome::Refused, Some(r.reason), None);
+            return refusal(r);
         }
     };
+    running.finish(command_outcome(&outcome), None, Some(outcome.duration));
     fill(&mut result, &outcome, state.executor.grace());
     trail.finished(&run_end(&result, &outcome));
     tracing::info!(
@@ -129,6 +135,16 @@ struct Refuser<'a> {
     call: audit::ExecuteCall,
     /// The caller's arguments, unresolved.
     asked: Vec<String>,
+}
+
+/// The metrics' name for how a run ended.
+fn command_outcome(outcome: &Outcome) -> metrics::CommandOutcome {
+    match outcome.stopped {
+        Some(StopReason::Timeout) => metrics::CommandOutcome::TimedOut,
+        Some(StopReason::Cancelled | StopReason::Shutdown) => metrics::CommandOutcome::Cancelled,
+        None if outcome.exit_code == Some(0) => metrics::CommandOutcome::Ok,
+        None => metrics::CommandOutcome::Failed,
+    }
 }
 
 /// What the audit log keeps of a run's end: plain data, no tool types.
@@ -161,6 +177,15 @@ impl Refuser<'_> {
         self.state
             .audit
             .execute_refused(&self.call, &self.asked, r.reason.as_str(), &r.message);
+        // An unknown name is counted as `other`: the label set stays the configured one.
+        let configured = self.state.config().command(&self.call.command).is_some();
+        metrics::command_done(
+            &self.call.command,
+            configured,
+            &self.who.name,
+            metrics::CommandOutcome::Refused,
+            Some(r.reason),
+        );
         refusal(r)
     }
 }
@@ -223,6 +248,13 @@ fn dry_run(
         }
     }
     state.audit.execute_dry_run(&refuser.call, &result.argv);
+    metrics::command_done(
+        &result.command,
+        true,
+        &who.name,
+        metrics::CommandOutcome::DryRun,
+        None,
+    );
     structured(&result, text)
 }
 

@@ -1,0 +1,107 @@
+//! `metrics:`: the listed clients exist, and `metrics.bind` is a loopback address other
+//! than the main bind (it serves `/metrics` without a token).
+
+use std::net::SocketAddr;
+
+use super::super::metrics::{MetricsSettings, RawMetrics};
+use super::super::raw::parse_bind;
+use super::super::schema::ClientConfig;
+use super::validator::Validator;
+
+impl Validator<'_> {
+    pub(super) fn metrics(
+        &mut self,
+        raw: RawMetrics,
+        clients: &[ClientConfig],
+        bind: SocketAddr,
+    ) -> MetricsSettings {
+        // With no client configured, the generated token's client is `default`.
+        let known: Vec<&str> = if clients.is_empty() {
+            vec!["default"]
+        } else {
+            clients.iter().map(|c| c.name.as_str()).collect()
+        };
+        for (i, name) in raw.clients.iter().enumerate() {
+            if !known.contains(&name.as_str()) {
+                let at = self.loc.section_key("metrics", "clients");
+                self.err(
+                    at,
+                    format!("metrics.clients[{i}]"),
+                    format!(
+                        "unknown client {name:?}; configured clients: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+        let metrics_bind = raw.bind.and_then(|b| {
+            let at = self.loc.section_key("metrics", "bind");
+            let addr = self.value(parse_bind(&b), at, "metrics.bind".into())?;
+            if !addr.ip().is_loopback() {
+                self.err(
+                    at,
+                    "metrics.bind".into(),
+                    format!(
+                        "{addr} is not a loopback address: metrics.bind serves /metrics without a token, \
+                         so only 127.0.0.1 or [::1] is accepted; scrape the main bind with a client's \
+                         token from elsewhere"
+                    ),
+                );
+                return None;
+            }
+            if addr == bind {
+                self.err(
+                    at,
+                    "metrics.bind".into(),
+                    format!(
+                        "{addr} is the main bind; give metrics.bind its own port (the main bind \
+                         serves /metrics already, to a client's token)"
+                    ),
+                );
+                return None;
+            }
+            Some(addr)
+        });
+        MetricsSettings {
+            enabled: raw.enabled,
+            clients: raw.clients,
+            bind: metrics_bind,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn errors(yaml: &str) -> String {
+        Config::parse(yaml, "t.yaml")
+            .expect_err("must be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn listed_clients_must_exist_and_the_bind_must_be_loopback_and_its_own() {
+        let e = errors(
+            "clients:\n  - name: vm-a\n    token: aaaaaaaaaaaaaaaaaaaa\nmetrics:\n  clients: [vm-b]\n",
+        );
+        assert!(
+            e.contains("t.yaml:5") && e.contains("metrics.clients[0]") && e.contains("vm-a"),
+            "{e}"
+        );
+        let e = errors("metrics:\n  bind: 192.168.1.2:9223\n");
+        assert!(
+            e.contains("metrics.bind") && e.contains("not a loopback address"),
+            "{e}"
+        );
+        let e = errors("bind: 127.0.0.1:9222\nmetrics:\n  bind: 127.0.0.1:9222\n");
+        assert!(e.contains("is the main bind"), "{e}");
+        let ok = Config::parse(
+            "metrics:\n  clients: [default]\n  bind: '[::1]:9223'\n",
+            "t.yaml",
+        )
+        .expect("valid");
+        assert_eq!(ok.metrics.bind, Some("[::1]:9223".parse().expect("addr")));
+        assert!(ok.metrics.enabled);
+    }
+}
