@@ -277,7 +277,18 @@ async fn counters_move_and_promtool_accepts_the_scrape() {
     assert_eq!(status, 401);
     let (status, _, body) = get(&s.base, "/metrics", Some(TOKEN_B), None).await;
     assert_eq!(status, 403, "{body}");
+    // The bench page's routes are counted too (its sign-in form is a 200 to anyone).
+    let (status, _, _) = get(&s.base, "/", None, None).await;
+    assert_eq!(status, 200);
     let last = scrape(&s).await;
+    assert!(
+        value(
+            &last,
+            "gatecmd_http_requests_total",
+            &[("route", "page"), ("code", "200")]
+        ) >= 1.0,
+        "the page's GET / not counted:\n{last}"
+    );
     for code in ["401", "403"] {
         assert!(
             value(

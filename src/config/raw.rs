@@ -48,6 +48,7 @@ pub(crate) struct RawConfig {
     pub(crate) boards: Vec<RawBoard>,
     #[serde(default)]
     pub(crate) page: super::page::PageSettings,
+    #[serde(default)]
     pub(crate) metrics: super::metrics::RawMetrics,
 }
 
