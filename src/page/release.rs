@@ -9,26 +9,15 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::signin::{check_csrf, checked_post, form_field, read_form};
-use super::{Page, denied, plain};
-use crate::conn_limits::ConnTicket;
+use super::signin::{form_field, signed_in_post};
+use super::{Page, plain};
 use crate::locks::LockKey;
 
 pub(super) async fn release(State(p): State<Arc<Page>>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let viewer = match p.viewer(&parts.headers, parts.extensions.get::<ConnTicket>()) {
+    let (viewer, form) = match signed_in_post(&p, req).await {
         Ok(v) => v,
-        Err(d) => return denied(d),
+        Err(refused) => return refused,
     };
-    if let Err((code, why)) = checked_post(&p, &parts.headers) {
-        return plain(code, &why);
-    }
-    let Some(form) = read_form(body).await else {
-        return plain(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large");
-    };
-    if let Err((code, why)) = check_csrf(&viewer, &parts.headers, &form) {
-        return plain(code, &why);
-    }
     if !viewer.admin {
         tracing::warn!(client = %viewer.client, "page release refused: not an admin client");
         return plain(

@@ -113,18 +113,10 @@ async fn sign_in_inner(p: &Page, req: Request) -> Response {
 
 /// `POST /signout` (with the CSRF token): the session ends, the cookie is cleared.
 pub(super) async fn sign_out(State(p): State<Arc<Page>>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let viewer = match p.viewer(&parts.headers, parts.extensions.get::<ConnTicket>()) {
+    let (viewer, _) = match signed_in_post(&p, req).await {
         Ok(v) => v,
-        Err(d) => return denied(d),
+        Err(refused) => return refused,
     };
-    if let Err((code, why)) = checked_post(&p, &parts.headers) {
-        return plain(code, &why);
-    }
-    let form = read_form(body).await.unwrap_or_default();
-    if let Err((code, why)) = check_csrf(&viewer, &parts.headers, &form) {
-        return plain(code, &why);
-    }
     if let Some(id) = &viewer.session_id {
         p.sessions.remove(id);
         tracing::info!(client = %viewer.client, "page sign-out");
@@ -156,6 +148,25 @@ fn redirect_home(id: Option<&str>) -> Response {
 /// Why a page POST is refused: the status and the message (the caller answers with
 /// `plain`).
 pub(super) type Refused = (StatusCode, String);
+
+/// The checks of a state-changing POST from a signed-in page: a viewer, the page's own
+/// origin, a form of bounded size, the session's CSRF token. The viewer and the form, or
+/// the answer that refuses it.
+pub(super) async fn signed_in_post(p: &Page, req: Request) -> Result<(Viewer, Vec<u8>), Response> {
+    let (parts, body) = req.into_parts();
+    let viewer = p
+        .viewer(&parts.headers, parts.extensions.get::<ConnTicket>())
+        .map_err(denied)?;
+    checked_post(p, &parts.headers).map_err(|(code, why)| plain(code, &why))?;
+    let Some(form) = read_form(body).await else {
+        return Err(plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the form is too large",
+        ));
+    };
+    check_csrf(&viewer, &parts.headers, &form).map_err(|(code, why)| plain(code, &why))?;
+    Ok((viewer, form))
+}
 
 /// The checks every page POST passes: Host/Origin policy, and the same origin as the page.
 pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Refused> {
