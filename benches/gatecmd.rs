@@ -694,7 +694,8 @@ async fn wait_both(
     )
 }
 
-/// `GATECMD_BENCH_ONLY=throughput`: only the throughput rows (for profiling runs).
+/// `GATECMD_BENCH_ONLY=throughput`: only the throughput rows (for profiling runs);
+/// `=plain` only the plain-HTTP ones; `=overhead` only the `execute_command` overhead rows.
 fn only_throughput() -> bool {
     std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "throughput" || v == "plain")
 }
@@ -749,6 +750,11 @@ fn main() {
             ""
         }
     );
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
+        // A/B runs of the overhead rows alone (GATECMD_BIN names the server binary).
+        print(&rt.block_on(exec_overhead(&z)));
+        return;
+    }
     let mut rows = if only_throughput() {
         vec![]
     } else {
