@@ -87,7 +87,7 @@ fn finished_runs(s: &Server) -> usize {
 }
 
 /// Two clients that never read, each on 100 MB of `ab 50%` lines: the runs end, the server
-/// answers others meanwhile, and its peak resident memory stays under 64 MiB.
+/// answers others meanwhile, and its peak resident memory grows by less than 48 MiB.
 #[test]
 fn progress_flood_to_clients_that_do_not_read_stays_bounded() {
     let s = Server::start(&config());
@@ -126,9 +126,14 @@ fn progress_flood_to_clients_that_do_not_read_stays_bounded() {
         slowest
     );
     assert!(done, "the two runs did not finish:\n{}", s.log_text());
+    // Growth, not the absolute figure: the debug server starts at ~28 MiB now (the page and
+    // the metrics added their share), while a flood that was buffered would add the 200 MB it
+    // sends. Seen: 32–37 MiB of growth (allocator high-water marks of the line splitting).
+    let grown = peak.saturating_sub(before);
     assert!(
-        peak < 64 * 1024,
-        "peak RSS {peak} KiB ≥ 64 MiB: output or progress is buffered without bound"
+        grown < 48 * 1024,
+        "peak RSS grew by {grown} KiB (≥ 48 MiB) during a 200 MB flood: output or progress is \
+         buffered without bound"
     );
     assert!(slowest < Duration::from_secs(1), "/health took {slowest:?}");
 }
