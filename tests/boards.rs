@@ -223,9 +223,15 @@ boards:
     )
 }
 
+/// The bench server with the board plugged in (MaskROM on 1-2).
 fn start_bench(tb: &Testbed) -> Server {
-    tb.add_from_string(ROOT_HUB);
     tb.add_from_string(RK3588_MASKROM_1_2);
+    start_empty_bench(tb)
+}
+
+/// The bench server with nothing on the board's port.
+fn start_empty_bench(tb: &Testbed) -> Server {
+    tb.add_from_string(ROOT_HUB);
     let root = tb.root_dir();
     let s = Server::start_with(
         &bench_config(),
@@ -400,22 +406,7 @@ async fn a_device_arriving_on_a_leased_empty_board_is_the_boards() {
         return rerun_under_preload("a_device_arriving_on_a_leased_empty_board_is_the_boards");
     }
     let tb = Testbed::new();
-    tb.add_from_string(ROOT_HUB);
-    let root = tb.root_dir();
-    let s = Server::start_with(
-        &bench_config(),
-        &[],
-        &[
-            ("LD_PRELOAD", "libumockdev-preload.so.0"),
-            ("UMOCKDEV_DIR", root.to_str().expect("utf8")),
-        ],
-    );
-    let dir = s.dir.path();
-    script(
-        dir,
-        "record.sh",
-        &format!("echo \"$1\" >> {}/ran", dir.display()),
-    );
+    let s = start_empty_bench(&tb);
     let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
         .await
         .expect("a");
