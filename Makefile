@@ -3,7 +3,7 @@
 #   make test   install what is missing, run the whole test suite
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run test setup test-setup build lint test-python conformance install bench bench-smoke soak soak-smoke
+.PHONY: run test setup test-setup build lint test-python test-ts conformance install bench bench-smoke soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -26,12 +26,17 @@ lint:
 test: test-setup lint
 	cargo test --locked
 	./scripts/pytest.sh
+	./scripts/ts-tests.sh
 	./scripts/conformance.sh
 	GATECMD_BENCH_SMOKE=1 cargo test --locked --bench gatecmd
 
 # The MCP Python SDK against the real binary (tests/python, own .venv).
 test-python: test-setup
 	./scripts/pytest.sh
+
+# The official MCP TypeScript SDK (tests/ts, default options) against the real binary.
+test-ts: test-setup
+	./scripts/ts-tests.sh
 
 # The MCP conformance suites, 2025 and 2026-07-28 (project-local Node 22 in .node/).
 conformance: test-setup
