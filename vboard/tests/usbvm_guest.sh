@@ -1,5 +1,5 @@
 #!/bin/sh
-# Guest side of tests/vboard_usbvm.rs (runs as the VM's one program, busybox sh, root):
+# Guest side of vboard/tests/usbvm.rs (runs as the VM's one program, busybox sh, root):
 # gatecmd-vboard with one small board, driven by Debian's real rkdeveloptool and the
 # console's host side (/dev/ttyACM*). Prints `STEP NAME rc=N` after each step and the
 # tool's output between `BEGIN NAME` / `END NAME`; `GUEST DONE` at the end. The host test
@@ -19,7 +19,7 @@ step() { # NAME CMD... : runs CMD, shows its output, prints its status
   # db and wl byte by byte (\r, ESC visible): the capture is for docs/VBOARD.md
   case $name in db|wl) od -An -c /tmp/out.$name | tr -s ' ' | sed 's/^/| /';; esac
   echo "TEXT $name"
-  tr -d '\033' < /tmp/out.$name | tr '\r' '~'
+  tr '\r' '~' < /tmp/out.$name
   echo
   echo "END $name"
   echo "STEP $name rc=$rc t=$(cut -d' ' -f1 /proc/uptime)"
@@ -79,7 +79,7 @@ sleep 0.5
 printf 'nosuch\recho status=$?\r' > /dev/$ACM
 sleep 0.5
 echo "BEGIN console"
-tr -d '\033' < /tmp/console.out | tr '\r' '~'
+tr '\r' '~' < /tmp/console.out
 echo
 echo "END console"
 step ld_running $RK ld
