@@ -194,7 +194,7 @@ pub fn free_udcs() -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|u| !used.contains(u))
         .collect();
-    all.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+    all.sort_by_key(|a| natural_key(a));
     all
 }
 
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn udcs_sort_naturally() {
         let mut v = vec!["dummy_udc.10", "dummy_udc.2", "dummy_udc.0"];
-        v.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+        v.sort_by_key(|a| natural_key(a));
         assert_eq!(v, ["dummy_udc.0", "dummy_udc.2", "dummy_udc.10"]);
     }
 }
