@@ -1,6 +1,7 @@
 //! gatecmd-vboard against Debian's real rkdeveloptool on a real kernel: one boot of
 //! `../shared/usbvm` (Debian's kernel, `dummy_hcd`, QEMU TCG) runs `usbvm_guest.sh`, which
-//! starts the vboard with one 64 MiB board and drives it with `/usr/bin/rkdeveloptool`
+//! starts the vboard with two 64 MiB boards (vb2 is only powered on and off: while two
+//! are attached rkdeveloptool refuses all but `ld`) and drives vb1 with `/usr/bin/rkdeveloptool`
 //! (copied in with its libusb) and the console's host-side tty:
 //! power on --maskrom → ld Maskrom → db of a garbage loader (rkdeveloptool's own refusal,
 //! still Maskrom) → db of a loader whose usbplug the ROM does not start (still Maskrom) →
@@ -218,7 +219,20 @@ fn usbvm_rkdeveloptool() {
 
     let r = run_vm(&usbvm, &work, &vboard, &files);
 
+    r.expect("power_vb2", 0, "vb2: maskrom");
     r.expect("power_maskrom", 0, "vb1: maskrom");
+    r.expect("ld_two", 0, "DevNo=2");
+    r.expect("power_vb2_off", 0, "vb2: off");
+    assert!(
+        r.log
+            .contains("board vb2 rockusb=dummy_udc.2 port=3-1 console=dummy_udc.3 port=4-1"),
+        "{}",
+        r.log
+    );
+    assert!(
+        !r.text("ld_maskrom").contains("DevNo=2"),
+        "vb2 is still attached"
+    );
     r.expect("ld_maskrom", 0, "Vid=0x2207,Pid=0x350b");
     r.expect("ld_maskrom", 0, "Maskrom");
     r.expect(

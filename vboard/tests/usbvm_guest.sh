@@ -36,13 +36,18 @@ wait_ld() { # MODE: until rkdeveloptool ld shows it (10 s)
 
 t0=$(cut -d' ' -f1 /proc/uptime)
 mkdir -p /run
-$VB serve --boards 1 --flash-size 64M --state-dir /run/vb --control $CTL > /tmp/vb.out &
+$VB serve --boards 2 --flash-size 64M --state-dir /run/vb --control $CTL > /tmp/vb.out &
 VBPID=$!
 n=0; while ! grep -q "ready" /tmp/vb.out 2>/dev/null; do n=$((n+1)); [ $n -gt 200 ] && break; sleep 0.05; done
 cat /tmp/vb.out
 echo "STEP ready rc=$(grep -q ready /tmp/vb.out; echo $?)"
 
+# A second board on its own two UDCs: both listed, then vb2 off again (rkdeveloptool
+# refuses every command but ld while two boards are attached).
+step power_vb2 $VB power vb2 on --maskrom --control $CTL
 step power_maskrom $VB power vb1 on --maskrom --control $CTL
+step ld_two $RK ld
+step power_vb2_off $VB power vb2 off --control $CTL
 step ld_maskrom $RK ld
 step db_garbage $RK db $D/garbage_loader.bin
 step ld_after_garbage $RK ld
@@ -62,7 +67,7 @@ cmp $D/image.img /tmp/readback.img; echo "STEP rl_equal rc=$?"
 sha256sum $D/image.img | sed 's/^/IMAGE_SHA /'
 
 # The console's host side: find the ACM tty of the console port, capture it.
-CPORT=$(sed -n 's/.* console=[^ ]* port=\([^ ]*\) .*/\1/p' /tmp/vb.out)
+CPORT=$(grep '^board vb1 ' /tmp/vb.out | sed -n 's/.* console=[^ ]* port=\([^ ]*\) .*/\1/p')
 ACM=$(ls /sys/bus/usb/devices/$CPORT:1.0/tty/ 2>/dev/null | head -1)
 echo "CONSOLE port=$CPORT tty=$ACM"
 stty -F /dev/$ACM raw -echo
