@@ -9,7 +9,7 @@
 //! Every state change runs under one lock per board, so power commands, `db`, `rd` and
 //! the shell's `reboot` never interleave.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -141,7 +141,7 @@ impl Board {
         let mut ffs_dirs = Vec::new();
         for inst in [&rom_fs, &ldr_fs] {
             let dir = s.state_dir.join("ffs").join(inst);
-            mount_ffs(inst, &dir)?;
+            crate::ffs::mount(inst, &dir)?;
             let ep0 =
                 Ep0::open(&dir, "rockusb").map_err(|e| format!("{n}: FunctionFS ep0: {e}"))?;
             let bulk =
@@ -546,17 +546,4 @@ impl Board {
         let _ = self.unplug_rockusb();
         let _ = self.console.unbind();
     }
-}
-
-fn mount_ffs(instance: &str, dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
-    nix::mount::mount(
-        Some(instance),
-        dir,
-        Some("functionfs"),
-        nix::mount::MsFlags::empty(),
-        None::<&str>,
-    )
-    .map_err(|e| format!("mount -t functionfs {instance} {}: {e}", dir.display()))
 }

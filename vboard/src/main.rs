@@ -210,7 +210,7 @@ fn serve(
     // An earlier run's FunctionFS mounts, then its gadgets (their ep0s are closed now).
     if let Ok(entries) = std::fs::read_dir(state_dir.join("ffs")) {
         for e in entries.flatten() {
-            let _ = nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH);
+            ffs::unmount(&e.path());
         }
     }
     gadget::remove_leftovers("gatecmd-vb");
@@ -260,7 +260,7 @@ fn serve(
     for b in &boards {
         b.shutdown();
         for d in &b.ffs_dirs {
-            let _ = nix::mount::umount2(d, nix::mount::MntFlags::MNT_DETACH);
+            ffs::unmount(d);
         }
     }
     let _ = std::fs::remove_file(&control_path);
