@@ -375,15 +375,30 @@ impl Board {
     }
 
     /// Runs a state change off the USB threads (they must return to their endpoints first).
+    /// It runs only if the board is still in `from` by then: a board switched off (or
+    /// re-enumerated by a power command) in between is not brought back by a stale `db`/`rd`.
     fn later(
         self: &Arc<Self>,
         delay: Duration,
+        from: State,
         f: impl FnOnce(&Board) -> Result<State, String> + Send + 'static,
     ) {
         let b = self.clone();
         thread::spawn(move || {
             thread::sleep(delay);
             let _g = lock(&b.ops);
+            let now = b.state();
+            if now != from {
+                log(
+                    &b.name,
+                    &format!(
+                        "a pending change from {} dropped: the board is {} now",
+                        from.as_str(),
+                        now.as_str()
+                    ),
+                );
+                return;
+            }
             if let Err(e) = f(&b) {
                 log(&b.name, &e);
             }
@@ -470,7 +485,7 @@ impl Board {
                             ),
                         );
                         // After the status stage has gone back to the host.
-                        self.later(Duration::from_millis(100), |b| {
+                        self.later(Duration::from_millis(100), State::MaskRom, |b| {
                             b.enumerate(Mode::Loader).map(|_| State::Loader)
                         });
                     } else {
@@ -517,16 +532,18 @@ impl Board {
             let mut say = |l: String| log(&name, &l);
             match commands::serve(&c, mode, &self.flash, &mut bulk, &mut say) {
                 Ok(After::Nothing) => {}
-                Ok(After::Reset(3)) => self.later(Duration::from_millis(50), |b| {
+                Ok(After::Reset(3)) => self.later(Duration::from_millis(50), State::Loader, |b| {
                     b.enumerate(Mode::MaskRom).map(|_| State::MaskRom)
                 }),
-                Ok(After::Reset(_)) => self.later(Duration::from_millis(50), |b| b.boot()),
+                Ok(After::Reset(_)) => {
+                    self.later(Duration::from_millis(50), State::Loader, |b| b.boot())
+                }
                 Ok(After::ErasedToEnd) => {
                     log(
                         &name,
                         "rockusb: whole flash erased: resetting into MaskROM (rkdeveloptool's ef waits for it)",
                     );
-                    self.later(Duration::from_millis(50), |b| {
+                    self.later(Duration::from_millis(50), State::Loader, |b| {
                         b.enumerate(Mode::MaskRom).map(|_| State::MaskRom)
                     })
                 }
