@@ -3,7 +3,7 @@
 //! # Layout
 //! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`.
 //! - `preflight.rs` — can this machine host boards (root, configfs, functionfs, UDCs)?
-//! - `board.rs` — one board: its gadgets, state, and the ep0/bulk/console threads.
+//! - `board.rs` — one board: its gadgets, state and power; `board/usb.rs` its ep0 and bulk threads.
 //! - `gadget/` — configfs gadgets and UDCs. `ffs/` — FunctionFS descriptors, events, endpoints.
 //! - `rockusb/` — the mask ROM download, CBW/CSW, the Loader commands.
 //! - `flash.rs` — the sparse flash file and the regions written since the last boot.
@@ -248,7 +248,7 @@ fn serve(
             b.name,
             rp.as_deref().unwrap_or("?"),
             cp.as_deref().unwrap_or("?"),
-            b.tty.display(),
+            b.tty().display(),
             b.flash.path().display(),
             b.flash.sectors() * 512
         );
