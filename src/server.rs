@@ -2,6 +2,7 @@
 //! and who the caller is. Each tool's logic lives in its own file under `tools/`.
 
 mod boards;
+mod jobs;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
+    CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
     UnsubscribeRequestParams,
@@ -89,10 +91,16 @@ impl GatecmdServer {
 /// silent past a client's read timeout. Clients see the mark in `tools/list` too.
 pub const ANSWERS_AT_ONCE: &str = "gatecmd/answersAtOnce";
 
-/// The `meta` of a `#[tool]` that answers at once.
+/// The `meta` of a `#[tool]` that answers at once. It also says that the tool never
+/// becomes an MCP task (rmcp 3.11's `Tool` has no 2025-11-25 `execution.taskSupport`
+/// field, so the same word travels in `_meta`; docs/TOOLS.md).
 fn answers_at_once() -> MetaObject {
     let mut meta = MetaObject::new();
     meta.0.insert(ANSWERS_AT_ONCE.into(), true.into());
+    meta.0.insert(
+        rmcp::model::TASKS_EXTENSION_ID.into(),
+        serde_json::json!({ "taskSupport": "forbidden" }),
+    );
     meta
 }
 
@@ -102,7 +110,7 @@ impl GatecmdServer {
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| Self::tool_router() + Self::board_router())
+            .get_or_init(|| Self::tool_router() + Self::board_router() + Self::job_router())
             .clone()
     }
 
@@ -164,9 +172,10 @@ impl GatecmdServer {
         &self,
         Parameters(req): Parameters<ExecuteRequest>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(tools::execute::run(&self.state, &who, session_id(&ctx), req, &ctx).await)
+        let task = jobs::wants_task(&ctx);
+        Ok(tools::execute::run(&self.state, &who, session_id(&ctx), req, &ctx, task).await)
     }
 
     /// Lists attached USB devices.
@@ -382,6 +391,7 @@ impl ServerHandler for GatecmdServer {
                 .enable_resources()
                 .enable_resources_list_changed()
                 .enable_resources_subscribe()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -478,6 +488,24 @@ impl ServerHandler for GatecmdServer {
         Some(accepted)
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let who = self.identity(&ctx)?;
+        tools::tasks::get(&self.state, &who, &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let who = self.identity(&ctx)?;
+        tools::tasks::cancel(&self.state, &who, &request.task_id)
+    }
+
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         notify::listen(self.state.clone(), context).await;
         Ok(())
@@ -507,6 +535,7 @@ mod tests {
                 "list_commands",
                 "list_devices",
                 "list_files",
+                "list_jobs",
                 "list_locks",
                 "remove_file",
                 "unlock_device"

@@ -2,7 +2,9 @@
 //! (policy and typed refusals: nothing has run), [`run`] (locks → spawn → outcome) and
 //! [`render`] (text for people).
 
+mod background;
 pub mod interface;
+pub mod job_calls;
 pub mod prepare;
 pub mod render;
 pub mod run;
