@@ -124,8 +124,12 @@ impl Jobs {
 
     /// Records the end of `job` and applies the retention bounds to its client.
     pub fn finish(&self, job: &Job, state: JobState, end: JobEnd) {
+        // Under the table's lock (then the job's: the order every reader takes), so that
+        // no reader sees one finished job more than the bound.
+        let mut t = self.table();
         job.finish(state, end);
-        sweep(&mut self.table(), Some(&job.spec.client));
+        sweep(&mut t, Some(&job.spec.client));
+        drop(t);
         self.shared.expiry.notify_one();
         self.changed(&job.id);
     }

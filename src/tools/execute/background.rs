@@ -136,6 +136,9 @@ async fn run_job(l: Launch, job: Arc<Job>) {
             done.abort();
         }
     }
+    // Only a waiting foreground call and `tasks/get` read the final tool result; a
+    // background job's answers come from its rings (wait_job), so it keeps none.
+    let keep_result = matches!(job.view().origin, Origin::Foreground | Origin::Task);
     let (state, end) = match outcome {
         Ok(o) => {
             running.finish(command_outcome(&o), None, Some(o.duration));
@@ -152,12 +155,14 @@ async fn run_job(l: Launch, job: Arc<Job>) {
                 Some(StopReason::Shutdown) => Some("server shutdown".to_string()),
                 _ => None,
             };
-            let text = render(&result);
-            let call = if state == JobState::Succeeded {
-                structured(&result, text)
-            } else {
-                structured_error(&result, text)
-            };
+            let call = keep_result.then(|| {
+                let text = render(&result);
+                if state == JobState::Succeeded {
+                    structured(&result, text)
+                } else {
+                    structured_error(&result, text)
+                }
+            });
             (
                 state,
                 JobEnd {
@@ -166,7 +171,7 @@ async fn run_job(l: Launch, job: Arc<Job>) {
                     duration_ms: result.duration_ms,
                     stop_reason: result.stop_reason.clone(),
                     ended_by,
-                    result: serde_json::to_value(&call).ok(),
+                    result: call.and_then(|c| serde_json::to_value(&c).ok()),
                 },
             )
         }
