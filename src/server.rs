@@ -2,7 +2,10 @@
 //! and who the caller is. Each tool's logic lives in its own file under `tools/`.
 
 mod boards;
+mod caller;
 mod jobs;
+
+pub use caller::session_id;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -21,7 +24,6 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
 use crate::auth::ClientIdentity;
-use crate::locks::SessionId;
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::state::AppState;
@@ -64,23 +66,6 @@ impl GatecmdServer {
             local_identity: Some(ClientIdentity::local("stdio")),
             ..Self::new(state)
         }
-    }
-
-    /// The authenticated caller of a request.
-    pub(crate) fn identity(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<ClientIdentity, McpError> {
-        if let Some(id) = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<ClientIdentity>())
-        {
-            return Ok(id.clone());
-        }
-        self.local_identity
-            .clone()
-            .ok_or_else(|| McpError::internal_error("request carries no client identity", None))
     }
 }
 
@@ -128,14 +113,6 @@ impl GatecmdServer {
             .map(|t| t.name.into_owned())
             .collect()
     }
-}
-
-/// The legacy (2025-11-25) session a request belongs to, if any: leases taken in it end with
-/// it. Set by the session manager (src/sessions.rs) on requests routed through a session the
-/// caller owns, never taken from the header: a stateless request has none.
-pub fn session_id(ctx: &RequestContext<RoleServer>) -> Option<SessionId> {
-    let parts = ctx.extensions.get::<http::request::Parts>()?;
-    parts.extensions.get::<SessionId>().cloned()
 }
 
 #[tool_router]

@@ -20,10 +20,11 @@ use crate::progress;
 use crate::refusal::Refusal;
 use crate::tools::{refusal, structured, structured_error};
 
+use super::held::Held;
 use super::interface::ExecuteResult;
+use super::outcome::{command_outcome, fill, run_end};
 use super::prepare::Rejected;
 use super::render::render;
-use super::run::{Held, command_outcome, fill, run_end};
 
 /// Everything the job's task takes with it.
 pub(super) struct Launch {

@@ -3,8 +3,10 @@
 //! [`render`] (text for people).
 
 mod background;
+mod held;
 pub mod interface;
 pub mod job_calls;
+mod outcome;
 pub mod prepare;
 pub mod render;
 pub mod run;

@@ -11,11 +11,10 @@ use tokio_util::sync::CancellationToken;
 use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::CancelPolicy;
-use crate::exec::{ExecError, LineTap, Outcome, Spec, StopReason};
+use crate::exec::{ExecError, LineTap, Outcome, Spec};
 use crate::isolation::{Plan, Privilege, Roots};
-use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, SessionId};
+use crate::locks::{ClientName, CommandLockRequest, LeaseId, SessionId};
 use crate::metrics;
-use crate::output;
 use crate::progress;
 use crate::refusal::Refusal;
 use crate::state::AppState;
@@ -23,7 +22,9 @@ use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
 
+use super::held::Held;
 use super::interface::{ExecuteRequest, ExecuteResult};
+use super::outcome::{command_outcome, fill, run_end};
 use super::prepare::{Prepared, Rejected, prepare};
 use super::render::{render, render_view, shell_words};
 
@@ -190,34 +191,6 @@ struct Refuser<'a> {
     asked: Vec<String>,
 }
 
-/// The metrics' name for how a run ended.
-pub(super) fn command_outcome(outcome: &Outcome) -> metrics::CommandOutcome {
-    match outcome.stopped {
-        Some(StopReason::Timeout) => metrics::CommandOutcome::TimedOut,
-        Some(StopReason::Cancelled | StopReason::Shutdown) => metrics::CommandOutcome::Cancelled,
-        None if outcome.exit_code == Some(0) => metrics::CommandOutcome::Ok,
-        None => metrics::CommandOutcome::Failed,
-    }
-}
-
-/// What the audit log keeps of a run's end: plain data, no tool types.
-pub(super) fn run_end(result: &ExecuteResult, outcome: &Outcome) -> audit::RunEnd {
-    audit::RunEnd {
-        outcome: match outcome.stopped {
-            Some(StopReason::Timeout) => audit::RunOutcome::TimedOut,
-            Some(StopReason::Cancelled) => audit::RunOutcome::Cancelled,
-            Some(StopReason::Shutdown) => audit::RunOutcome::Shutdown,
-            None if outcome.exit_code.is_some() => audit::RunOutcome::Exited,
-            None => audit::RunOutcome::Signalled,
-        },
-        exit_code: result.exit_code,
-        signal: result.signal,
-        duration_ms: result.duration_ms,
-        stdout_bytes: outcome.stdout.len() as u64 + outcome.stdout_dropped,
-        stderr_bytes: outcome.stderr.len() as u64 + outcome.stderr_dropped,
-    }
-}
-
 impl Refuser<'_> {
     fn refuse(&self, why: Rejected) -> CallToolResult {
         let r = Refusal::from(why);
@@ -312,33 +285,6 @@ fn dry_run(
         None,
     );
     structured(&result, text)
-}
-
-/// What an allowed run holds until its child (and process group) is gone; both are
-/// released by dropping them.
-pub(super) struct Held {
-    /// One of the client's `limits.max_concurrent_per_client` slots.
-    _slot: crate::permits::Permit,
-    _locks: CommandGuard,
-    /// The run's row on the bench page, fed its progress from the output.
-    pub(super) run: Option<crate::running::RunGuard>,
-    pub(super) client: String,
-    pub(super) board: Option<String>,
-}
-
-impl Held {
-    /// Offers an output line to the page's row, then to the client's progress reporter;
-    /// whether either took it (the `LineTap::Latest` contract).
-    pub(super) fn offer(&self, reporter: Option<&progress::Tap>, line: &str) -> bool {
-        let page = self.run.as_ref().is_some_and(|r| r.offer(line));
-        reporter.is_some_and(|tap| tap.offer(line)) || page
-    }
-
-    /// Whether output must be split into lines: a client asked for progress, or the
-    /// page shows this command's percentage.
-    fn watches_output(&self, reporter: Option<&progress::Tap>) -> bool {
-        reporter.is_some() || self.run.as_ref().is_some_and(|r| r.watches_output())
-    }
 }
 
 /// Takes a client slot, then the device locks (queueing up to `wait_secs`).
@@ -480,36 +426,4 @@ async fn run_detached(
     }
     let outcome: Result<Outcome, ExecError> = joined.map_err(|e| Rejected::Task(e.to_string()))?;
     Ok(outcome?)
-}
-
-pub(super) fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
-    result.exit_code = if o.stopped.is_some() {
-        None
-    } else {
-        o.exit_code
-    };
-    result.signal = o.signal;
-    result.stdout = output::clean(&o.stdout);
-    result.stderr = output::clean(&o.stderr);
-    result.stdout_truncated = o.stdout_dropped > 0;
-    result.stderr_truncated = o.stderr_dropped > 0;
-    result.duration_ms = o.duration.as_millis() as u64;
-    result.timed_out = o.stopped == Some(StopReason::Timeout);
-    result.cancelled = matches!(
-        o.stopped,
-        Some(StopReason::Cancelled | StopReason::Shutdown)
-    );
-    let grace = grace.as_secs();
-    result.stop_reason = match o.stopped {
-        Some(StopReason::Timeout) => Some(format!(
-            "timed out after {} s: the process group got SIGTERM, then SIGKILL after {grace} s; output so far is included",
-            result.timeout_secs
-        )),
-        Some(StopReason::Cancelled) => Some(format!(
-            "cancelled by the client after {} ms: the process group got SIGTERM, then SIGKILL after {grace} s",
-            result.duration_ms
-        )),
-        Some(StopReason::Shutdown) => Some("stopped because the server is shutting down".into()),
-        None => result.stop_reason.take(),
-    };
 }
