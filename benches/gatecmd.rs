@@ -197,6 +197,37 @@ async fn exec_overhead(z: &Sizes) -> Vec<Row> {
     rows
 }
 
+/// `execute_command {background: true}` → the job handle (issue 23): every check, the
+/// locks and the job's registration, answered before the child's outcome. A server
+/// without jobs (an A/B run against an older binary) refuses the field: no row then.
+async fn job_handle(z: &Sizes) -> Vec<Row> {
+    let s = serve(&config(""), &[]);
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let args = json!({"command": "true", "background": true});
+    if is_error(&call(&c, "execute_command", args.clone()).await) {
+        return vec![];
+    }
+    for _ in 0..20 {
+        call(&c, "execute_command", args.clone()).await;
+    }
+    let mut lat = Vec::with_capacity(z.calls);
+    for _ in 0..z.calls {
+        let t = Instant::now();
+        let r = call(&c, "execute_command", args.clone()).await;
+        lat.push(t.elapsed());
+        // 64 slots: a job not yet ended may hold one; a refusal here would be the limit.
+        assert!(!is_error(&r), "{}", text(&r));
+    }
+    vec![latency_row(
+        "execute_command {background: true} /bin/true → job handle (1 session)",
+        &mut lat,
+        "",
+        None,
+    )]
+}
+
 /// `execute_command` of `/usr/bin/echo` through the official MCP Python SDK
 /// (benches/python_echo.py in .venv, which `make bench` creates), in both eras.
 fn python_sdk(z: &Sizes) -> Vec<Row> {
@@ -752,13 +783,16 @@ fn main() {
     );
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
         // A/B runs of the overhead rows alone (GATECMD_BIN names the server binary).
-        print(&rt.block_on(exec_overhead(&z)));
+        let mut rows = rt.block_on(exec_overhead(&z));
+        rows.extend(rt.block_on(job_handle(&z)));
+        print(&rows);
         return;
     }
     let mut rows = if only_throughput() {
         vec![]
     } else {
         let mut rows = rt.block_on(exec_overhead(&z));
+        rows.extend(rt.block_on(job_handle(&z)));
         rows.extend(python_sdk(&z));
         rows
     };

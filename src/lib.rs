@@ -36,6 +36,8 @@
 //! - [`output`]: terminal output (ANSI, `\r`) turned into readable text.
 //! - [`progress`]: output lines turned into MCP progress notifications.
 //! - [`running`]: the commands running now (client, argv, board, progress) for the page.
+//! - [`jobs`]: commands that outlive their call (background, detached, MCP tasks): the
+//!   table per client, output rings with cursors, bounded retention of finished ones.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`boards`]: boards at run time: `lock_board {match}` selection and its fair queue
@@ -68,6 +70,7 @@ pub mod devices;
 pub mod exec;
 pub mod http;
 pub mod isolation;
+pub mod jobs;
 pub mod json_answer;
 pub mod locks;
 pub mod metrics;

@@ -29,6 +29,7 @@ pub struct Changes {
     locks: broadcast::Receiver<LockEvent>,
     config: broadcast::Receiver<()>,
     consoles: broadcast::Receiver<String>,
+    jobs: broadcast::Receiver<crate::jobs::JobId>,
     /// When the change last returned came off the stream (for the delivery lag metric).
     received: Instant,
     /// Times this subscriber fell behind a stream since [`Changes::take_missed`].
@@ -44,6 +45,7 @@ impl Changes {
             locks: state.locks.subscribe(),
             config: state.config_changes(),
             consoles: state.consoles.subscribe(),
+            jobs: state.jobs.subscribe(),
             state,
             received: Instant::now(),
             missed: 0,
@@ -115,6 +117,16 @@ impl Changes {
                         updated: self.state.consoles.boards().iter().map(|b| crate::resources::console_uri(b)).collect(),
                         list_changed: false,
                     }),
+                    Err(RecvError::Closed) => return None,
+                },
+                // A job's state, progress or detach (paced like the boards: src/pace.rs).
+                ev = self.jobs.recv() => match ev {
+                    Ok(id) => return Some(Change::from_job(&id.0)),
+                    Err(RecvError::Lagged(_)) => {
+                        let mut updated = vec![crate::resources::JOBS.to_string()];
+                        updated.extend(self.state.jobs.all().iter().map(|v| crate::resources::job_uri(&v.id.0)));
+                        return Some(Change { updated, list_changed: false });
+                    }
                     Err(RecvError::Closed) => return None,
                 },
                 ev = self.locks.recv() => match ev {

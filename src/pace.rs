@@ -21,7 +21,10 @@ pub struct Pacer {
 }
 
 fn paced(uri: &str) -> bool {
-    uri.starts_with(BOARD_PREFIX) || uri == crate::resources::BOARDS
+    // A job's progress moves with its output: paced like a board.
+    uri.starts_with(BOARD_PREFIX)
+        || uri == crate::resources::BOARDS
+        || uri.starts_with(crate::resources::JOBS)
 }
 
 impl Pacer {

@@ -22,6 +22,14 @@ pub const BOARD_PREFIX: &str = "gatecmd://boards/";
 pub const BOARD_TEMPLATE: &str = "gatecmd://boards/{name}";
 pub const CONSOLE_SUFFIX: &str = "/console";
 pub const CONSOLE_TEMPLATE: &str = "gatecmd://boards/{name}/console";
+pub const JOBS: &str = "gatecmd://jobs";
+pub const JOB_PREFIX: &str = "gatecmd://jobs/";
+pub const JOB_TEMPLATE: &str = "gatecmd://jobs/{id}";
+
+/// The URI of one job's resource.
+pub fn job_uri(id: &str) -> String {
+    format!("{JOB_PREFIX}{id}")
+}
 
 const JSON: &str = "application/json";
 
@@ -71,6 +79,11 @@ pub fn list(state: &AppState) -> Vec<Resource> {
             "commands",
             "The allowlisted commands and their argument patterns",
         ),
+        resource(
+            JOBS,
+            "jobs",
+            "Your jobs (background and detached commands): state, progress, exit code",
+        ),
     ];
     let config = state.config();
     if !config.boards.is_empty() {
@@ -111,6 +124,9 @@ pub fn templates() -> Vec<ResourceTemplate> {
             .with_mime_type(JSON),
         ResourceTemplate::new(BOARD_TEMPLATE, "board")
             .with_description("One configured board by name (see gatecmd://boards)")
+            .with_mime_type(JSON),
+        ResourceTemplate::new(JOB_TEMPLATE, "job")
+            .with_description("One of your jobs by id (job-N); wait_job reads its output")
             .with_mime_type(JSON),
         ResourceTemplate::new(CONSOLE_TEMPLATE, "board console")
             .with_description(
@@ -159,6 +175,13 @@ pub fn read(
             )
         }
         LOCKS => json_contents(uri, &crate::tools::locks::view(state, &who.name)),
+        JOBS => json_contents(uri, &crate::tools::jobs::list_view(state, who)),
+        _ if uri.starts_with(JOB_PREFIX) => {
+            let id = &uri[JOB_PREFIX.len()..];
+            let v = crate::tools::jobs::one_view(state, who, id)
+                .ok_or_else(|| not_found(uri, "no such job of yours; see gatecmd://jobs"))?;
+            json_contents(uri, &v)
+        }
         BOARDS => json_contents(uri, &crate::tools::board_list::view(state, &who.name)),
         // `gatecmd://boards/{name}/console` is the console's, below.
         _ if uri.starts_with(BOARD_PREFIX) && console_board(uri).is_none() => {
@@ -213,7 +236,10 @@ pub fn read(
 
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
-    matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS)
+    matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS | JOBS)
+        || uri
+            .strip_prefix(JOB_PREFIX)
+            .is_some_and(|id| id.starts_with("job-") && id[4..].parse::<u64>().is_ok())
         || console_board(uri).is_some()
         || uri
             .strip_prefix(BOARD_PREFIX)
@@ -258,6 +284,14 @@ impl Change {
         Change {
             updated,
             list_changed: matches!(ev, DeviceEvent::Added(_) | DeviceEvent::Removed(_)),
+        }
+    }
+
+    /// A job's state, progress or detach changed.
+    pub fn from_job(id: &str) -> Change {
+        Change {
+            updated: vec![JOBS.to_string(), job_uri(id)],
+            list_changed: false,
         }
     }
 

@@ -32,6 +32,9 @@ pub struct RunningCommand {
     /// `progress:` regex or before the first match.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<f64>,
+    /// The job this run is (src/jobs/), when it runs apart from its call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 /// What a run tells the table when it starts.
@@ -92,6 +95,7 @@ impl Running {
                     board: run.board,
                     started_at: Utc::now(),
                     progress: None,
+                    job: None,
                 },
             );
             id
@@ -137,6 +141,14 @@ impl RunGuard {
     /// Whether this run's output is worth splitting into lines (it has a regex).
     pub fn watches_output(&self) -> bool {
         self.regex.is_some()
+    }
+
+    /// Names the job this run is, for the page's row.
+    pub fn set_job(&self, job: &str) {
+        if let Some(r) = self.running.lock().runs.get_mut(&self.id) {
+            r.job = Some(job.to_string());
+        }
+        self.running.tick();
     }
 
     /// Looks for a percentage in an output line; a higher one is recorded. Returns whether

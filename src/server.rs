@@ -2,6 +2,10 @@
 //! and who the caller is. Each tool's logic lives in its own file under `tools/`.
 
 mod boards;
+mod caller;
+mod jobs;
+
+pub use caller::session_id;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -10,7 +14,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
+    CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
     UnsubscribeRequestParams,
@@ -19,7 +24,6 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
 use crate::auth::ClientIdentity;
-use crate::locks::SessionId;
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::state::AppState;
@@ -63,23 +67,6 @@ impl GatecmdServer {
             ..Self::new(state)
         }
     }
-
-    /// The authenticated caller of a request.
-    pub(crate) fn identity(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<ClientIdentity, McpError> {
-        if let Some(id) = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<ClientIdentity>())
-        {
-            return Ok(id.clone());
-        }
-        self.local_identity
-            .clone()
-            .ok_or_else(|| McpError::internal_error("request carries no client identity", None))
-    }
 }
 
 /// The `_meta` key that marks a tool answering at once (no waiting, no child process, no
@@ -89,10 +76,16 @@ impl GatecmdServer {
 /// silent past a client's read timeout. Clients see the mark in `tools/list` too.
 pub const ANSWERS_AT_ONCE: &str = "gatecmd/answersAtOnce";
 
-/// The `meta` of a `#[tool]` that answers at once.
+/// The `meta` of a `#[tool]` that answers at once. It also says that the tool never
+/// becomes an MCP task (rmcp 3.11's `Tool` has no 2025-11-25 `execution.taskSupport`
+/// field, so the same word travels in `_meta`; docs/TOOLS.md).
 fn answers_at_once() -> MetaObject {
     let mut meta = MetaObject::new();
     meta.0.insert(ANSWERS_AT_ONCE.into(), true.into());
+    meta.0.insert(
+        rmcp::model::TASKS_EXTENSION_ID.into(),
+        serde_json::json!({ "taskSupport": "forbidden" }),
+    );
     meta
 }
 
@@ -102,7 +95,7 @@ impl GatecmdServer {
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| Self::tool_router() + Self::board_router())
+            .get_or_init(|| Self::tool_router() + Self::board_router() + Self::job_router())
             .clone()
     }
 
@@ -120,14 +113,6 @@ impl GatecmdServer {
             .map(|t| t.name.into_owned())
             .collect()
     }
-}
-
-/// The legacy (2025-11-25) session a request belongs to, if any: leases taken in it end with
-/// it. Set by the session manager (src/sessions.rs) on requests routed through a session the
-/// caller owns, never taken from the header: a stateless request has none.
-pub fn session_id(ctx: &RequestContext<RoleServer>) -> Option<SessionId> {
-    let parts = ctx.extensions.get::<http::request::Parts>()?;
-    parts.extensions.get::<SessionId>().cloned()
 }
 
 #[tool_router]
@@ -164,9 +149,10 @@ impl GatecmdServer {
         &self,
         Parameters(req): Parameters<ExecuteRequest>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(tools::execute::run(&self.state, &who, session_id(&ctx), req, &ctx).await)
+        let task = jobs::wants_task(&ctx);
+        Ok(tools::execute::run(&self.state, &who, session_id(&ctx), req, &ctx, task).await)
     }
 
     /// Lists attached USB devices.
@@ -382,6 +368,7 @@ impl ServerHandler for GatecmdServer {
                 .enable_resources()
                 .enable_resources_list_changed()
                 .enable_resources_subscribe()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -478,6 +465,24 @@ impl ServerHandler for GatecmdServer {
         Some(accepted)
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let who = self.identity(&ctx)?;
+        tools::tasks::get(&self.state, &who, &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let who = self.identity(&ctx)?;
+        tools::tasks::cancel(&self.state, &who, &request.task_id)
+    }
+
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         notify::listen(self.state.clone(), context).await;
         Ok(())
@@ -507,6 +512,7 @@ mod tests {
                 "list_commands",
                 "list_devices",
                 "list_files",
+                "list_jobs",
                 "list_locks",
                 "remove_file",
                 "unlock_device"

@@ -47,6 +47,8 @@ pub struct AppState {
     pub running: crate::running::Running,
     /// What the `/metrics` scrape reads beyond this state (the open sessions).
     pub metrics: crate::metrics::Probes,
+    /// Commands that outlive their call (src/jobs/).
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// What a reload applied, and what it could not.
@@ -88,6 +90,7 @@ impl AppState {
         );
         consoles.start(crate::boards::consoles::wanted(&config), Some(&registry));
         let boards = crate::boards::Boards::default();
+        let config_jobs = config.jobs;
         crate::boards::consoles::show_in(&boards, &consoles);
         Arc::new(AppState {
             config: ArcSwap::from_pointee(config),
@@ -103,6 +106,7 @@ impl AppState {
             consoles,
             running: Default::default(),
             metrics: Default::default(),
+            jobs: crate::jobs::Jobs::new(config_jobs),
         })
     }
 
@@ -130,6 +134,7 @@ impl AppState {
         self.audit.configure(&config.audit);
         self.executor.set_limits(exec_limits(&config));
         self.locks.set_settings(lock_settings(&config.leases));
+        self.jobs.set_settings(config.jobs);
         // An unchanged console keeps its capture and ring; a changed one starts over.
         self.consoles.start(
             crate::boards::consoles::wanted(&config),

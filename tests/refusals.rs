@@ -33,6 +33,11 @@ commands:
     timeout_secs: 10
     allowed_args:
       - pattern: "{{word}}"
+  - name: burn
+    binary: /bin/sleep
+    cancel: never
+    allowed_args:
+      - pattern: "{{secs}}"
   - name: image
     binary: /usr/bin/sha256sum
     allowed_args:
@@ -185,6 +190,50 @@ async fn limit() {
         "lock_device",
         json!({"key": "usb:2207:350b", "ttl_secs": 999_999_999}),
         "limit",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn job_refusals() {
+    let b = bench().await;
+    // Unknown, or another client's (not told apart): not_found, naming list_jobs.
+    let msg = refused(&b.a, "wait_job", json!({"job": "job-999"}), "not_found").await;
+    assert!(
+        msg.contains("list_jobs") && msg.contains("jobs.keep_finished"),
+        "{msg}"
+    );
+    refused(&b.a, "cancel_job", json!({"job": "job-999"}), "not_found").await;
+    let r = call(
+        &b.a,
+        "execute_command",
+        json!({"command": "burn", "args": ["2"], "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    // A wait past the maximum: limit, naming it.
+    let msg = refused(
+        &b.a,
+        "wait_job",
+        json!({"job": job, "timeout_secs": 111}),
+        "limit",
+    )
+    .await;
+    assert!(msg.contains("110"), "{msg}");
+    // `cancel: never`: cancel_job is refused and the job runs on.
+    let msg = refused(&b.a, "cancel_job", json!({"job": job}), "not_permitted").await;
+    assert!(msg.contains("cancel: never"), "{msg}");
+    let w = call(&b.a, "wait_job", json!({"job": job, "timeout_secs": 0})).await;
+    assert_eq!(structured(&w)["state"], "running", "{}", text(&w));
+    let b2 = connect(&b.server.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("connect b");
+    refused(
+        &b2,
+        "wait_job",
+        json!({"job": job, "timeout_secs": 0}),
+        "not_found",
     )
     .await;
 }

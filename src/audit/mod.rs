@@ -21,11 +21,13 @@
 //! data (`records`).
 
 mod bound;
+mod jobs;
 mod log;
 mod recent;
 mod records;
 mod refusals;
 
+pub use jobs::JobRecord;
 pub use log::{Audit, AuditError, FILE_NAME};
 pub use recent::{Decision, RECENT, Recent};
 pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};

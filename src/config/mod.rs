@@ -23,6 +23,7 @@
 mod boards;
 mod error;
 mod host;
+mod jobs;
 mod load;
 mod locate;
 mod metrics;
@@ -39,6 +40,7 @@ pub use boards::{
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
+pub use jobs::JobSettings;
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};

@@ -50,6 +50,8 @@ pub(crate) struct RawConfig {
     pub(crate) page: super::page::PageSettings,
     #[serde(default)]
     pub(crate) metrics: super::metrics::RawMetrics,
+    #[serde(default)]
+    pub(crate) jobs: super::jobs::JobSettings,
 }
 
 #[derive(Deserialize)]
@@ -100,8 +102,8 @@ pub(crate) struct RawCommand {
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) device: Option<String>,
     pub(crate) progress: Option<String>,
-    #[serde(default)]
-    pub(crate) cancel: CancelPolicy,
+    /// `None`: [`CancelPolicy::default_for`] the command's `destructive`.
+    pub(crate) cancel: Option<CancelPolicy>,
     #[serde(default)]
     pub(crate) read_only: bool,
     #[serde(default)]

@@ -42,6 +42,8 @@ pub struct Config {
     pub boards: Vec<super::boards::BoardConfig>,
     /// The bench page (docs/OPERATING.md).
     pub page: super::page::PageSettings,
+    /// Background jobs: how many finished ones are kept per client, and how long.
+    pub jobs: super::jobs::JobSettings,
     /// Who may read `/metrics`, and where (docs/METRICS.md).
     pub metrics: super::metrics::MetricsSettings,
 }
@@ -261,14 +263,31 @@ impl DeviceClass {
     }
 }
 
-/// Whether a running command may be cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+/// What a client's give-up (`notifications/cancelled`, a dropped connection) does to a
+/// running command (docs/CONFIG.md). Default: `detach` for a `destructive` command (a
+/// half-written board is worse than a finished write nobody waited for), else `kill`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CancelPolicy {
-    #[default]
-    Allow,
-    /// Finish what was started (e.g. a bootloader write): a cancel is refused.
+    /// The process group is stopped (SIGTERM, then SIGKILL). `allow` is its old name.
+    #[serde(alias = "allow")]
+    Kill,
+    /// The command keeps running as a job of the client (`wait_job`, `cancel_job`).
+    Detach,
+    /// Finish what was started (e.g. a bootloader write): a cancel, and `cancel_job`, are
+    /// refused.
     Never,
+}
+
+impl CancelPolicy {
+    /// The policy of a command that sets none.
+    pub fn default_for(destructive: bool) -> CancelPolicy {
+        if destructive {
+            CancelPolicy::Detach
+        } else {
+            CancelPolicy::Kill
+        }
+    }
 }
 
 /// One allowed argument pattern of a command.

@@ -204,11 +204,20 @@ impl LockManager {
     }
 
     /// Ends every lease taken in the legacy MCP `session` (call it when the
-    /// session ends) and returns them.
+    /// session ends) and returns them. A lease a running command uses (a job
+    /// outlives the session that started it) is kept: it leaves the session and
+    /// its TTL counts from the command's end, like any lease's.
     pub fn release_session(&self, session: &SessionId) -> Vec<LeaseInfo> {
         self.shared.with_state(|state| {
             let mut ended = Vec::new();
             for key in state.session_keys(session) {
+                if let Some(lane) = state.lanes.get_mut(&key)
+                    && let (Some(lease), Some(run)) = (lane.lease.as_mut(), lane.running.as_ref())
+                    && run.lease.as_ref() == Some(&lease.id)
+                {
+                    lease.session = None;
+                    continue;
+                }
                 ended.extend(state.end_lease(
                     &key,
                     LockEventKind::SessionEnded,

@@ -36,6 +36,7 @@ pub struct Families {
     pub(super) notify_missed: Family<EraLabels, Counter>,
     pub(super) http: Family<HttpLabels, Counter>,
     pub(super) audit: Family<AuditLabels, Counter>,
+    pub(super) jobs: Family<super::labels::JobLabels, Counter>,
 }
 
 fn command_buckets() -> Histogram {
@@ -71,6 +72,7 @@ impl Families {
             notify_missed: Family::default(),
             http: Family::default(),
             audit: Family::default(),
+            jobs: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -125,6 +127,11 @@ impl Families {
             "audit_records",
             "Audit records by result (written, failed, aggregated into a refusal summary, invalid)",
             f.audit.clone(),
+        );
+        registry.register(
+            "jobs",
+            "Jobs (background, detached or task-augmented execute_command runs) ended, by outcome (succeeded, failed, timed_out, cancelled, lost)",
+            f.jobs.clone(),
         );
         // The series alert rules watch exist from the start at 0, so that `increase()` sees
         // their first event (a series born at 1 has no increase).

@@ -119,6 +119,12 @@ pub(super) struct HttpLabels {
     pub(super) code: u16,
 }
 
+/// A job's end: `succeeded`, `failed`, `timed_out`, `cancelled`, `lost` (a fixed set).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct JobLabels {
+    pub(super) outcome: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct AuditLabels {
     pub(super) result: &'static str,

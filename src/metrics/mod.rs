@@ -29,7 +29,7 @@ pub use labels::{AuditResult, CommandOutcome, route_of};
 pub use probes::{Probes, SessionCensus};
 pub use record::{
     LockWait, RunningCommand, audit_record, command_done, command_running,
-    device_lost_during_command, hotplug, http_answer, lock_queued, lock_taken_at_once,
+    device_lost_during_command, hotplug, http_answer, job_done, lock_queued, lock_taken_at_once,
     notification_changes_missed, notification_sent,
 };
 pub use route::{PATH, Unrestricted, answer, count_status, loopback_router, scrape};

@@ -56,6 +56,14 @@ fn count(
         .inc();
 }
 
+/// Counts a job's end by its outcome (one of `JobState`'s names, never request text).
+pub fn job_done(outcome: &'static str) {
+    families()
+        .jobs
+        .get_or_create(&super::labels::JobLabels { outcome })
+        .inc();
+}
+
 /// Marks the configured `command` of `client` running until [`RunningCommand::finish`];
 /// dropped unfinished (the request went away mid-run), it counts as `cancelled`.
 pub fn command_running(command: &str, client: &str) -> RunningCommand {

@@ -131,8 +131,10 @@ function renderRunning(s) {
   const rows = s.running.map((r) => {
     const p = typeof r.progress === "number" ? r.progress : null;
     const bar = p === null ? "–" : el("span", {}, el("progress", { max: 100, value: p }), ` ${Math.round(p)}%`);
+    // A job (background, detached, task) names its id under its holder.
+    const job = r.job ? el("div", { class: "hint mono", "data-job": r.job }, `job ${r.job}`) : null;
     return el("tr", { "data-run": r.id, "data-command": r.command, "data-progress": p === null ? "" : Math.round(p) },
-      el("td", {}, r.client),
+      el("td", {}, r.client, job),
       el("td", { class: "mono argv" }, r.argv.join(" ")),
       el("td", {}, r.board || r.device || "–"),
       el("td", {}, ago(r.started_at)),

@@ -8,10 +8,12 @@ pub mod console;
 pub mod devices;
 pub mod execute;
 pub mod files;
+pub mod jobs;
 pub mod list_cache;
 pub mod locks;
 pub mod power;
 pub mod reasons;
+pub mod tasks;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::Schema;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::super::host::binary_problem;
 use super::super::raw::{RawCommand, RawPattern, check_name, parse_abs, parse_progress};
-use super::super::schema::{CommandConfig, DeviceClass, PatternConfig};
+use super::super::schema::{CancelPolicy, CommandConfig, DeviceClass, PatternConfig};
 use super::validator::Validator;
 use crate::sanitizer::{FileKind, Pattern, Word, slot_regex};
 
@@ -120,6 +120,7 @@ impl Validator<'_> {
                 "an isolated command needs `device:` (the class whose board it runs on): the view holds one board of that class".into(),
             );
         }
+        self.cancel_rule(&name, i, rc.destructive, rc.cancel, &patterns);
         let binary = binary?;
         let unavailable = binary_problem(&binary);
         Some(CommandConfig {
@@ -132,7 +133,9 @@ impl Validator<'_> {
             env: rc.env,
             device: rc.device,
             progress,
-            cancel: rc.cancel,
+            cancel: rc
+                .cancel
+                .unwrap_or(CancelPolicy::default_for(rc.destructive)),
             read_only: rc.read_only,
             destructive: rc.destructive,
             isolate: rc.isolate,
@@ -217,5 +220,42 @@ impl Validator<'_> {
             cancel: rp.cancel,
             isolate: rp.isolate,
         })
+    }
+}
+
+impl Validator<'_> {
+    /// A `destructive` command may not be `cancel: kill`, on the command or on a pattern:
+    /// a client that gives up on a call (the TypeScript SDK does after 60 s) would cut a
+    /// board's write off mid-way.
+    fn cancel_rule(
+        &mut self,
+        name: &str,
+        i: usize,
+        destructive: bool,
+        cancel: Option<CancelPolicy>,
+        patterns: &[PatternConfig],
+    ) {
+        if !destructive {
+            return;
+        }
+        let why = "a destructive command cannot be `cancel: kill`: a client's give-up would stop a \
+                   write half-way. Use `detach` (the default: it continues as a job) or `never`";
+        if cancel == Some(CancelPolicy::Kill) {
+            let at = self.loc.item_key(name, "cancel");
+            self.err(at, format!("commands[{i}].cancel"), why.into());
+        }
+        for (j, p) in patterns.iter().enumerate() {
+            if p.cancel == Some(CancelPolicy::Kill) {
+                let at = self
+                    .loc
+                    .item_value(name, "cancel", "kill")
+                    .or(self.loc.item_value(name, "cancel", "allow"));
+                self.err(
+                    at,
+                    format!("commands[{i}].allowed_args[{j}].cancel"),
+                    why.into(),
+                );
+            }
+        }
     }
 }

@@ -161,6 +161,7 @@ impl<'a> Validator<'a> {
             boards,
             page: raw.page,
             metrics,
+            jobs: raw.jobs,
         }
     }
 }

@@ -39,11 +39,15 @@ pub struct ExecuteRequest {
     /// How long to queue if the device is busy (default 0: answer at once with who holds it).
     #[serde(default)]
     pub wait_secs: Option<u64>,
+    /// Return at once with a job handle (`job`) once every check passed and the locks are
+    /// held; the command runs on. Follow it with wait_job, stop it with cancel_job.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
 /// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::tools::or_refusal`]).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[schemars(transform = crate::tools::or_refusal)]
 pub struct ExecuteResult {
     pub command: String,
@@ -88,4 +92,13 @@ pub struct ExecuteResult {
     /// Why the command was stopped, in words, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// A background call's job id: the command runs on; wait_job {job} follows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// When the job started (RFC 3339), with `job`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Jobs of yours that continued after you gave up on their call (told once).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }

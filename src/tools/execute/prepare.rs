@@ -189,6 +189,8 @@ pub struct Prepared<'a> {
     pub progress: Option<regex::Regex>,
     pub cancel: CancelPolicy,
     pub dry_run: bool,
+    /// Answer with a job handle once the locks are held (`background: true`).
+    pub background: bool,
 }
 
 impl Prepared<'_> {
@@ -313,6 +315,7 @@ pub fn prepare<'a>(
             .or_else(|| command.progress.clone()),
         cancel: pattern.cancel.unwrap_or(command.cancel),
         dry_run: req.dry_run,
+        background: req.background,
     })
 }
 

@@ -4,18 +4,17 @@
 use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit;
 use crate::auth::ClientIdentity;
 use crate::config::CancelPolicy;
-use crate::exec::{ExecError, LineTap, Outcome, Spec, StopReason};
+use crate::exec::{ExecError, LineTap, Outcome, Spec};
 use crate::isolation::{Plan, Privilege, Roots};
-use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, SessionId};
+use crate::locks::{ClientName, CommandLockRequest, LeaseId, SessionId};
 use crate::metrics;
-use crate::output;
 use crate::progress;
 use crate::refusal::Refusal;
 use crate::state::AppState;
@@ -23,18 +22,39 @@ use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
 
+use super::held::Held;
 use super::interface::{ExecuteRequest, ExecuteResult};
+use super::outcome::{command_outcome, fill, run_end};
 use super::prepare::{Prepared, Rejected, prepare};
 use super::render::{render, render_view, shell_words};
 
-/// Runs `execute_command` for `who`.
+/// Runs `execute_command` for `who`. With `task` (the client declared the MCP tasks
+/// extension), a call that would run long (`background`, or a `cancel: detach`/`never`
+/// command) is answered with a task whose id is its job's.
 pub async fn run(
     state: &AppState,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
     ctx: &RequestContext<RoleServer>,
-) -> CallToolResult {
+    task: bool,
+) -> CallToolResponse {
+    let notices = super::job_calls::notices(state, &who.name);
+    let mut answer = run_call(state, who, session, req, ctx, task).await;
+    if let CallToolResponse::Complete(r) = &mut answer {
+        super::job_calls::tell(r, notices);
+    }
+    answer
+}
+
+async fn run_call(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: ExecuteRequest,
+    ctx: &RequestContext<RoleServer>,
+    task: bool,
+) -> CallToolResponse {
     let config = state.config();
     let lease = req.lease.clone().map(LeaseId);
     let wait_secs = req.wait_secs.unwrap_or(0);
@@ -52,16 +72,16 @@ pub async fn run(
     };
     let prepared = match prepare(&config, state, who, req) {
         Ok(p) => p,
-        Err(e) => return refuser.refuse(e),
+        Err(e) => return refuser.refuse(e).into(),
     };
     let mut result = new_result(&prepared);
     let roots = config.isolation.roots();
     if prepared.dry_run {
-        return dry_run(&refuser, &prepared, &roots, result);
+        return dry_run(&refuser, &prepared, &roots, result).into();
     }
     let mut held = match hold(state, who, session, lease, wait_secs, &prepared, ctx).await {
         Ok(h) => h,
-        Err(e) => return refuser.refuse(e),
+        Err(e) => return refuser.refuse(e).into(),
     };
     let mut spec = prepared.spec.clone();
     if let Some(id) = &prepared.isolate {
@@ -72,7 +92,7 @@ pub async fn run(
                 spec.isolation = Some(plan.setup);
                 result.isolated_view = Some(plan.view);
             }
-            Err(e) => return refuser.refuse(e.into()),
+            Err(e) => return refuser.refuse(e.into()).into(),
         }
     }
     tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
@@ -88,6 +108,9 @@ pub async fn run(
         },
     );
     // Listed on the bench page until the run (and with it `held`) is gone.
+    held.board = (result.device.as_deref())
+        .and_then(|d| config.board_at(d))
+        .map(|b| b.name.clone());
     held.run = Some(
         state.running.start(crate::running::NewRun {
             client: who.name.clone(),
@@ -102,6 +125,37 @@ pub async fn run(
     );
     // Dropped unfinished (the request went away mid-run), it counts as cancelled.
     let running = metrics::command_running(&result.command, &who.name);
+    let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
+    if as_job || prepared.cancel == CancelPolicy::Detach {
+        let origin = match (as_job, task) {
+            (true, true) => crate::jobs::Origin::Task,
+            (true, false) => crate::jobs::Origin::Background,
+            (false, _) => crate::jobs::Origin::Foreground,
+        };
+        // A job's answer comes at once: only a foreground call reports progress.
+        let reporter = (!as_job).then(|| reporter(&prepared, ctx)).flatten();
+        let job = super::background::launch(super::background::Launch {
+            executor: state.executor.clone(),
+            jobs: state.jobs.clone(),
+            audit: state.audit.clone(),
+            spec,
+            held,
+            progress: prepared.progress.clone(),
+            result: result.clone(),
+            trail,
+            running,
+            reporter,
+            uncancellable: prepared.cancel == CancelPolicy::Never,
+            origin,
+        });
+        return match origin {
+            crate::jobs::Origin::Task => super::job_calls::task_handle(&job),
+            crate::jobs::Origin::Background => super::job_calls::job_handle(&job, result).into(),
+            _ => super::job_calls::wait_foreground(state, &job, ctx)
+                .await
+                .into(),
+        };
+    }
     let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
         Ok(o) => o,
         Err(e) => {
@@ -109,7 +163,7 @@ pub async fn run(
             trail.failed(&e.to_string());
             let r = Refusal::from(e);
             running.finish(metrics::CommandOutcome::Refused, Some(r.reason), None);
-            return refusal(r);
+            return refusal(r).into();
         }
     };
     running.finish(command_outcome(&outcome), None, Some(outcome.duration));
@@ -122,9 +176,9 @@ pub async fn run(
     );
     let text = render(&result);
     if result.exit_code == Some(0) && !result.timed_out && !result.cancelled {
-        structured(&result, text)
+        structured(&result, text).into()
     } else {
-        structured_error(&result, text)
+        structured_error(&result, text).into()
     }
 }
 
@@ -135,34 +189,6 @@ struct Refuser<'a> {
     call: audit::ExecuteCall,
     /// The caller's arguments, unresolved.
     asked: Vec<String>,
-}
-
-/// The metrics' name for how a run ended.
-fn command_outcome(outcome: &Outcome) -> metrics::CommandOutcome {
-    match outcome.stopped {
-        Some(StopReason::Timeout) => metrics::CommandOutcome::TimedOut,
-        Some(StopReason::Cancelled | StopReason::Shutdown) => metrics::CommandOutcome::Cancelled,
-        None if outcome.exit_code == Some(0) => metrics::CommandOutcome::Ok,
-        None => metrics::CommandOutcome::Failed,
-    }
-}
-
-/// What the audit log keeps of a run's end: plain data, no tool types.
-fn run_end(result: &ExecuteResult, outcome: &Outcome) -> audit::RunEnd {
-    audit::RunEnd {
-        outcome: match outcome.stopped {
-            Some(StopReason::Timeout) => audit::RunOutcome::TimedOut,
-            Some(StopReason::Cancelled) => audit::RunOutcome::Cancelled,
-            Some(StopReason::Shutdown) => audit::RunOutcome::Shutdown,
-            None if outcome.exit_code.is_some() => audit::RunOutcome::Exited,
-            None => audit::RunOutcome::Signalled,
-        },
-        exit_code: result.exit_code,
-        signal: result.signal,
-        duration_ms: result.duration_ms,
-        stdout_bytes: outcome.stdout.len() as u64 + outcome.stdout_dropped,
-        stderr_bytes: outcome.stderr.len() as u64 + outcome.stderr_dropped,
-    }
 }
 
 impl Refuser<'_> {
@@ -212,6 +238,9 @@ fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
         shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
         isolated_view: None,
         stop_reason: None,
+        job: None,
+        started_at: None,
+        notices: Vec::new(),
     }
 }
 
@@ -258,31 +287,6 @@ fn dry_run(
     structured(&result, text)
 }
 
-/// What an allowed run holds until its child (and process group) is gone; both are
-/// released by dropping them.
-struct Held {
-    /// One of the client's `limits.max_concurrent_per_client` slots.
-    _slot: crate::permits::Permit,
-    _locks: CommandGuard,
-    /// The run's row on the bench page, fed its progress from the output.
-    run: Option<crate::running::RunGuard>,
-}
-
-impl Held {
-    /// Offers an output line to the page's row, then to the client's progress reporter;
-    /// whether either took it (the `LineTap::Latest` contract).
-    fn offer(&self, reporter: Option<&progress::Tap>, line: &str) -> bool {
-        let page = self.run.as_ref().is_some_and(|r| r.offer(line));
-        reporter.is_some_and(|tap| tap.offer(line)) || page
-    }
-
-    /// Whether output must be split into lines: a client asked for progress, or the
-    /// page shows this command's percentage.
-    fn watches_output(&self, reporter: Option<&progress::Tap>) -> bool {
-        reporter.is_some() || self.run.as_ref().is_some_and(|r| r.watches_output())
-    }
-}
-
 /// Takes a client slot, then the device locks (queueing up to `wait_secs`).
 async fn hold(
     state: &AppState,
@@ -324,7 +328,22 @@ async fn hold(
         _slot: slot,
         _locks: locks,
         run: None,
+        client: who.name.clone(),
+        board: None,
     })
+}
+
+/// A progress reporter for the request, if it carries a progress token.
+fn reporter(
+    prepared: &Prepared<'_>,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<(progress::Tap, tokio::task::JoinHandle<()>)> {
+    let token = ctx.meta.get_progress_token()?;
+    let sink = progress::Sink {
+        peer: ctx.peer.clone(),
+        token,
+    };
+    Some(progress::spawn_reporter(sink, prepared.progress.clone()))
 }
 
 /// Spawns the child and waits for its outcome; `held` is released when it is gone.
@@ -337,15 +356,8 @@ async fn spawn(
     ctx: &RequestContext<RoleServer>,
     result: &mut ExecuteResult,
 ) -> Result<Outcome, Rejected> {
-    let (reporter, reporter_done) = match ctx.meta.get_progress_token() {
-        Some(token) => {
-            let sink = progress::Sink {
-                peer: ctx.peer.clone(),
-                token,
-            };
-            let (tap, done) = progress::spawn_reporter(sink, prepared.progress.clone());
-            (Some(tap), Some(done))
-        }
+    let (reporter, reporter_done) = match reporter(prepared, ctx) {
+        Some((tap, done)) => (Some(tap), Some(done)),
         None => (None, None),
     };
     let outcome = if prepared.cancel == CancelPolicy::Never {
@@ -414,36 +426,4 @@ async fn run_detached(
     }
     let outcome: Result<Outcome, ExecError> = joined.map_err(|e| Rejected::Task(e.to_string()))?;
     Ok(outcome?)
-}
-
-fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
-    result.exit_code = if o.stopped.is_some() {
-        None
-    } else {
-        o.exit_code
-    };
-    result.signal = o.signal;
-    result.stdout = output::clean(&o.stdout);
-    result.stderr = output::clean(&o.stderr);
-    result.stdout_truncated = o.stdout_dropped > 0;
-    result.stderr_truncated = o.stderr_dropped > 0;
-    result.duration_ms = o.duration.as_millis() as u64;
-    result.timed_out = o.stopped == Some(StopReason::Timeout);
-    result.cancelled = matches!(
-        o.stopped,
-        Some(StopReason::Cancelled | StopReason::Shutdown)
-    );
-    let grace = grace.as_secs();
-    result.stop_reason = match o.stopped {
-        Some(StopReason::Timeout) => Some(format!(
-            "timed out after {} s: the process group got SIGTERM, then SIGKILL after {grace} s; output so far is included",
-            result.timeout_secs
-        )),
-        Some(StopReason::Cancelled) => Some(format!(
-            "cancelled by the client after {} ms: the process group got SIGTERM, then SIGKILL after {grace} s",
-            result.duration_ms
-        )),
-        Some(StopReason::Shutdown) => Some("stopped because the server is shutting down".into()),
-        None => result.stop_reason.take(),
-    };
 }

@@ -1,0 +1,293 @@
+//! One job: a command that runs apart from the call that started it, its state, the
+//! newest output in two rings with absolute cursors, and how it ended.
+//!
+//! The job's task holds the run's slot, lock guards and page row (`Held` in
+//! `src/tools/execute/background.rs`), so locks and leases live exactly as long as the
+//! child; this value is what callers read, and it outlives the run by the retention time.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::console::ring::{Ring, Slice};
+
+/// A job's id: `job-N`, unique while the server runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobId(pub String);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a job is. Serialised in snake_case; part of the interface (docs/TOOLS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Running,
+    /// Exited with code 0.
+    Succeeded,
+    /// Exited non-zero, was ended by a signal, or could not start.
+    Failed,
+    TimedOut,
+    /// Stopped by `cancel_job`, a task cancel, or the server's shutdown.
+    Cancelled,
+    /// Its task ended without an outcome (a bug, or a panic): the child is gone.
+    Lost,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::TimedOut => "timed_out",
+            JobState::Cancelled => "cancelled",
+            JobState::Lost => "lost",
+        }
+    }
+
+    pub fn is_running(self) -> bool {
+        self == JobState::Running
+    }
+}
+
+/// How a job came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `execute_command {background: true}`.
+    Background,
+    /// A foreground call of a `cancel: detach` command whose client gave up.
+    Detached,
+    /// A task-augmented `tools/call` (the MCP tasks extension).
+    Task,
+    /// A foreground call of a `cancel: detach` command, still waited on by its call.
+    Foreground,
+}
+
+/// What a job is running, fixed at its start.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub client: String,
+    pub command: String,
+    pub argv: Vec<String>,
+    pub lock_keys: Vec<String>,
+    pub device: Option<String>,
+    pub board: Option<String>,
+    pub timeout_secs: u64,
+    /// `cancel: never`: `cancel_job` is refused.
+    pub uncancellable: bool,
+    pub origin: Origin,
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Default)]
+pub struct JobEnd {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub stop_reason: Option<String>,
+    /// Who ended it early (a client name, `server`), if anyone did.
+    pub ended_by: Option<String>,
+    /// The final tool result (`CallToolResult` as JSON) for `tasks/get` and the
+    /// detached foreground call's client.
+    pub result: Option<serde_json::Value>,
+}
+
+/// Mutable part, behind one std mutex: held for a copy or an append, never across an await.
+struct Live {
+    state: JobState,
+    origin: Origin,
+    progress: Option<f64>,
+    end: JobEnd,
+    ended_at: Option<Instant>,
+    /// A detach the client has not been told about yet.
+    untold: bool,
+    /// `cancel_job` asked by this client (for the audit line of its end).
+    cancel_by: Option<String>,
+    stdout: Ring,
+    stderr: Ring,
+}
+
+/// One job; shared by the table and the task running it.
+pub struct Job {
+    pub id: JobId,
+    pub spec: JobSpec,
+    pub started_at: DateTime<Utc>,
+    started: Instant,
+    /// Cancelled by `cancel_job`: the executor stops the process group.
+    pub(super) cancel: CancellationToken,
+    live: Mutex<Live>,
+    /// Moves on every change a waiter may care about (state, progress, output).
+    changed: watch::Sender<u64>,
+}
+
+/// A read of a job, copied out of its lock.
+#[derive(Debug, Clone)]
+pub struct JobView {
+    pub id: JobId,
+    pub spec: JobSpec,
+    pub started_at: DateTime<Utc>,
+    pub state: JobState,
+    pub origin: Origin,
+    pub progress: Option<f64>,
+    pub end: JobEnd,
+    /// Milliseconds since the start (the run's duration once it ended).
+    pub elapsed_ms: u64,
+}
+
+impl Job {
+    pub(super) fn new(id: JobId, spec: JobSpec, output_bytes: usize) -> Job {
+        let origin = spec.origin;
+        Job {
+            id,
+            spec,
+            started_at: Utc::now(),
+            started: Instant::now(),
+            cancel: CancellationToken::new(),
+            live: Mutex::new(Live {
+                state: JobState::Running,
+                origin,
+                progress: None,
+                end: JobEnd::default(),
+                ended_at: None,
+                untold: false,
+                cancel_by: None,
+                stdout: Ring::new(output_bytes),
+                stderr: Ring::new(output_bytes),
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn tick(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Appends one output line (the executor splits on `\n` and `\r`).
+    pub fn push_line(&self, stderr: bool, line: &str) {
+        {
+            let mut l = self.live();
+            let ring = if stderr { &mut l.stderr } else { &mut l.stdout };
+            ring.push(line.as_bytes());
+            ring.push(b"\n");
+        }
+        self.tick();
+    }
+
+    /// Records a higher percentage; whether it was higher.
+    pub fn set_progress(&self, p: f64) -> bool {
+        let raised = {
+            let mut l = self.live();
+            let raised = l.progress.is_none_or(|h| p > h);
+            if raised {
+                l.progress = Some(p);
+            }
+            raised
+        };
+        if raised {
+            self.tick();
+        }
+        raised
+    }
+
+    /// Marks the job ended; the first end wins.
+    pub fn finish(&self, state: JobState, mut end: JobEnd) {
+        {
+            let mut l = self.live();
+            if !l.state.is_running() {
+                return;
+            }
+            if end.ended_by.is_none() {
+                end.ended_by = l.cancel_by.clone();
+            }
+            l.state = state;
+            l.end = end;
+            l.ended_at = Some(Instant::now());
+        }
+        self.tick();
+    }
+
+    /// The foreground call's client gave up: the job is now the client's to wait on, and
+    /// its next call is told so.
+    pub fn mark_detached(&self) {
+        {
+            let mut l = self.live();
+            l.origin = Origin::Detached;
+            l.untold = true;
+        }
+        self.tick();
+    }
+
+    /// Takes the untold detach notice, if there is one.
+    pub(super) fn take_untold(&self) -> bool {
+        std::mem::take(&mut self.live().untold)
+    }
+
+    pub(super) fn note_cancel(&self, by: &str) {
+        self.live().cancel_by = Some(by.to_string());
+    }
+
+    /// Cancelled when the job is to stop (`cancel_job`, `tasks/cancel`).
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    pub fn state(&self) -> JobState {
+        self.live().state
+    }
+
+    /// When it ended, if it did (for retention).
+    pub(super) fn ended_at(&self) -> Option<Instant> {
+        self.live().ended_at
+    }
+
+    /// A copy of what a caller reads.
+    pub fn view(&self) -> JobView {
+        let l = self.live();
+        let elapsed_ms = if l.state.is_running() {
+            self.started.elapsed().as_millis() as u64
+        } else {
+            l.end.duration_ms
+        };
+        JobView {
+            id: self.id.clone(),
+            spec: self.spec.clone(),
+            started_at: self.started_at,
+            state: l.state,
+            origin: l.origin,
+            progress: l.progress,
+            end: l.end.clone(),
+            elapsed_ms,
+        }
+    }
+
+    /// Up to `max` bytes of each stream from the cursors given.
+    pub fn output(&self, stdout_at: u64, stderr_at: u64, max: usize) -> (Slice, Slice) {
+        let l = self.live();
+        (l.stdout.read(stdout_at, max), l.stderr.read(stderr_at, max))
+    }
+
+    /// Bytes held now in both rings (the flood test's bound).
+    pub fn held_bytes(&self) -> usize {
+        let l = self.live();
+        l.stdout.len() + l.stderr.len()
+    }
+
+    /// A receiver that moves on every change.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
