@@ -12,6 +12,7 @@ pub mod list_cache;
 pub mod locks;
 pub mod power;
 pub mod reasons;
+pub mod schema;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::Schema;
