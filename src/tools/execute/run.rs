@@ -54,6 +54,13 @@ pub async fn run(
         Ok(p) => p,
         Err(e) => return refuser.refuse(e),
     };
+    // Checked here, not in `hold`, so that a dry run makes this check too.
+    if wait_secs > MAX_WAIT_SECS {
+        return refuser.refuse(Rejected::WaitTooLong {
+            wait: wait_secs,
+            max: MAX_WAIT_SECS,
+        });
+    }
     let mut result = new_result(&prepared);
     let roots = config.isolation.roots();
     if prepared.dry_run {
@@ -293,12 +300,6 @@ async fn hold(
     prepared: &Prepared<'_>,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<Held, Rejected> {
-    if wait_secs > MAX_WAIT_SECS {
-        return Err(Rejected::WaitTooLong {
-            wait: wait_secs,
-            max: MAX_WAIT_SECS,
-        });
-    }
     let Some(slot) = state.client_slot(&who.name) else {
         return Err(Rejected::TooManyRunning {
             client: who.name.clone(),
