@@ -520,7 +520,10 @@ mod tests {
         for t in &tools {
             let input = serde_json::Value::Object((*t.input_schema).clone());
             walk(&input, &format!("{}/input", t.name), &mut bad);
-            let output = t.output_schema.as_ref().expect("every tool has an output schema");
+            let output = t
+                .output_schema
+                .as_ref()
+                .expect("every tool has an output schema");
             let output = serde_json::Value::Object((**output).clone());
             walk(&output, &format!("{}/output", t.name), &mut bad);
             unsigned += input.to_string().matches("\"minimum\":0").count();
@@ -535,7 +538,10 @@ mod tests {
         }
         assert!(!raw_bad.is_empty(), "schemars wrote no integer format");
         // What the formats meant survives as bounds (`wait_secs`, `timeout_secs`, …).
-        assert!(unsigned > 5, "{unsigned} unsigned integers in the input schemas");
+        assert!(
+            unsigned > 5,
+            "{unsigned} unsigned integers in the input schemas"
+        );
     }
 
     #[test]

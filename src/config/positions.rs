@@ -32,10 +32,18 @@ pub(crate) struct Positions {
 }
 
 enum Frame {
-    Map { path: String, key: Option<String> },
-    Seq { path: String, index: usize },
+    Map {
+        path: String,
+        key: Option<String>,
+    },
+    Seq {
+        path: String,
+        index: usize,
+    },
     /// A complex (non-scalar) mapping key: nothing inside it is a field.
-    Skip { depth: usize },
+    Skip {
+        depth: usize,
+    },
 }
 
 fn at(span: &Span) -> At {
@@ -85,7 +93,11 @@ impl Positions {
                 continue;
             }
             // A key of the mapping on top, or a value (of a mapping entry or a sequence item).
-            if let Some(Frame::Map { path, key: key @ None }) = stack.last_mut() {
+            if let Some(Frame::Map {
+                path,
+                key: key @ None,
+            }) = stack.last_mut()
+            {
                 match &event {
                     Event::Scalar(k, ..) => {
                         let full = join_key(path, k);

@@ -216,7 +216,12 @@ fn errors_about_the_shape_of_the_file_are_located() {
     // and reported it without a location (line 0). serde-saphyr locates it: `file_roots:`
     // holds no list.
     let e = errors("    file_roots: \nbind: \n");
-    assert_eq!((e[0].line, e[0].field.as_str()), (1, "file_roots"), "{}", e[0]);
+    assert_eq!(
+        (e[0].line, e[0].field.as_str()),
+        (1, "file_roots"),
+        "{}",
+        e[0]
+    );
     let e = errors("bind: \"127.0.0.1:1\"\n---\nbind: \"127.0.0.1:2\"\n");
     assert_eq!((e[0].line, e[0].column), (3, 1), "{}", e[0]);
     assert!(e[0].message.contains("single YAML document"), "{}", e[0]);
@@ -231,7 +236,11 @@ fn a_wrong_number_names_the_value_and_the_range() {
         "{}",
         e[0]
     );
-    assert!(e[0].message.contains("\"-3\" is not a valid u64"), "{}", e[0]);
+    assert!(
+        e[0].message.contains("\"-3\" is not a valid u64"),
+        "{}",
+        e[0]
+    );
 }
 
 #[test]

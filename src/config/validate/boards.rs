@@ -110,7 +110,11 @@ impl Validator {
             }
             (Some(port), None) => {
                 if !valid_port_path(port) {
-                    self.err(self.at(&field("port")), field("port"), port_error("console port", port));
+                    self.err(
+                        self.at(&field("port")),
+                        field("port"),
+                        port_error("console port", port),
+                    );
                     ok = false;
                 } else if port == usb {
                     self.err(
