@@ -53,7 +53,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if ! command -v cargo >/dev/null; then
-  echo "setup: cargo not found. Install Rust (1.88 or newer) with rustup, then run this again." >&2
+  echo "setup: cargo not found. Install Rust (1.89 or newer) with rustup, then run this again." >&2
   exit 1
 fi
 

@@ -2,9 +2,12 @@
 //! staging (src/staging/) and command file arguments (src/sanitizer/files.rs).
 //!
 //! Every operation starts from a directory file descriptor of the root and names children
-//! relative to it, one plain component at a time: `..`, absolute components and symlinks
-//! are never followed (not even symlinks that point back inside the root: it is simpler to
-//! refuse them all than to reason about where each one leads at the moment it is used).
+//! relative to it, one plain component at a time: `..` and absolute components are never
+//! followed. Staging follows no symlink at all (not even one that points back inside the
+//! root: it is simpler to refuse them all than to reason about where each one leads at the
+//! moment it is used). The one exception is [`Dir::open_beneath`], for command file
+//! arguments: it follows symlinks only while they stay beneath the root (the kernel's
+//! `RESOLVE_BENEATH` refuses one that leads out), and without `openat2` it follows none.
 //! Directories are opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` where the
 //! kernel has it (Linux 5.6+), otherwise by a walk of `openat(O_NOFOLLOW | O_DIRECTORY)`
 //! per component; the walk also explains a refusal (which component is a symlink or a file).

@@ -92,10 +92,15 @@ fn answers_at_once() -> MetaObject {
 impl GatecmdServer {
     /// The tool list, built once: rmcp makes a handler per stateless request, and building
     /// the router (every tool's schemas) for each would be wasted work on the hot path.
+    /// Every schema in it is standard JSON Schema (`standardize` in src/tools/schema.rs).
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| Self::tool_router() + Self::board_router() + Self::job_router())
+            .get_or_init(|| {
+                tools::schema::standardize(
+                    Self::tool_router() + Self::board_router() + Self::job_router(),
+                )
+            })
             .clone()
     }
 
@@ -492,6 +497,61 @@ impl ServerHandler for GatecmdServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every format left in any tool's input or output schema is a JSON Schema format:
+    /// schemars' `uint64` and friends make SDK validators warn (tests/ts/schemas.test.mjs).
+    #[test]
+    fn every_tool_schema_is_standard_json_schema() {
+        fn walk(v: &serde_json::Value, at: &str, bad: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(o) => {
+                    if let Some(serde_json::Value::String(f)) = o.get("format")
+                        && !tools::schema::STANDARD_FORMATS.contains(&f.as_str())
+                    {
+                        bad.push(format!("{at}: format {f:?}"));
+                    }
+                    for (k, v) in o {
+                        walk(v, &format!("{at}/{k}"), bad);
+                    }
+                }
+                serde_json::Value::Array(a) => {
+                    for (i, v) in a.iter().enumerate() {
+                        walk(v, &format!("{at}/{i}"), bad);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let tools = GatecmdServer::shared_router().list_all();
+        assert!(tools.len() >= 10, "{} tools", tools.len());
+        let mut bad = Vec::new();
+        let mut unsigned = 0;
+        for t in &tools {
+            let input = serde_json::Value::Object((*t.input_schema).clone());
+            walk(&input, &format!("{}/input", t.name), &mut bad);
+            let output = t
+                .output_schema
+                .as_ref()
+                .expect("every tool has an output schema");
+            let output = serde_json::Value::Object((**output).clone());
+            walk(&output, &format!("{}/output", t.name), &mut bad);
+            unsigned += input.to_string().matches("\"minimum\":0").count();
+        }
+        assert!(bad.is_empty(), "non-standard formats: {bad:#?}");
+        // The check can fail: the router as the macros build it has schemars' formats.
+        let raw = GatecmdServer::tool_router() + GatecmdServer::board_router();
+        let mut raw_bad = Vec::new();
+        for t in raw.list_all() {
+            let input = serde_json::Value::Object((*t.input_schema).clone());
+            walk(&input, &t.name, &mut raw_bad);
+        }
+        assert!(!raw_bad.is_empty(), "schemars wrote no integer format");
+        // What the formats meant survives as bounds (`wait_secs`, `timeout_secs`, …).
+        assert!(
+            unsigned > 5,
+            "{unsigned} unsigned integers in the input schemas"
+        );
+    }
 
     #[test]
     fn quick_tools_come_from_the_tool_list() {

@@ -66,16 +66,19 @@ boards:
 
     // The capture opens the tty by itself; wait until list_boards says so.
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let from = loop {
         let l = call(&a, "list_boards", json!({})).await;
-        if structured(&l)["boards"][0]["console"]["state"] == "open" {
-            break;
+        let console = &structured(&l)["boards"][0]["console"];
+        if console["state"] == "open" {
+            break console["end_cursor"].as_u64().expect("end_cursor");
         }
         assert!(Instant::now() < deadline, "the console never opened: {l:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
 
-    // A U-Boot-like log, awaited with wait_for while it is being written.
+    // A U-Boot-like log, awaited with wait_for from the cursor before it: the read finds it
+    // whether its request reaches the server before the bytes (the usual case: it waits) or
+    // after them, so nothing here guesses how long the request takes.
     let waiter = {
         let a = a.clone();
         tokio::spawn(async move {
@@ -83,13 +86,12 @@ boards:
             let r = call(
                 &a,
                 "console_read",
-                json!({"board": "rock5b-1", "wait_for": "Hit any key", "timeout_secs": 10}),
+                json!({"board": "rock5b-1", "cursor": from, "wait_for": "Hit any key", "timeout_secs": 10}),
             )
             .await;
             (r, t.elapsed())
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
     board
         .write_all(b"\r\nU-Boot 2024.01\r\n\x1b[1mDRAM:\x1b[0m 8 GiB\r\nHit any key to stop autoboot:  3 \x08\x08\x08 2")
         .expect("boot log");

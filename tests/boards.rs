@@ -597,8 +597,8 @@ fn check_names_file_line_and_field_of_board_errors() {
     assert_eq!(code, Some(2), "{err}");
     for want in [
         "boards.yaml:5:5: boards[1].usb: board \"b\" is on usb port \"1-2\", which board \"a\" already uses",
-        "boards.yaml:6:5: boards[1].console.baud: baud rate 1234",
-        "boards.yaml:7:5: boards[1].power.on.command: unknown command \"relay\"",
+        "boards.yaml:6:28: boards[1].console.baud: baud rate 1234",
+        "boards.yaml:7:18: boards[1].power.on.command: unknown command \"relay\"",
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");
     }

@@ -145,15 +145,25 @@ async fn a_boot_log_is_captured_cleaned_and_waited_for() {
     assert_eq!(view.baud, 1_500_000);
     assert_eq!(view.tty.as_deref(), Some(s.link.to_str().expect("utf-8")));
 
+    let console = c.get(BOARD).expect("console");
+    let watchers = console.watchers();
+    let from = console.bounds().1;
     let waiter = {
         let c = c.clone();
         tokio::spawn(async move {
-            let v = read(&c, &who("alice"), read_req(None, Some("Hit any key"))).await;
+            let v = read(&c, &who("alice"), read_req(Some(from), Some("Hit any key"))).await;
             (v, Instant::now())
         })
     };
-    // The waiter subscribes at once; give it a moment to be waiting for new output.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Sent once the waiter watches the console (it subscribes before it looks at the ring,
+    // and reads from the cursor before the log): no guessed delay.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while console.watchers() <= watchers {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the waiter never started waiting");
     board.send(BOOT_LOG);
     let written = Instant::now();
     let (v, answered) = waiter.await.expect("join");

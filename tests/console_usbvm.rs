@@ -70,8 +70,11 @@ async fn wait_state(c: &Consoles, want: ConsoleState, label: &str, secs: u64) {
 #[ignore = "runs inside the usbvm guest, started by usbvm_acm_console"]
 async fn usbvm_guest_side() {
     if std::env::var_os("USBVM").is_none() {
-        println!("SKIP usbvm_guest_side: not inside the usbvm guest");
-        return;
+        return harness::skip(
+            "usbvm_guest_side",
+            harness::Unavailable::HostProperty,
+            "not inside the usbvm guest (usbvm_acm_console starts it there)",
+        );
     }
     let settings = ConsoleSettings {
         retry: Duration::from_millis(50),

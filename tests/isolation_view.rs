@@ -10,6 +10,9 @@ use gatecmd::exec::{Executor, Spec};
 use gatecmd::isolation::{IsolationError, Plan, Privilege, Roots};
 use tokio_util::sync::CancellationToken;
 
+mod harness;
+use harness::Unavailable;
+
 /// `<root>/sys` with a root hub and boards 1-2 (devnum 2) and 1-3 (devnum 4), each with
 /// one interface, linked from `bus/usb/devices` like the kernel does; `<root>/dev` with
 /// their usbfs nodes.
@@ -65,16 +68,14 @@ async fn unprivileged_through_a_user_namespace() {
         return view_test(Privilege::UserNamespace).await;
     }
     if !nix::unistd::geteuid().is_root() {
-        // Running as a user already covers the path above.
-        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            b"SKIP: unprivileged_through_a_user_namespace: not root, cannot switch users\n",
+        return harness::skip(
+            "unprivileged_through_a_user_namespace",
+            Unavailable::CiMachine,
+            "not root, cannot switch to an unprivileged user",
         );
-        return;
     }
     use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe().unwrap();
+    let (_exe_dir, exe) = harness::reachable_by_nobody(&std::env::current_exe().unwrap());
     let out = std::process::Command::new(&exe)
         .args([
             "unprivileged_through_a_user_namespace",
@@ -86,22 +87,16 @@ async fn unprivileged_through_a_user_namespace() {
         .uid(65534)
         .gid(65534)
         .output();
-    let out = match out {
-        Ok(o) => o,
-        // The build directory is not reachable by nobody on this machine.
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: unprivileged_through_a_user_namespace: the build directory is not reachable by nobody here\n");
-            return;
-        }
-        Err(e) => panic!("re-running as nobody: {e}"),
-    };
+    let out = out.expect("re-running as nobody");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let userns_disabled = stdout.contains("does not allow unprivileged user namespaces");
     if userns_disabled {
-        // Written to fd 2 directly: libtest hides `eprintln!` of a passing test.
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"SKIP: unprivileged_through_a_user_namespace: this host does not allow unprivileged user namespaces\n");
+        harness::skip(
+            "unprivileged_through_a_user_namespace",
+            Unavailable::CiMachine,
+            "this host does not allow unprivileged user namespaces",
+        );
     }
     assert!(
         out.status.success() || userns_disabled,

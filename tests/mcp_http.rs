@@ -221,6 +221,16 @@ async fn dry_run_runs_nothing() {
     assert_eq!(v["dry_run"], json!(true));
     assert_eq!(v["argv"][1], json!("dry"));
     assert!(v["exit_code"].is_null());
+    // A dry run makes every check a real run makes, the wait limit included.
+    let r = call(
+        &c,
+        "execute_command",
+        json!({"command": "touch", "args": ["dry"], "dry_run": true, "wait_secs": 3601}),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert_eq!(structured(&r)["refusal"]["reason"], "limit", "{}", text(&r));
+    assert!(text(&r).contains("3601"), "{}", text(&r));
     // Then a real run: once its own "finished" line is logged, the server is done with the
     // dry run too, and every run logs such a line, so the log shows that only this one ran.
     let r = call(

@@ -7,6 +7,7 @@ mod devices;
 mod reload;
 mod serve;
 mod startup;
+mod trim;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -44,6 +44,8 @@ pub(super) async fn serve(
     let metrics = serve_metrics_bind(&state, &shutdown).await?;
     tokio::spawn(crate::metrics::watch_lost_devices(state.clone()));
     let signals = Signals::install()?;
+    // Ready: what only start-up used goes back before the first request.
+    super::trim::after_start();
     // Tests and scripts wait for this line; it carries no secret.
     eprintln!("gatecmd: listening on http://{addr}/mcp");
     tokio::spawn(signals.run(

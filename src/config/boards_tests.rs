@@ -73,7 +73,8 @@ fn a_non_standard_baud_rate_is_refused() {
         "boards:\n  - name: a\n    usb: \"1-2\"\n    console:\n      port: \"1-3\"\n      baud: 1234\n",
         "boards[0].console.baud",
     );
-    assert_eq!(e.line, 4, "{e}");
+    // The `baud:` line itself (the text search found only the `console:` line).
+    assert_eq!(e.line, 6, "{e}");
     assert!(e.message.contains("1500000"), "{e}");
 }
 
@@ -83,7 +84,8 @@ fn power_actions_must_name_a_command_whose_pattern_matches() {
         "{RELAY}boards:\n  - name: a\n    usb: \"1-2\"\n    power:\n      on: {{command: nosuch, args: \"on 3\"}}\n      off: {{command: relay, args: \"off 33\"}}\n"
     );
     let e = one(&text, "boards[0].power.on.command");
-    assert_eq!(e.line, 12, "{e}");
+    // The `on:` line, at its `command` key (the text search found only `power:`).
+    assert_eq!((e.line, e.column), (13, 12), "{e}");
     assert!(e.message.contains("unknown command \"nosuch\""), "{e}");
     let e = one(&text, "boards[0].power.off.args");
     assert!(e.message.contains("matches none of its patterns"), "{e}");

@@ -1,12 +1,12 @@
 //! Finding and loading the configuration: the search order, reading the file, refusing a
-//! file that holds a token but is readable by others, and turning serde_yaml's errors into
-//! located [`ConfigError`]s.
+//! file that holds a token but is readable by others, and turning the deserializer's errors
+//! into located [`ConfigError`]s.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::error::{ConfigError, ConfigErrors};
-use super::locate::Locator;
+use super::positions::Positions;
 use super::raw::RawConfig;
 use super::schema::{Config, TokenSource};
 use super::validate::Validator;
@@ -89,45 +89,69 @@ impl Config {
         let empty = text
             .lines()
             .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        let positions = Positions::new(text);
+        let options = serde_saphyr::options! {
+            // The error is one line `file:line:column: field: message`; no source snippet.
+            with_snippet: false,
+        };
         let raw: RawConfig =
-            serde_yaml::from_str(if empty { "{}" } else { text }).map_err(|e| {
-                // Some errors concern the whole file (e.g. a second document) and come
-                // without a location: they are reported at its start, so every error of
-                // a parsed file has a line to jump to.
-                let (line, column) = e
-                    .location()
-                    .map(|l| (l.line(), l.column()))
-                    .unwrap_or((1, 1));
-                let full = e.to_string();
-                let message = match full.rfind(" at line ") {
-                    Some(i) => full[..i].to_string(),
-                    None => full,
-                };
-                let (field, message) = split_field(&message);
-                ConfigErrors(vec![ConfigError {
-                    file: file.into(),
-                    line,
-                    column,
-                    field,
-                    message,
-                }])
-            })?;
-        Validator::new(text, file).finish(raw)
+            serde_saphyr::from_str_with_options(if empty { "{}" } else { text }, options)
+                .map_err(|e| ConfigErrors(vec![located(&e, &positions, file)]))?;
+        Validator::new(positions, file).finish(raw)
     }
 }
 
-/// serde_yaml prefixes nested errors with their path ("commands[0].binary: ...").
-fn split_field(message: &str) -> (String, String) {
-    if let Some((head, rest)) = message.split_once(": ") {
-        let looks_like_path = !head.contains(' ')
-            && head
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c));
-        if looks_like_path {
-            return (head.to_string(), rest.to_string());
+/// A deserializer error as a [`ConfigError`]: its position, the field found there, and the
+/// message without the position serde-saphyr appends.
+fn located(e: &serde_saphyr::Error, positions: &Positions, file: &str) -> ConfigError {
+    // Some errors concern the whole file (e.g. a second document) and come without a
+    // location: they are reported at its start, so every error has a line to jump to.
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line() as usize, l.column() as usize))
+        .filter(|&(l, _)| l > 0)
+        .unwrap_or((1, 1));
+    // The wording meant for the person editing the file (the default one suggests API
+    // calls to the programmer).
+    let full = e.render_with_formatter(&serde_saphyr::UserMessageFormatter);
+    let mut message = match full.rfind(" at line ") {
+        Some(i) => full[..i].to_string(),
+        None => full,
+    };
+    let field = match positions.field_at((line, column)) {
+        // An unknown key is wrong for the mapping that holds it.
+        Some((path, false)) if message.starts_with("unknown field") => {
+            super::positions::parent(path).unwrap_or("").to_string()
         }
+        Some((path, _)) => path.to_string(),
+        None => String::new(),
+    };
+    // serde-saphyr says only "invalid u64" for `-3`: name the value and what would do.
+    if let Some(ty) = message.strip_prefix("invalid ")
+        && let Some(range) = integer_range(ty)
+    {
+        let written = positions.text(&field).unwrap_or("this value");
+        message = format!("{written:?} is not a valid {ty}: write a whole number from {range}");
     }
-    (String::new(), message.to_string())
+    ConfigError {
+        file: file.into(),
+        line,
+        column,
+        field,
+        message,
+    }
+}
+
+fn integer_range(ty: &str) -> Option<String> {
+    Some(match ty {
+        "u8" => format!("0 to {}", u8::MAX),
+        "u16" => format!("0 to {}", u16::MAX),
+        "u32" => format!("0 to {}", u32::MAX),
+        "u64" | "usize" => format!("0 to {}", u64::MAX),
+        "i32" => format!("{} to {}", i32::MIN, i32::MAX),
+        "i64" => format!("{} to {}", i64::MIN, i64::MAX),
+        _ => return None,
+    })
 }
 
 fn check_owner_only(path: &Path, text: &str, file: &str) -> Result<(), ConfigErrors> {
@@ -136,7 +160,9 @@ fn check_owner_only(path: &Path, text: &str, file: &str) -> Result<(), ConfigErr
         .map(|m| m.permissions().mode())
         .unwrap_or(0);
     if mode & 0o077 != 0 {
-        let (line, column) = Locator::new(text).key_line("token", 0).unwrap_or((1, 1));
+        let (line, column) = Positions::new(text)
+            .first(|p| p == "auth_token" || p.ends_with(".token"))
+            .unwrap_or((1, 1));
         return Err(ConfigErrors(vec![ConfigError {
             file: file.into(),
             line,

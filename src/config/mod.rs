@@ -1,10 +1,11 @@
 //! The YAML configuration (`allowed_commands.yaml`): schema, defaults and validation.
 //!
-//! Values that can be checked on their own (absolute binaries, regexes, patterns, hex ids)
-//! are checked while deserializing, so serde_yaml attaches the line, column and field path
-//! to the error. Checks that relate several fields run afterwards and find their line with
-//! the text `Locator`. Either way a [`ConfigError`] names file, line, column and field and
-//! says what would be valid.
+//! The text is read by serde-saphyr (a maintained YAML crate; serde_yaml is deprecated
+//! upstream), whose errors carry line and column; `positions` indexes the same parser's
+//! events by field path, so a type error is named by its field and the validator's checks
+//! (single values and those that relate several fields) are located by the field they
+//! blame. Either way a [`ConfigError`] names file, line, column and field and says what
+//! would be valid.
 //!
 //! - `schema`: the validated [`Config`] and its parts, with their defaults.
 //! - `boards`: the named boards (usb port, console, power).
@@ -14,7 +15,7 @@
 //! - `validate/`: cross-field validation, one file per part of the schema.
 //! - `load`: the search order, reading a file, its permissions, serde errors located.
 //! - `host`: whether a binary can run here; the default state directory.
-//! - `locate`: the line of a key in the YAML text.
+//! - `positions`: where each field path is in the YAML text.
 //! - `error`: [`ConfigError`] and [`ConfigErrors`].
 //!
 //! The argument patterns are the sanitizer's grammar; the configuration compiles them and
@@ -25,9 +26,9 @@ mod error;
 mod host;
 mod jobs;
 mod load;
-mod locate;
 mod metrics;
 mod page;
+mod positions;
 mod raw;
 mod schema;
 mod staging;

@@ -82,8 +82,18 @@ pub(crate) struct RawDeviceClass {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMatch {
-    pub(crate) vid: serde_yaml::Value,
-    pub(crate) pid: Option<serde_yaml::Value>,
+    pub(crate) vid: RawUsbId,
+    pub(crate) pid: Option<RawUsbId>,
+}
+
+/// A USB id as YAML typed it: `"2207"` is text, a plain `2207` a number. The validator
+/// reads the digits from the text itself where it can ([`parse_hex16`]).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawUsbId {
+    Text(String),
+    Number(u64),
+    Other(serde::de::IgnoredAny),
 }
 
 #[derive(Deserialize)]
@@ -126,9 +136,8 @@ pub(crate) struct RawPattern {
     pub(crate) isolate: Option<bool>,
 }
 
-// Values are read as plain YAML and checked by the validator: serde_yaml reports an error
-// raised inside a field's own Deserialize at the enclosing mapping, which would lose the
-// field's line. The validator finds the line itself.
+// Values are read as plain YAML and checked by the validator, which locates each error by
+// its field path (`positions.rs`) and reports every error of the file, not only the first.
 
 pub(crate) fn check_name(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
@@ -167,12 +176,15 @@ pub(crate) fn parse_bind(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-pub(crate) fn parse_hex16(v: &serde_yaml::Value) -> Result<u16, String> {
-    // YAML reads 2207 as a number; take its decimal digits as the hex digits they were meant as.
-    let s = match v {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Number(n) => n.to_string(),
-        other => format!("{other:?}"),
+/// `written` is the scalar as it stands in the file, when it is one.
+pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, String> {
+    // YAML reads 2207 as a number (and 0x2207 as 8711); the digits as written are the hex
+    // digits they were meant as.
+    let s = match (written, v) {
+        (Some(w), RawUsbId::Text(_) | RawUsbId::Number(_)) => w.to_string(),
+        (None, RawUsbId::Text(s)) => s.clone(),
+        (None, RawUsbId::Number(n)) => n.to_string(),
+        (_, RawUsbId::Other(_)) => "a list or mapping".to_string(),
     };
     let t = s.trim_start_matches("0x");
     if t.len() == 4

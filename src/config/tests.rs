@@ -211,12 +211,47 @@ fn missing_binary_is_not_fatal_to_parse() {
 }
 
 #[test]
-fn an_error_without_a_serde_location_is_at_the_start_of_the_file() {
-    // Found by tests/proptest_policy.rs: the dedent starts a second document, and
-    // serde_yaml reports that without a location (it was line 0).
+fn errors_about_the_shape_of_the_file_are_located() {
+    // Found by tests/proptest_policy.rs: serde_yaml read this dedent as a second document
+    // and reported it without a location (line 0). serde-saphyr locates it: `file_roots:`
+    // holds no list.
     let e = errors("    file_roots: \nbind: \n");
-    assert_eq!((e[0].line, e[0].column), (1, 1), "{}", e[0]);
-    assert!(e[0].message.contains("more than one document"), "{}", e[0]);
+    assert_eq!(
+        (e[0].line, e[0].field.as_str()),
+        (1, "file_roots"),
+        "{}",
+        e[0]
+    );
+    let e = errors("bind: \"127.0.0.1:1\"\n---\nbind: \"127.0.0.1:2\"\n");
+    assert_eq!((e[0].line, e[0].column), (3, 1), "{}", e[0]);
+    assert!(e[0].message.contains("single YAML document"), "{}", e[0]);
+}
+
+#[test]
+fn a_wrong_number_names_the_value_and_the_range() {
+    let e = errors("commands:\n  - name: a\n    binary: /bin/true\n    timeout_secs: -3\n");
+    assert_eq!(
+        (e[0].line, e[0].column, e[0].field.as_str()),
+        (4, 19, "commands[0].timeout_secs"),
+        "{}",
+        e[0]
+    );
+    assert!(
+        e[0].message.contains("\"-3\" is not a valid u64"),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
+fn usb_ids_are_read_as_written() {
+    // YAML makes 0x2207 the number 8711; the digits as typed are the id.
+    let c = Config::parse(
+        "devices:\n  - name: rk\n    match: {vid: 0x2207, pid: 350b}\n",
+        "t",
+    )
+    .expect("parses");
+    assert_eq!((c.devices[0].vid, c.devices[0].pid), (0x2207, Some(0x350b)));
 }
 
 #[test]

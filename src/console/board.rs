@@ -171,6 +171,12 @@ impl Console {
         self.shared.end.subscribe()
     }
 
+    /// How many receivers watch this console's end cursor now (readers waiting in `read`,
+    /// the change announcer): a caller can see that a reader it started is waiting.
+    pub fn watchers(&self) -> usize {
+        self.shared.end.receiver_count()
+    }
+
     /// The capture task opened `tty`.
     pub(crate) fn set_open(&self, tty: &Path, fd: Arc<AsyncFd<File>>) {
         *lock(&self.shared.port) = Some(fd);

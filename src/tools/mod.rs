@@ -13,6 +13,7 @@ pub mod list_cache;
 pub mod locks;
 pub mod power;
 pub mod reasons;
+pub mod schema;
 pub mod tasks;
 
 use rmcp::model::{CallToolResult, ContentBlock};

@@ -400,8 +400,12 @@ pub enum Unavailable {
     /// Node): in CI (`CI=true`) its absence fails the test instead, so CI cannot go green by
     /// skipping.
     InstalledByCi,
-    /// A property of the machine that CI does not promise (root, user namespaces, a build
-    /// directory other users can reach).
+    /// What CI's machine is (`.ci/run` runs `make test` as root on Debian 12, whose kernel
+    /// allows unprivileged user namespaces): in CI its absence fails the test, so the root
+    /// and user-namespace tests cannot pass there without running.
+    CiMachine,
+    /// A property of the machine that CI does not promise (the usbvm harness beside the
+    /// repository, a real USB bus).
     HostProperty,
     /// The code under test cannot do this by design (a backend without the event it needs).
     BackendCannot,
@@ -416,11 +420,37 @@ pub fn in_ci() -> bool {
 /// early does not pass silently. In CI a missing [`Unavailable::InstalledByCi`] panics.
 /// Call it right before returning from the test.
 pub fn skip(test: &str, what: Unavailable, why: &str) {
-    if what == Unavailable::InstalledByCi && in_ci() {
-        panic!("{test}: {why}; CI installs this (scripts/setup.sh --test), so it may not skip");
+    if in_ci() {
+        match what {
+            Unavailable::InstalledByCi => panic!(
+                "{test}: {why}; CI installs this (scripts/setup.sh --test), so it may not skip"
+            ),
+            Unavailable::CiMachine => panic!(
+                "{test}: {why}; CI runs as root on a kernel with user namespaces, so it may not skip"
+            ),
+            Unavailable::HostProperty | Unavailable::BackendCannot => {}
+        }
     }
     // Straight to the stderr file descriptor: libtest captures `eprintln!` of a passing test
     // and would hide the line.
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "SKIP: {test}: {why}");
+}
+
+/// A copy of the executable `bin` that uid 65534 can run: in a fresh 0755 directory under
+/// /tmp, since the build directory may sit under a home only its owner can enter (/root, in
+/// CI). Keep the directory while the copy is in use.
+pub fn reachable_by_nobody(bin: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("gatecmd-nobody-")
+        .tempdir_in("/tmp")
+        .expect("tempdir in /tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let copy = dir.path().join(bin.file_name().expect("a file name"));
+    // A hard link when /tmp is the same file system (no 200 MB copy of a debug binary).
+    if std::fs::hard_link(bin, &copy).is_err() {
+        std::fs::copy(bin, &copy).expect("copy the executable");
+    }
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (dir, copy)
 }

@@ -18,7 +18,7 @@ fn port_error(what: &str, p: &str) -> String {
     )
 }
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn boards(
         &mut self,
         raw: Vec<RawBoard>,
@@ -28,10 +28,10 @@ impl Validator<'_> {
         let mut out: Vec<BoardConfig> = Vec::new();
         for (i, b) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("boards[{i}].{f}");
-            let at = self.loc.item_key(&b.name, "name");
+            let at = self.at(&field("name"));
             let mut ok = self.value(check_name(&b.name), at, field("name")).is_some();
             if out.iter().any(|o| o.name == b.name) {
-                let at = self.loc.item_key_nth(&b.name, "name", 1);
+                let at = self.at(&field("name"));
                 self.err(
                     at,
                     field("name"),
@@ -42,7 +42,7 @@ impl Validator<'_> {
                 );
                 ok = false;
             }
-            let at = self.loc.item_key(&b.name, "usb");
+            let at = self.at(&field("usb"));
             if !valid_port_path(&b.usb) {
                 self.err(at, field("usb"), port_error("usb", &b.usb));
                 ok = false;
@@ -59,11 +59,11 @@ impl Validator<'_> {
             }
             let console = match b.console {
                 None => Some(None),
-                Some(c) => self.console(i, &b.name, &b.usb, c).map(Some),
+                Some(c) => self.console(i, &b.usb, c).map(Some),
             };
             let power = match b.power {
                 None => Some(None),
-                Some(p) => self.power(i, &b.name, p, commands, file_roots).map(Some),
+                Some(p) => self.power(i, p, commands, file_roots).map(Some),
             };
             if let (true, Some(console), Some(power)) = (ok, console, power) {
                 out.push(BoardConfig {
@@ -81,7 +81,7 @@ impl Validator<'_> {
                 continue;
             };
             if let Some(other) = out.iter().find(|o| o.name != b.name && &o.usb == port) {
-                let at = self.loc.item_key(&b.name, "console");
+                let at = self.at(&format!("boards[{i}].console.port"));
                 self.err(
                     at,
                     format!("boards[{i}].console.port"),
@@ -95,9 +95,9 @@ impl Validator<'_> {
         out
     }
 
-    fn console(&mut self, i: usize, name: &str, usb: &str, c: RawConsole) -> Option<ConsoleConfig> {
+    fn console(&mut self, i: usize, usb: &str, c: RawConsole) -> Option<ConsoleConfig> {
         let field = |f: &str| format!("boards[{i}].console.{f}");
-        let at = self.loc.item_key(name, "console");
+        let at = self.at(&format!("boards[{i}].console"));
         let mut ok = true;
         let path = match (&c.port, &c.path) {
             (Some(_), Some(_)) | (None, None) => {
@@ -110,11 +110,15 @@ impl Validator<'_> {
             }
             (Some(port), None) => {
                 if !valid_port_path(port) {
-                    self.err(at, field("port"), port_error("console port", port));
+                    self.err(
+                        self.at(&field("port")),
+                        field("port"),
+                        port_error("console port", port),
+                    );
                     ok = false;
                 } else if port == usb {
                     self.err(
-                        at,
+                        self.at(&field("port")),
                         field("port"),
                         format!(
                             "console port {port:?} is the board's own usb port; the serial adapter enumerates on a port of its own"
@@ -124,11 +128,11 @@ impl Validator<'_> {
                 }
                 None
             }
-            (None, Some(p)) => self.value(parse_abs(p), at, field("path")),
+            (None, Some(p)) => self.value(parse_abs(p), self.at(&field("path")), field("path")),
         };
         if !STANDARD_BAUDS.contains(&c.baud) {
             self.err(
-                at,
+                self.at(&field("baud")),
                 field("baud"),
                 format!(
                     "baud rate {} is not one a tty can be set to; use one of {}",
@@ -150,8 +154,7 @@ impl Validator<'_> {
             Some(n) => match usize::try_from(n) {
                 Ok(n) if (MIN_CONSOLE_BUFFER_BYTES..=MAX_CONSOLE_BUFFER_BYTES).contains(&n) => n,
                 _ => {
-                    // Its own line when `console:` is written as a block.
-                    let at = self.loc.item_own_key(name, "buffer_bytes").or(at);
+                    let at = self.at(&field("buffer_bytes"));
                     self.err(
                         at,
                         field("buffer_bytes"),
@@ -176,18 +179,17 @@ impl Validator<'_> {
     fn power(
         &mut self,
         i: usize,
-        name: &str,
         p: RawPower,
         commands: &[CommandConfig],
         file_roots: &[PathBuf],
     ) -> Option<PowerConfig> {
-        let at = self.loc.item_key(name, "power");
+        let at = self.at(&format!("boards[{i}].power"));
         match (p.uhubctl, p.on, p.off) {
             (Some(u), None, None) => {
                 let mut ok = true;
                 if !valid_port_path(&u.hub) {
                     self.err(
-                        at,
+                        self.at(&format!("boards[{i}].power.uhubctl.hub")),
                         format!("boards[{i}].power.uhubctl.hub"),
                         port_error("hub", &u.hub),
                     );
@@ -195,7 +197,7 @@ impl Validator<'_> {
                 }
                 if u.port == 0 || u.port > 255 {
                     self.err(
-                        at,
+                        self.at(&format!("boards[{i}].power.uhubctl.port")),
                         format!("boards[{i}].power.uhubctl.port"),
                         format!("hub port {} is not a hub port number (1-255)", u.port),
                     );
@@ -205,7 +207,7 @@ impl Validator<'_> {
                     None => Some(PathBuf::from(DEFAULT_UHUBCTL)),
                     Some(b) => self.value(
                         parse_abs(&b),
-                        at,
+                        self.at(&format!("boards[{i}].power.uhubctl.binary")),
                         format!("boards[{i}].power.uhubctl.binary"),
                     ),
                 };
@@ -219,8 +221,8 @@ impl Validator<'_> {
                 }
             }
             (None, Some(on), Some(off)) => {
-                let on = self.power_action(i, "on", name, on, commands, file_roots);
-                let off = self.power_action(i, "off", name, off, commands, file_roots);
+                let on = self.power_action(i, "on", on, commands, file_roots);
+                let off = self.power_action(i, "off", off, commands, file_roots);
                 Some(PowerConfig::Commands { on: on?, off: off? })
             }
             _ => {
@@ -238,17 +240,15 @@ impl Validator<'_> {
         &mut self,
         i: usize,
         which: &str,
-        name: &str,
         a: RawPowerAction,
         commands: &[CommandConfig],
         file_roots: &[PathBuf],
     ) -> Option<PowerAction> {
-        let at = self.loc.item_key(name, "power");
         let field = format!("boards[{i}].power.{which}");
         let Some(command) = commands.iter().find(|c| c.name == a.command) else {
             let known: Vec<_> = commands.iter().map(|c| c.name.as_str()).collect();
             self.err(
-                at,
+                self.at(&format!("{field}.command")),
                 format!("{field}.command"),
                 format!(
                     "unknown command {:?}; defined commands: {}",
@@ -265,7 +265,7 @@ impl Validator<'_> {
         let args = a.args.into_vec();
         if let Err(refused) = crate::sanitizer::check(command, &args, file_roots) {
             self.err(
-                at,
+                self.at(&format!("{field}.args")),
                 format!("{field}.args"),
                 format!(
                     "{:?} with args {args:?} matches none of its patterns: {refused}",

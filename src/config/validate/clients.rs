@@ -4,7 +4,7 @@ use super::super::raw::{RawClient, check_name, parse_abs, parse_sha256};
 use super::super::schema::{ClientConfig, TokenSource};
 use super::validator::Validator;
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn clients(
         &mut self,
         auth_token: Option<String>,
@@ -13,7 +13,7 @@ impl Validator<'_> {
         let mut out = Vec::new();
         if let Some(t) = auth_token {
             if t.trim().is_empty() {
-                let at = self.loc.key_line("auth_token", 0);
+                let at = self.at("auth_token");
                 self.err(
                     at,
                     "auth_token".into(),
@@ -30,7 +30,7 @@ impl Validator<'_> {
         }
         for (i, rc) in raw.into_iter().enumerate() {
             let name = rc.name;
-            let at = self.loc.item_key(&name, "name");
+            let at = self.at(&format!("clients[{i}].name"));
             if self
                 .value(check_name(&name), at, format!("clients[{i}].name"))
                 .is_none()
@@ -42,7 +42,7 @@ impl Validator<'_> {
                 sources.push(TokenSource::Inline(t));
             }
             if let Some(p) = rc.token_file {
-                let at = self.loc.item_key(&name, "token_file");
+                let at = self.at(&format!("clients[{i}].token_file"));
                 if let Some(p) = self.value(parse_abs(&p), at, format!("clients[{i}].token_file")) {
                     sources.push(TokenSource::File(p));
                 }
@@ -51,7 +51,7 @@ impl Validator<'_> {
                 sources.push(TokenSource::Env(e));
             }
             if let Some(h) = rc.token_sha256 {
-                let at = self.loc.item_key(&name, "token_sha256");
+                let at = self.at(&format!("clients[{i}].token_sha256"));
                 if let Some(d) =
                     self.value(parse_sha256(&h), at, format!("clients[{i}].token_sha256"))
                 {

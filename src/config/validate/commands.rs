@@ -10,7 +10,7 @@ use super::super::schema::{CancelPolicy, CommandConfig, DeviceClass, PatternConf
 use super::validator::Validator;
 use crate::sanitizer::{FileKind, Pattern, Word, slot_regex};
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn command(
         &mut self,
         i: usize,
@@ -20,14 +20,14 @@ impl Validator<'_> {
     ) -> Option<CommandConfig> {
         let name = rc.name;
         let field = |f: &str| format!("commands[{i}].{f}");
-        let at = self.loc.item_key(&name, "name");
+        let at = self.at(&field("name"));
         self.value(check_name(&name), at, field("name"))?;
-        let at = self.loc.item_key(&name, "binary");
+        let at = self.at(&field("binary"));
         let binary = self.value(parse_abs(&rc.binary), at, field("binary"));
         if let Some(d) = &rc.device
             && !devices.iter().any(|c| &c.name == d)
         {
-            let at = self.loc.item_key(&name, "device");
+            let at = self.at(&field("device"));
             let known: Vec<_> = devices.iter().map(|c| c.name.as_str()).collect();
             self.err(
                 at,
@@ -43,7 +43,7 @@ impl Validator<'_> {
             );
         }
         if rc.allowed_args.is_empty() {
-            let at = self.loc.item_key(&name, "name");
+            let at = self.at(&field("name"));
             self.err(
                 at,
                 field("allowed_args"),
@@ -55,7 +55,7 @@ impl Validator<'_> {
                 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                 && !key.starts_with(|c: char| c.is_ascii_digit());
             if !ok || key.starts_with("LD_") || key == "PATH" {
-                let at = self.loc.item_key(&name, key);
+                let at = self.at(&field(&format!("env.{key}")));
                 self.err(
                     at,
                     field(&format!("env.{key}")),
@@ -65,7 +65,7 @@ impl Validator<'_> {
         }
         let timeout = rc.timeout_secs.unwrap_or(60);
         if timeout == 0 {
-            let at = self.loc.item_key(&name, "timeout_secs");
+            let at = self.at(&field("timeout_secs"));
             self.err(
                 at,
                 field("timeout_secs"),
@@ -74,7 +74,7 @@ impl Validator<'_> {
         }
         let mut params = BTreeMap::new();
         for (k, v) in &rc.params {
-            let at = self.loc.item_key(&name, k);
+            let at = self.at(&field(&format!("params.{k}")));
             if let Some(re) = self.value(slot_regex(v), at, field(&format!("params.{k}"))) {
                 params.insert(k.clone(), re);
             }
@@ -82,13 +82,13 @@ impl Validator<'_> {
         let progress = match &rc.progress {
             None => None,
             Some(p) => {
-                let at = self.loc.item_key(&name, "progress");
+                let at = self.at(&field("progress"));
                 self.value(parse_progress(p), at, field("progress"))
             }
         };
         let mut patterns = Vec::new();
         for (j, rp) in rc.allowed_args.into_iter().enumerate() {
-            if let Some(p) = self.pattern(i, j, &name, rp, file_roots) {
+            if let Some(p) = self.pattern(i, j, rp, file_roots) {
                 patterns.push(p);
             }
         }
@@ -100,7 +100,7 @@ impl Validator<'_> {
                     .any(|w| matches!(w, Word::Slot(s) if s == key))
             });
             if !used {
-                let at = self.loc.item_key(&name, key);
+                let at = self.at(&field(&format!("params.{key}")));
                 self.err(
                     at,
                     field(&format!("params.{key}")),
@@ -110,17 +110,14 @@ impl Validator<'_> {
         }
         let isolated = rc.isolate || patterns.iter().any(|p| p.isolate == Some(true));
         if isolated && rc.device.is_none() {
-            let at = self
-                .loc
-                .item_key(&name, "isolate")
-                .or(self.loc.item_key(&name, "name"));
+            let at = self.at(&field("isolate"));
             self.err(
                 at,
                 field("isolate"),
                 "an isolated command needs `device:` (the class whose board it runs on): the view holds one board of that class".into(),
             );
         }
-        self.cancel_rule(&name, i, rc.destructive, rc.cancel, &patterns);
+        self.cancel_rule(i, rc.destructive, rc.cancel, &patterns);
         let binary = binary?;
         let unavailable = binary_problem(&binary);
         Some(CommandConfig {
@@ -149,12 +146,11 @@ impl Validator<'_> {
         &mut self,
         i: usize,
         j: usize,
-        name: &str,
         rp: RawPattern,
         file_roots: &[PathBuf],
     ) -> Option<PatternConfig> {
         let pfield = format!("commands[{i}].allowed_args[{j}]");
-        let at = self.loc.item_value(name, "pattern", &rp.pattern);
+        let at = self.at(&format!("{pfield}.pattern"));
         let pattern = self.value(
             rp.pattern.parse::<Pattern>(),
             at,
@@ -168,7 +164,7 @@ impl Validator<'_> {
         ] {
             for s in list {
                 if !slots.contains(s.as_str()) {
-                    let at = self.loc.item_key(name, key);
+                    let at = self.at(&format!("{pfield}.{key}"));
                     self.err(
                         at,
                         format!("{pfield}.{key}"),
@@ -187,9 +183,9 @@ impl Validator<'_> {
         }
         if !file_slots.is_empty() && file_roots.is_empty() {
             let at = self
-                .loc
-                .item_key(name, "file_args")
-                .or(self.loc.item_key(name, "output_args"));
+                .pos
+                .exact(&format!("{pfield}.file_args"))
+                .or(self.at(&format!("{pfield}.output_args")));
             self.err(
                 at,
                 format!("{pfield}.file_args"),
@@ -200,12 +196,12 @@ impl Validator<'_> {
         let pprogress = match &rp.progress {
             None => None,
             Some(p) => {
-                let at = self.loc.item_value(name, "progress", p);
+                let at = self.at(&format!("{pfield}.progress"));
                 self.value(parse_progress(p), at, format!("{pfield}.progress"))
             }
         };
         if rp.timeout_secs == Some(0) {
-            let at = self.loc.item_key(name, "timeout_secs");
+            let at = self.at(&format!("{pfield}.timeout_secs"));
             self.err(
                 at,
                 format!("{pfield}.timeout_secs"),
@@ -223,13 +219,12 @@ impl Validator<'_> {
     }
 }
 
-impl Validator<'_> {
+impl Validator {
     /// A `destructive` command may not be `cancel: kill`, on the command or on a pattern:
     /// a client that gives up on a call (the TypeScript SDK does after 60 s) would cut a
     /// board's write off mid-way.
     fn cancel_rule(
         &mut self,
-        name: &str,
         i: usize,
         destructive: bool,
         cancel: Option<CancelPolicy>,
@@ -241,20 +236,15 @@ impl Validator<'_> {
         let why = "a destructive command cannot be `cancel: kill`: a client's give-up would stop a \
                    write half-way. Use `detach` (the default: it continues as a job) or `never`";
         if cancel == Some(CancelPolicy::Kill) {
-            let at = self.loc.item_key(name, "cancel");
-            self.err(at, format!("commands[{i}].cancel"), why.into());
+            let field = format!("commands[{i}].cancel");
+            let at = self.at(&field);
+            self.err(at, field, why.into());
         }
         for (j, p) in patterns.iter().enumerate() {
             if p.cancel == Some(CancelPolicy::Kill) {
-                let at = self
-                    .loc
-                    .item_value(name, "cancel", "kill")
-                    .or(self.loc.item_value(name, "cancel", "allow"));
-                self.err(
-                    at,
-                    format!("commands[{i}].allowed_args[{j}].cancel"),
-                    why.into(),
-                );
+                let field = format!("commands[{i}].allowed_args[{j}].cancel");
+                let at = self.at(&field);
+                self.err(at, field, why.into());
             }
         }
     }

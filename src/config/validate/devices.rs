@@ -4,11 +4,11 @@ use super::super::raw::{RawDeviceClass, check_name, parse_hex16};
 use super::super::schema::DeviceClass;
 use super::validator::Validator;
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn devices(&mut self, raw: Vec<RawDeviceClass>) -> Vec<DeviceClass> {
         let mut out: Vec<DeviceClass> = Vec::new();
         for (i, d) in raw.into_iter().enumerate() {
-            let at = self.loc.item_key(&d.name, "name");
+            let at = self.at(&format!("devices[{i}].name"));
             if self
                 .value(check_name(&d.name), at, format!("devices[{i}].name"))
                 .is_none()
@@ -16,29 +16,32 @@ impl Validator<'_> {
                 continue;
             }
             if out.iter().any(|o| o.name == d.name) {
-                let at = self.loc.item_key_nth(&d.name, "name", 1);
+                let at = self.at(&format!("devices[{i}].name"));
                 self.err(
                     at,
                     format!("devices[{i}].name"),
                     format!("device class {:?} is defined twice", d.name),
                 );
             }
-            let at = self.loc.item_key(&d.name, "match");
+            let vid_field = format!("devices[{i}].match.vid");
             let vid = self.value(
-                parse_hex16(&d.matches.vid),
-                at,
+                parse_hex16(&d.matches.vid, self.pos.text(&vid_field)),
+                self.at(&vid_field),
                 format!("devices[{i}].match.vid"),
             );
             let pid = match &d.matches.pid {
                 None => Some(None),
-                Some(p) => self
-                    .value(parse_hex16(p), at, format!("devices[{i}].match.pid"))
-                    .map(Some),
+                Some(p) => {
+                    let pid_field = format!("devices[{i}].match.pid");
+                    let written = self.pos.text(&pid_field);
+                    self.value(parse_hex16(p, written), self.at(&pid_field), pid_field)
+                        .map(Some)
+                }
             };
             let group = match d.lock_group {
                 None => Some(None),
                 Some(g) => {
-                    let at = self.loc.item_key(&d.name, "lock_group");
+                    let at = self.at(&format!("devices[{i}].lock_group"));
                     self.value(
                         check_name(&g).map(|_| Some(g)),
                         at,

@@ -8,7 +8,7 @@ use super::super::raw::parse_bind;
 use super::super::schema::ClientConfig;
 use super::validator::Validator;
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn metrics(
         &mut self,
         raw: RawMetrics,
@@ -23,7 +23,7 @@ impl Validator<'_> {
         };
         for (i, name) in raw.clients.iter().enumerate() {
             if !known.contains(&name.as_str()) {
-                let at = self.loc.section_key("metrics", "clients");
+                let at = self.at(&format!("metrics.clients[{i}]"));
                 self.err(
                     at,
                     format!("metrics.clients[{i}]"),
@@ -35,7 +35,7 @@ impl Validator<'_> {
             }
         }
         let metrics_bind = raw.bind.and_then(|b| {
-            let at = self.loc.section_key("metrics", "bind");
+            let at = self.at("metrics.bind");
             let addr = self.value(parse_bind(&b), at, "metrics.bind".into())?;
             if !addr.ip().is_loopback() {
                 self.err(

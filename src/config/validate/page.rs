@@ -4,16 +4,14 @@ use super::super::page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
 use super::super::schema::ClientConfig;
 use super::validator::Validator;
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn page(&mut self, page: &PageSettings, clients: &[ClientConfig]) {
-        // Search from the `page:` line, so a same-named key above is not blamed.
-        let from = self.loc.key_line("page", 0).map_or(0, |(line, _)| line);
         for (i, name) in page.viewers.iter().flatten().enumerate() {
             // With no client configured, the generated token's client is `default`.
             let known = clients.iter().any(|c| &c.name == name)
                 || (clients.is_empty() && name == "default");
             if !known {
-                let at = self.loc.key_line("viewers", from);
+                let at = self.at(&format!("page.viewers[{i}]"));
                 let names: Vec<_> = clients.iter().map(|c| c.name.as_str()).collect();
                 self.err(
                     at,
@@ -30,7 +28,7 @@ impl Validator<'_> {
             }
         }
         if !(PAGE_MIN_IDLE_SECS..=PAGE_MAX_IDLE_SECS).contains(&page.session_idle_secs) {
-            let at = self.loc.key_line("session_idle_secs", from);
+            let at = self.at("page.session_idle_secs");
             self.err(
                 at,
                 "page.session_idle_secs".into(),
@@ -45,7 +43,7 @@ impl Validator<'_> {
             ("max_streams", page.max_streams),
         ] {
             if v == 0 {
-                let at = self.loc.key_line(key, from);
+                let at = self.at(&format!("page.{key}"));
                 self.err(at, format!("page.{key}"), "must be at least 1".into());
             }
         }

@@ -7,10 +7,10 @@ use super::super::schema::{
 };
 use super::validator::Validator;
 
-impl Validator<'_> {
+impl Validator {
     pub(super) fn limits(&mut self, limits: &Limits, leases: &LeaseSettings) {
         if limits.max_concurrent_per_client == 0 {
-            let at = self.loc.key_line("max_concurrent_per_client", 0);
+            let at = self.at("limits.max_concurrent_per_client");
             self.err(
                 at,
                 "limits.max_concurrent_per_client".into(),
@@ -18,7 +18,7 @@ impl Validator<'_> {
             );
         }
         if limits.max_concurrent_children == 0 {
-            let at = self.loc.key_line("max_concurrent_children", 0);
+            let at = self.at("limits.max_concurrent_children");
             self.err(
                 at,
                 "limits.max_concurrent_children".into(),
@@ -26,7 +26,7 @@ impl Validator<'_> {
             );
         }
         if leases.default_ttl_secs == 0 || leases.default_ttl_secs > leases.max_ttl_secs {
-            let at = self.loc.key_line("default_ttl_secs", 0);
+            let at = self.at("leases.default_ttl_secs");
             self.err(
                 at,
                 "leases.default_ttl_secs".into(),
@@ -40,7 +40,7 @@ impl Validator<'_> {
 
     pub(super) fn monitor(&mut self, monitor: &MonitorSettings) {
         if monitor.backend.parse::<crate::devices::Backend>().is_err() {
-            let at = self.loc.key_line("backend", 0);
+            let at = self.at("monitor.backend");
             self.err(
                 at,
                 "monitor.backend".into(),
@@ -58,9 +58,7 @@ impl Validator<'_> {
             ("devfs_root", &isolation.devfs_root),
         ] {
             if !p.is_absolute() {
-                // After the `isolation:` line: `monitor:` has a sysfs_root too.
-                let from = self.loc.key_line("isolation", 0).map_or(0, |(l, _)| l);
-                let at = self.loc.key_line(key, from);
+                let at = self.at(&format!("isolation.{key}"));
                 self.err(
                     at,
                     format!("isolation.{key}"),
@@ -71,10 +69,8 @@ impl Validator<'_> {
     }
 
     pub(super) fn audit(&mut self, audit: &AuditSettings) {
-        // Search from the `audit:` line, so another `max_bytes`/`keep` above is not blamed.
-        let audit_at = self.loc.key_line("audit", 0).map_or(0, |(line, _)| line);
         if audit.max_bytes < AUDIT_MIN_BYTES {
-            let at = self.loc.key_line("max_bytes", audit_at);
+            let at = self.at("audit.max_bytes");
             self.err(
                 at,
                 "audit.max_bytes".into(),
@@ -86,7 +82,7 @@ impl Validator<'_> {
             );
         }
         if audit.keep == 0 {
-            let at = self.loc.key_line("keep", audit_at);
+            let at = self.at("audit.keep");
             self.err(
                 at,
                 "audit.keep".into(),
@@ -94,7 +90,7 @@ impl Validator<'_> {
             );
         }
         if audit.max_record_bytes < AUDIT_MIN_RECORD_BYTES {
-            let at = self.loc.key_line("max_record_bytes", audit_at);
+            let at = self.at("audit.max_record_bytes");
             self.err(
                 at,
                 "audit.max_record_bytes".into(),
@@ -106,7 +102,7 @@ impl Validator<'_> {
             );
         }
         if audit.refusal_window_secs == 0 {
-            let at = self.loc.key_line("refusal_window_secs", audit_at);
+            let at = self.at("audit.refusal_window_secs");
             self.err(
                 at,
                 "audit.refusal_window_secs".into(),
@@ -118,7 +114,7 @@ impl Validator<'_> {
     pub(super) fn origins(&mut self, origins: &[String]) {
         for (i, o) in origins.iter().enumerate() {
             if !(o.starts_with("http://") || o.starts_with("https://")) {
-                let at = self.loc.value_line(o);
+                let at = self.at(&format!("allowed_origins[{i}]"));
                 self.err(
                     at,
                     format!("allowed_origins[{i}]"),

@@ -9,12 +9,7 @@ use super::super::staging::{
 };
 use super::validator::Validator;
 
-impl Validator<'_> {
-    /// Line of `key:` inside the top-level `staging:` section.
-    pub(super) fn staging_key(&self, key: &str) -> Option<(usize, usize)> {
-        self.loc.section_key("staging", key)
-    }
-
+impl Validator {
     pub(super) fn staging(
         &mut self,
         raw: RawStaging,
@@ -30,9 +25,9 @@ impl Validator<'_> {
             max_depth: raw.max_depth,
             max_new_dirs_per_call: raw.max_new_dirs_per_call,
         };
-        self.staging_limits(&defaults, "staging", None, file_roots, max_body);
+        self.staging_limits(&defaults, "staging", file_roots, max_body);
         if raw.stale_upload_secs == 0 {
-            let at = self.staging_key("stale_upload_secs");
+            let at = self.at("staging.stale_upload_secs");
             self.err(
                 at,
                 "staging.stale_upload_secs".into(),
@@ -44,8 +39,8 @@ impl Validator<'_> {
             let i = c.index;
             let mut roots = Vec::new();
             for (j, r) in c.write_roots.iter().flatten().enumerate() {
-                let at = self.loc.item_key(&c.name, "write_roots");
                 let field = format!("clients[{i}].write_roots[{j}]");
+                let at = self.at(&field);
                 let Some(p) = self.value(parse_abs(r), at, field.clone()) else {
                     continue;
                 };
@@ -86,7 +81,7 @@ impl Validator<'_> {
                     .unwrap_or(defaults.max_new_dirs_per_call),
             };
             let prefix = format!("clients[{i}].staging");
-            self.staging_limits(&limits, &prefix, Some(&c.name), file_roots, max_body);
+            self.staging_limits(&limits, &prefix, file_roots, max_body);
             out.insert(
                 c.name,
                 ClientStaging {
@@ -102,27 +97,15 @@ impl Validator<'_> {
         }
     }
 
-    /// Checks one set of limits; `client` locates a client's override.
+    /// Checks one set of limits; `prefix` is their section (`staging`, `clients[2].staging`).
     pub(super) fn staging_limits(
         &mut self,
         l: &StagingLimits,
         prefix: &str,
-        client: Option<&str>,
         file_roots: &[PathBuf],
         max_body: usize,
     ) {
-        let locate = |v: &Self, key: &str| match client {
-            // `item_key` falls back to the item's `name:` line when the key is not on a
-            // line of its own (e.g. in a flow mapping `staging: {...}`).
-            Some(name) => {
-                let item = v.loc.item_key(name, "name");
-                match v.loc.item_key(name, key) {
-                    Some(at) if Some(at) != item => Some(at),
-                    _ => v.loc.item_key(name, "staging"),
-                }
-            }
-            None => v.staging_key(key),
-        };
+        let locate = |v: &Self, key: &str| v.at(&format!("{prefix}.{key}"));
         for (key, value) in [
             ("max_file_bytes", l.max_file_bytes),
             ("max_chunk_bytes", l.max_chunk_bytes),

@@ -6,22 +6,22 @@ use std::net::SocketAddr;
 
 use super::super::error::{ConfigError, ConfigErrors};
 use super::super::host::default_state_dir;
-use super::super::locate::Locator;
+use super::super::positions::{At, Positions};
 use super::super::raw::{RawConfig, parse_abs, parse_bind, take_client_staging};
 use super::super::schema::Config;
 
 /// Collects every error of one file, each located in its text.
-pub(crate) struct Validator<'a> {
-    pub(super) loc: Locator<'a>,
+pub(crate) struct Validator {
+    pub(super) pos: Positions,
     file: String,
     errors: Vec<ConfigError>,
 }
 
-impl<'a> Validator<'a> {
-    /// A validator for `text`, naming it `file` in errors.
-    pub(crate) fn new(text: &'a str, file: &str) -> Self {
+impl Validator {
+    /// A validator for the text indexed by `pos`, naming it `file` in errors.
+    pub(crate) fn new(pos: Positions, file: &str) -> Self {
         Validator {
-            loc: Locator::new(text),
+            pos,
             file: file.to_string(),
             errors: vec![],
         }
@@ -37,7 +37,23 @@ impl<'a> Validator<'a> {
         }
     }
 
-    pub(super) fn err(&mut self, at: Option<(usize, usize)>, field: String, message: String) {
+    /// Where `field` (a path such as `commands[1].binary`) is written, or the nearest
+    /// enclosing field that is; pass it to [`Self::err`] or [`Self::value`].
+    pub(super) fn at(&self, field: &str) -> Option<At> {
+        self.pos.at(field)
+    }
+
+    /// The path (`clients[2]`) of the first item of the list `list` whose `name:` is
+    /// `name`; the list itself when none is.
+    pub(super) fn item_named(&self, list: &str, name: &str) -> String {
+        (0..)
+            .map(|k| format!("{list}[{k}]"))
+            .take_while(|item| self.pos.exact(item).is_some())
+            .find(|item| self.pos.text(&format!("{item}.name")) == Some(name))
+            .unwrap_or_else(|| list.to_string())
+    }
+
+    pub(super) fn err(&mut self, at: Option<At>, field: String, message: String) {
         let (line, column) = at.unwrap_or((1, 1));
         self.errors.push(ConfigError {
             file: self.file.clone(),
@@ -52,7 +68,7 @@ impl<'a> Validator<'a> {
     pub(super) fn value<T>(
         &mut self,
         r: Result<T, String>,
-        at: Option<(usize, usize)>,
+        at: Option<At>,
         field: String,
     ) -> Option<T> {
         match r {
@@ -70,7 +86,7 @@ impl<'a> Validator<'a> {
         let bind = match raw.bind {
             None => default_bind,
             Some(b) => {
-                let at = self.loc.key_line("bind", 0);
+                let at = self.at("bind");
                 self.value(parse_bind(&b), at, "bind".into())
                     .unwrap_or(default_bind)
             }
@@ -80,7 +96,7 @@ impl<'a> Validator<'a> {
         let devices = self.devices(raw.devices);
         let mut file_roots = Vec::new();
         for (i, r) in raw.file_roots.iter().enumerate() {
-            let at = self.loc.value_line(r);
+            let at = self.at(&format!("file_roots[{i}]"));
             if let Some(p) = self.value(parse_abs(r), at, format!("file_roots[{i}]")) {
                 file_roots.push(p);
             }
@@ -94,7 +110,7 @@ impl<'a> Validator<'a> {
         let state_dir = match raw.state_dir {
             None => default_state_dir(),
             Some(d) => {
-                let at = self.loc.key_line("state_dir", 0);
+                let at = self.at("state_dir");
                 self.value(parse_abs(&d), at, "state_dir".into())
                     .unwrap_or_else(default_state_dir)
             }
@@ -103,7 +119,7 @@ impl<'a> Validator<'a> {
         let mut seen = BTreeSet::new();
         for (i, rc) in raw.commands.into_iter().enumerate() {
             if !seen.insert(rc.name.clone()) {
-                let at = self.loc.item_key_nth(&rc.name, "name", 1);
+                let at = self.at(&format!("commands[{i}].name"));
                 self.err(
                     at,
                     format!("commands[{i}].name"),
@@ -117,14 +133,18 @@ impl<'a> Validator<'a> {
                 commands.push(c);
             }
         }
-        for (ci, c) in clients.iter().enumerate() {
+        for c in &clients {
             for name in c.commands.iter().flatten() {
                 if !commands.iter().any(|k| &k.name == name) {
-                    let at = self.loc.item_key(&c.name, "commands");
+                    // The entry's own index: `auth_token`'s client and skipped entries
+                    // make the validated list's differ.
+                    let item = self.item_named("clients", &c.name);
+                    let field = format!("{item}.commands");
+                    let at = self.at(&field);
                     let known: Vec<_> = commands.iter().map(|k| k.name.as_str()).collect();
                     self.err(
                         at,
-                        format!("clients[{ci}].commands"),
+                        field,
                         format!(
                             "unknown command {name:?}; defined commands: {}",
                             known.join(", ")

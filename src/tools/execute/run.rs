@@ -74,6 +74,15 @@ async fn run_call(
         Ok(p) => p,
         Err(e) => return refuser.refuse(e).into(),
     };
+    // Checked here, not in `hold`, so that a dry run makes this check too.
+    if wait_secs > MAX_WAIT_SECS {
+        return refuser
+            .refuse(Rejected::WaitTooLong {
+                wait: wait_secs,
+                max: MAX_WAIT_SECS,
+            })
+            .into();
+    }
     let mut result = new_result(&prepared);
     let roots = config.isolation.roots();
     if prepared.dry_run {
@@ -297,12 +306,6 @@ async fn hold(
     prepared: &Prepared<'_>,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<Held, Rejected> {
-    if wait_secs > MAX_WAIT_SECS {
-        return Err(Rejected::WaitTooLong {
-            wait: wait_secs,
-            max: MAX_WAIT_SECS,
-        });
-    }
     let Some(slot) = state.client_slot(&who.name) else {
         return Err(Rejected::TooManyRunning {
             client: who.name.clone(),
