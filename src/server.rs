@@ -441,18 +441,10 @@ impl ServerHandler for GatecmdServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if !resources::is_known(&request.uri) {
-            return Err(resources::not_found(
-                &request.uri,
-                "cannot subscribe to an unknown resource",
-            ));
-        }
-        if let Ok(mut s) = self.subscriptions.lock() {
-            s.insert(request.uri);
-        }
-        Ok(())
+        let who = self.identity(&ctx)?;
+        self.subscriptions.add(&self.state, &who.name, request.uri)
     }
 
     #[allow(deprecated)]
@@ -461,9 +453,7 @@ impl ServerHandler for GatecmdServer {
         request: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if let Ok(mut s) = self.subscriptions.lock() {
-            s.remove(&request.uri);
-        }
+        self.subscriptions.remove(&request.uri);
         Ok(())
     }
 
@@ -473,13 +463,26 @@ impl ServerHandler for GatecmdServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = requested.supported_by(&self.get_info().capabilities);
         if let Some(uris) = &mut accepted.resource_subscriptions {
-            uris.retain(|u| resources::is_known(u));
+            uris.retain(|u| crate::subscriptions::check_uri(&self.state, u).is_ok());
         }
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        notify::listen(self.state.clone(), context).await;
+        let who = self.identity(context.request_context())?;
+        let requested = context
+            .requested()
+            .resource_subscriptions
+            .as_deref()
+            .unwrap_or(&[]);
+        let accepted = context
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .map_or(0, Vec::len);
+        let share =
+            crate::subscriptions::admit_stream(&self.state, &who.name, requested, accepted)?;
+        notify::listen(self.state.clone(), context, share).await;
         Ok(())
     }
 }

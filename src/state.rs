@@ -47,6 +47,8 @@ pub struct AppState {
     pub running: crate::running::Running,
     /// What the `/metrics` scrape reads beyond this state (the open sessions).
     pub metrics: crate::metrics::Probes,
+    /// Per-client shares of subscriptions, streams, unread answers, waiting reads.
+    pub quotas: crate::quotas::Quotas,
 }
 
 /// What a reload applied, and what it could not.
@@ -103,6 +105,7 @@ impl AppState {
             consoles,
             running: Default::default(),
             metrics: Default::default(),
+            quotas: Default::default(),
         })
     }
 

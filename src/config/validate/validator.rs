@@ -134,6 +134,7 @@ impl<'a> Validator<'a> {
             }
         }
         let boards = self.boards(raw.boards, &commands, &file_roots);
+        self.power_commands_unlisted(&clients, &boards);
         self.limits(&raw.limits, &raw.leases);
         self.monitor(&raw.monitor);
         self.isolation(&raw.isolation);
