@@ -45,6 +45,7 @@
 //! - [`notify`]: resource change notifications for both protocol eras.
 //! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
 //! - [`subscriptions`]: what a client may subscribe to, and how much of it.
+//! - [`open_answers`]: answers not yet read, bounded per client.
 //! - [`quotas`]: per-client shares of subscriptions, streams, unread answers, waiting reads.
 //! - [`sessions`]: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
@@ -74,6 +75,7 @@ pub mod json_answer;
 pub mod locks;
 pub mod metrics;
 pub mod notify;
+pub mod open_answers;
 pub mod output;
 pub mod pace;
 pub mod page;

@@ -271,7 +271,7 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(tools::console::read(&self.state.consoles, &who, req, &ctx.ct).await)
+        Ok(tools::console::read_for(&self.state, &who, req, &ctx.ct).await)
     }
 
     /// Writes to a board's serial console.

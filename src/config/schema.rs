@@ -141,9 +141,6 @@ pub struct Limits {
     pub max_listen_streams_per_client: usize,
     /// `/mcp` requests of one client whose answer is not yet sent in full.
     pub max_open_answers_per_client: usize,
-    /// Most bytes of one tool answer's text content (structured content is capped by the
-    /// tool's own limits); longer text is cut, saying where the rest is.
-    pub max_answer_text_bytes: usize,
     /// `console_read` calls with `wait_for` one client may have waiting.
     pub max_waiting_reads_per_client: usize,
 }
@@ -168,7 +165,6 @@ impl Default for Limits {
             max_subscriptions_per_client: 256,
             max_listen_streams_per_client: 8,
             max_open_answers_per_client: 16,
-            max_answer_text_bytes: 64 * 1024,
             max_waiting_reads_per_client: 8,
         }
     }
