@@ -21,6 +21,8 @@ pub enum Kind {
     OpenAnswers,
     /// `console_read` calls waiting for `wait_for`.
     WaitingReads,
+    /// The bench page's open event streams (`GET /events`).
+    PageStreams,
 }
 
 impl Kind {
@@ -31,6 +33,7 @@ impl Kind {
             Kind::ListenStreams => "limits.max_listen_streams_per_client",
             Kind::OpenAnswers => "limits.max_open_answers_per_client",
             Kind::WaitingReads => "limits.max_waiting_reads_per_client",
+            Kind::PageStreams => "page.max_streams_per_client",
         }
     }
 }

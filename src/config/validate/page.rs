@@ -43,6 +43,8 @@ impl Validator<'_> {
         for (key, v) in [
             ("max_sessions", page.max_sessions),
             ("max_streams", page.max_streams),
+            ("max_sessions_per_client", page.max_sessions_per_client),
+            ("max_streams_per_client", page.max_streams_per_client),
         ] {
             if v == 0 {
                 let at = self.loc.key_line(key, from);
