@@ -51,11 +51,29 @@ pub async fn hold(State(state): State<Arc<AppState>>, req: Request, next: Next) 
         }
     };
     let (parts, body) = next.run(req).await.into_parts();
-    // The ticket lives in the body stream: given back when hyper has sent the last byte
-    // or dropped the body (the connection closed).
-    let body = body.into_data_stream().map(move |chunk| {
+    // The ticket lives in the body stream, given back when the stream is dropped. hyper
+    // drops a body once it has pulled its last frame, which for a one-frame answer is
+    // before a byte is sent; so the answer goes out in slices of [`SLICE`] that hyper
+    // pulls only as the socket takes them, and the ticket is held until the client has
+    // read (nearly) all of it, or the connection closed.
+    let body = body.into_data_stream().flat_map(move |chunk| {
         let _held = &ticket;
-        chunk
+        futures::stream::iter(slices(chunk))
     });
     Response::from_parts(parts, Body::from_stream(body))
+}
+
+/// What hyper is handed at a time.
+const SLICE: usize = 16 * 1024;
+
+fn slices(
+    chunk: Result<axum::body::Bytes, axum::Error>,
+) -> Vec<Result<axum::body::Bytes, axum::Error>> {
+    match chunk {
+        Ok(b) if b.len() > SLICE => (0..b.len())
+            .step_by(SLICE)
+            .map(|at| Ok(b.slice(at..(at + SLICE).min(b.len()))))
+            .collect(),
+        other => vec![other],
+    }
 }
