@@ -1,8 +1,9 @@
 //! `execute_command`, by responsibility: [`interface`] (arguments and result), [`prepare`]
 //! (policy and typed refusals: nothing has run), [`run`] (locks → spawn → outcome) and
-//! [`render`] (text for people).
+//! [`render`] (text for people); [`power_guard`] refuses a board's power command.
 
 pub mod interface;
+pub mod power_guard;
 pub mod prepare;
 pub mod render;
 pub mod run;

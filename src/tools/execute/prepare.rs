@@ -33,11 +33,8 @@ pub enum Rejected {
     Unavailable { name: String, why: String },
     #[error("{0}")]
     Args(#[from] sanitizer::Refusal),
-    #[error(
-        "command {name:?} switches the power of board(s) {}: only power_board runs it, under the board's lease (lock_board, then power_board)",
-        boards.join(", ")
-    )]
-    PowerCommand { name: String, boards: Vec<String> },
+    #[error("{0}")]
+    PowerCommand(#[from] super::power_guard::PowerCommand),
     #[error("timeout_secs must be at least 1")]
     ZeroTimeout,
     #[error(
@@ -141,7 +138,7 @@ impl Rejected {
         match self {
             Rejected::UnknownCommand { .. } => R::UnknownCommand,
             Rejected::Unavailable { .. } => R::CommandUnavailable,
-            Rejected::PowerCommand { .. } => R::PowerCommand,
+            Rejected::PowerCommand(_) => R::PowerCommand,
             Rejected::Args(sanitizer::Refusal::ForbiddenChar { .. }) => R::ForbiddenCharacter,
             // A file argument outside the roots is one way a pattern fails to match; the
             // message names it.
@@ -235,15 +232,7 @@ pub fn prepare<'a>(
                 .collect(),
         });
     };
-    // A board's power command belongs to the board (issue 22): refused before anything
-    // else, dry runs included, so no client cuts a board's power around its lease.
-    let owners = crate::config::power_boards_of(&config.boards, &command.name);
-    if !owners.is_empty() {
-        return Err(Rejected::PowerCommand {
-            name: command.name.clone(),
-            boards: owners.into_iter().map(str::to_string).collect(),
-        });
-    }
+    super::power_guard::check(config, &command.name)?;
     // Checked now, not at load: a tool may be installed (or removed) while the server runs.
     if let Some(why) = crate::config::binary_problem(&command.binary) {
         return Err(Rejected::Unavailable {
