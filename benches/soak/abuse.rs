@@ -249,7 +249,7 @@ pub async fn page_flood(base: String, deadline: Instant) -> PageFlood {
         if sign_in(&base, ABUSER_TOKEN).await.is_some() {
             out.sign_ins += 1;
         }
-        if round % 20 == 0 {
+        if round.is_multiple_of(20) {
             out.admin_checks += 1;
             let ok = page_client()
                 .get(format!("{base}/state"))
@@ -306,8 +306,8 @@ pub async fn power_racer(url: String, relay_log: PathBuf, deadline: Instant) -> 
         } else if !is_error(&r) {
             out.ran += 1;
         }
-        if round % 10 == 0 {
-            let action = if round % 20 == 0 { "on" } else { "off" };
+        if round.is_multiple_of(10) {
+            let action = if round.is_multiple_of(20) { "on" } else { "off" };
             let r = call(
                 &holder,
                 "power_board",
