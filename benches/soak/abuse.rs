@@ -18,7 +18,18 @@ use std::time::{Duration, Instant};
 use rmcp::model::{SubscribeRequestParams, SubscriptionFilter};
 use serde_json::json;
 
-use super::harness::{Era, call, connect, is_error, structured};
+use super::harness::{Client, Era, call, connect, is_error, structured};
+
+/// Connects, retrying (bounded: 20 tries, 500 ms apart) while the server is under load.
+async fn connect_retry(url: &str, token: &str, era: Era) -> Option<Client> {
+    for _ in 0..20 {
+        if let Ok(c) = connect(url, Some(token), era).await {
+            return Some(c);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
 
 pub const ABUSER_TOKEN: &str = "soak-abuser-token-0123456789";
 pub const OPS_TOKEN: &str = "soak-ops-admin-token-0123456789";
@@ -73,9 +84,9 @@ pub struct SubFlood {
 
 pub async fn subscription_flood(url: String, deadline: Instant) -> SubFlood {
     let mut out = SubFlood::default();
-    let (Ok(modern), Ok(legacy)) = (
-        connect(&url, Some(ABUSER_TOKEN), Era::Modern).await,
-        connect(&url, Some(ABUSER_TOKEN), Era::Legacy).await,
+    let (Some(modern), Some(legacy)) = (
+        connect_retry(&url, ABUSER_TOKEN, Era::Modern).await,
+        connect_retry(&url, ABUSER_TOKEN, Era::Legacy).await,
     ) else {
         return out;
     };
@@ -239,7 +250,15 @@ async fn sign_in(base: &str, token: &str) -> Option<String> {
 
 pub async fn page_flood(base: String, deadline: Instant) -> PageFlood {
     let mut out = PageFlood::default();
-    let Some(ops) = sign_in(&base, OPS_TOKEN).await else {
+    let mut ops = None;
+    for _ in 0..20 {
+        ops = sign_in(&base, OPS_TOKEN).await;
+        if ops.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let Some(ops) = ops else {
         out.admin_signed_out = 1;
         return out;
     };
@@ -278,9 +297,9 @@ pub struct Racer {
 
 pub async fn power_racer(url: String, relay_log: PathBuf, deadline: Instant) -> Racer {
     let mut out = Racer::default();
-    let (Ok(holder), Ok(racer)) = (
-        connect(&url, Some(HOLDER_TOKEN), Era::Modern).await,
-        connect(&url, Some(RACER_TOKEN), Era::Legacy).await,
+    let (Some(holder), Some(racer)) = (
+        connect_retry(&url, HOLDER_TOKEN, Era::Modern).await,
+        connect_retry(&url, RACER_TOKEN, Era::Legacy).await,
     ) else {
         return out;
     };
@@ -307,7 +326,11 @@ pub async fn power_racer(url: String, relay_log: PathBuf, deadline: Instant) -> 
             out.ran += 1;
         }
         if round.is_multiple_of(10) {
-            let action = if round.is_multiple_of(20) { "on" } else { "off" };
+            let action = if round.is_multiple_of(20) {
+                "on"
+            } else {
+                "off"
+            };
             let r = call(
                 &holder,
                 "power_board",
