@@ -4,7 +4,9 @@
 //! 64 MCP sessions (both protocol eras) loop lock_device → execute_command → unlock_device →
 //! list_devices (and now and then a small write_file), each on its board (session % 16),
 //! while a slowloris client holds ~200 half-sent requests open and a progress-flood client
-//! starts floods it never reads. It prints overlapping executions per board (counted from
+//! starts floods it never reads, and (issue 22) a subscription flood, a client parking
+//! unread answers, a page-session flood and a power-command racer (benches/soak/abuse.rs)
+//! try their worst beside them. It prints overlapping executions per board (counted from
 //! the flashing tool's own logs, so checked rather than assumed), p50/p99 per tool, the
 //! server's resident memory over time and whether it stayed flat, and calls and errors.
 //!
@@ -12,6 +14,8 @@
 //! benches/gatecmd.rs, the work runs in a re-executed copy of this binary under the umockdev
 //! preload. Everything talks to 127.0.0.1; every loop stops at the deadline or its count.
 
+#[path = "soak/abuse.rs"]
+mod abuse;
 #[path = "../tests/harness/mod.rs"]
 mod harness;
 #[path = "../tests/common/umockdev.rs"]
@@ -84,7 +88,7 @@ fn config(root: &Path, tools: &Path, flood_bytes: u64) -> String {
 clients:
 {clients}  - name: flood
     token: {FLOOD_TOKEN}
-file_roots: [{tools}/files]
+{abusers}file_roots: [{tools}/files]
 limits:
   max_concurrent_children: 32
   kill_grace_secs: 2
@@ -117,7 +121,9 @@ commands:
     env: {{FLOOD_BYTES: "{flood_bytes}", FLOOD_DONE: "{tools}/flood.done"}}
     allowed_args:
       - pattern: ""
-"#
+{more}"#,
+        abusers = abuse::clients_yaml(),
+        more = abuse::commands_yaml(Path::new(&tools.to_string())),
     )
 }
 
@@ -581,6 +587,9 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     script(tools.path(), "fake-flash", FAKE_FLASH);
     script(tools.path(), "fake-flash-plain", FAKE_FLASH_PLAIN);
     script(tools.path(), "flood.sh", FLOOD);
+    script(tools.path(), "ff.sh", abuse::FF);
+    let relay_log = tools.path().join("relay.log");
+    script(tools.path(), "relay.sh", &abuse::relay_script(&relay_log));
     let log_dir = tools.path().join("logs");
     std::fs::create_dir_all(&log_dir).expect("log dir");
     std::fs::create_dir_all(tools.path().join("files")).expect("files dir");
@@ -647,6 +656,14 @@ async fn soak(secs: u64, smoke: bool) -> bool {
         deadline,
         Duration::from_secs(45),
     ));
+    let subs = tokio::spawn(abuse::subscription_flood(s.url.clone(), deadline));
+    let parker = tokio::spawn(abuse::parked_answers(addr.clone(), deadline));
+    let pages = tokio::spawn(abuse::page_flood(s.base.clone(), deadline));
+    let racer = tokio::spawn(abuse::power_racer(
+        s.url.clone(),
+        relay_log.clone(),
+        deadline,
+    ));
     let mut tasks = Vec::new();
     for i in 0..SESSIONS {
         tasks.push(tokio::spawn(session(
@@ -666,6 +683,10 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     }
     let loris = loris.await.unwrap_or_default();
     let flood = flooder.await.unwrap_or_default();
+    let subs = subs.await.unwrap_or_default();
+    let parked = parker.await.unwrap_or_default();
+    let pages = pages.await.unwrap_or_default();
+    let racer = racer.await.unwrap_or_default();
     let (series, peak) = sampler.await.unwrap_or_default();
     let ran = started.elapsed();
     let o = overlaps(&log_dir);
@@ -790,12 +811,38 @@ async fn soak(secs: u64, smoke: bool) -> bool {
         flood.abandoned,
         flood.cut_by_deadline
     );
-    let ok = o.overlapping == 0 && o.runs > 0;
+    println!(
+        "subscription flood (listen with 200 made-up 3 KB URIs, subscribe with 64 KB URIs): \
+         {} tried, {} refused, {} accepted",
+        subs.tried, subs.refused, subs.accepted
+    );
+    println!(
+        "parked answers (1 MiB answers never read, 40 at a time, 4 KiB window): {} sent, \
+         {} admitted, {} refused 429",
+        parked.sent, parked.admitted, parked.refused
+    );
+    println!(
+        "page-session flood (one client's sign-ins): {} sign-ins; the admin's session checked \
+         {} times, signed out {} times",
+        pages.sign_ins, pages.admin_checks, pages.admin_signed_out
+    );
+    println!(
+        "power-command racer (relay off while another client holds the board): {} tries, \
+         {} refused power_command, {} ran; holder's power_board: {} runs; relay log: {} runs",
+        racer.tries, racer.refused_power_command, racer.ran, racer.holder_cycles, racer.relay_runs
+    );
+    let abuse_ok = subs.accepted == 0
+        && pages.admin_signed_out == 0
+        && racer.ran == 0
+        && racer.relay_runs == racer.holder_cycles;
+    let ok = o.overlapping == 0 && o.runs > 0 && abuse_ok;
     println!();
     println!(
         "{}",
         if ok {
-            "verdict: no overlapping executions"
+            "verdict: no overlapping executions; every abuse was contained"
+        } else if !abuse_ok {
+            "FAIL: an abuse got through (see the lines above)"
         } else if o.runs == 0 {
             "FAIL: no run of the flashing tool was logged"
         } else {

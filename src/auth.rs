@@ -152,6 +152,19 @@ impl Credentials {
     }
 }
 
+impl Credentials {
+    /// A fingerprint of `client`'s token as loaded now, for what was granted with it (a
+    /// page session): it changes when the token changes, is gone when the client is, and
+    /// is a digest of the digest, so a saved copy is no token and no token digest.
+    pub fn fingerprint(&self, client: &str) -> Option<String> {
+        let e = self.entries.iter().find(|e| e.identity.name == client)?;
+        let mut h = Sha256::new();
+        h.update(b"gatecmd page session\0");
+        h.update(e.digest);
+        Some(hex::encode(&h.finalize()[..16]))
+    }
+}
+
 fn digest_nonempty(token: &str, client: &str) -> Result<[u8; 32], CredentialError> {
     if token.is_empty() {
         return Err(CredentialError::Empty {

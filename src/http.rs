@@ -145,6 +145,11 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
             sessions,
             session_owner,
         ))
+        // Answers not yet read, per client (src/open_answers.rs).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::open_answers::hold,
+        ))
         // The body limit in force, before the session layer reads anything.
         .layer(axum::middleware::from_fn_with_state(
             state,

@@ -46,6 +46,9 @@
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
 //! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
+//! - [`subscriptions`]: what a client may subscribe to, and how much of it.
+//! - [`open_answers`]: answers not yet read, bounded per client.
+//! - [`quotas`]: per-client shares of subscriptions, streams, unread answers, waiting reads.
 //! - [`sessions`]: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
 //! - [`metrics`]: Prometheus metrics: counters updated where things happen, gauges read
@@ -75,11 +78,13 @@ pub mod json_answer;
 pub mod locks;
 pub mod metrics;
 pub mod notify;
+pub mod open_answers;
 pub mod output;
 pub mod pace;
 pub mod page;
 pub mod permits;
 pub mod progress;
+pub mod quotas;
 pub mod refusal;
 pub mod resources;
 pub mod running;
@@ -88,4 +93,5 @@ pub mod server;
 pub mod sessions;
 pub mod staging;
 pub mod state;
+pub mod subscriptions;
 pub mod tools;

@@ -7,7 +7,7 @@
 //! handler's `listen` sends what its accepted filter asks for.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::RoleServer;
@@ -144,8 +144,8 @@ impl Changes {
     }
 }
 
-/// URIs a legacy session subscribed to.
-pub type Subscriptions = Arc<Mutex<HashSet<String>>>;
+/// URIs a legacy session subscribed to (bounded: src/subscriptions.rs).
+pub type Subscriptions = crate::subscriptions::SessionSubscriptions;
 
 /// Forwards changes to one 2025-11-25 session until the session is gone.
 pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs: Subscriptions) {
@@ -161,15 +161,7 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
             if change.list_changed && peer.notify_resource_list_changed().await.is_err() {
                 break;
             }
-            let wanted: Vec<String> = match subs.lock() {
-                Ok(s) => change
-                    .updated
-                    .iter()
-                    .filter(|u| s.contains(*u))
-                    .cloned()
-                    .collect(),
-                Err(_) => break,
-            };
+            let wanted = subs.wanted(&change.updated);
             for uri in wanted {
                 if peer
                     .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
@@ -185,8 +177,13 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
     });
 }
 
-/// Serves one 2026-07-28 `subscriptions/listen` until the client closes it.
-pub async fn listen(state: Arc<AppState>, ctx: SubscriptionContext) {
+/// Serves one 2026-07-28 `subscriptions/listen` until the client closes it. `_share` is
+/// the stream's slot and its URIs' share of the client's caps, held for the stream's life.
+pub async fn listen(
+    state: Arc<AppState>,
+    ctx: SubscriptionContext,
+    _share: crate::subscriptions::StreamShare,
+) {
     let accepted: SubscriptionFilter = ctx.accepted().clone();
     let want_list = accepted.resources_list_changed == Some(true);
     let uris: HashSet<String> = accepted

@@ -74,6 +74,27 @@ pub fn clean(bytes: &[u8]) -> String {
     s
 }
 
+/// [`clean`], measured after conversion: at most `max` bytes of text, cut at a character
+/// boundary, and whether anything was cut. Invalid UTF-8 becomes U+FFFD (3 bytes for each
+/// bad byte), so a cap on the raw bytes alone would let a megabyte of 0xFF become three.
+pub fn clean_within(bytes: &[u8], max: usize) -> (String, bool) {
+    let mut text = clean(bytes);
+    if text.len() <= max {
+        return (text, false);
+    }
+    text.truncate(floor_char_boundary(&text, max));
+    (text, true)
+}
+
+/// The largest index `<= at` that is a character boundary of `s`.
+pub fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
 /// Removes escape sequences from one line (for progress matching).
 pub fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
@@ -97,6 +118,16 @@ pub fn strip_ansi(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lossy_text_is_measured_after_conversion() {
+        let raw = vec![0xffu8; 1000];
+        assert_eq!(clean(&raw).len(), 3000);
+        let (text, cut) = clean_within(&raw, raw.len());
+        assert!(cut);
+        assert!(text.len() <= 1000 && text.len() > 990, "{}", text.len());
+        assert_eq!(clean_within(b"ok\n", 3), ("ok\n".to_string(), false));
+    }
 
     #[test]
     fn rkdeveloptool_progress_collapses_to_last_line() {

@@ -23,6 +23,9 @@ pub enum RefusalReason {
     UnknownCommand,
     /// The command is configured but its binary is missing or not executable on the host.
     CommandUnavailable,
+    /// The command is a board's power action: only `power_board` runs it, under the
+    /// board's lease.
+    PowerCommand,
     /// Something the request needs is not configured (a device class, file roots).
     NotConfigured,
     /// An argument contains a shell metacharacter, quote, backslash or control character.
@@ -84,6 +87,7 @@ impl RefusalReason {
             InvalidRequest => "invalid_request",
             UnknownCommand => "unknown_command",
             CommandUnavailable => "command_unavailable",
+            PowerCommand => "power_command",
             NotConfigured => "not_configured",
             ForbiddenCharacter => "forbidden_character",
             NoPatternMatched => "no_pattern_matched",
@@ -156,6 +160,7 @@ mod tests {
             InvalidRequest,
             UnknownCommand,
             CommandUnavailable,
+            PowerCommand,
             NotConfigured,
             ForbiddenCharacter,
             NoPatternMatched,

@@ -262,7 +262,7 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(tools::console::read(&self.state.consoles, &who, req, &ctx.ct).await)
+        Ok(tools::console::read_for(&self.state, &who, req, &ctx.ct).await)
     }
 
     /// Writes to a board's serial console.
@@ -433,18 +433,10 @@ impl ServerHandler for GatecmdServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if !resources::is_known(&request.uri) {
-            return Err(resources::not_found(
-                &request.uri,
-                "cannot subscribe to an unknown resource",
-            ));
-        }
-        if let Ok(mut s) = self.subscriptions.lock() {
-            s.insert(request.uri);
-        }
-        Ok(())
+        let who = self.identity(&ctx)?;
+        self.subscriptions.add(&self.state, &who.name, request.uri)
     }
 
     #[allow(deprecated)]
@@ -453,9 +445,7 @@ impl ServerHandler for GatecmdServer {
         request: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if let Ok(mut s) = self.subscriptions.lock() {
-            s.remove(&request.uri);
-        }
+        self.subscriptions.remove(&request.uri);
         Ok(())
     }
 
@@ -465,7 +455,7 @@ impl ServerHandler for GatecmdServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = requested.supported_by(&self.get_info().capabilities);
         if let Some(uris) = &mut accepted.resource_subscriptions {
-            uris.retain(|u| resources::is_known(u));
+            uris.retain(|u| crate::subscriptions::check_uri(&self.state, u).is_ok());
         }
         Some(accepted)
     }
@@ -489,7 +479,20 @@ impl ServerHandler for GatecmdServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        notify::listen(self.state.clone(), context).await;
+        let who = self.identity(context.request_context())?;
+        let requested = context
+            .requested()
+            .resource_subscriptions
+            .as_deref()
+            .unwrap_or(&[]);
+        let accepted = context
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .map_or(0, Vec::len);
+        let share =
+            crate::subscriptions::admit_stream(&self.state, &who.name, requested, accepted)?;
+        notify::listen(self.state.clone(), context, share).await;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! registry, the lock manager, the audit log and staging. It sits below the tools and the
 //! MCP handler so that they all read it without importing each other.
 
+mod leased_boards;
 mod reload;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use crate::locks::{LockManager, LockSettings};
 use crate::permits::{Permit, Permits};
 use crate::tools::list_cache::ListCache;
 
+pub use leased_boards::stranded_leases;
 pub use reload::{RESTART_ONLY, RestartOnly, restart_only_changes};
 
 /// State shared by every session: the one source of truth the handlers read.
@@ -49,6 +51,8 @@ pub struct AppState {
     pub metrics: crate::metrics::Probes,
     /// Commands that outlive their call (src/jobs/).
     pub jobs: crate::jobs::Jobs,
+    /// Per-client shares of subscriptions, streams, unread answers, waiting reads.
+    pub quotas: crate::quotas::Quotas,
 }
 
 /// What a reload applied, and what it could not.
@@ -107,6 +111,7 @@ impl AppState {
             running: Default::default(),
             metrics: Default::default(),
             jobs: crate::jobs::Jobs::new(config_jobs),
+            quotas: Default::default(),
         })
     }
 

@@ -52,6 +52,14 @@ commands:
     device: nothere
     allowed_args:
       - pattern: ""
+  - name: relay
+    binary: /bin/true
+    allowed_args:
+      - pattern: "off"
+boards:
+  - name: powered
+    usb: "1-30"
+    power: {{on: {{command: relay, args: "off"}}, off: {{command: relay, args: "off"}}}}
 "#,
         root = root.display()
     )
@@ -156,6 +164,19 @@ async fn unknown_command() {
 async fn command_unavailable() {
     let b = bench().await;
     exec_refused(&b, json!({"command": "gone"}), "command_unavailable").await;
+}
+
+/// A board's power command runs only through `power_board` (issue 22).
+#[tokio::test]
+async fn power_command() {
+    let b = bench().await;
+    let msg = exec_refused(
+        &b,
+        json!({"command": "relay", "args": ["off"]}),
+        "power_command",
+    )
+    .await;
+    assert!(msg.contains("only power_board runs it"), "{msg}");
 }
 
 #[tokio::test]

@@ -75,7 +75,7 @@ impl Recent {
         {
             let mut ring = self.lock();
             if ring.len() == RECENT {
-                ring.pop_front();
+                evict_one(&mut ring);
             }
             ring.push_back(d);
         }
@@ -97,6 +97,27 @@ impl Recent {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
+    }
+}
+
+/// Makes room in a full ring: the oldest entry of the client with the most entries goes
+/// (server entries count as one more client), so each client keeps a fair share and no
+/// client's activity pushes another's decisions off the page (issue 22).
+fn evict_one(ring: &mut VecDeque<Decision>) {
+    let mut counts: std::collections::HashMap<Option<&str>, usize> = Default::default();
+    for d in ring.iter() {
+        *counts.entry(d.client.as_deref()).or_insert(0) += 1;
+    }
+    let Some(top) = counts.values().copied().max() else {
+        return;
+    };
+    let heaviest: Vec<Option<String>> = counts
+        .iter()
+        .filter(|(_, n)| **n == top)
+        .map(|(c, _)| c.map(str::to_string))
+        .collect();
+    if let Some(i) = ring.iter().position(|d| heaviest.contains(&d.client)) {
+        ring.remove(i);
     }
 }
 
@@ -211,6 +232,26 @@ mod tests {
         assert_eq!(got[0].what, "flash wl ../x: no match");
         assert_eq!(got[1].what, "/bin/x59");
         assert_eq!(got[RECENT - 1].what, "/bin/x11");
+    }
+
+    #[test]
+    fn one_clients_activity_does_not_push_anothers_decisions_off() {
+        let r = Recent::default();
+        for i in 0..3 {
+            r.push_record(&json!({"event": "execute_started", "client": "vm-b", "argv": [format!("/bin/b{i}")]}));
+        }
+        // 25 lock/unlock cycles of vm-a: 50 decisions (the finding in issue 22).
+        for i in 0..50 {
+            r.push_record(&json!({"event": "execute_started", "client": "vm-a", "argv": [format!("/bin/a{i}")]}));
+        }
+        let got = r.newest_first();
+        assert_eq!(got.len(), RECENT);
+        let b = got
+            .iter()
+            .filter(|d| d.client.as_deref() == Some("vm-b"))
+            .count();
+        assert_eq!(b, 3, "vm-b's decisions stay");
+        assert_eq!(got[0].what, "/bin/a49");
     }
 
     #[test]

@@ -87,6 +87,15 @@ fn reload(
             return;
         }
     };
+    let stranded = crate::state::stranded_leases(&state.config(), &config, &state.locks);
+    if !stranded.is_empty() {
+        let reason = stranded.join("; ");
+        tracing::error!(reason = %reason, "reload refused: the old configuration stays in force");
+        state.audit.record(&serde_json::json!({
+            "event": "config_reload_refused", "config": location.to_string(), "reason": reason,
+        }));
+        return;
+    }
     for (c, why) in config.unavailable_commands() {
         tracing::warn!(command = %c.name, reason = %why, "command unavailable; it is listed but cannot run");
     }

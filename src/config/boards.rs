@@ -106,3 +106,19 @@ pub fn valid_port_path(id: &str) -> bool {
             .split_once('-')
             .is_some_and(|(bus, ports)| all_digits(bus) && ports.split('.').all(all_digits))
 }
+
+/// The boards whose power action runs `command` (issue 22): such a command belongs to its
+/// boards and runs only through `power_board`, under the board's lease; `execute_command`
+/// refuses it, so no client can cut a board's power around the board's holder.
+pub fn power_boards_of<'a>(boards: &'a [BoardConfig], command: &str) -> Vec<&'a str> {
+    boards
+        .iter()
+        .filter(|b| match &b.power {
+            Some(PowerConfig::Commands { on, off }) => {
+                on.command == command || off.command == command
+            }
+            _ => false,
+        })
+        .map(|b| b.name.as_str())
+        .collect()
+}

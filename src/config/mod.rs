@@ -37,7 +37,7 @@ mod validate;
 pub use boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
     MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
-    valid_port_path,
+    power_boards_of, valid_port_path,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;

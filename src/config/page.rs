@@ -12,10 +12,16 @@ pub struct PageSettings {
     pub viewers: Option<Vec<String>>,
     /// A session unused this long is gone (sign in again).
     pub session_idle_secs: u64,
-    /// Signed-in sessions kept at once; past it, the one unused longest is ended.
+    /// Signed-in sessions kept at once; past it, the longest-unused session of the client
+    /// holding the most is ended.
     pub max_sessions: usize,
-    /// Open event streams (`GET /events`) at once; past it, a new one is answered 503.
+    /// Signed-in sessions one client keeps; past it, its own longest-unused one is ended.
+    pub max_sessions_per_client: usize,
+    /// Open event streams (`GET /events`) at once for non-admin viewers; past it, a new
+    /// one is answered 503 (admins are bounded by their per-client share only).
     pub max_streams: usize,
+    /// Open event streams one client may hold; past it, a new one is answered 503.
+    pub max_streams_per_client: usize,
 }
 
 /// Shortest accepted `page.session_idle_secs`.
@@ -30,7 +36,9 @@ impl Default for PageSettings {
             viewers: None,
             session_idle_secs: 8 * 3600,
             max_sessions: 64,
+            max_sessions_per_client: 8,
             max_streams: 32,
+            max_streams_per_client: 4,
         }
     }
 }

@@ -135,6 +135,16 @@ pub struct Limits {
     /// An authenticated connection waits this long for its next request header, and is
     /// closed after as long without traffic.
     pub http_idle_timeout_secs: u64,
+    /// URIs one legacy session (or one listen stream) may subscribe to.
+    pub max_subscriptions_per_session: usize,
+    /// URIs one client may subscribe to over all its sessions and listen streams.
+    pub max_subscriptions_per_client: usize,
+    /// `subscriptions/listen` streams one client may hold open.
+    pub max_listen_streams_per_client: usize,
+    /// `/mcp` requests of one client whose answer is not yet sent in full.
+    pub max_open_answers_per_client: usize,
+    /// `console_read` calls with `wait_for` one client may have waiting.
+    pub max_waiting_reads_per_client: usize,
 }
 
 impl Default for Limits {
@@ -153,6 +163,11 @@ impl Default for Limits {
             max_unauthenticated_per_peer: 32,
             header_read_timeout_secs: 10,
             http_idle_timeout_secs: 120,
+            max_subscriptions_per_session: 64,
+            max_subscriptions_per_client: 256,
+            max_listen_streams_per_client: 8,
+            max_open_answers_per_client: 16,
+            max_waiting_reads_per_client: 8,
         }
     }
 }

@@ -15,6 +15,9 @@ pub const DEFAULT_TAIL_BYTES: u64 = 4096;
 /// How far back before the newest bytes a regex is tried again, so a match split across
 /// two appends (or a line still being written) is found, without rescanning a long line.
 const RESCAN_BYTES: u64 = 4096;
+/// Shortest time between two scans of one waiting read: a burst of appends costs each
+/// waiting reader one scan of the new bytes, not one scan per append.
+const SCAN_GAP: Duration = Duration::from_millis(20);
 
 /// What to read.
 #[derive(Debug, Clone)]
@@ -80,18 +83,28 @@ impl Console {
         let mut found = None;
         if let Some(re) = &spec.wait_for {
             let deadline = tokio::time::Instant::now() + spec.timeout;
-            // Bytes before `scanned` were searched already (less the rescan margin).
+            // Bytes before `scanned` were searched already; `carry` is where the line still
+            // being written at `scanned` began: the next scan starts there (a match split
+            // across appends is found), so a scan costs the new bytes plus one open line
+            // (at most RESCAN_BYTES), not a fixed window per append.
             let mut scanned = asked;
+            let mut carry = asked;
+            let mut last_scan = tokio::time::Instant::now();
             loop {
                 let (_, end) = self.bounds();
                 if end > scanned {
-                    let from = scanned.saturating_sub(RESCAN_BYTES).max(asked);
+                    let from = carry.max(scanned.saturating_sub(RESCAN_BYTES)).max(asked);
                     let s = self.slice(from, (end - from) as usize);
                     if let Some(m) = re.find(&clean(&s.bytes)) {
                         found = Some(m.as_str().to_string());
                         break;
                     }
+                    carry = match s.bytes.iter().rposition(|&b| b == b'\n') {
+                        Some(i) => s.from + i as u64 + 1,
+                        None => s.from,
+                    };
                     scanned = s.to;
+                    last_scan = tokio::time::Instant::now();
                 }
                 tokio::select! {
                     biased;
@@ -103,17 +116,46 @@ impl Console {
                     }
                     _ = tokio::time::sleep_until(deadline) => break,
                 }
+                // Appends in a burst wake a reader once per SCAN_GAP, not once each.
+                let next = (last_scan + SCAN_GAP).min(deadline);
+                tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => return Err(ReadError::Cancelled),
+                    _ = tokio::time::sleep_until(next) => {}
+                }
             }
         }
-        let s = self.slice(asked, spec.max_bytes);
+        let (s, text) = self.slice_within(asked, spec.max_bytes);
         Ok(Reading {
-            text: clean(&s.bytes),
+            text,
             cursor: s.from,
             next_cursor: s.to,
             dropped_bytes: s.dropped,
             matched: found.is_some(),
             match_text: found,
         })
+    }
+}
+
+impl Console {
+    /// The slice from `asked` whose cleaned text is at most `max` bytes (measured after
+    /// conversion: invalid UTF-8 triples in size), and that text. `next_cursor` then
+    /// follows the raw bytes the text came from, so nothing is skipped.
+    fn slice_within(&self, asked: u64, max: usize) -> (super::ring::Slice, String) {
+        let mut raw = max;
+        // Each round shrinks the raw length by the text's overshoot; three rounds cover
+        // the worst case (every byte invalid); the last one cuts the text itself.
+        for _ in 0..4 {
+            let s = self.slice(asked, raw);
+            let text = clean(&s.bytes);
+            if text.len() <= max || raw <= 1 {
+                return (s, text);
+            }
+            raw = (raw * max / text.len()).clamp(1, raw - 1);
+        }
+        let s = self.slice(asked, raw);
+        let (text, _) = crate::output::clean_within(&s.bytes, max);
+        (s, text)
     }
 }
 

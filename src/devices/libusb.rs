@@ -126,13 +126,11 @@ fn read_strings_over_usb<T: UsbContext>(
     else {
         return;
     };
-    device.manufacturer = handle
-        .read_manufacturer_string(lang, desc, STRING_TIMEOUT)
-        .ok();
-    device.product = handle.read_product_string(lang, desc, STRING_TIMEOUT).ok();
-    device.serial = handle
-        .read_serial_number_string(lang, desc, STRING_TIMEOUT)
-        .ok();
+    // Chosen by the device's maker (or an attacker): cleaned for every sink.
+    let clean = |s: rusb::Result<String>| s.ok().and_then(|s| super::model::descriptor_string(&s));
+    device.manufacturer = clean(handle.read_manufacturer_string(lang, desc, STRING_TIMEOUT));
+    device.product = clean(handle.read_product_string(lang, desc, STRING_TIMEOUT));
+    device.serial = clean(handle.read_serial_number_string(lang, desc, STRING_TIMEOUT));
 }
 
 pub(crate) fn enumerate(ctx: &Context, sysfs_root: &Path) -> Result<Vec<Device>, DeviceError> {

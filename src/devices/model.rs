@@ -406,3 +406,46 @@ mod tests {
         assert_eq!(schema["properties"]["vid"]["type"], "string");
     }
 }
+
+/// Longest descriptor string kept, in characters (a USB string descriptor holds at most
+/// 126 UTF-16 units).
+pub const MAX_DESCRIPTOR_CHARS: usize = 126;
+
+/// A USB descriptor string (manufacturer, product, serial) made safe for every sink: it
+/// is chosen by whoever built the device (a board flashed with a gadget image, a hostile
+/// device), so control characters (newline, ESC, C1), and the bidirectional overrides
+/// that reorder what a terminal shows, become `?`; the string is trimmed and cut to
+/// [`MAX_DESCRIPTOR_CHARS`]. Empty: `None`. Applied where a device is built, so the text
+/// answers, the CLI, the page and the logs all see the same clean value (issue 22).
+pub fn descriptor_string(raw: &str) -> Option<String> {
+    let clean: String = raw
+        .trim()
+        .chars()
+        .take(MAX_DESCRIPTOR_CHARS)
+        .map(|c| {
+            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+            if c.is_control() || bidi { '?' } else { c }
+        })
+        .collect();
+    let clean = clean.trim().to_string();
+    (!clean.is_empty()).then_some(clean)
+}
+
+#[cfg(test)]
+mod descriptor_tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_strings_lose_control_characters_and_overrides() {
+        assert_eq!(
+            descriptor_string("Rock\n1-9 ffff:ffff evil\x1b]0;x\x07\u{202e}"),
+            Some("Rock?1-9 ffff:ffff evil?]0;x??".to_string())
+        );
+        assert_eq!(descriptor_string(" \n "), None);
+        assert_eq!(
+            descriptor_string(&"x".repeat(500)).map(|s| s.len()),
+            Some(126)
+        );
+        assert_eq!(descriptor_string("Rockchip\n"), Some("Rockchip".into()));
+    }
+}

@@ -64,15 +64,21 @@ pub(crate) fn device_from_attributes(
     let bcd_usb = parse_version(&version).ok_or_else(|| bad("version", &version))?;
     let ident = rockchip::identify(vid, pid, bcd_usb);
     let text = |name: &str| attrs.attr(name).filter(|s| !s.trim().is_empty());
+    // Chosen by the device's maker (or an attacker): cleaned for every sink.
+    let descriptor = |name: &str| {
+        attrs
+            .attr(name)
+            .and_then(|s| super::model::descriptor_string(&s))
+    };
 
     Ok(Device {
         vid,
         pid,
         bcd_usb,
         bcd_device,
-        manufacturer: text("manufacturer"),
-        product: text("product"),
-        serial: text("serial"),
+        manufacturer: descriptor("manufacturer"),
+        product: descriptor("product"),
+        serial: descriptor("serial"),
         busnum: decimal("busnum")?,
         devnum: decimal("devnum")?,
         speed: text("speed").map(|s| s.trim().to_owned()),

@@ -145,11 +145,16 @@ impl Page {
                 csrf: self.open_csrf.clone(),
                 session_id: None,
             },
-            Access::Tokens(_) => {
+            Access::Tokens(creds) => {
                 let id = cookie(headers).ok_or(Denied::SignIn)?;
                 let idle = Duration::from_secs(config.page.session_idle_secs);
                 let s = self.sessions.get(id, idle).ok_or(Denied::SignIn)?;
-                let Some(admin) = may_still_view(&config, &s.client) else {
+                // A session follows the token it was made with: a reload that changed or
+                // removed that token ends it (issue 22).
+                let same_token = creds.fingerprint(&s.client).as_deref() == Some(&s.credential);
+                let still = may_still_view(&config, &s.client).filter(|_| same_token);
+                let Some(admin) = still else {
+                    tracing::info!(client = %s.client, "page session ended: its token or its viewer right is gone");
                     self.sessions.remove(id);
                     return Err(Denied::SignIn);
                 };

@@ -27,6 +27,9 @@ const SAVE_EVERY: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
     pub client: String,
+    /// The fingerprint of the client's token at sign-in (`Credentials::fingerprint`): a
+    /// session whose token has since changed or gone is ended.
+    pub credential: String,
     /// Sent back with every state-changing request (form field or header).
     pub csrf: String,
 }
@@ -34,6 +37,9 @@ pub struct Session {
 #[derive(Clone, Serialize, Deserialize)]
 struct Entry {
     client: String,
+    /// Absent in tables saved before issue 22: such a session matches no token and ends.
+    #[serde(default)]
+    credential: String,
     csrf: String,
     /// Seconds since the epoch.
     last_seen: u64,
@@ -81,27 +87,37 @@ impl Sessions {
         }
     }
 
-    /// Starts a session for `client`; returns the cookie value (the id) and the session.
-    /// At `max` sessions the one unused longest is ended first.
-    pub fn create(&self, client: &str, max: usize) -> Result<(String, Session), getrandom::Error> {
+    /// Starts a session for `client` signed in with the token whose fingerprint is
+    /// `credential`; returns the cookie value (the id) and the session. A client at
+    /// `per_client` sessions loses its own longest-unused one; at `max` in all, the
+    /// longest-unused session of the client holding the most goes. So no client's
+    /// sign-ins end another's sessions while it holds fewer, and a sign-in always succeeds
+    /// (the admin can always get in).
+    pub fn create(
+        &self,
+        client: &str,
+        credential: &str,
+        max: usize,
+        per_client: usize,
+    ) -> Result<(String, Session), getrandom::Error> {
         let id = random_hex()?;
         let csrf = random_hex()?;
         let entry = Entry {
             client: client.to_string(),
+            credential: credential.to_string(),
             csrf: csrf.clone(),
             last_seen: now_secs(),
         };
         let mut t = self.lock();
-        while t.by_digest.len() >= max.max(1) {
-            let Some(oldest) = t
-                .by_digest
-                .iter()
-                .min_by_key(|(_, e)| e.last_seen)
-                .map(|(k, _)| k.clone())
-            else {
+        while t.by_digest.values().filter(|e| e.client == client).count() >= per_client.max(1) {
+            if !t.evict_oldest_of(Some(client)) {
                 break;
-            };
-            t.by_digest.remove(&oldest);
+            }
+        }
+        while t.by_digest.len() >= max.max(1) {
+            if !t.evict_oldest_of(None) {
+                break;
+            }
         }
         t.by_digest.insert(digest(&id), entry);
         self.save(&mut t);
@@ -109,9 +125,23 @@ impl Sessions {
             id,
             Session {
                 client: client.to_string(),
+                credential: credential.to_string(),
                 csrf,
             },
         ))
+    }
+
+    /// Ends every session that `keep` (client, credential fingerprint) says no to: a
+    /// reload that removes or changes a token ends the page sessions made with it.
+    pub fn retain(&self, keep: impl Fn(&str, &str) -> bool) -> usize {
+        let mut t = self.lock();
+        let before = t.by_digest.len();
+        t.by_digest.retain(|_, e| keep(&e.client, &e.credential));
+        let ended = before - t.by_digest.len();
+        if ended > 0 {
+            self.save(&mut t);
+        }
+        ended
     }
 
     /// The live session with cookie value `id`, marked as used now; an idle one is ended.
@@ -133,6 +163,7 @@ impl Sessions {
         e.last_seen = now;
         let s = Session {
             client: e.client.clone(),
+            credential: e.credential.clone(),
             csrf: e.csrf.clone(),
         };
         if t.saved_at.elapsed().unwrap_or_default() >= SAVE_EVERY {
@@ -176,6 +207,27 @@ impl Sessions {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
+    }
+}
+
+impl Table {
+    /// Ends the longest-unused session of `client`, or (`None`) of the client holding
+    /// the most sessions (of those, the one unused longest); whether one was ended.
+    fn evict_oldest_of(&mut self, client: Option<&str>) -> bool {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for e in self.by_digest.values() {
+            *counts.entry(e.client.as_str()).or_insert(0) += 1;
+        }
+        let oldest = self
+            .by_digest
+            .iter()
+            .filter(|(_, e)| client.is_none_or(|c| e.client == c))
+            .min_by_key(|(_, e)| {
+                let n = counts.get(e.client.as_str()).copied().unwrap_or(0);
+                (std::cmp::Reverse(n), e.last_seen)
+            })
+            .map(|(k, _)| k.clone());
+        oldest.is_some_and(|k| self.by_digest.remove(&k).is_some())
     }
 }
 
@@ -228,7 +280,7 @@ mod tests {
     #[test]
     fn a_session_is_found_by_its_id_only_and_ends_on_sign_out() {
         let s = Sessions::open(None, HOUR);
-        let (id, session) = s.create("vm-a", 8).expect("random");
+        let (id, session) = s.create("vm-a", "c", 8, 8).expect("random");
         assert_eq!(id.len(), 64);
         assert_eq!(s.get(&id, HOUR), Some(session));
         assert_eq!(s.get("0000", HOUR), None);
@@ -239,7 +291,7 @@ mod tests {
     #[test]
     fn an_idle_session_is_gone() {
         let s = Sessions::open(None, HOUR);
-        let (id, _) = s.create("vm-a", 8).expect("random");
+        let (id, _) = s.create("vm-a", "c", 8, 8).expect("random");
         assert_eq!(s.get(&id, Duration::ZERO), None);
         assert!(s.is_empty());
     }
@@ -247,17 +299,37 @@ mod tests {
     #[test]
     fn past_the_cap_the_longest_unused_goes() {
         let s = Sessions::open(None, HOUR);
-        let (first, _) = s.create("vm-a", 2).expect("random");
+        let (first, _) = s.create("vm-a", "c", 2, 2).expect("random");
         s.lock()
             .by_digest
             .get_mut(&digest(&first))
             .expect("kept")
             .last_seen -= 10;
-        let (second, _) = s.create("vm-b", 2).expect("random");
-        let (third, _) = s.create("vm-b", 2).expect("random");
+        let (second, _) = s.create("vm-b", "c", 2, 2).expect("random");
+        let (third, _) = s.create("vm-b", "c", 2, 2).expect("random");
         assert_eq!(s.len(), 2);
         assert!(s.get(&first, HOUR).is_none());
         assert!(s.get(&second, HOUR).is_some() && s.get(&third, HOUR).is_some());
+    }
+
+    #[test]
+    fn one_client_cannot_sign_another_out() {
+        let s = Sessions::open(None, HOUR);
+        let (ops, _) = s.create("ops", "c", 8, 4).expect("random");
+        // 64 sign-ins of vm-a (the finding in issue 22) end only vm-a's own sessions.
+        for _ in 0..64 {
+            s.create("vm-a", "c", 8, 4).expect("random");
+        }
+        assert!(s.get(&ops, HOUR).is_some(), "ops is still signed in");
+        assert_eq!(s.len(), 5);
+        // At the global cap the heaviest client gives way, so ops always gets in.
+        let s = Sessions::open(None, HOUR);
+        for _ in 0..4 {
+            s.create("vm-a", "c", 4, 4).expect("random");
+        }
+        let (ops, _) = s.create("ops", "c", 4, 4).expect("random");
+        assert!(s.get(&ops, HOUR).is_some());
+        assert_eq!(s.len(), 4);
     }
 
     #[test]
@@ -265,7 +337,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let (id, session) = Sessions::open(Some(dir.path()), HOUR)
-            .create("vm-a", 8)
+            .create("vm-a", "c", 8, 8)
             .expect("random");
         let file = dir.path().join(FILE_NAME);
         let text = std::fs::read_to_string(&file).expect("saved");

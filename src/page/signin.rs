@@ -22,6 +22,9 @@ const MAX_FORM_BYTES: usize = 4096;
 /// Every sign-in answer takes at least this long, right or wrong: no timing tells which,
 /// and guessing is slow.
 const SIGNIN_FLOOR: Duration = Duration::from_millis(200);
+/// The sign-in form must have arrived this long after the headers, or the POST is refused
+/// (a browser sends it at once).
+const FORM_DEADLINE: Duration = Duration::from_secs(2);
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -43,34 +46,47 @@ pub(super) async fn index(State(page_state): State<Arc<Page>>, req: Request) -> 
 /// `/`, or the form again with 401. The token is compared as a digest in constant time by
 /// the same [`crate::auth::Credentials`] as `/mcp`, and never logged.
 pub(super) async fn sign_in(State(p): State<Arc<Page>>, req: Request) -> Response {
-    // Closed only if the page is dropped; then there is nothing to sign in to.
-    let Ok(_turn) = p.signins.acquire().await else {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
-    };
-    let started = tokio::time::Instant::now();
-    let answer = sign_in_inner(&p, req).await;
-    tokio::time::sleep_until(started + SIGNIN_FLOOR).await;
-    answer
-}
-
-async fn sign_in_inner(p: &Page, req: Request) -> Response {
     let config = p.state.config();
     if !config.page.enabled {
         return denied(Denied::Disabled);
     }
     let (parts, body) = req.into_parts();
-    if let Err((code, why)) = checked_post(p, &parts.headers) {
+    if let Err((code, why)) = checked_post(&p, &parts.headers) {
         return plain(code, &why);
     }
+    // The body first, within a short deadline, and only then one of the few sign-in
+    // slots: a slow or empty POST holds a connection, never a slot (issue 22).
+    let form = match tokio::time::timeout(FORM_DEADLINE, read_form(body)).await {
+        Ok(Some(form)) => form,
+        Ok(None) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large"),
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the sign-in form did not arrive within {} s",
+                    FORM_DEADLINE.as_secs()
+                ),
+            );
+        }
+    };
+    // Closed only if the page is dropped; then there is nothing to sign in to.
+    let Ok(_turn) = p.signins.acquire().await else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+    };
+    let started = tokio::time::Instant::now();
+    let answer = sign_in_inner(&p, &parts, &form);
+    tokio::time::sleep_until(started + SIGNIN_FLOOR).await;
+    answer
+}
+
+fn sign_in_inner(p: &Page, parts: &axum::http::request::Parts, form: &[u8]) -> Response {
+    let config = p.state.config();
     let current = p.gate.current();
     let Access::Tokens(creds) = &current.0 else {
         // `--no-auth`: nothing to sign in to.
         return redirect_home(None);
     };
-    let Some(form) = read_form(body).await else {
-        return plain(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large");
-    };
-    let token = form_field(&form, "token").unwrap_or_default();
+    let token = form_field(form, "token").unwrap_or_default();
     let header = format!("Bearer {}", token.trim());
     let who = match creds.authenticate(Some(header.as_bytes())) {
         Ok(who) => who,
@@ -96,7 +112,13 @@ async fn sign_in_inner(p: &Page, req: Request) -> Response {
             ))),
         );
     }
-    match p.sessions.create(&who.name, config.page.max_sessions) {
+    let credential = creds.fingerprint(&who.name).unwrap_or_default();
+    match p.sessions.create(
+        &who.name,
+        &credential,
+        config.page.max_sessions,
+        config.page.max_sessions_per_client,
+    ) {
         Ok((id, _)) => {
             tracing::info!(client = %who.name, "page sign-in");
             if let Some(t) = parts.extensions.get::<ConnTicket>() {
@@ -200,6 +222,10 @@ pub(super) fn same_origin(
         .or(referer)
         .ok_or("a POST to the page must carry Origin or Referer (a browser sends them); refused")?;
     let url = url::Url::parse(from).map_err(|_| format!("Origin {from:?} is not a URL"))?;
+    // As on /mcp: a browser never sends user info in an Origin; one that has it is forged.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("Origin {from:?} carries user info; refused"));
+    }
     let authority = match (url.host_str(), url.port()) {
         (Some(h), Some(port)) => format!("{h}:{port}"),
         (Some(h), None) => h.to_string(),
@@ -263,6 +289,9 @@ mod tests {
         assert!(same_origin(Some("null"), None, host).is_err());
         assert!(same_origin(None, None, host).is_err());
         assert!(same_origin(Some("file:///x"), None, Some("x")).is_err());
+        // User info, as /mcp's policy refuses it (issue 22).
+        assert!(same_origin(Some("http://x@127.0.0.1:9222"), None, host).is_err());
+        assert!(same_origin(Some("http://x:y@127.0.0.1:9222"), None, host).is_err());
     }
 
     #[test]

@@ -45,13 +45,36 @@ pub(super) async fn events(State(p): State<Arc<Page>>, req: Request) -> Response
         Ok(v) => v,
         Err(d) => return denied(d),
     };
-    let max = p.state.config().page.max_streams;
-    let Some(slot) = StreamSlot::take(&p.streams, max) else {
-        return plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("too many open page streams (page.max_streams = {max}); close a page"),
-        );
+    let page = p.state.config().page.clone();
+    // One client's share first, so no viewer takes every stream; admins are not counted
+    // against the shared cap, so an admin can always open the page (issue 22).
+    let share = match p.state.quotas.take(
+        &viewer.client,
+        crate::quotas::Kind::PageStreams,
+        1,
+        page.max_streams_per_client,
+    ) {
+        Ok(t) => t,
+        Err(full) => {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("too many open page streams: {full}; close a page"),
+            );
+        }
     };
+    let slot = if viewer.admin {
+        None
+    } else {
+        let max = page.max_streams;
+        let Some(slot) = StreamSlot::take(&p.streams, max) else {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("too many open page streams (page.max_streams = {max}); close a page"),
+            );
+        };
+        Some(slot)
+    };
+    let slot = (slot, share);
     let stream = Stream::new(p.clone(), viewer, slot);
     let body = Body::from_stream(futures::stream::unfold(stream, |mut s| async move {
         let frame = s.next_frame().await?;
@@ -190,11 +213,16 @@ struct Stream {
     sources: Sources,
     sent_any: bool,
     last_sent: Option<Instant>,
-    _slot: StreamSlot,
+    /// The shared slot (none for an admin) and the client's share, both given back on drop.
+    _slot: (Option<StreamSlot>, crate::quotas::Ticket),
 }
 
 impl Stream {
-    fn new(page: Arc<Page>, viewer: Viewer, slot: StreamSlot) -> Stream {
+    fn new(
+        page: Arc<Page>,
+        viewer: Viewer,
+        slot: (Option<StreamSlot>, crate::quotas::Ticket),
+    ) -> Stream {
         Stream {
             sources: Sources::new(&page),
             page,

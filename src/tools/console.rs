@@ -162,6 +162,37 @@ fn read_spec(req: &ConsoleReadRequest, ring_bytes: usize) -> Result<ReadSpec, Ca
     })
 }
 
+/// `console_read` for a client of `state`: a read that waits for `wait_for` takes one of
+/// the client's `limits.max_waiting_reads_per_client` for its wait.
+pub async fn read_for(
+    state: &crate::state::AppState,
+    who: &ClientIdentity,
+    req: ConsoleReadRequest,
+    cancel: &CancellationToken,
+) -> CallToolResult {
+    let _waiting = if req.wait_for.is_some() {
+        let cap = state.config().limits.max_waiting_reads_per_client;
+        match state
+            .quotas
+            .take(&who.name, crate::quotas::Kind::WaitingReads, 1, cap)
+        {
+            Ok(t) => Some(t),
+            Err(full) => {
+                return refusal(Refusal::new(
+                    RefusalReason::Limit,
+                    format!(
+                        "console_read with wait_for refused: {full}; wait for one of them to answer, \
+                         or read without wait_for"
+                    ),
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    read(&state.consoles, who, req, cancel).await
+}
+
 /// `console_read`: needs the board's lease, unless the client is `admin`.
 pub async fn read(
     consoles: &Consoles,

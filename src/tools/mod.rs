@@ -1,6 +1,7 @@
 //! One file per MCP tool: its request and result types and its logic. `server.rs` holds
 //! the `#[tool_router]` list that dispatches to them.
 
+pub mod answer;
 pub mod board_list;
 pub mod boards;
 pub mod commands;
@@ -23,9 +24,11 @@ use serde_json::{Value, json};
 
 use crate::refusal::Refusal;
 
-/// A successful result: the structured value plus a text rendering for people.
+/// A successful result: the structured value plus a text rendering for people, bounded
+/// ([`answer::bounded_text`]: the structured value is the full answer, the text at most
+/// 16 KiB of it). Every tool's answer goes through here or [`refusal`].
 pub fn structured<T: Serialize>(value: &T, text: String) -> CallToolResult {
-    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    let mut r = CallToolResult::success(vec![ContentBlock::text(answer::bounded_text(text))]);
     r.structured_content = serde_json::to_value(value).ok();
     r
 }

@@ -279,4 +279,32 @@ impl Validator {
             args,
         })
     }
+
+    /// A client's `commands:` list may not name a power action's command: only
+    /// `power_board` runs it (under the board's lease), so listing it would promise the
+    /// client something `execute_command` always refuses.
+    pub(super) fn power_commands_unlisted(
+        &mut self,
+        clients: &[super::super::schema::ClientConfig],
+        boards: &[BoardConfig],
+    ) {
+        for (ci, c) in clients.iter().enumerate() {
+            for name in c.commands.iter().flatten() {
+                let owners = super::super::boards::power_boards_of(boards, name);
+                if !owners.is_empty() {
+                    let field = format!("clients[{ci}].commands");
+                    let at = self.at(&field);
+                    self.err(
+                        at,
+                        field,
+                        format!(
+                            "{name:?} is the power command of board(s) {}: only power_board runs it, \
+                             under the board's lease; remove it from this list",
+                            owners.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }

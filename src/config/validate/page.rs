@@ -41,6 +41,8 @@ impl Validator {
         for (key, v) in [
             ("max_sessions", page.max_sessions),
             ("max_streams", page.max_streams),
+            ("max_sessions_per_client", page.max_sessions_per_client),
+            ("max_streams_per_client", page.max_streams_per_client),
         ] {
             if v == 0 {
                 let at = self.at(&format!("page.{key}"));

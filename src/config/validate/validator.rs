@@ -154,6 +154,7 @@ impl Validator {
             }
         }
         let boards = self.boards(raw.boards, &commands, &file_roots);
+        self.power_commands_unlisted(&clients, &boards);
         self.limits(&raw.limits, &raw.leases);
         self.monitor(&raw.monitor);
         self.isolation(&raw.isolation);

@@ -1,12 +1,13 @@
 //! `execute_command`, by responsibility: [`interface`] (arguments and result), [`prepare`]
 //! (policy and typed refusals: nothing has run), [`run`] (locks → spawn → outcome) and
-//! [`render`] (text for people).
+//! [`render`] (text for people); [`power_guard`] refuses a board's power command.
 
 mod background;
 mod held;
 pub mod interface;
 pub mod job_calls;
 mod outcome;
+pub mod power_guard;
 pub mod prepare;
 pub mod render;
 pub mod run;

@@ -46,10 +46,13 @@ pub(super) fn fill(result: &mut ExecuteResult, o: &Outcome, grace: Duration) {
         o.exit_code
     };
     result.signal = o.signal;
-    result.stdout = output::clean(&o.stdout);
-    result.stderr = output::clean(&o.stderr);
-    result.stdout_truncated = o.stdout_dropped > 0;
-    result.stderr_truncated = o.stderr_dropped > 0;
+    // No bigger than what was captured (within `max_output_bytes`) once converted.
+    let (stdout, stdout_cut) = output::clean_within(&o.stdout, o.stdout.len());
+    let (stderr, stderr_cut) = output::clean_within(&o.stderr, o.stderr.len());
+    result.stdout = stdout;
+    result.stderr = stderr;
+    result.stdout_truncated = o.stdout_dropped > 0 || stdout_cut;
+    result.stderr_truncated = o.stderr_dropped > 0 || stderr_cut;
     result.duration_ms = o.duration.as_millis() as u64;
     result.timed_out = o.stopped == Some(StopReason::Timeout);
     result.cancelled = matches!(

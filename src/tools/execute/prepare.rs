@@ -33,6 +33,8 @@ pub enum Rejected {
     Unavailable { name: String, why: String },
     #[error("{0}")]
     Args(#[from] sanitizer::Refusal),
+    #[error("{0}")]
+    PowerCommand(#[from] super::power_guard::PowerCommand),
     #[error("timeout_secs must be at least 1")]
     ZeroTimeout,
     #[error(
@@ -136,6 +138,7 @@ impl Rejected {
         match self {
             Rejected::UnknownCommand { .. } => R::UnknownCommand,
             Rejected::Unavailable { .. } => R::CommandUnavailable,
+            Rejected::PowerCommand(_) => R::PowerCommand,
             Rejected::Args(sanitizer::Refusal::ForbiddenChar { .. }) => R::ForbiddenCharacter,
             // A file argument outside the roots is one way a pattern fails to match; the
             // message names it.
@@ -231,6 +234,7 @@ pub fn prepare<'a>(
                 .collect(),
         });
     };
+    super::power_guard::check(config, &command.name)?;
     // Checked now, not at load: a tool may be installed (or removed) while the server runs.
     if let Some(why) = crate::config::binary_problem(&command.binary) {
         return Err(Rejected::Unavailable {

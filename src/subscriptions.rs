@@ -1,0 +1,251 @@
+//! What a client may subscribe to, and how much of it (issue 22): every subscription is
+//! bounded in URI length, in what it may name, per session or listen stream, and per
+//! client over all of them.
+//!
+//! A URI is accepted when it names something that exists now (the fixed resources, an
+//! attached device, a configured board or its console) or a template instance whose name
+//! could exist: a configured board's, or a device id (`1-2.3`) of at most
+//! [`MAX_DEVICE_ID_BYTES`], so that a client may wait for a board to be plugged in.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use rmcp::ErrorData as McpError;
+
+use crate::devices::DeviceId;
+use crate::quotas::{Full, Kind, Ticket};
+use crate::refusal::{Refusal, RefusalReason};
+use crate::resources::{self, BOARD_PREFIX, CONSOLE_SUFFIX, DEVICE_PREFIX};
+use crate::state::AppState;
+
+/// Longest subscribable URI, in bytes (the longest real one is a board name's console).
+pub const MAX_URI_BYTES: usize = 256;
+/// Longest device id a subscription may name: a bus and seven hub tiers, with room.
+pub const MAX_DEVICE_ID_BYTES: usize = 32;
+
+/// Why a URI is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unacceptable {
+    /// Longer than [`MAX_URI_BYTES`].
+    TooLong(usize),
+    /// Names nothing that exists or could exist here.
+    Unknown,
+}
+
+/// Whether `uri` may be subscribed to now.
+pub fn check_uri(state: &AppState, uri: &str) -> Result<(), Unacceptable> {
+    if uri.len() > MAX_URI_BYTES {
+        return Err(Unacceptable::TooLong(uri.len()));
+    }
+    if matches!(
+        uri,
+        resources::DEVICES | resources::LOCKS | resources::COMMANDS | resources::JOBS
+    ) {
+        return Ok(());
+    }
+    // A job id is `job-N`: bounded and syntactic, since a client may subscribe to a job
+    // it is about to start (its contents are per caller, see resources.rs).
+    if let Some(id) = uri.strip_prefix(resources::JOB_PREFIX) {
+        let digits = id.strip_prefix("job-").unwrap_or("");
+        return if !digits.is_empty()
+            && digits.len() <= 20
+            && digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            Ok(())
+        } else {
+            Err(Unacceptable::Unknown)
+        };
+    }
+    let config = state.config();
+    if uri == resources::BOARDS && !config.boards.is_empty() {
+        return Ok(());
+    }
+    if let Some(rest) = uri.strip_prefix(BOARD_PREFIX) {
+        let (name, console) = match rest.strip_suffix(CONSOLE_SUFFIX) {
+            Some(name) => (name, true),
+            None => (rest, false),
+        };
+        let known = if console {
+            state.consoles.get(name).is_some()
+        } else {
+            config.board(name).is_some()
+        };
+        return if known {
+            Ok(())
+        } else {
+            Err(Unacceptable::Unknown)
+        };
+    }
+    if let Some(id) = uri.strip_prefix(DEVICE_PREFIX)
+        && id.len() <= MAX_DEVICE_ID_BYTES
+        && id.parse::<DeviceId>().is_ok()
+    {
+        return Ok(());
+    }
+    Err(Unacceptable::Unknown)
+}
+
+/// The refusal of a full share, as an MCP error carrying `{refusal}` in its data.
+pub fn limit_error(full: &Full, what: &str) -> McpError {
+    let r = Refusal::new(
+        RefusalReason::Limit,
+        format!(
+            "{what} refused: {full}; unsubscribe or close a stream first (or ask the operator to raise {})",
+            full.kind.key()
+        ),
+    );
+    McpError::invalid_params(r.message.clone(), Some(serde_json::json!({ "refusal": r })))
+}
+
+/// A refusal for a URI that is too long or unknown, or a request naming too many URIs.
+pub fn uri_error(uri: &str, why: &Unacceptable) -> McpError {
+    match why {
+        Unacceptable::TooLong(n) => {
+            let r = Refusal::new(
+                RefusalReason::Limit,
+                format!(
+                    "resource URI of {n} bytes refused: at most {MAX_URI_BYTES}; resources/list and \
+                     resources/templates/list show what exists"
+                ),
+            );
+            McpError::invalid_params(r.message.clone(), Some(serde_json::json!({ "refusal": r })))
+        }
+        Unacceptable::Unknown => resources::not_found(
+            uri,
+            "cannot subscribe: it names no resource here (a board must be configured; a device id \
+             looks like 1-2.3)",
+        ),
+    }
+}
+
+/// The URIs one 2025-11-25 session subscribed to, counted in its client's share; the
+/// share is given back when the session's handler is dropped (the session ended).
+#[derive(Debug, Clone, Default)]
+pub struct SessionSubscriptions {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    uris: HashSet<String>,
+    ticket: Option<Ticket>,
+}
+
+impl SessionSubscriptions {
+    /// Adds `uri` for `client`, within the per-session and per-client caps.
+    pub fn add(&self, state: &AppState, client: &str, uri: String) -> Result<(), McpError> {
+        check_uri(state, &uri).map_err(|why| uri_error(&uri, &why))?;
+        let limits = state.config().limits.clone();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.uris.contains(&uri) {
+            return Ok(());
+        }
+        if inner.uris.len() >= limits.max_subscriptions_per_session {
+            let full = Full {
+                kind: Kind::Subscriptions,
+                held: inner.uris.len(),
+                cap: limits.max_subscriptions_per_session,
+            };
+            let r = Refusal::new(
+                RefusalReason::Limit,
+                format!(
+                    "resources/subscribe refused: limits.max_subscriptions_per_session is {} and this \
+                     session holds {}; unsubscribe first",
+                    full.cap, full.held
+                ),
+            );
+            return Err(McpError::invalid_params(
+                r.message.clone(),
+                Some(serde_json::json!({ "refusal": r })),
+            ));
+        }
+        let cap = limits.max_subscriptions_per_client;
+        match &mut inner.ticket {
+            Some(t) => t.grow(1, cap),
+            None => state
+                .quotas
+                .take(client, Kind::Subscriptions, 1, cap)
+                .map(|t| inner.ticket = Some(t)),
+        }
+        .map_err(|full| limit_error(&full, "resources/subscribe"))?;
+        inner.uris.insert(uri);
+        Ok(())
+    }
+
+    /// Removes `uri` (nothing if it was not subscribed).
+    pub fn remove(&self, uri: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.uris.remove(uri)
+            && let Some(t) = &mut inner.ticket
+        {
+            t.shrink(1);
+        }
+    }
+
+    /// Those of `uris` this session subscribed to.
+    pub fn wanted(&self, uris: &[String]) -> Vec<String> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        uris.iter()
+            .filter(|u| inner.uris.contains(*u))
+            .cloned()
+            .collect()
+    }
+}
+
+/// What a `subscriptions/listen` stream holds: its stream slot and its URIs' share.
+pub struct StreamShare {
+    _stream: Ticket,
+    _uris: Ticket,
+}
+
+/// Admits one listen stream of `client` asking for `requested` URIs: refused when it asks
+/// for more than a session may, names a URI that is too long, or the client's streams or
+/// subscriptions are at their caps. `accepted` is how many of them were accepted.
+pub fn admit_stream(
+    state: &AppState,
+    client: &str,
+    requested: &[String],
+    accepted: usize,
+) -> Result<StreamShare, McpError> {
+    let limits = state.config().limits.clone();
+    if requested.len() > limits.max_subscriptions_per_session {
+        let r = Refusal::new(
+            RefusalReason::Limit,
+            format!(
+                "subscriptions/listen refused: it names {} resources and \
+                 limits.max_subscriptions_per_session is {}; ask for fewer",
+                requested.len(),
+                limits.max_subscriptions_per_session
+            ),
+        );
+        return Err(McpError::invalid_params(
+            r.message.clone(),
+            Some(serde_json::json!({ "refusal": r })),
+        ));
+    }
+    if let Some(long) = requested.iter().find(|u| u.len() > MAX_URI_BYTES) {
+        return Err(uri_error(long, &Unacceptable::TooLong(long.len())));
+    }
+    let stream = state
+        .quotas
+        .take(
+            client,
+            Kind::ListenStreams,
+            1,
+            limits.max_listen_streams_per_client,
+        )
+        .map_err(|f| limit_error(&f, "subscriptions/listen"))?;
+    let uris = state
+        .quotas
+        .take(
+            client,
+            Kind::Subscriptions,
+            accepted,
+            limits.max_subscriptions_per_client,
+        )
+        .map_err(|f| limit_error(&f, "subscriptions/listen"))?;
+    Ok(StreamShare {
+        _stream: stream,
+        _uris: uris,
+    })
+}
