@@ -1,9 +1,11 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
+#   make demo   (optional) two virtual RK3588 boards on this machine's USB stack and gatecmd
+#               serving them; needs root and dummy_hcd, says why in one line where it cannot
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run test setup test-setup build lint test-python test-ts conformance install bench bench-smoke soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -16,6 +18,11 @@ build: setup
 
 run: build
 	./target/release/gatecmd serve --config allowed_commands.yaml
+
+# Not dependent on `build`: the script checks the host first (root, dummy_hcd, not a
+# container) and refuses in one line before building anything (scripts/demo.sh).
+demo:
+	./scripts/demo.sh
 
 lint:
 	cargo fmt --check
