@@ -5,7 +5,7 @@
 #               serving them; needs root and dummy_hcd, says why in one line where it cannot
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke bench-vboard screenshot-vboard soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -59,6 +59,22 @@ bench: test-setup
 	cargo bench --locked --bench gatecmd
 	# Bench page update latency (event -> DOM) in headless Chromium, on the release binary.
 	.venv/bin/python benches/page_latency.py
+
+# Flashing on virtual boards (gatecmd-vboard) in a usbvm VM, release build (not part of
+# `make test`): wl of 64 MiB through gatecmd vs rkdeveloptool directly, power on -> login:.
+bench-vboard: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	cargo build --release --locked -p gatecmd-vboard
+	.venv/bin/python benches/vboard.py
+
+# docs/img/vboard-flash.png: the bench page in headless Chromium during a real flash of a
+# virtual board.
+screenshot-vboard: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	cargo build --release --locked -p gatecmd-vboard
+	.venv/bin/python benches/vboard_page.py
 
 bench-smoke: test-setup
 	./scripts/venv.sh

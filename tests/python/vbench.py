@@ -216,7 +216,7 @@ class Bench:
             ["2", flash_size, "serve", "--config", "/etc/gatecmd/vm.yaml"],
             port=f"{self.port}:{GUEST_PORT}",
             timeout=timeout,
-            workdir=self.work / "vm",
+            workdir=self._mkdir(self.work / "vm"),
             env={"GATECMD_LOG": log_level, "NO_COLOR": "1", "STATE_DIRECTORY": "/run/gatecmd"},
             files=[
                 f"{self.gatecmd}:/usr/local/bin/gatecmd",
@@ -237,6 +237,11 @@ class Bench:
         except Exception:
             self.stop()
             raise
+
+    @staticmethod
+    def _mkdir(p: Path) -> Path:
+        p.mkdir(parents=True, exist_ok=True)
+        return p
 
     def _stripped(self, path: Path) -> Path:
         """A stripped copy: debug info would make the VM's initramfs huge."""
