@@ -26,12 +26,14 @@ demo:
 
 lint:
 	cargo fmt --check
-	cargo clippy --all-targets --locked -- -D warnings
+	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The build without libudev (libusb backend only) must stay clean too.
 	cargo clippy --no-default-features --lib --locked -- -D warnings
 
 test: test-setup lint
 	cargo test --locked
+	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
+	cargo test --locked -p gatecmd-vboard
 	./scripts/pytest.sh
 	./scripts/ts-tests.sh
 	./scripts/conformance.sh

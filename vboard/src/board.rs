@@ -1,6 +1,11 @@
-//! One virtual board: its two gadgets (rockusb over FunctionFS, CDC-ACM console), its
-//! flash, its state (off, MaskROM, Loader, booting, running) and the threads that serve
-//! ep0 (the mask ROM's download), the bulk pipe (Loader commands) and the console.
+//! One virtual board: its gadgets, its flash, its state (off, MaskROM, Loader, booting,
+//! running) and the threads that serve ep0 (the mask ROM's download), the bulk pipe
+//! (Loader commands) and the console.
+//!
+//! The rockusb device is two configfs gadgets on the same UDC, one bound at a time: the
+//! MaskROM one without WebUSB (bcdUSB 0x0200) and the Loader one with it (0x0201). One
+//! gadget toggled would not do: the kernel copies `webusb/use` into the composite device
+//! at bind and never clears it, so once 0x0201 a gadget stays 0x0201 (seen in the VM).
 //! Every state change runs under one lock per board, so power commands, `db`, `rd` and
 //! the shell's `reboot` never interleave.
 
@@ -58,18 +63,26 @@ pub struct Settings {
 
 pub struct Board {
     pub name: String,
-    rockusb: Gadget,
+    rom: Gadget,
+    ldr: Gadget,
     console: Gadget,
     pub flash: Flash,
     pub tty: PathBuf,
-    pub ffs_dir: PathBuf,
+    pub ffs_dirs: [PathBuf; 2],
     state: Mutex<State>,
     ops: Mutex<()>,
     console_tx: Mutex<Sender<console::Command>>,
 }
 
-fn log(board: &str, line: &str) {
-    eprintln!("{board}: {line}");
+/// One stderr line, stamped with seconds since the process started (to read a log
+/// against the host tool's timing).
+pub fn log(board: &str, line: &str) {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let t = START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64();
+    eprintln!("[{t:9.3}] {board}: {line}");
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -82,20 +95,32 @@ impl Board {
     /// descriptors and starts the board's threads.
     pub fn start(s: Settings) -> Result<Arc<Board>, String> {
         let n = &s.name;
+        log(n, "creating gadgets");
         let serial = format!("vboard-{n}");
-        let rockusb = Gadget::create(
-            &format!("gatecmd-{n}-rockusb"),
-            &Identity {
-                vid: s.vid,
-                pid: s.pid,
-                manufacturer: "Rockchip",
-                product: "gatecmd-vboard rockusb",
-                serial: &serial,
-            },
-            &format!("ffs.{n}"),
+        let id = Identity {
+            vid: s.vid,
+            pid: s.pid,
+            manufacturer: "Rockchip",
+            product: "gatecmd-vboard rockusb",
+            serial: &serial,
+        };
+        let (rom_fs, ldr_fs) = (format!("{n}-maskrom"), format!("{n}-loader"));
+        let rom = Gadget::create(
+            &format!("gatecmd-{rom_fs}"),
+            &id,
+            &format!("ffs.{rom_fs}"),
             &s.rockusb_udc,
         )
-        .map_err(|e| format!("{n}: rockusb gadget: {e}"))?;
+        .map_err(|e| format!("{n}: rockusb gadget (is usb_f_fs loaded?): {e}"))?;
+        let ldr = Gadget::create(
+            &format!("gatecmd-{ldr_fs}"),
+            &id,
+            &format!("ffs.{ldr_fs}"),
+            &s.rockusb_udc,
+        )
+        .map_err(|e| format!("{n}: rockusb gadget (is usb_f_fs loaded?): {e}"))?;
+        rom.set_webusb(false).map_err(|e| format!("{n}: {e}"))?;
+        ldr.set_webusb(true).map_err(|e| format!("{n}: {e}"))?;
         let console_serial = format!("vboard-{n}-console");
         let console = Gadget::create(
             &format!("gatecmd-{n}-console"),
@@ -112,12 +137,18 @@ impl Board {
         .map_err(|e| format!("{n}: console gadget (is usb_f_acm loaded?): {e}"))?;
         let tty = console::tty_of(&console.function_dir(&format!("acm.{n}")))
             .map_err(|e| format!("{n}: console tty: {e}"))?;
-        let ffs_dir = s.state_dir.join("ffs").join(n);
-        mount_ffs(n, &ffs_dir)?;
-        let ep0 =
-            Ep0::open(&ffs_dir, "rockusb").map_err(|e| format!("{n}: FunctionFS ep0: {e}"))?;
-        let bulk =
-            BulkFiles::open(&ffs_dir).map_err(|e| format!("{n}: FunctionFS endpoints: {e}"))?;
+        let mut ends = Vec::new();
+        let mut ffs_dirs = Vec::new();
+        for inst in [&rom_fs, &ldr_fs] {
+            let dir = s.state_dir.join("ffs").join(inst);
+            mount_ffs(inst, &dir)?;
+            let ep0 =
+                Ep0::open(&dir, "rockusb").map_err(|e| format!("{n}: FunctionFS ep0: {e}"))?;
+            let bulk =
+                BulkFiles::open(&dir).map_err(|e| format!("{n}: FunctionFS endpoints: {e}"))?;
+            ends.push((ep0, bulk));
+            ffs_dirs.push(dir);
+        }
         let flash_path = s.state_dir.join(format!("{n}.flash"));
         let flash = Flash::open(&flash_path, s.flash_bytes)
             .map_err(|e| format!("{n}: flash {}: {e}", flash_path.display()))?;
@@ -126,19 +157,22 @@ impl Board {
         let (tx, rx) = channel();
         let board = Arc::new(Board {
             name: n.clone(),
-            rockusb,
+            rom,
+            ldr,
             console,
             flash,
             tty,
-            ffs_dir,
+            ffs_dirs: [ffs_dirs[0].clone(), ffs_dirs[1].clone()],
             state: Mutex::new(State::Off),
             ops: Mutex::new(()),
             console_tx: Mutex::new(tx),
         });
-        let b = board.clone();
-        thread::spawn(move || b.serve_ep0(ep0));
-        let b = board.clone();
-        thread::spawn(move || b.serve_bulk(bulk));
+        for (mode, (ep0, bulk)) in [Mode::MaskRom, Mode::Loader].into_iter().zip(ends) {
+            let b = board.clone();
+            thread::spawn(move || b.serve_ep0(mode, ep0));
+            let b = board.clone();
+            thread::spawn(move || b.serve_bulk(mode, bulk));
+        }
         let b = board.clone();
         let name = n.clone();
         thread::spawn(move || {
@@ -176,15 +210,27 @@ impl Board {
     }
 
     pub fn ports(&self) -> (Option<String>, Option<String>) {
-        (host_port(&self.rockusb.udc), host_port(&self.console.udc))
+        (host_port(&self.rom.udc), host_port(&self.console.udc))
     }
 
     pub fn udcs(&self) -> (&str, &str) {
-        (&self.rockusb.udc, &self.console.udc)
+        (&self.rom.udc, &self.console.udc)
     }
 
     pub fn bound(&self) -> (bool, bool) {
-        (self.rockusb.bound(), self.console.bound())
+        (self.rom.bound() || self.ldr.bound(), self.console.bound())
+    }
+
+    /// Takes whichever rockusb gadget is bound off the bus; true if one was.
+    fn unplug_rockusb(&self) -> Result<bool, String> {
+        let mut was = false;
+        for g in [&self.rom, &self.ldr] {
+            if g.bound() {
+                g.unbind().map_err(|e| format!("rockusb unbind: {e}"))?;
+                was = true;
+            }
+        }
+        Ok(was)
     }
 
     // ---- power ----
@@ -192,7 +238,7 @@ impl Board {
     pub fn power_off(&self) -> Result<State, String> {
         let _g = lock(&self.ops);
         self.say(console::Command::Silence);
-        self.rockusb.unbind().map_err(|e| e.to_string())?;
+        self.unplug_rockusb()?;
         self.console.unbind().map_err(|e| e.to_string())?;
         self.set(State::Off);
         Ok(State::Off)
@@ -219,7 +265,7 @@ impl Board {
         self.console
             .bind()
             .map_err(|e| format!("console bind: {e}"))?;
-        if !self.console.wait_configured(ENUMERATE) {
+        if !self.console.wait_configured(ENUMERATE, Some("tty")) {
             return Err(format!(
                 "console on {} was not configured by the host in {} s",
                 self.console.udc,
@@ -232,22 +278,18 @@ impl Board {
     /// Takes the rockusb gadget off the bus (if on it) and brings it back in `mode`.
     /// Caller holds `ops`.
     fn enumerate(&self, mode: Mode) -> Result<(), String> {
-        if self.rockusb.bound() {
-            self.rockusb
-                .unbind()
-                .map_err(|e| format!("rockusb unbind: {e}"))?;
+        if self.unplug_rockusb()? {
             thread::sleep(ABSENCE);
         }
-        self.rockusb
-            .set_webusb(mode == Mode::Loader)
-            .map_err(|e| e.to_string())?;
-        self.rockusb
-            .bind()
-            .map_err(|e| format!("rockusb bind: {e}"))?;
-        if !self.rockusb.wait_configured(ENUMERATE) {
+        let g = match mode {
+            Mode::MaskRom => &self.rom,
+            Mode::Loader => &self.ldr,
+        };
+        g.bind().map_err(|e| format!("rockusb bind: {e}"))?;
+        if !g.wait_configured(ENUMERATE, None) {
             return Err(format!(
                 "rockusb on {} was not configured by the host in {} s",
-                self.rockusb.udc,
+                g.udc,
                 ENUMERATE.as_secs()
             ));
         }
@@ -261,13 +303,10 @@ impl Board {
     /// Boots from flash (caller holds `ops`): a bootable flash prints the boot log and a
     /// login prompt (rockusb stays off the bus); otherwise a failure, then MaskROM.
     fn boot(&self) -> Result<State, String> {
-        if self.rockusb.bound() {
-            self.rockusb
-                .unbind()
-                .map_err(|e| format!("rockusb unbind: {e}"))?;
-        }
+        self.unplug_rockusb()?;
         self.set(State::Booting);
         let (done_tx, done_rx) = channel();
+        log(&self.name, "boot: reading the flash");
         match self.bootable() {
             Ok(()) => {
                 let regions: Vec<bootlog::Region> = self
@@ -284,6 +323,13 @@ impl Board {
                             .unwrap_or_else(|e| format!("<unreadable: {e}>")),
                     })
                     .collect();
+                log(
+                    &self.name,
+                    &format!(
+                        "boot: {} region(s) hashed, printing the boot log",
+                        regions.len()
+                    ),
+                );
                 self.say(console::Command::Boot {
                     lines: bootlog::boot(&self.name, "rk3588", &regions),
                     gap: Duration::from_millis(20),
@@ -346,7 +392,7 @@ impl Board {
 
     // ---- USB ----
 
-    fn serve_ep0(self: Arc<Self>, mut ep0: Ep0) {
+    fn serve_ep0(self: Arc<Self>, mode: Mode, mut ep0: Ep0) {
         let mut download = Download::default();
         loop {
             let ev = match ep0.event() {
@@ -374,13 +420,12 @@ impl Board {
                 ep0.stall(&setup);
                 continue;
             }
-            if self.state() != State::MaskRom {
+            if mode != Mode::MaskRom {
                 log(
                     &self.name,
                     &format!(
-                        "ep0: mask ROM request 0x{:03x} in {} mode stalled (only a board in MaskROM takes `db`)",
+                        "ep0: mask ROM request 0x{:03x} in Loader mode stalled (only a board in MaskROM takes `db`)",
                         setup.index,
-                        self.state().as_str()
                     ),
                 );
                 ep0.stall(&setup);
@@ -439,7 +484,7 @@ impl Board {
         }
     }
 
-    fn serve_bulk(self: Arc<Self>, mut bulk: BulkFiles) {
+    fn serve_bulk(self: Arc<Self>, mode: Mode, mut bulk: BulkFiles) {
         use crate::rockusb::commands::Bulk;
         let name = self.name.clone();
         let mut junk = 0usize;
@@ -469,10 +514,6 @@ impl Board {
                 );
                 junk = 0;
             }
-            let mode = match self.state() {
-                State::Loader => Mode::Loader,
-                _ => Mode::MaskRom,
-            };
             let mut say = |l: String| log(&name, &l);
             match commands::serve(&c, mode, &self.flash, &mut bulk, &mut say) {
                 Ok(After::Nothing) => {}
@@ -497,11 +538,13 @@ impl Board {
         }
     }
 
-    /// Unbinds both gadgets (shutdown).
+    /// Takes the board off the bus (shutdown). The configfs trees stay until the next
+    /// start removes them: removing a FunctionFS function while its ep0 is open blocked
+    /// in the kernel (seen in the VM), and the process still holds ep0 here.
     pub fn shutdown(&self) {
         self.say(console::Command::Silence);
-        self.rockusb.remove();
-        self.console.remove();
+        let _ = self.unplug_rockusb();
+        let _ = self.console.unbind();
     }
 }
 

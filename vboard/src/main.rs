@@ -207,6 +207,12 @@ fn serve(
         std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| format!("{}: {e}", state_dir.display()))?;
     }
+    // An earlier run's FunctionFS mounts, then its gadgets (their ep0s are closed now).
+    if let Ok(entries) = std::fs::read_dir(state_dir.join("ffs")) {
+        for e in entries.flatten() {
+            let _ = nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
     gadget::remove_leftovers("gatecmd-vb");
     let mut boards = Vec::new();
     for k in 0..n {
@@ -225,7 +231,6 @@ fn serve(
                 for b in &boards {
                     b.shutdown();
                 }
-                gadget::remove_leftovers("gatecmd-vb");
                 return Err(e);
             }
         }
@@ -254,10 +259,13 @@ fn serve(
     eprintln!("gatecmd-vboard: {sig:?}: unplugging the boards");
     for b in &boards {
         b.shutdown();
-        let _ = nix::mount::umount2(&b.ffs_dir, nix::mount::MntFlags::MNT_DETACH);
+        for d in &b.ffs_dirs {
+            let _ = nix::mount::umount2(d, nix::mount::MntFlags::MNT_DETACH);
+        }
     }
     let _ = std::fs::remove_file(&control_path);
-    Ok(())
+    // The USB threads are blocked in endpoint reads: leave without joining them.
+    std::process::exit(0)
 }
 
 #[cfg(test)]

@@ -15,8 +15,12 @@ pub fn check(boards: usize) -> Result<Vec<String>, String> {
             gadget::CONFIGFS
         ));
     }
+    // The functionfs filesystem registers itself only when the first `ffs.*` function is
+    // created, so the module's presence is what can be checked beforehand.
     let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !fs.split_whitespace().any(|w| w == "functionfs") {
+    if !fs.split_whitespace().any(|w| w == "functionfs")
+        && !Path::new("/sys/module/usb_f_fs").exists()
+    {
         return Err("no functionfs in this kernel: load usb_f_fs (modprobe usb_f_fs; Debian builds it as CONFIG_USB_CONFIGFS_F_FS)".into());
     }
     let udcs = gadget::free_udcs();

@@ -67,11 +67,7 @@ impl Shell {
                     self.line.clear();
                     out.extend(self.current_prompt());
                 }
-                0x7f | 0x08 => {
-                    if self.line.pop().is_some() {
-                        out.extend(b"\x08 \x08");
-                    }
-                }
+                0x7f | 0x08 if self.line.pop().is_some() => out.extend(b"\x08 \x08"),
                 0x20..=0x7e if self.line.len() < MAX_LINE => {
                     self.line.push(b);
                     out.push(b);

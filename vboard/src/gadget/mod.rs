@@ -95,18 +95,40 @@ impl Gadget {
         write(&self.dir.join("UDC"), &self.udc)
     }
 
+    /// Takes the gadget off the bus and, where the host side is visible, waits (up to
+    /// 5 s) until the host has removed the device.
     pub fn unbind(&self) -> io::Result<()> {
         if !self.bound() {
             return Ok(());
         }
-        write(&self.dir.join("UDC"), "\n")
+        write(&self.dir.join("UDC"), "\n")?;
+        if let Some(p) = host_port(&self.udc) {
+            let dev = Path::new("/sys/bus/usb/devices").join(p);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while dev.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
     }
 
-    /// Waits until the host has configured the device (`/sys/class/udc/UDC/state`).
-    pub fn wait_configured(&self, timeout: Duration) -> bool {
+    /// Waits until the host has configured the device. Where the host side is visible
+    /// (a `dummy_hcd` UDC: the host port is on this machine) that is the port's first
+    /// interface (and `extra`, e.g. `tty` for the console's driver) appearing; elsewhere
+    /// the UDC's `state`, which can still read `configured` from before an unbind, so it
+    /// is only a fallback.
+    pub fn wait_configured(&self, timeout: Duration, extra: Option<&str>) -> bool {
         let deadline = Instant::now() + timeout;
+        let port = host_port(&self.udc);
         loop {
-            if udc_state(&self.udc).as_deref() == Some("configured") {
+            let done = match &port {
+                Some(p) => {
+                    let intf = Path::new("/sys/bus/usb/devices").join(format!("{p}:1.0"));
+                    intf.exists() && extra.is_none_or(|x| intf.join(x).exists())
+                }
+                None => udc_state(&self.udc).as_deref() == Some("configured"),
+            };
+            if done {
                 return true;
             }
             if Instant::now() > deadline {
@@ -114,13 +136,6 @@ impl Gadget {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-
-    /// Unbinds and removes the configfs tree (best effort: used at shutdown and for
-    /// leftovers of an earlier run).
-    pub fn remove(&self) {
-        let _ = self.unbind();
-        remove_dir(&self.dir);
     }
 }
 
@@ -179,7 +194,7 @@ pub fn free_udcs() -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|u| !used.contains(u))
         .collect();
-    all.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+    all.sort_by_key(|a| natural_key(a));
     all
 }
 
@@ -214,7 +229,7 @@ mod tests {
     #[test]
     fn udcs_sort_naturally() {
         let mut v = vec!["dummy_udc.10", "dummy_udc.2", "dummy_udc.0"];
-        v.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+        v.sort_by_key(|a| natural_key(a));
         assert_eq!(v, ["dummy_udc.0", "dummy_udc.2", "dummy_udc.10"]);
     }
 }

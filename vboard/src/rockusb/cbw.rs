@@ -80,7 +80,7 @@ impl Cbw {
 
     /// The host's side (`InitializeCBW` + the fields each `RKU_*` sets), for tests.
     #[cfg(test)]
-    pub fn to_bytes(&self) -> [u8; CBW_LEN] {
+    pub fn to_bytes(self) -> [u8; CBW_LEN] {
         let mut b = [0u8; CBW_LEN];
         b[0..4].copy_from_slice(&CBW_SIGN.to_le_bytes());
         b[4..8].copy_from_slice(&self.tag.to_le_bytes());

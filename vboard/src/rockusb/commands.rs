@@ -98,16 +98,29 @@ fn ok(c: &Cbw, io: &mut dyn Bulk, after: After) -> io::Result<After> {
     Ok(after)
 }
 
-/// A failed CSW. The host's OUT data phase is drained first, or its bulk write (no
-/// timeout in rkdeveloptool) would never end; for an IN command the CSW itself is the
-/// short answer the host reports as a failed read (as U-Boot's `cb_not_support` does).
+/// A failed CSW after the data phase the CBW announced: the host's OUT data are drained,
+/// an IN data phase is sent as zeros. rkdeveloptool has no timeouts and reads exactly
+/// what it asked for, then the CSW: anything shorter (a bare CSW, a zero-length packet)
+/// leaves it blocked or leaves our CSW to answer its next command; a stall would stay
+/// until re-enumeration, since rkdeveloptool never clears a halt.
 fn fail(c: &Cbw, io: &mut dyn Bulk) -> io::Result<After> {
-    if !c.is_in() {
+    if c.is_in() {
+        let mut left = (c.transfer_len as usize).min(MAX_ZEROS);
+        let zeros = vec![0u8; left.min(PIECE)];
+        while left > 0 {
+            let n = left.min(PIECE);
+            io.write(&zeros[..n])?;
+            left -= n;
+        }
+    } else {
         drain(io, c.transfer_len as usize)?;
     }
     io.write(&cbw::csw(c.tag, true))?;
     Ok(After::Nothing)
 }
+
+/// The most a refused IN command is answered with (65535 sectors, the CB's limit).
+const MAX_ZEROS: usize = 65535 * 512;
 
 fn drain(io: &mut dyn Bulk, mut left: usize) -> io::Result<()> {
     while left > 0 {
@@ -142,7 +155,7 @@ fn read_lba(
     let mut at = lba;
     let end = lba + n;
     let mut buf = vec![0u8; PIECE];
-    // Bounds first: a refusal must come before any data.
+    // Bounds first: a refusal's data phase is all zeros.
     if let Err(e) = check_range(flash, lba, n) {
         log(format!("rockusb: READ_LBA refused: {e}"));
         return fail(c, io);
@@ -342,7 +355,8 @@ mod tests {
         assert_eq!(status(&sent), 1);
         assert!(logs[0].contains("beyond the flash end"), "{logs:?}");
         let (_, sent, _) = run(&cbw(cbw::READ_LBA, 2047, 2, 0x80), Mode::Loader, &f, vec![]);
-        assert_eq!(sent.len(), 1, "no data before the failed CSW");
+        // The data phase the host waits for (zeros), then the failed CSW.
+        assert_eq!(sent[..sent.len() - 1].concat(), vec![0u8; 1024]);
         assert_eq!(status(&sent), 1);
     }
 
@@ -357,6 +371,15 @@ mod tests {
         );
         assert_eq!(status(&sent), 1);
         assert!(logs[0].contains("db LOADER"), "{logs:?}");
+        let mut info = cbw(cbw::READ_FLASH_INFO, 0, 0, 0x80);
+        info.transfer_len = 11;
+        let (_, sent, _) = run(&info, Mode::MaskRom, &f, vec![]);
+        assert_eq!(
+            sent[0],
+            vec![0u8; 11],
+            "zeros: GetFlashInfo then sees block size 0"
+        );
+        assert_eq!(status(&sent), 1);
         let (_, sent, _) = run(
             &cbw(cbw::READ_CHIP_INFO, 0, 0, 0x80),
             Mode::MaskRom,

@@ -89,7 +89,7 @@ impl Download {
         }
         self.index = index;
         // rkdeveloptool's extra 1-byte packet after an image that filled its last chunk.
-        let pend = chunk.len() == 1 && !self.buf.is_empty() && self.buf.len() % CHUNK == 0;
+        let pend = chunk.len() == 1 && !self.buf.is_empty() && self.buf.len().is_multiple_of(CHUNK);
         if !pend {
             if self.buf.len() + chunk.len() > MAX_IMAGE {
                 self.overflow = true;
