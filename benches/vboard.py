@@ -143,7 +143,7 @@ async def main() -> None:
                 logins = []
                 for i in range(LOGINS):
                     await b.power("off")
-                    cur = (await b.call("console_read", {"board": "vb2", "max_bytes": 1}))["next_cursor"]
+                    cur = (await b.call("console_read", {"board": "vb2"}))["next_cursor"]
                     s = time.monotonic()
                     await b.power("on")
                     got = await b.call(

@@ -133,7 +133,8 @@ class Agent:
         return (await self.call("stat_file", {"path": path})).structured_content["sha256"]
 
     async def cursor(self) -> int:
-        r = await self.call("console_read", {"board": self.board, "max_bytes": 1})
+        # Without a cursor: the last 4 KiB, so next_cursor is the end now.
+        r = await self.call("console_read", {"board": self.board})
         return r.structured_content["next_cursor"]
 
     async def to_loader(self) -> None:
