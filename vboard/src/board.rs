@@ -9,7 +9,7 @@
 //! Every state change runs under one lock per board, so power commands, `db`, `rd` and
 //! the shell's `reboot` never interleave.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use crate::console::{self, bootlog};
 use crate::crc::p_rc4;
-use crate::ffs::{BulkFiles, Ep0, Event};
+use crate::ffs::{BulkFiles, Ep0};
 use crate::flash::Flash;
 use crate::gadget::{Gadget, Identity, host_port};
-use crate::rockusb::commands::{self, After};
-use crate::rockusb::maskrom::{self, Download, Step};
-use crate::rockusb::{Mode, cbw};
+use crate::rockusb::Mode;
+
+mod usb;
 
 /// How long a re-enumerating board stays off the bus (a real board's reset is similar).
 const ABSENCE: Duration = Duration::from_millis(300);
@@ -67,7 +67,7 @@ pub struct Board {
     ldr: Gadget,
     console: Gadget,
     pub flash: Flash,
-    pub tty: PathBuf,
+    tty: Mutex<PathBuf>,
     pub ffs_dirs: [PathBuf; 2],
     state: Mutex<State>,
     ops: Mutex<()>,
@@ -85,7 +85,7 @@ pub fn log(board: &str, line: &str) {
     eprintln!("[{t:9.3}] {board}: {line}");
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicked holder leaves plain data that is still consistent.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -141,7 +141,7 @@ impl Board {
         let mut ffs_dirs = Vec::new();
         for inst in [&rom_fs, &ldr_fs] {
             let dir = s.state_dir.join("ffs").join(inst);
-            mount_ffs(inst, &dir)?;
+            crate::ffs::mount(inst, &dir)?;
             let ep0 =
                 Ep0::open(&dir, "rockusb").map_err(|e| format!("{n}: FunctionFS ep0: {e}"))?;
             let bulk =
@@ -161,7 +161,7 @@ impl Board {
             ldr,
             console,
             flash,
-            tty,
+            tty: Mutex::new(tty.clone()),
             ffs_dirs: [ffs_dirs[0].clone(), ffs_dirs[1].clone()],
             state: Mutex::new(State::Off),
             ops: Mutex::new(()),
@@ -175,11 +175,13 @@ impl Board {
         }
         let b = board.clone();
         let name = n.clone();
+        let tty_path = board.tty();
         thread::spawn(move || {
             let weak = Arc::downgrade(&b);
             drop(b);
             console::run(
                 name.clone(),
+                tty_path,
                 tty_file,
                 rx,
                 move |_reboot| {
@@ -194,6 +196,10 @@ impl Board {
             )
         });
         Ok(board)
+    }
+
+    pub fn tty(&self) -> PathBuf {
+        lock(&self.tty).clone()
     }
 
     pub fn state(&self) -> State {
@@ -238,8 +244,11 @@ impl Board {
     pub fn power_off(&self) -> Result<State, String> {
         let _g = lock(&self.ops);
         self.say(console::Command::Silence);
+        // The console adapter stays on the bus, as a real USB-serial cable does (it is
+        // powered by the host): a CDC-ACM gadget unbound and bound again gave EIO on every
+        // later write to its tty, old or newly opened, even as a new function (seen in the
+        // VM), so the boot log after the next power on would be lost.
         self.unplug_rockusb()?;
-        self.console.unbind().map_err(|e| e.to_string())?;
         self.set(State::Off);
         Ok(State::Off)
     }
@@ -374,170 +383,6 @@ impl Board {
         )
     }
 
-    /// Runs a state change off the USB threads (they must return to their endpoints first).
-    fn later(
-        self: &Arc<Self>,
-        delay: Duration,
-        f: impl FnOnce(&Board) -> Result<State, String> + Send + 'static,
-    ) {
-        let b = self.clone();
-        thread::spawn(move || {
-            thread::sleep(delay);
-            let _g = lock(&b.ops);
-            if let Err(e) = f(&b) {
-                log(&b.name, &e);
-            }
-        });
-    }
-
-    // ---- USB ----
-
-    fn serve_ep0(self: Arc<Self>, mode: Mode, mut ep0: Ep0) {
-        let mut download = Download::default();
-        loop {
-            let ev = match ep0.event() {
-                Ok(ev) => ev,
-                Err(e) => {
-                    log(&self.name, &format!("ep0: {e}"));
-                    thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
-            };
-            let Event::Setup(setup) = ev else {
-                continue;
-            };
-            let rom_request = setup.request_type == maskrom::REQUEST_TYPE
-                && setup.request == maskrom::REQUEST
-                && matches!(setup.index, 0x471 | 0x472);
-            if !rom_request {
-                log(
-                    &self.name,
-                    &format!(
-                        "ep0: control request type 0x{:02x} request 0x{:02x} wIndex 0x{:04x} stalled (expected the mask ROM's 0x40/0x0C with wIndex 0x471 or 0x472)",
-                        setup.request_type, setup.request, setup.index
-                    ),
-                );
-                ep0.stall(&setup);
-                continue;
-            }
-            if mode != Mode::MaskRom {
-                log(
-                    &self.name,
-                    &format!(
-                        "ep0: mask ROM request 0x{:03x} in Loader mode stalled (only a board in MaskROM takes `db`)",
-                        setup.index,
-                    ),
-                );
-                ep0.stall(&setup);
-                continue;
-            }
-            let data = match ep0.read_data(setup.length as usize) {
-                Ok(d) => d,
-                Err(e) => {
-                    log(
-                        &self.name,
-                        &format!("ep0: data stage of 0x{:03x}: {e}", setup.index),
-                    );
-                    continue;
-                }
-            };
-            match download.push(setup.index, &data) {
-                Step::More => {}
-                Step::Restarted { dropped } => log(
-                    &self.name,
-                    &format!(
-                        "maskrom: 0x{:03x} began before the previous image ended: {dropped} bytes dropped",
-                        setup.index
-                    ),
-                ),
-                Step::Done(Err(e)) => log(&self.name, &format!("maskrom: {e}; staying in MaskROM")),
-                Step::Done(Ok(img)) if img.index == 0x471 => {
-                    log(
-                        &self.name,
-                        &format!(
-                            "maskrom: 0x471 image of {} bytes, CRC good: DDR initialised",
-                            img.data.len()
-                        ),
-                    );
-                }
-                Step::Done(Ok(img)) => {
-                    if maskrom::is_usbplug(&img.data) {
-                        log(
-                            &self.name,
-                            &format!(
-                                "maskrom: 0x472 image of {} bytes, CRC good: starting the loader",
-                                img.data.len()
-                            ),
-                        );
-                        // After the status stage has gone back to the host.
-                        self.later(Duration::from_millis(100), |b| {
-                            b.enumerate(Mode::Loader).map(|_| State::Loader)
-                        });
-                    } else {
-                        log(
-                            &self.name,
-                            "maskrom: the 0x472 image is not a vboard usbplug (no VBOARD-USBPLUG marker after RC4): staying in MaskROM",
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    fn serve_bulk(self: Arc<Self>, mode: Mode, mut bulk: BulkFiles) {
-        use crate::rockusb::commands::Bulk;
-        let name = self.name.clone();
-        let mut junk = 0usize;
-        loop {
-            let got = match bulk.read(cbw::CBW_LEN) {
-                Ok(b) => b,
-                Err(_) => {
-                    // Unbound or disabled: the next read waits for the host to configure us.
-                    thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            };
-            let c = match cbw::Cbw::parse(&got) {
-                Ok(c) => c,
-                Err(e) => {
-                    if junk == 0 {
-                        log(&name, &format!("rockusb: {e}; skipping to the next CBW"));
-                    }
-                    junk += got.len();
-                    continue;
-                }
-            };
-            if junk > 0 {
-                log(
-                    &name,
-                    &format!("rockusb: skipped {junk} bytes that were not CBWs"),
-                );
-                junk = 0;
-            }
-            let mut say = |l: String| log(&name, &l);
-            match commands::serve(&c, mode, &self.flash, &mut bulk, &mut say) {
-                Ok(After::Nothing) => {}
-                Ok(After::Reset(3)) => self.later(Duration::from_millis(50), |b| {
-                    b.enumerate(Mode::MaskRom).map(|_| State::MaskRom)
-                }),
-                Ok(After::Reset(_)) => self.later(Duration::from_millis(50), |b| b.boot()),
-                Ok(After::ErasedToEnd) => {
-                    log(
-                        &name,
-                        "rockusb: whole flash erased: resetting into MaskROM (rkdeveloptool's ef waits for it)",
-                    );
-                    self.later(Duration::from_millis(50), |b| {
-                        b.enumerate(Mode::MaskRom).map(|_| State::MaskRom)
-                    })
-                }
-                Err(e) => log(
-                    &name,
-                    &format!("rockusb: {} aborted: {e}", cbw::opcode_name(c.opcode)),
-                ),
-            }
-        }
-    }
-
     /// Takes the board off the bus (shutdown). The configfs trees stay until the next
     /// start removes them: removing a FunctionFS function while its ep0 is open blocked
     /// in the kernel (seen in the VM), and the process still holds ep0 here.
@@ -546,17 +391,4 @@ impl Board {
         let _ = self.unplug_rockusb();
         let _ = self.console.unbind();
     }
-}
-
-fn mount_ffs(instance: &str, dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
-    nix::mount::mount(
-        Some(instance),
-        dir,
-        Some("functionfs"),
-        nix::mount::MsFlags::empty(),
-        None::<&str>,
-    )
-    .map_err(|e| format!("mount -t functionfs {instance} {}: {e}", dir.display()))
 }

@@ -86,7 +86,7 @@ pub fn status(boards: &[Arc<Board>]) -> serde_json::Value {
                 "name": b.name,
                 "state": b.state().as_str(),
                 "rockusb": {"udc": ru, "port": rp, "bound": rb},
-                "console": {"udc": cu, "port": cp, "bound": cb, "tty": b.tty},
+                "console": {"udc": cu, "port": cp, "bound": cb, "tty": b.tty()},
                 "flash": {"path": b.flash.path(), "bytes": b.flash.sectors() * 512},
                 "regions": regions,
             })

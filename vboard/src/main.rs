@@ -3,7 +3,7 @@
 //! # Layout
 //! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`.
 //! - `preflight.rs` — can this machine host boards (root, configfs, functionfs, UDCs)?
-//! - `board.rs` — one board: its gadgets, state, and the ep0/bulk/console threads.
+//! - `board.rs` — one board: its gadgets, state and power; `board/usb.rs` its ep0 and bulk threads.
 //! - `gadget/` — configfs gadgets and UDCs. `ffs/` — FunctionFS descriptors, events, endpoints.
 //! - `rockusb/` — the mask ROM download, CBW/CSW, the Loader commands.
 //! - `flash.rs` — the sparse flash file and the regions written since the last boot.
@@ -210,7 +210,7 @@ fn serve(
     // An earlier run's FunctionFS mounts, then its gadgets (their ep0s are closed now).
     if let Ok(entries) = std::fs::read_dir(state_dir.join("ffs")) {
         for e in entries.flatten() {
-            let _ = nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH);
+            ffs::unmount(&e.path());
         }
     }
     gadget::remove_leftovers("gatecmd-vb");
@@ -248,7 +248,7 @@ fn serve(
             b.name,
             rp.as_deref().unwrap_or("?"),
             cp.as_deref().unwrap_or("?"),
-            b.tty.display(),
+            b.tty().display(),
             b.flash.path().display(),
             b.flash.sectors() * 512
         );
@@ -260,7 +260,7 @@ fn serve(
     for b in &boards {
         b.shutdown();
         for d in &b.ffs_dirs {
-            let _ = nix::mount::umount2(d, nix::mount::MntFlags::MNT_DETACH);
+            ffs::unmount(d);
         }
     }
     let _ = std::fs::remove_file(&control_path);

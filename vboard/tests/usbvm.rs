@@ -8,7 +8,8 @@
 //! db → Loader → rid, rfi, rci, ppt, wl 0x40 IMAGE, rl read-back equal → rd → the boot
 //! log names the image's SHA-256 → login root → uname -a, `$?` → power off → on
 //! --maskrom → db → ef (back in MaskROM) → wl in MaskROM refused → db → the region reads
-//! back as zeros. It also captures rkdeveloptool's own bytes during `db` and `wl`
+//! back as zeros → power off, power on with that blank flash: the boot fails on the
+//! console (which stayed on the bus) and the board comes up in MaskROM. It also captures rkdeveloptool's own bytes during `db` and `wl`
 //! (docs/VBOARD.md quotes them) and checks allowed_commands.yaml's `progress:` regex
 //! against the `wl` lines.
 //!
@@ -295,6 +296,18 @@ fn usbvm_rkdeveloptool() {
     r.expect("wl_in_maskrom", 1, "Write LBA failed!");
     r.expect("db3", 0, "Downloading bootloader succeeded.");
     assert_eq!(r.rc("erased_zero"), 0, "ef left data at LBA 0x40");
+    r.expect("power_on_blank", 0, "vb1: maskrom");
+    let console2 = {
+        let a = r.log.find("BEGIN console2\n").expect("console2 capture");
+        let b = r.log.find("\nEND console2").expect("console2 end");
+        r.log[a..b].to_string()
+    };
+    assert!(
+        console2.contains("vboard: no bootable image")
+            && console2.contains("falling back to MaskROM"),
+        "a blank flash must fail its boot on the console:\n{console2}"
+    );
+    r.expect("ld_after_blank", 0, "Maskrom");
     assert_eq!(
         r.rc("vboard_exit"),
         0,

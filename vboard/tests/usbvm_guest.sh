@@ -103,6 +103,18 @@ step db3 $RK db $D/loader.bin
 wait_ld Loader; echo "STEP wait_loader3 rc=$?"
 step rl_erased $RK rl 0x40 8 /tmp/erased.img
 cmp -n 4096 /tmp/erased.img /dev/zero; echo "STEP erased_zero rc=$?"
+# Power on with a blank flash: the boot fails on the console, the board falls back to
+# MaskROM. The console adapter stayed on the bus through power off: the capture above
+# still runs, so what follows its current end is this boot's output.
+step power_off2 $VB power vb1 off --control $CTL
+before=$(stat -c %s /tmp/console.out)
+step power_on_blank $VB power vb1 on --control $CTL
+sleep 0.3
+echo "BEGIN console2"
+tail -c +$((before + 1)) /tmp/console.out | tr '\r' '~'
+echo
+echo "END console2"
+step ld_after_blank $RK ld
 step status $VB status --control $CTL
 echo "VBOARD STDERR"
 true

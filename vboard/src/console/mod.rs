@@ -42,6 +42,19 @@ pub fn open_tty(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Something to hold while the tty is closed: writes vanish, reads see end of file.
+fn placeholder() -> File {
+    File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap_or_else(|_| {
+            // /dev/null always exists where configfs gadgets do; a closed pipe would do too.
+            let (r, _w) = std::io::pipe().expect("a pipe");
+            File::from(std::os::fd::OwnedFd::from(r))
+        })
+}
+
 /// The tty of an `acm.NAME` function: `/dev/ttyGS<port_num>`.
 pub fn tty_of(function_dir: &Path) -> io::Result<PathBuf> {
     let n = std::fs::read_to_string(function_dir.join("port_num"))?;
@@ -49,13 +62,18 @@ pub fn tty_of(function_dir: &Path) -> io::Result<PathBuf> {
 }
 
 /// Runs the console until `rx` closes. `on_action` hears `reboot` from the shell.
+/// The tty is reopened for every boot and after a read error: unbinding the gadget hangs
+/// up the board side, and a hung-up descriptor answers EIO for good (seen in the VM after
+/// power off → on).
 pub fn run(
     board: String,
+    path: PathBuf,
     mut tty: File,
     rx: Receiver<Command>,
     on_action: impl Fn(Action),
     log: impl Fn(String),
 ) {
+    let mut stale = false;
     let mut shell = Shell::new(&board);
     let mut active = false;
     let mut buf = [0u8; 1024];
@@ -69,6 +87,18 @@ pub fn run(
                 done,
             }) => {
                 active = false;
+                // Close first: a second open of a hung-up tty shares its EIO state.
+                drop(std::mem::replace(&mut tty, placeholder()));
+                match open_tty(&path) {
+                    Ok(f) => {
+                        tty = f;
+                        stale = false;
+                    }
+                    Err(e) => {
+                        log(format!("console: reopening {}: {e}", path.display()));
+                        stale = true;
+                    }
+                }
                 // Drop what was typed at a board that was not listening.
                 while matches!(tty.read(&mut buf), Ok(n) if n > 0) {}
                 for l in lines {
@@ -87,6 +117,19 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
+        if stale {
+            drop(std::mem::replace(&mut tty, placeholder()));
+            match open_tty(&path) {
+                Ok(f) => {
+                    tty = f;
+                    stale = false;
+                }
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+            }
+        }
         loop {
             match tty.read(&mut buf) {
                 Ok(0) => break,
@@ -101,7 +144,12 @@ pub fn run(
                 Ok(_) => {} // a board that is off or in MaskROM reads nothing
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break, // EIO while the gadget is unbound: try again later
+                Err(_) => {
+                    // EIO: hung up by an unbind; a new descriptor works once rebound.
+                    stale = true;
+                    std::thread::sleep(Duration::from_millis(100));
+                    break;
+                }
             }
         }
     }

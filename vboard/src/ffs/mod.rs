@@ -114,6 +114,49 @@ pub fn parse_event(b: &[u8; EVENT_LEN]) -> Event {
     }
 }
 
+/// Mounts FunctionFS instance `instance` (the part after `ffs.` of its configfs function)
+/// at `dir` (created), replacing an earlier mount there. libc directly: the server's
+/// `nix` feature set stays the only one in the workspace, so no shared crate is built twice.
+pub fn mount(instance: &str, dir: &Path) -> Result<(), String> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    unmount(dir);
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| format!("{}: NUL in a path", dir.display()));
+    let (src, target, fstype) = (
+        cstr(instance.as_bytes())?,
+        cstr(dir.as_os_str().as_bytes())?,
+        cstr(b"functionfs")?,
+    );
+    // SAFETY: NUL-terminated strings that outlive the call; no mount data.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "mount -t functionfs {instance} {}: {}",
+            dir.display(),
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Detaches whatever is mounted at `dir` (best effort).
+pub fn unmount(dir: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) {
+        // SAFETY: a NUL-terminated path that outlives the call.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 /// `ep0` of a mounted FunctionFS instance.
 pub struct Ep0 {
     file: File,
