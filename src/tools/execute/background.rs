@@ -42,6 +42,9 @@ pub(super) struct Launch {
     pub reporter: Option<(progress::Tap, tokio::task::JoinHandle<()>)>,
     pub uncancellable: bool,
     pub origin: Origin,
+    /// Whether the device left the bus during the run, for the result's `device_left`.
+    pub left: Option<super::device_left::Watch>,
+    pub registry: crate::devices::Registry,
 }
 
 /// Registers the job and starts its task; the job is listed before this returns.
@@ -106,6 +109,8 @@ async fn run_job(l: Launch, job: Arc<Job>) {
         trail,
         running,
         reporter,
+        left,
+        registry,
         ..
     } = l;
     let grace = executor.grace();
@@ -144,6 +149,7 @@ async fn run_job(l: Launch, job: Arc<Job>) {
         Ok(o) => {
             running.finish(command_outcome(&o), None, Some(o.duration));
             fill(&mut result, &o, grace);
+            result.device_left = left.and_then(|w| w.finish(&registry));
             trail.finished(&run_end(&result, &o));
             let state = match o.stopped {
                 Some(StopReason::Timeout) => JobState::TimedOut,

@@ -101,4 +101,8 @@ pub struct ExecuteResult {
     /// Jobs of yours that continued after you gave up on their call (told once).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Present when the device the command ran on left the bus while it ran (unplugged,
+    /// powered off, reset): whether it is back, and in which mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_left: Option<super::device_left::DeviceLeft>,
 }

@@ -1,8 +1,10 @@
 //! `execute_command`, by responsibility: [`interface`] (arguments and result), [`prepare`]
 //! (policy and typed refusals: nothing has run), [`run`] (locks → spawn → outcome) and
-//! [`render`] (text for people); [`power_guard`] refuses a board's power command.
+//! [`render`] (text for people); [`power_guard`] refuses a board's power command;
+//! [`device_left`] tells whether the device left mid-run.
 
 mod background;
+pub mod device_left;
 mod held;
 pub mod interface;
 pub mod job_calls;

@@ -22,6 +22,7 @@ use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
 
+use super::device_left::Watch;
 use super::held::Held;
 use super::interface::{ExecuteRequest, ExecuteResult};
 use super::outcome::{command_outcome, fill, run_end};
@@ -134,6 +135,7 @@ async fn run_call(
     );
     // Dropped unfinished (the request went away mid-run), it counts as cancelled.
     let running = metrics::command_running(&result.command, &who.name);
+    let left = Watch::start(state, prepared.device.as_ref());
     let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
     if as_job || prepared.cancel == CancelPolicy::Detach {
         let origin = match (as_job, task) {
@@ -156,6 +158,8 @@ async fn run_call(
             reporter,
             uncancellable: prepared.cancel == CancelPolicy::Never,
             origin,
+            left,
+            registry: state.registry.clone(),
         });
         return match origin {
             crate::jobs::Origin::Task => super::job_calls::task_handle(&job),
@@ -177,6 +181,7 @@ async fn run_call(
     };
     running.finish(command_outcome(&outcome), None, Some(outcome.duration));
     fill(&mut result, &outcome, state.executor.grace());
+    result.device_left = left.and_then(|w| w.finish(&state.registry));
     trail.finished(&run_end(&result, &outcome));
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,
@@ -250,6 +255,7 @@ fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
         job: None,
         started_at: None,
         notices: Vec::new(),
+        device_left: None,
     }
 }
 
