@@ -2,6 +2,7 @@
 //! and who the caller is. Each tool's logic lives in its own file under `tools/`.
 
 mod boards;
+mod shell;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -102,7 +103,7 @@ impl GatecmdServer {
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| Self::tool_router() + Self::board_router())
+            .get_or_init(|| Self::tool_router() + Self::board_router() + Self::shell_router())
             .clone()
     }
 

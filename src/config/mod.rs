@@ -8,6 +8,7 @@
 //!
 //! - `schema`: the validated [`Config`] and its parts, with their defaults.
 //! - `boards`: the named boards (usb port, console, power).
+//! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
 //! - `staging`: the file staging policy (limits, write roots per client).
 //! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
 //! - `raw`: the schema as written in YAML, and checks of single values.
@@ -29,6 +30,7 @@ mod metrics;
 mod page;
 mod raw;
 mod schema;
+mod shell;
 mod staging;
 mod validate;
 
@@ -46,6 +48,11 @@ pub use schema::{
     AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig,
     CommandConfig, Config, DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits,
     MonitorSettings, PatternConfig, TokenSource,
+};
+pub use shell::{
+    DEFAULT_BOOT_TIMEOUT_SECS, DEFAULT_LOGIN_PROMPT, DEFAULT_PROMPT, DEFAULT_UBOOT_INTERRUPT,
+    DEFAULT_UBOOT_PROMPT, LoginConfig, MAX_BOOT_TIMEOUT_SECS, PASSWORD_PROMPT, ShellConfig,
+    UbootConfig, prompt_regex,
 };
 pub use staging::{
     CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,

@@ -2,7 +2,9 @@
 //! the `#[tool_router]` list that dispatches to them.
 
 pub mod board_list;
+pub mod board_run;
 pub mod boards;
+pub mod boot_board;
 pub mod commands;
 pub mod console;
 pub mod devices;
