@@ -66,4 +66,6 @@ mod boards_tests;
 #[cfg(test)]
 mod staging_tests;
 #[cfg(test)]
+mod shell_tests;
+#[cfg(test)]
 mod tests;
