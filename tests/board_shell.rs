@@ -358,3 +358,85 @@ async fn boot_board_stops_in_uboot_runs_there_and_boots_to_a_shell() {
         "{v}"
     );
 }
+
+/// The bench page's console view: a signed-in viewer reads the board's console as text
+/// (ANSI removed) and follows it from a cursor; nobody without a session reads anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_a_board_console_to_signed_in_viewers_only() {
+    let (s, a, lease) = bench(Start::Shell).await;
+    let v = run(&a, &lease, "colours").await;
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let get = |path: String, cookie: Option<String>| {
+        let mut r = http.get(format!("{}{path}", s.base));
+        if let Some(c) = cookie {
+            r = r.header("cookie", c);
+        }
+        r.send()
+    };
+    let r = get("/console?board=sim".into(), None).await.expect("GET");
+    assert_eq!(r.status(), 401, "no session, no console");
+    let r = http
+        .post(format!("{}/signin", s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", s.base.clone())
+        .body(format!("token={TOKEN_B}"))
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(r.status(), 303);
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .split(';')
+        .next()
+        .expect("cookie")
+        .to_string();
+    let r = get("/console?board=sim".into(), Some(cookie.clone()))
+        .await
+        .expect("GET");
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.expect("json");
+    let text = v["text"].as_str().unwrap_or_default();
+    assert!(text.contains("red text") && !text.contains('\x1b'), "{v}");
+    assert!(
+        text.contains("root@sim:~# colours"),
+        "the echo as the board printed it: {v}"
+    );
+    let next = v["next_cursor"].as_u64().expect("next_cursor");
+    // From the cursor on: only what came after.
+    run(&a, &lease, "echo later").await;
+    let v: Value = get(
+        format!("/console?board=sim&cursor={next}"),
+        Some(cookie.clone()),
+    )
+    .await
+    .expect("GET")
+    .json()
+    .await
+    .expect("json");
+    let text = v["text"].as_str().unwrap_or_default();
+    assert!(text.contains("later") && !text.contains("red text"), "{v}");
+    let r = get("/console?board=nope".into(), Some(cookie))
+        .await
+        .expect("GET");
+    assert_eq!(r.status(), 404);
+    // The page itself carries the view and no external asset.
+    let js = get("/page.js".into(), None)
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        js.contains("/console?board="),
+        "page.js fetches the console view"
+    );
+    assert!(
+        !js.contains("http://") && !js.contains("https://"),
+        "no external assets"
+    );
+}

@@ -64,8 +64,8 @@ pub use crate::sanitizer::FileKind;
 #[cfg(test)]
 mod boards_tests;
 #[cfg(test)]
-mod staging_tests;
-#[cfg(test)]
 mod shell_tests;
+#[cfg(test)]
+mod staging_tests;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,11 @@ const POWER: &str = "commands:\n  - name: relay\n    binary: /bin/true\n    allo
 
 #[test]
 fn shell_keys_default_and_load() {
-    let c = Config::parse("boards:\n  - name: a\n    usb: \"1-2\"\n    console: {path: /dev/ttyS2, baud: 115200}\n", "s.yaml").expect("valid");
+    let c = Config::parse(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    console: {path: /dev/ttyS2, baud: 115200}\n",
+        "s.yaml",
+    )
+    .expect("valid");
     let b = c.board("a").expect("a");
     assert_eq!(b.shell, ShellConfig::default());
     assert_eq!(b.shell.prompt, DEFAULT_PROMPT);
@@ -20,11 +24,17 @@ fn shell_keys_default_and_load() {
     let c = Config::parse(&text, "s.yaml").expect("valid");
     let b = c.board("a").expect("a");
     let login = b.shell.login.as_ref().expect("login");
-    assert_eq!((login.user.as_str(), login.password_env.as_deref()), ("root", Some("BOARD_PW")));
+    assert_eq!(
+        (login.user.as_str(), login.password_env.as_deref()),
+        ("root", Some("BOARD_PW"))
+    );
     assert_eq!(b.shell.prompt, r"root@\w+:.*# $");
     assert_eq!(b.shell.uboot.interrupt, " ");
     assert_eq!(b.shell.boot_timeout, std::time::Duration::from_secs(30));
-    assert_eq!(b.maskrom.as_ref().map(|m| m.args.clone()), Some(vec!["maskrom".to_string()]));
+    assert_eq!(
+        b.maskrom.as_ref().map(|m| m.args.clone()),
+        Some(vec!["maskrom".to_string()])
+    );
 }
 
 #[test]
@@ -43,12 +53,26 @@ fn bad_shell_keys_are_refused_with_file_line_and_field() {
     assert_eq!((e.file.as_str(), e.line), ("s.yaml", 7), "{e}");
     assert!(e.message.contains("regex"), "{e}");
     assert_eq!(find("boards[0].console.boot_timeout_secs").line, 8);
-    assert!(find("boards[0].console.login.user").message.contains("printable"));
-    assert!(find("boards[0].console.login.password_env").message.contains("environment variable"));
-    let text = format!("{POWER}boards:\n  - name: a\n    usb: \"1-2\"\n    power:\n      on: {{command: relay, args: \"on\"}}\n      off: {{command: relay, args: \"off\"}}\n      maskrom: {{command: nope}}\n");
+    assert!(
+        find("boards[0].console.login.user")
+            .message
+            .contains("printable")
+    );
+    assert!(
+        find("boards[0].console.login.password_env")
+            .message
+            .contains("environment variable")
+    );
+    let text = format!(
+        "{POWER}boards:\n  - name: a\n    usb: \"1-2\"\n    power:\n      on: {{command: relay, args: \"on\"}}\n      off: {{command: relay, args: \"off\"}}\n      maskrom: {{command: nope}}\n"
+    );
     let errs = match Config::parse(&text, "s.yaml") {
         Ok(_) => panic!("invalid"),
         Err(e) => e.0,
     };
-    assert!(errs.iter().any(|e| e.field == "boards[0].power.maskrom.command"), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.field == "boards[0].power.maskrom.command"),
+        "{errs:?}"
+    );
 }
