@@ -218,6 +218,30 @@ async fn a_command_that_never_ends_is_interrupted_and_the_next_call_works() {
         (json!("after\n"), json!(0)),
         "{v}"
     );
+
+    // Cancelled by the client (notifications/cancelled): Ctrl-C reaches the board, the
+    // prompt comes back, and the next call works.
+    let h = harness::start_call(
+        &a,
+        "board_run",
+        json!({"board": "sim", "command": "hang", "lease": lease, "timeout_secs": 60}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.cancel(Some("test".into())).await.expect("cancel");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let v = loop {
+        let v = run(&a, &lease, "echo again").await;
+        if v["refusal"]["reason"] != "device_busy" || Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (v["output"].clone(), v["exit_code"].clone()),
+        (json!("again\n"), json!(0)),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -164,17 +164,16 @@ pub async fn boot(
     };
     let cursor = leased.console.as_ref().map(|c| c.bounds().1);
     let mut done = Vec::new();
+    // What a boot prints is looked for from just before the power comes on: an answer to
+    // the probe arriving late must not pass for the new boot's prompt.
+    let mut from = cursor.unwrap_or(0);
     for step in steps {
-        let r = run_step(
-            state,
-            &config,
-            &leased,
-            step,
-            cursor.unwrap_or(0),
-            deadline,
-            cancel,
-        )
-        .await;
+        if step == Step::PowerOn
+            && let Some(c) = &leased.console
+        {
+            from = c.bounds().1;
+        }
+        let r = run_step(state, &config, &leased, step, from, deadline, cancel).await;
         record(
             if r.is_ok() { "step" } else { "step_failed" },
             serde_json::json!({"step": step_name(step), "error": r.as_ref().err().map(|e| e.message.clone())}),
