@@ -1,9 +1,11 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
+#   make demo   (optional) two virtual RK3588 boards on this machine's USB stack and gatecmd
+#               serving them; needs root and dummy_hcd, says why in one line where it cannot
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run test setup test-setup build lint test-python test-ts conformance install bench bench-smoke soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke bench-vboard screenshot-vboard soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -17,14 +19,21 @@ build: setup
 run: build
 	./target/release/gatecmd serve --config allowed_commands.yaml
 
+# Not dependent on `build`: the script checks the host first (root, dummy_hcd, not a
+# container) and refuses in one line before building anything (scripts/demo.sh).
+demo:
+	./scripts/demo.sh
+
 lint:
 	cargo fmt --check
-	cargo clippy --all-targets --locked -- -D warnings
+	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The build without libudev (libusb backend only) must stay clean too.
 	cargo clippy --no-default-features --lib --locked -- -D warnings
 
 test: test-setup lint
 	cargo test --locked
+	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
+	cargo test --locked -p gatecmd-vboard
 	./scripts/pytest.sh
 	./scripts/ts-tests.sh
 	./scripts/conformance.sh
@@ -52,6 +61,22 @@ bench: test-setup
 	cargo bench --locked --bench gatecmd
 	# Bench page update latency (event -> DOM) in headless Chromium, on the release binary.
 	.venv/bin/python benches/page_latency.py
+
+# Flashing on virtual boards (gatecmd-vboard) in a usbvm VM, release build (not part of
+# `make test`): wl of 64 MiB through gatecmd vs rkdeveloptool directly, power on -> login:.
+bench-vboard: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	cargo build --release --locked -p gatecmd-vboard
+	.venv/bin/python benches/vboard.py
+
+# docs/img/vboard-flash.png: the bench page in headless Chromium during a real flash of a
+# virtual board.
+screenshot-vboard: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	cargo build --release --locked -p gatecmd-vboard
+	.venv/bin/python benches/vboard_page.py
 
 bench-smoke: test-setup
 	./scripts/venv.sh

@@ -161,8 +161,18 @@ async fn file_arguments_are_open_files_and_children_start_in_root() {
         shown.ends_with("/images/inside.txt"),
         "argv shows the path: {v}"
     );
+    // The open file under its own name (tools such as rkdeveloptool look at the name): a
+    // symlink to the descriptor the child inherited.
     let passed = v["passed_argv"][1].as_str().unwrap_or_default();
-    assert!(passed.starts_with("/proc/self/fd/"), "{v}");
+    assert!(
+        passed.contains("/gatecmd-args-") && passed.ends_with("/inside.txt"),
+        "{v}"
+    );
+    let target = std::fs::read_link(passed).expect("the named argument is a symlink");
+    assert!(
+        target.to_string_lossy().starts_with("/proc/self/fd/"),
+        "{target:?}"
+    );
     assert_eq!(
         v["stdout"],
         format!("{passed}\n"),

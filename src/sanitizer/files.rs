@@ -6,8 +6,8 @@
 //! opened beneath its root with the resolver file staging uses (`Dir::open_beneath` in
 //! src/beneath.rs: `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`; symlinks are
 //! followed only while they stay beneath the root), and the child is given that open file as
-//! `/proc/self/fd/N`. What the child reads is exactly what was checked, whatever happens to the
-//! path meanwhile.
+//! `/proc/self/fd/N`, under the file's own name where a tool needs it (`named_link`). What
+//! the child reads is exactly what was checked, whatever happens to the path meanwhile.
 //!
 //! An output cannot be opened before the tool creates it. Its directory is, and the child gets
 //! `/proc/self/fd/N/NAME`, so the directory cannot be swapped; the last component can still be
@@ -49,7 +49,8 @@ pub struct OpenedArg {
     pub fd: Arc<OwnedFd>,
     /// What the argument resolved to, for people: results, logs, the audit record.
     pub real: PathBuf,
-    /// What the child is given: `/proc/self/fd/N`, or `/proc/self/fd/N/NAME` for an output.
+    /// What the child is given: `<links>/N/NAME`, a symlink to `/proc/self/fd/N` (or that
+    /// path itself), or `/proc/self/fd/N/NAME` for an output.
     pub passed: String,
 }
 
@@ -89,12 +90,49 @@ fn open_input(root: &Path, dir: &Dir, rel: &RelPath, hardlinks: bool) -> Result<
             meta.nlink()
         ));
     }
-    let passed = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let passed = real
+        .file_name()
+        .and_then(|name| named_link(fd.as_raw_fd(), name))
+        .unwrap_or_else(|| format!("/proc/self/fd/{}", fd.as_raw_fd()));
     Ok(OpenedArg {
         fd: Arc::new(fd),
         real,
         passed,
     })
+}
+
+/// The open input under its own file name, for tools that look at the name: rkdeveloptool
+/// reads a `db`/`ul` loader as a boot file only when its path contains `.bin`
+/// (`RKImage.cpp`), which `/proc/self/fd/N` does not. The child gets
+/// `<links>/N/<name>`, a symlink to `/proc/self/fd/N`: resolved by the child, it is the
+/// descriptor it inherited, so it still reads exactly what was checked. `<links>` is this
+/// server's own directory (mode 0700, random name, made once in the temporary directory);
+/// `N/` belongs to descriptor N while N is open (no other argument can have that number
+/// meanwhile), so whatever an earlier N left there is stale and replaced. `None` (the plain
+/// `/proc/self/fd/N`) when the directory cannot be made.
+fn named_link(fd: std::os::fd::RawFd, name: &std::ffi::OsStr) -> Option<String> {
+    static LINKS: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let root = LINKS
+        .get_or_init(|| {
+            use std::os::unix::fs::DirBuilderExt;
+            let mut tag = [0u8; 8];
+            getrandom::fill(&mut tag).ok()?;
+            let dir = std::env::temp_dir().join(format!("gatecmd-args-{}", hex::encode(tag)));
+            // `create` fails on anything already there: nobody can plant this directory.
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| tracing::warn!(dir = %dir.display(), error = %e, "cannot make the directory for named file arguments; tools get /proc/self/fd/N"))
+                .ok()?;
+            Some(dir)
+        })
+        .as_ref()?;
+    let slot = root.join(fd.to_string());
+    let _ = std::fs::remove_dir_all(&slot);
+    std::fs::create_dir(&slot).ok()?;
+    let link = slot.join(name);
+    std::os::unix::fs::symlink(format!("/proc/self/fd/{fd}"), &link).ok()?;
+    link.into_os_string().into_string().ok()
 }
 
 fn open_output(root: &Path, root_dir: Dir, rel: &RelPath) -> Result<OpenedArg, String> {

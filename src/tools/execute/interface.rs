@@ -88,4 +88,8 @@ pub struct ExecuteResult {
     /// Why the command was stopped, in words, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// Present when the device the command ran on left the bus while it ran (unplugged,
+    /// powered off, reset): whether it is back, and in which mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_left: Option<super::device_left::DeviceLeft>,
 }

@@ -40,6 +40,9 @@ pub fn render(r: &ExecuteResult) -> String {
         )),
         _ => s.push_str(&format!("ended after {} ms\n", r.duration_ms)),
     }
+    if let Some(left) = &r.device_left {
+        s.push_str(&format!("{}\n", left.message));
+    }
     for (name, text, cut) in [
         ("stdout", &r.stdout, r.stdout_truncated),
         ("stderr", &r.stderr, r.stderr_truncated),

@@ -23,6 +23,7 @@ use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
 
+use super::device_left::Watch;
 use super::interface::{ExecuteRequest, ExecuteResult};
 use super::prepare::{Prepared, Rejected, prepare};
 use super::render::{render, render_view, shell_words};
@@ -102,6 +103,7 @@ pub async fn run(
     );
     // Dropped unfinished (the request went away mid-run), it counts as cancelled.
     let running = metrics::command_running(&result.command, &who.name);
+    let left = Watch::start(state, prepared.device.as_ref());
     let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
         Ok(o) => o,
         Err(e) => {
@@ -114,6 +116,7 @@ pub async fn run(
     };
     running.finish(command_outcome(&outcome), None, Some(outcome.duration));
     fill(&mut result, &outcome, state.executor.grace());
+    result.device_left = left.and_then(|w| w.finish(state));
     trail.finished(&run_end(&result, &outcome));
     tracing::info!(
         client = %who.name, command = %result.command, exit_code = ?result.exit_code,
@@ -212,6 +215,7 @@ fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
         shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
         isolated_view: None,
         stop_reason: None,
+        device_left: None,
     }
 }
 

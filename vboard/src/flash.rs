@@ -1,0 +1,245 @@
+//! A board's flash: a sparse file of 512-byte sectors, and the regions written since the
+//! last boot (which the boot log names with their SHA-256).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+pub const SECTOR: u64 = 512;
+
+/// Sorted, disjoint, non-adjacent `[start, end)` sector ranges.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Regions(Vec<(u64, u64)>);
+
+impl Regions {
+    pub fn add(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        let mut kept = Vec::with_capacity(self.0.len() + 1);
+        for &(a, b) in &self.0 {
+            if b < s || a > e {
+                kept.push((a, b));
+            } else {
+                // Overlapping or adjacent: merge.
+                s = s.min(a);
+                e = e.max(b);
+            }
+        }
+        kept.push((s, e));
+        kept.sort_unstable();
+        self.0 = kept;
+    }
+
+    pub fn remove(&mut self, start: u64, end: u64) {
+        let mut kept = Vec::with_capacity(self.0.len() + 1);
+        for &(a, b) in &self.0 {
+            if b <= start || a >= end {
+                kept.push((a, b));
+                continue;
+            }
+            if a < start {
+                kept.push((a, start));
+            }
+            if b > end {
+                kept.push((end, b));
+            }
+        }
+        self.0 = kept;
+    }
+
+    pub fn ranges(&self) -> &[(u64, u64)] {
+        &self.0
+    }
+}
+
+/// Why a flash access was refused.
+#[derive(Debug)]
+pub enum FlashError {
+    OutOfRange { lba: u64, sectors: u64, total: u64 },
+    Io(io::Error),
+}
+
+impl std::fmt::Display for FlashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlashError::OutOfRange {
+                lba,
+                sectors,
+                total,
+            } => write!(
+                f,
+                "lba 0x{lba:x} + {sectors} sectors is beyond the flash end ({total} sectors)"
+            ),
+            FlashError::Io(e) => write!(f, "flash file: {e}"),
+        }
+    }
+}
+
+pub struct Flash {
+    file: File,
+    path: PathBuf,
+    sectors: u64,
+    written: Mutex<Regions>,
+}
+
+impl Flash {
+    /// Opens (or creates) the backing file and sets its length to `bytes` (sparse: a new
+    /// 16 GiB flash occupies no disk).
+    pub fn open(path: &Path, bytes: u64) -> io::Result<Flash> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        file.set_len(bytes)?;
+        Ok(Flash {
+            file,
+            path: path.to_path_buf(),
+            sectors: bytes / SECTOR,
+            written: Mutex::new(Regions::default()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn sectors(&self) -> u64 {
+        self.sectors
+    }
+
+    fn check(&self, lba: u64, sectors: u64) -> Result<(), FlashError> {
+        match lba.checked_add(sectors) {
+            Some(end) if end <= self.sectors => Ok(()),
+            _ => Err(FlashError::OutOfRange {
+                lba,
+                sectors,
+                total: self.sectors,
+            }),
+        }
+    }
+
+    pub fn read(&self, lba: u64, buf: &mut [u8]) -> Result<(), FlashError> {
+        self.check(lba, buf.len() as u64 / SECTOR)?;
+        self.file
+            .read_exact_at(buf, lba * SECTOR)
+            .map_err(FlashError::Io)
+    }
+
+    pub fn write(&self, lba: u64, data: &[u8]) -> Result<(), FlashError> {
+        let sectors = data.len() as u64 / SECTOR;
+        self.check(lba, sectors)?;
+        self.file
+            .write_all_at(data, lba * SECTOR)
+            .map_err(FlashError::Io)?;
+        self.regions().add(lba, lba + sectors);
+        Ok(())
+    }
+
+    /// Zeroes `sectors` from `lba`: a hole punched in the file (no data written), or
+    /// zeros where the filesystem cannot punch.
+    pub fn erase(&self, lba: u64, sectors: u64) -> Result<(), FlashError> {
+        self.check(lba, sectors)?;
+        let (off, len) = ((lba * SECTOR) as i64, (sectors * SECTOR) as i64);
+        // SAFETY: fallocate on an fd we own, with plain integer arguments.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+        };
+        if rc != 0 {
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = off as u64;
+            let end = (off + len) as u64;
+            while at < end {
+                let n = (end - at).min(zeros.len() as u64) as usize;
+                self.file
+                    .write_all_at(&zeros[..n], at)
+                    .map_err(FlashError::Io)?;
+                at += n as u64;
+            }
+        }
+        self.regions().remove(lba, lba + sectors);
+        Ok(())
+    }
+
+    fn regions(&self) -> std::sync::MutexGuard<'_, Regions> {
+        // A poisoned lock only means a panic elsewhere; the interval list is still valid.
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The regions written since the last boot, and forgets them (a boot consumes them).
+    pub fn take_regions(&self) -> Regions {
+        std::mem::take(&mut *self.regions())
+    }
+
+    pub fn peek_regions(&self) -> Regions {
+        self.regions().clone()
+    }
+
+    /// SHA-256 of `[start, end)` sectors, read back from the file.
+    pub fn sha256(&self, start: u64, end: u64) -> Result<String, FlashError> {
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = start;
+        while at < end {
+            let n = ((end - at) * SECTOR).min(buf.len() as u64) as usize;
+            self.read(at, &mut buf[..n])?;
+            h.update(&buf[..n]);
+            at += n as u64 / SECTOR;
+        }
+        Ok(hex::encode(h.finalize()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_merge_and_split() {
+        let mut r = Regions::default();
+        r.add(64, 192);
+        r.add(192, 320); // adjacent: merged
+        r.add(1000, 1010);
+        assert_eq!(r.ranges(), &[(64, 320), (1000, 1010)]);
+        r.add(300, 1000); // bridges both
+        assert_eq!(r.ranges(), &[(64, 1010)]);
+        r.remove(100, 200);
+        assert_eq!(r.ranges(), &[(64, 100), (200, 1010)]);
+        r.remove(0, 5000);
+        assert!(r.ranges().is_empty());
+    }
+
+    #[test]
+    fn sectors_round_trip_and_bounds_are_checked() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = Flash::open(&dir.path().join("f"), 1 << 20).expect("open");
+        assert_eq!(f.sectors(), 2048);
+        let data: Vec<u8> = (0..4096u32).map(|i| i as u8).collect();
+        f.write(64, &data).expect("write");
+        let mut back = vec![0u8; 4096];
+        f.read(64, &mut back).expect("read");
+        assert_eq!(back, data);
+        assert_eq!(f.peek_regions().ranges(), &[(64, 72)]);
+        let err = f.write(2047, &data).expect_err("beyond the end");
+        assert!(err.to_string().contains("beyond the flash end"), "{err}");
+        let expect = hex::encode(Sha256::digest(&data));
+        assert_eq!(f.sha256(64, 72).expect("hash"), expect);
+        f.erase(0, 2048).expect("erase");
+        f.read(64, &mut back).expect("read");
+        assert!(back.iter().all(|&b| b == 0));
+        assert!(f.take_regions().ranges().is_empty());
+    }
+}

@@ -1,0 +1,286 @@
+//! `gatecmd-vboard`: virtual Rockchip boards on a real USB stack (docs/VBOARD.md).
+//!
+//! # Layout
+//! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`.
+//! - `preflight.rs` — can this machine host boards (root, configfs, functionfs, UDCs)?
+//! - `board.rs` — one board: its gadgets, state, and the ep0/bulk/console threads.
+//! - `gadget/` — configfs gadgets and UDCs. `ffs/` — FunctionFS descriptors, events, endpoints.
+//! - `rockusb/` — the mask ROM download, CBW/CSW, the Loader commands.
+//! - `flash.rs` — the sparse flash file and the regions written since the last boot.
+//! - `console/` — the boot log, the login and shell, the tty thread.
+//! - `control.rs` — the control socket (server and client).
+//! - `loader.rs` — the Rockchip boot-file packer; `crc.rs` — Rockchip's CRCs and RC4.
+
+mod board;
+mod console;
+mod control;
+mod crc;
+mod ffs;
+mod flash;
+mod gadget;
+mod loader;
+mod preflight;
+mod rockusb;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const DEFAULT_STATE: &str = "/run/gatecmd-vboard";
+
+#[derive(Parser)]
+#[command(
+    name = "gatecmd-vboard",
+    version,
+    about = "Virtual Rockchip boards that the real rkdeveloptool flashes (docs/VBOARD.md)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Present the boards (foreground; SIGTERM or Ctrl-C to stop).
+    Serve {
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+        boards: u8,
+        /// Per board: bytes, or with a K/M/G suffix (powers of 1024); whole MiB.
+        #[arg(long, default_value = "16G", value_parser = parse_size)]
+        flash_size: u64,
+        #[arg(long, default_value = "0x2207", value_parser = parse_hex16)]
+        vid: u16,
+        #[arg(long, default_value = "0x350b", value_parser = parse_hex16)]
+        pid: u16,
+        #[arg(long, default_value = DEFAULT_STATE)]
+        state_dir: PathBuf,
+        /// Default: STATE_DIR/control.sock.
+        #[arg(long)]
+        control: Option<PathBuf>,
+    },
+    /// Switch a board: `on`, `on --maskrom` (the MaskROM button held), `off`.
+    Power {
+        board: String,
+        #[arg(value_parser = ["on", "off"])]
+        action: String,
+        #[arg(long)]
+        maskrom: bool,
+        #[arg(long, default_value = concat!("/run/gatecmd-vboard", "/control.sock"))]
+        control: PathBuf,
+    },
+    /// Print every board's state as JSON.
+    Status {
+        #[arg(long, default_value = concat!("/run/gatecmd-vboard", "/control.sock"))]
+        control: PathBuf,
+    },
+    /// Write a Rockchip boot file (`rkdeveloptool db FILE`); the name must contain `.bin`.
+    MakeLoader {
+        #[arg(long)]
+        out: PathBuf,
+        /// A wrong trailing CRC-32: rkdeveloptool refuses the file.
+        #[arg(long, conflicts_with = "bad_payload")]
+        bad_crc: bool,
+        /// A valid file whose 0x472 image the virtual ROM does not start.
+        #[arg(long)]
+        bad_payload: bool,
+    },
+}
+
+fn parse_hex16(s: &str) -> Result<u16, String> {
+    let t = s.strip_prefix("0x").unwrap_or(s);
+    u16::from_str_radix(t, 16).map_err(|_| format!("{s:?} is not a 16-bit hex value like 0x2207"))
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 16G, 64M or 1048576"))?;
+    let bytes = n
+        .checked_mul(mul)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    // rkdeveloptool's ef erases uiFlashSize / 2 / 1024 MiB: only whole MiB are erasable;
+    // READ_FLASH_INFO carries the sector count in 32 bits.
+    if bytes < (1 << 20) || bytes % (1 << 20) != 0 || bytes / 512 > u32::MAX as u64 {
+        return Err(format!(
+            "{s:?}: the flash must be a whole number of MiB, from 1M to 2047G"
+        ));
+    }
+    Ok(bytes)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Serve {
+            boards,
+            flash_size,
+            vid,
+            pid,
+            state_dir,
+            control,
+        } => {
+            let control = control.unwrap_or_else(|| state_dir.join("control.sock"));
+            serve(boards as usize, flash_size, vid, pid, state_dir, control)
+        }
+        Cmd::Power {
+            board,
+            action,
+            maskrom,
+            control,
+        } => {
+            let req = match (action.as_str(), maskrom) {
+                ("on", true) => format!("power {board} on maskrom"),
+                ("off", true) => {
+                    return fail("--maskrom goes with `on` (the button is held while powering on)");
+                }
+                (a, _) => format!("power {board} {a}"),
+            };
+            control::request(&control, &req).map(|s| println!("{board}: {s}"))
+        }
+        Cmd::Status { control } => control::request(&control, "status").map(|s| println!("{s}")),
+        Cmd::MakeLoader {
+            out,
+            bad_crc,
+            bad_payload,
+        } => make_loader(&out, bad_crc, bad_payload),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(why: &str) -> ExitCode {
+    eprintln!("gatecmd-vboard: {why}");
+    ExitCode::from(2)
+}
+
+fn make_loader(out: &std::path::Path, bad_crc: bool, bad_payload: bool) -> Result<(), String> {
+    if !out.to_string_lossy().to_lowercase().contains(".bin") {
+        return Err(format!(
+            "{}: the name must contain \".bin\" (rkdeveloptool opens any other name as an update.img)",
+            out.display()
+        ));
+    }
+    let variant = if bad_crc {
+        loader::Variant::BadCrc
+    } else if bad_payload {
+        loader::Variant::BadPayload
+    } else {
+        loader::Variant::Good
+    };
+    let bytes = loader::build(variant);
+    // What rkdeveloptool will check; a bad-crc file is meant to fail it.
+    if variant != loader::Variant::BadCrc {
+        loader::parse(&bytes)
+            .map_err(|e| format!("internal error: the packed loader does not parse: {e}"))?;
+    }
+    std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn serve(
+    n: usize,
+    flash: u64,
+    vid: u16,
+    pid: u16,
+    state_dir: PathBuf,
+    control_path: PathBuf,
+) -> Result<(), String> {
+    use nix::sys::signal::{SigSet, Signal};
+    let udcs = preflight::check(n)?;
+    // Block the stop signals before any thread starts, then wait for them here.
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    set.thread_block()
+        .map_err(|e| format!("signal mask: {e}"))?;
+    std::fs::create_dir_all(&state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("{}: {e}", state_dir.display()))?;
+    }
+    // An earlier run's FunctionFS mounts, then its gadgets (their ep0s are closed now).
+    if let Ok(entries) = std::fs::read_dir(state_dir.join("ffs")) {
+        for e in entries.flatten() {
+            let _ = nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    gadget::remove_leftovers("gatecmd-vb");
+    let mut boards = Vec::new();
+    for k in 0..n {
+        let b = board::Board::start(board::Settings {
+            name: format!("vb{}", k + 1),
+            vid,
+            pid,
+            flash_bytes: flash,
+            state_dir: state_dir.clone(),
+            rockusb_udc: udcs[2 * k].clone(),
+            console_udc: udcs[2 * k + 1].clone(),
+        });
+        match b {
+            Ok(b) => boards.push(b),
+            Err(e) => {
+                for b in &boards {
+                    b.shutdown();
+                }
+                return Err(e);
+            }
+        }
+    }
+    control::serve(&control_path, boards.clone())?;
+    println!(
+        "gatecmd-vboard ready: boards={n} control={}",
+        control_path.display()
+    );
+    for b in &boards {
+        let (ru, cu) = b.udcs();
+        let (rp, cp) = b.ports();
+        println!(
+            "board {} rockusb={ru} port={} console={cu} port={} tty={} flash={} size={}",
+            b.name,
+            rp.as_deref().unwrap_or("?"),
+            cp.as_deref().unwrap_or("?"),
+            b.tty.display(),
+            b.flash.path().display(),
+            b.flash.sectors() * 512
+        );
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let sig = set.wait().map_err(|e| format!("sigwait: {e}"))?;
+    eprintln!("gatecmd-vboard: {sig:?}: unplugging the boards");
+    for b in &boards {
+        b.shutdown();
+        for d in &b.ffs_dirs {
+            let _ = nix::mount::umount2(d, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    let _ = std::fs::remove_file(&control_path);
+    // The USB threads are blocked in endpoint reads: leave without joining them.
+    std::process::exit(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_odd_ones_are_refused() {
+        assert_eq!(parse_size("16G"), Ok(16 << 30));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert!(parse_size("1000").is_err());
+        assert!(parse_size("3000G").is_err());
+        assert!(parse_size("big").is_err());
+        assert_eq!(parse_hex16("0x350b"), Ok(0x350b));
+        assert!(parse_hex16("0x12345").is_err());
+    }
+}
