@@ -12,6 +12,9 @@ mod metrics_rows;
 mod umockdev;
 
 mod console_rows;
+mod shell_rows;
+#[path = "../tests/sim_board/mod.rs"]
+mod sim_board;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -726,7 +729,8 @@ async fn wait_both(
 }
 
 /// `GATECMD_BENCH_ONLY=throughput`: only the throughput rows (for profiling runs);
-/// `=plain` only the plain-HTTP ones; `=overhead` only the `execute_command` overhead rows.
+/// `=plain` only the plain-HTTP ones; `=overhead` only the `execute_command` overhead rows;
+/// `=shell` only the `board_run` rows.
 fn only_throughput() -> bool {
     std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "throughput" || v == "plain")
 }
@@ -781,6 +785,11 @@ fn main() {
             ""
         }
     );
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "shell") {
+        // The board_run rows alone.
+        print(&rt.block_on(shell_rows::rows(&z)));
+        return;
+    }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
         // A/B runs of the overhead rows alone (GATECMD_BIN names the server binary).
         let mut rows = rt.block_on(exec_overhead(&z));
@@ -821,6 +830,7 @@ fn main() {
     }
     rows.push(rt.block_on(lock_handoff(&z)));
     rows.extend(rt.block_on(console_rows::rows(&z)));
+    rows.extend(rt.block_on(shell_rows::rows(&z)));
     let (start, idle) = startup(&z);
     rows.push(start);
     rows.push(idle);

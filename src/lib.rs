@@ -18,7 +18,8 @@
 //! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE;
 //!   quick tool calls (the set the router hands it) go to rmcp's own JSON mode.
 //! - [`console`]: board serial consoles: a capture task per board keeps its tty open (raw,
-//!   configured baud) into a ring with absolute cursors, reopened when the adapter returns.
+//!   configured baud) into a ring with absolute cursors, reopened when the adapter returns;
+//!   a shell or U-Boot conversation over it with framed exit statuses.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
 //! - [`state`]: the shared [`state::AppState`] every tool and session reads; a reload
 //!   applies to it, except the restart-only keys listed in one place.
@@ -41,7 +42,8 @@
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
 //! - [`boards`]: boards at run time: `lock_board {match}` selection and its fair queue
-//!   across boards, power states, the console capture's hook into `list_boards`.
+//!   across boards, power states, the console capture's hook into `list_boards`,
+//!   `boot_board`'s plan.
 //! - [`locks`]: lock keys, leases, FIFO waiters, expiry, release on session end.
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.

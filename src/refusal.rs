@@ -77,6 +77,14 @@ pub enum RefusalReason {
     ShuttingDown,
     /// The command was allowed but could not be started (or its task failed).
     StartFailed,
+    /// What a board_run, uboot_run or boot_board waited for did not come in time; the
+    /// message names what was awaited and what the console showed last.
+    Timeout,
+    /// The board is not in the state the tool needs (e.g. not at U-Boot's prompt for
+    /// uboot_run); the message says what it shows and which tool gets it there.
+    WrongState,
+    /// The board refused the configured login.
+    LoginFailed,
 }
 
 impl RefusalReason {
@@ -112,6 +120,9 @@ impl RefusalReason {
             Cancelled => "cancelled",
             ShuttingDown => "shutting_down",
             StartFailed => "start_failed",
+            Timeout => "timeout",
+            WrongState => "wrong_state",
+            LoginFailed => "login_failed",
         }
     }
 }
@@ -185,6 +196,9 @@ mod tests {
             Cancelled,
             ShuttingDown,
             StartFailed,
+            Timeout,
+            WrongState,
+            LoginFailed,
         ] {
             assert_eq!(
                 serde_json::to_value(r).expect("serialise"),

@@ -4,6 +4,7 @@
 mod boards;
 mod caller;
 mod jobs;
+mod shell;
 
 pub use caller::session_id;
 
@@ -98,7 +99,10 @@ impl GatecmdServer {
         ROUTER
             .get_or_init(|| {
                 tools::schema::standardize(
-                    Self::tool_router() + Self::board_router() + Self::job_router(),
+                    Self::tool_router()
+                        + Self::board_router()
+                        + Self::job_router()
+                        + Self::shell_router(),
                 )
             })
             .clone()

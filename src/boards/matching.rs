@@ -75,6 +75,8 @@ mod tests {
             usb: "1-2".into(),
             console: None,
             power: None,
+            maskrom: None,
+            shell: Default::default(),
         }
     }
 

@@ -6,7 +6,9 @@
 //!
 //! - `matching`: a `match` and whether a board (with the device at its port) satisfies it.
 //! - `queue`: FIFO across boards for match waiters.
+//! - `boot`: `boot_board`'s plan from where a board is to the state asked for.
 
+pub mod boot;
 pub mod consoles;
 mod matching;
 mod queue;

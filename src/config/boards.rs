@@ -41,6 +41,10 @@ pub struct BoardConfig {
     pub console: Option<ConsoleConfig>,
     /// How to switch it on and off, if it can be.
     pub power: Option<PowerConfig>,
+    /// `power.maskrom`: the command that puts it into MaskROM (button held, reset).
+    pub maskrom: Option<PowerAction>,
+    /// How to talk to it over its console (`console.prompt`, `login`, `uboot`, …).
+    pub shell: super::shell::ShellConfig,
 }
 
 /// A board's serial console: a USB serial adapter by port path, or a tty path.

@@ -9,6 +9,7 @@
 //!
 //! - `schema`: the validated [`Config`] and its parts, with their defaults.
 //! - `boards`: the named boards (usb port, console, power).
+//! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
 //! - `staging`: the file staging policy (limits, write roots per client).
 //! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
 //! - `raw`: the schema as written in YAML, and checks of single values.
@@ -31,6 +32,7 @@ mod page;
 mod positions;
 mod raw;
 mod schema;
+mod shell;
 mod staging;
 mod validate;
 
@@ -50,6 +52,11 @@ pub use schema::{
     CommandConfig, Config, DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits,
     MonitorSettings, PatternConfig, TokenSource,
 };
+pub use shell::{
+    DEFAULT_BOOT_TIMEOUT_SECS, DEFAULT_LOGIN_PROMPT, DEFAULT_PROMPT, DEFAULT_UBOOT_INTERRUPT,
+    DEFAULT_UBOOT_PROMPT, LoginConfig, MAX_BOOT_TIMEOUT_SECS, PASSWORD_PROMPT, ShellConfig,
+    UbootConfig, prompt_regex,
+};
 pub use staging::{
     CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
 };
@@ -59,6 +66,8 @@ pub use crate::sanitizer::FileKind;
 
 #[cfg(test)]
 mod boards_tests;
+#[cfg(test)]
+mod shell_tests;
 #[cfg(test)]
 mod staging_tests;
 #[cfg(test)]

@@ -296,6 +296,26 @@ pub(crate) struct RawConsole {
     pub(crate) path: Option<String>,
     pub(crate) baud: u32,
     pub(crate) buffer_bytes: Option<u64>,
+    // Talking to the board (board_run, uboot_run, boot_board): `validate/shell.rs`.
+    pub(crate) login: Option<RawLogin>,
+    pub(crate) prompt: Option<String>,
+    pub(crate) login_prompt: Option<String>,
+    pub(crate) uboot: Option<RawUboot>,
+    pub(crate) boot_timeout_secs: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLogin {
+    pub(crate) user: String,
+    pub(crate) password_env: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUboot {
+    pub(crate) interrupt: Option<String>,
+    pub(crate) prompt: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -304,6 +324,8 @@ pub(crate) struct RawPower {
     pub(crate) uhubctl: Option<RawUhubctl>,
     pub(crate) on: Option<RawPowerAction>,
     pub(crate) off: Option<RawPowerAction>,
+    /// Holds the MaskROM button and resets the board (boot_board {to: maskrom}).
+    pub(crate) maskrom: Option<RawPowerAction>,
 }
 
 #[derive(Deserialize)]

@@ -1,7 +1,9 @@
 //! Board serial consoles: each configured console is captured continuously by its own task
 //! into a per-board ring with absolute cursors (the server owns the tty; clients never open
 //! it), reopened when the adapter re-enumerates, read with an optional regex wait and
-//! written under the board's lease (the tools are in src/tools/console.rs).
+//! written under the board's lease (the tools are in src/tools/console.rs), and talked to:
+//! a shell or U-Boot conversation with framed exit statuses (`shell`, `session`, `uboot`;
+//! the tools are src/tools/board_run.rs and src/tools/boot_board.rs).
 //!
 //! Wiring: [`Consoles::new`] takes the [`BoardAccess`] check (does a client hold a board's
 //! lease); [`Consoles::start`] takes every `(board, ConsoleConfig)` and starts, keeps or
@@ -12,7 +14,10 @@ pub mod capture;
 pub mod config;
 pub mod read;
 pub mod ring;
+pub mod session;
+pub mod shell;
 pub mod tty;
+pub mod uboot;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

@@ -167,6 +167,7 @@ function render(s) {
   renderLocks(s);
   renderRunning(s);
   renderDecisions(s);
+  renderConsole(s);
   document.body.dataset.snapshotAt = s.now;
 }
 
@@ -204,6 +205,61 @@ function connect() {
     }
   };
 }
+
+// The console view: read-only text of one board's console (GET /console, ANSI removed by
+// the server), fetched from its cursor whenever a snapshot shows the console grew.
+const CONSOLE_KEEP = 65536; // characters kept on screen
+let consoleBoard = null;
+let consoleCursor = null;
+let consoleFetching = false;
+
+function renderConsole(s) {
+  const sel = document.getElementById("console-board");
+  const names = s.boards.filter((b) => b.console).map((b) => b.name);
+  if (sel.options.length !== names.length || names.some((n, i) => sel.options[i].value !== n)) {
+    sel.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+    if (consoleBoard && names.includes(consoleBoard)) sel.value = consoleBoard;
+  }
+  if (names.length === 0) {
+    document.getElementById("console-state").textContent = "(no board has a console)";
+    return;
+  }
+  if (sel.value !== consoleBoard) {
+    consoleBoard = sel.value;
+    consoleCursor = null;
+    document.getElementById("console-text").textContent = "";
+  }
+  const b = s.boards.find((x) => x.name === consoleBoard);
+  const c = b && b.console;
+  document.getElementById("console-state").textContent = c && c.state ? `(${c.state})` : "";
+  if (c && (consoleCursor === null || (typeof c.end_cursor === "number" && c.end_cursor !== consoleCursor))) fetchConsole();
+}
+
+function fetchConsole() {
+  if (consoleFetching || !consoleBoard) return;
+  consoleFetching = true;
+  const board = consoleBoard;
+  const q = `/console?board=${encodeURIComponent(board)}` + (consoleCursor === null ? "" : `&cursor=${consoleCursor}`);
+  fetch(q, { cache: "no-store", credentials: "same-origin" })
+    .then((r) => (r.ok ? r.json() : null))
+    .then((j) => {
+      consoleFetching = false;
+      if (!j || board !== consoleBoard) return;
+      const pre = document.getElementById("console-text");
+      const follow = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      let t = (j.cursor !== consoleCursor && consoleCursor !== null ? "" : pre.textContent) + j.text;
+      if (j.dropped_bytes > 0) t += `\n[${j.dropped_bytes} bytes no longer in the buffer]\n`;
+      if (t.length > CONSOLE_KEEP) t = t.slice(t.length - CONSOLE_KEEP);
+      pre.textContent = t;
+      if (follow) pre.scrollTop = pre.scrollHeight;
+      const more = j.next_cursor !== consoleCursor && j.next_cursor - j.cursor >= 65536;
+      consoleCursor = j.next_cursor;
+      if (more) fetchConsole();
+    })
+    .catch(() => { consoleFetching = false; });
+}
+
+document.getElementById("console-board").addEventListener("change", () => { if (last) renderConsole(last); });
 
 setInterval(() => {
   const now = serverNow();

@@ -3,7 +3,9 @@
 
 pub mod answer;
 pub mod board_list;
+pub mod board_run;
 pub mod boards;
+pub mod boot_board;
 pub mod commands;
 pub mod console;
 pub mod devices;

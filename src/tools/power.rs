@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::ClientIdentity;
 use crate::boards::PowerState;
-use crate::config::{BoardConfig, Config, PowerConfig};
+use crate::config::{BoardConfig, Config, PowerAction, PowerConfig};
 use crate::exec::Spec;
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::refusal::{Refusal, RefusalReason};
@@ -70,7 +70,7 @@ pub struct PowerResult {
 }
 
 /// The spec that switches `board` on (`true`) or off.
-fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, Refusal> {
+pub(crate) fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, Refusal> {
     match &board.power {
         None => Err(Refusal::new(
             RefusalReason::NotConfigured,
@@ -98,38 +98,40 @@ fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, Refu
         Some(PowerConfig::Commands {
             on: a_on,
             off: a_off,
-        }) => {
-            let action = if on { a_on } else { a_off };
-            let Some(command) = config.command(&action.command) else {
-                return Err(Refusal::new(
-                    RefusalReason::NotConfigured,
-                    format!("power command {:?} is no longer configured", action.command),
-                ));
-            };
-            // Checked at load too; checked again because files and binaries change.
-            if let Some(why) = crate::config::binary_problem(&command.binary) {
-                return Err(Refusal::new(
-                    RefusalReason::CommandUnavailable,
-                    format!("power command {:?} cannot run: {why}", command.name),
-                ));
-            }
-            let rules = crate::sanitizer::FileRules {
-                roots: &config.file_roots,
-                allow_hardlinked_inputs: config.allow_hardlinked_inputs,
-            };
-            let approved = crate::sanitizer::check_with(command, &action.args, rules)
-                .map_err(|e| Refusal::from_error(RefusalReason::NoPatternMatched, &e))?;
-            let pattern = &command.patterns[approved.pattern_index];
-            Ok(Spec {
-                binary: command.binary.clone(),
-                args: approved.args,
-                env: command.env.clone(),
-                timeout: pattern.timeout.unwrap_or(command.timeout),
-                isolation: None,
-                inherit: approved.files.into_iter().map(|f| f.fd).collect(),
-            })
-        }
+        }) => action_spec(config, if on { a_on } else { a_off }),
     }
+}
+
+/// The spec of one configured power action (a `commands:` entry and its arguments),
+/// checked again by the sanitizer: files and binaries change after load.
+pub(crate) fn action_spec(config: &Config, action: &PowerAction) -> Result<Spec, Refusal> {
+    let Some(command) = config.command(&action.command) else {
+        return Err(Refusal::new(
+            RefusalReason::NotConfigured,
+            format!("power command {:?} is no longer configured", action.command),
+        ));
+    };
+    if let Some(why) = crate::config::binary_problem(&command.binary) {
+        return Err(Refusal::new(
+            RefusalReason::CommandUnavailable,
+            format!("power command {:?} cannot run: {why}", command.name),
+        ));
+    }
+    let rules = crate::sanitizer::FileRules {
+        roots: &config.file_roots,
+        allow_hardlinked_inputs: config.allow_hardlinked_inputs,
+    };
+    let approved = crate::sanitizer::check_with(command, &action.args, rules)
+        .map_err(|e| Refusal::from_error(RefusalReason::NoPatternMatched, &e))?;
+    let pattern = &command.patterns[approved.pattern_index];
+    Ok(Spec {
+        binary: command.binary.clone(),
+        args: approved.args,
+        env: command.env.clone(),
+        timeout: pattern.timeout.unwrap_or(command.timeout),
+        isolation: None,
+        inherit: approved.files.into_iter().map(|f| f.fd).collect(),
+    })
 }
 
 /// `power_board`.

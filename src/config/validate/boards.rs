@@ -26,7 +26,7 @@ impl Validator {
         file_roots: &[PathBuf],
     ) -> Vec<BoardConfig> {
         let mut out: Vec<BoardConfig> = Vec::new();
-        for (i, b) in raw.into_iter().enumerate() {
+        for (i, mut b) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("boards[{i}].{f}");
             let at = self.at(&field("name"));
             let mut ok = self.value(check_name(&b.name), at, field("name")).is_some();
@@ -57,6 +57,16 @@ impl Validator {
                 );
                 ok = false;
             }
+            let shell = match &b.console {
+                None => Some(Default::default()),
+                Some(c) => self.shell(i, c),
+            };
+            let maskrom = match b.power.as_mut().and_then(|p| p.maskrom.take()) {
+                None => Some(None),
+                Some(a) => self
+                    .power_action(i, "maskrom", a, commands, file_roots)
+                    .map(Some),
+            };
             let console = match b.console {
                 None => Some(None),
                 Some(c) => self.console(i, &b.usb, c).map(Some),
@@ -65,13 +75,17 @@ impl Validator {
                 None => Some(None),
                 Some(p) => self.power(i, p, commands, file_roots).map(Some),
             };
-            if let (true, Some(console), Some(power)) = (ok, console, power) {
+            if let (true, Some(console), Some(power), Some(shell), Some(maskrom)) =
+                (ok, console, power, shell, maskrom)
+            {
                 out.push(BoardConfig {
                     name: b.name,
                     tags: b.tags,
                     usb: b.usb,
                     console,
                     power,
+                    maskrom,
+                    shell,
                 });
             }
         }

@@ -10,6 +10,7 @@ mod devices;
 mod metrics;
 mod page;
 mod settings;
+mod shell;
 mod staging;
 mod validator;
 

@@ -1,0 +1,73 @@
+//! `board_run` rows (issue #24): `board_run {command: "echo hi"}` round trips over a
+//! console played on a pty by the board simulator of the tests (tests/sim_board: echoing
+//! shell, coloured prompt), whose output is paced at the line rate, since a pty has none:
+//! 115200 and 1.5 Mbaud (10 bits a byte). Each call is a newline probe, the command line,
+//! the status line and their echoes and answers: about 150 bytes each way.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::harness::*;
+use crate::sim_board::{self, Start};
+use crate::{Row, Sizes, latency_row, serve};
+
+/// One row per baud rate; `z.events` calls each.
+pub async fn rows(z: &Sizes) -> Vec<Row> {
+    let mut rows = vec![];
+    for baud in [115_200u32, 1_500_000] {
+        let s = serve(
+            &format!(
+                r#"
+clients:
+  - name: bench-a
+    token: {TOKEN_A}
+boards:
+  - name: sim
+    usb: "1-2"
+    console: {{path: $DIR/ttyBOARD, baud: {baud}}}
+"#
+            ),
+            &[],
+        );
+        sim_board::plug(&s.path("ttyBOARD"), Start::Shell, baud, None);
+        let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+            .await
+            .expect("connect");
+        let lease = call(&c, "lock_board", json!({"board": "sim", "ttl_secs": 3600})).await;
+        assert!(!is_error(&lease), "{}", text(&lease));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let l = call(&c, "list_boards", json!({})).await;
+            if structured(&l)["boards"][0]["console"]["state"] == "open" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the bench console never opened");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut lat = Vec::with_capacity(z.events);
+        for _ in 0..z.events.max(3) {
+            let t0 = Instant::now();
+            let r = call(
+                &c,
+                "board_run",
+                json!({"board": "sim", "command": "echo hi"}),
+            )
+            .await;
+            lat.push(t0.elapsed());
+            let v = structured(&r);
+            assert_eq!(
+                (v["output"].as_str(), v["exit_code"].as_i64()),
+                (Some("hi\n"), Some(0)),
+                "{v}"
+            );
+        }
+        rows.push(latency_row(
+            &format!("board_run \"echo hi\" round trip over the console at {baud} baud"),
+            &mut lat,
+            "",
+            None,
+        ));
+    }
+    rows
+}
