@@ -8,7 +8,23 @@ use harness::*;
 use rmcp::model::{CallToolResult, ServerResult};
 use serde_json::json;
 
+/// The config with `extra_env`'s lines (`      KEY: "value"`) added to the flash command's
+/// environment, replacing a default of the same key (a YAML mapping holds a key once).
 fn config(extra_env: &str) -> String {
+    let overridden: Vec<&str> = extra_env
+        .lines()
+        .filter_map(|l| l.trim().split_once(':').map(|(k, _)| k))
+        .collect();
+    let defaults: String = [
+        "      FAKE_RK_STEPS: \"10\"",
+        "      FAKE_RK_DELAY: \"0.15\"",
+        "      FAKE_RK_MARKER: $DIR/flash.done",
+        "      FAKE_RK_CHILD: $DIR/grandchild.pid",
+    ]
+    .iter()
+    .filter(|l| !overridden.iter().any(|k| l.trim().starts_with(&format!("{k}:"))))
+    .map(|l| format!("{l}\n"))
+    .collect();
     format!(
         r#"
 clients:
@@ -21,11 +37,7 @@ commands:
     binary: {rk}
     progress: "\\((\\d+)%\\)"
     env:
-      FAKE_RK_STEPS: "10"
-      FAKE_RK_DELAY: "0.15"
-      FAKE_RK_MARKER: $DIR/flash.done
-      FAKE_RK_CHILD: $DIR/grandchild.pid
-{extra_env}
+{defaults}{extra_env}
     allowed_args:
       - pattern: wl {{lba}}
       - pattern: db {{lba}}
