@@ -484,18 +484,7 @@ impl ServerHandler for GatecmdServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let who = self.identity(context.request_context())?;
-        let requested = context
-            .requested()
-            .resource_subscriptions
-            .as_deref()
-            .unwrap_or(&[]);
-        let accepted = context
-            .accepted()
-            .resource_subscriptions
-            .as_ref()
-            .map_or(0, Vec::len);
-        let share =
-            crate::subscriptions::admit_stream(&self.state, &who.name, requested, accepted)?;
+        let share = crate::subscriptions::admit_listen(&self.state, &who.name, &context)?;
         notify::listen(self.state.clone(), context, share).await;
         Ok(())
     }

@@ -198,6 +198,23 @@ pub struct StreamShare {
     _uris: Ticket,
 }
 
+/// [`admit_stream`] for a `subscriptions/listen` request as rmcp hands it over (what it
+/// asked for, and how much of it rmcp accepted).
+pub fn admit_listen(
+    state: &AppState,
+    client: &str,
+    context: &rmcp::service::SubscriptionContext,
+) -> Result<StreamShare, McpError> {
+    let requested = context.requested().resource_subscriptions.as_deref();
+    let accepted = context.accepted().resource_subscriptions.as_ref();
+    admit_stream(
+        state,
+        client,
+        requested.unwrap_or(&[]),
+        accepted.map_or(0, Vec::len),
+    )
+}
+
 /// Admits one listen stream of `client` asking for `requested` URIs: refused when it asks
 /// for more than a session may, names a URI that is too long, or the client's streams or
 /// subscriptions are at their caps. `accepted` is how many of them were accepted.

@@ -22,7 +22,11 @@ fn config(extra_env: &str) -> String {
         "      FAKE_RK_CHILD: $DIR/grandchild.pid",
     ]
     .iter()
-    .filter(|l| !overridden.iter().any(|k| l.trim().starts_with(&format!("{k}:"))))
+    .filter(|l| {
+        !overridden
+            .iter()
+            .any(|k| l.trim().starts_with(&format!("{k}:")))
+    })
     .map(|l| format!("{l}\n"))
     .collect();
     format!(

@@ -11,6 +11,7 @@ pub mod job_calls;
 mod outcome;
 pub mod power_guard;
 pub mod prepare;
+mod rejected;
 pub mod render;
 pub mod run;
 
