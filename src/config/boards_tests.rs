@@ -19,6 +19,23 @@ fn one(text: &str, field: &str) -> ConfigError {
 }
 
 #[test]
+fn power_args_that_look_like_yaml_booleans_stay_words() {
+    // `on`, `off` are booleans to a YAML 1.1 reader: unquoted in a flow list they must
+    // still reach the pattern as the words written (the vboard's `power vb1 on`).
+    let text = format!(
+        "{RELAY}boards:\n  - name: a\n    usb: \"1-2\"\n    power:\n      on: {{command: relay, args: [on, 3]}}\n      off: {{command: relay, args: [off, 3]}}\n"
+    );
+    let c = Config::parse(&text, "b.yaml").expect("valid");
+    match &c.board("a").and_then(|b| b.power.clone()) {
+        Some(PowerConfig::Commands { on, off }) => {
+            assert_eq!(on.args, ["on", "3"]);
+            assert_eq!(off.args, ["off", "3"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_full_board_loads() {
     let text = format!(
         "{RELAY}boards:\n  - name: rock5b-1\n    tags: {{soc: rk3588, model: rock-5b}}\n    usb: \"1-2\"\n    console: {{port: \"1-3\", baud: 1500000}}\n    power: {{uhubctl: {{hub: \"1-1\", port: 2}}}}\n  - name: rock5b-2\n    usb: \"1-4\"\n    console: {{path: /dev/ttyUSB0, baud: 115200}}\n    power:\n      on: {{command: relay, args: \"on 3\"}}\n      off: {{command: relay, args: [\"off\", \"3\"]}}\n"

@@ -28,7 +28,7 @@ pub trait CommandPolicy {
 }
 
 /// Arguments as the caller sent them.
-#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Args {
     /// Preferred: one string per argument.
@@ -40,6 +40,36 @@ pub enum Args {
 impl Default for Args {
     fn default() -> Self {
         Args::List(Vec::new())
+    }
+}
+
+/// By hand rather than `#[serde(untagged)]`: an untagged enum buffers the value first, and
+/// a YAML parser that reads `on`/`off`/`yes` as booleans there turned the config's
+/// `args: [power, vb1, on]` into a refused "did not match any variant". Asking for each
+/// element as a string keeps every scalar as written.
+impl<'de> serde::Deserialize<'de> for Args {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Args;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of strings, or one string of words")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Args, E> {
+                Ok(Args::Line(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Args, E> {
+                Ok(Args::Line(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Args, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(a) = seq.next_element::<String>()? {
+                    out.push(a);
+                }
+                Ok(Args::List(out))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
