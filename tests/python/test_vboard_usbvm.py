@@ -324,6 +324,17 @@ async def test_power_off_mid_wl_then_retry(bench):
                     cut["p"] = p
                     tg.start_soon(pull_the_plug)
 
+            async def pull_after_a_while() -> None:
+                # The bursts may all arrive at the end (the pipe's buffer holds most of a
+                # 16 MiB write's progress lines): 16 MiB take about 4 s here, so a cut 1.5 s
+                # after the call started lands mid-write whichever comes first.
+                await anyio.sleep(1.5)
+                if "p" not in cut:
+                    cut["p"] = -1
+                    await pull_the_plug()
+
+            tg.start_soon(pull_after_a_while)
+
             r = await a.call(
                 "execute_command",
                 {"command": "rkdeveloptool", "args": ["wl", "0x40", "slow.img"], "board": a.board, "lease": a.lease},
