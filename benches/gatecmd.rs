@@ -103,7 +103,9 @@ clients:
   - name: bench-b
     token: {TOKEN_B}
 limits:
+  # One client drives 32 sessions at once here, beyond the per-client defaults.
   max_concurrent_per_client: 64
+  max_open_answers_per_client: 64
 devices:
   - name: rockusb
     match: {{vid: "2207"}}
