@@ -25,7 +25,11 @@ def in_container() -> bool:
 
 
 def test_make_demo_runs_the_script():
-    out = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True, timeout=30)
+    # --no-print-directory: under `make test` this make is a sub-make (MAKELEVEL is set), which
+    # would otherwise wrap its output in "Entering/Leaving directory" lines.
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-n", "demo"], cwd=REPO, capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "./scripts/demo.sh", out.stdout
 

@@ -180,6 +180,7 @@ class Bench:
         vboard: Path,
         files: dict[str, bytes] | None = None,
         flash_size: str = "4M",
+        write_speed: str | None = None,
         power_on_vb1: list[str] | None = None,
         power_on_vb2: list[str] | None = None,
         timeout: int = 300,
@@ -213,7 +214,7 @@ class Bench:
         os.environ["USBVM_EXTRA_MODULES"] = EXTRA_MODULES  # read by run.sh, which VmRun starts
         self.vm = VmRun(
             START,
-            ["2", flash_size, "serve", "--config", "/etc/gatecmd/vm.yaml"],
+            ["2", flash_size, write_speed or "-", "serve", "--config", "/etc/gatecmd/vm.yaml"],
             port=f"{self.port}:{GUEST_PORT}",
             timeout=timeout,
             workdir=self._mkdir(self.work / "vm"),

@@ -56,6 +56,8 @@ pub struct Settings {
     pub vid: u16,
     pub pid: u16,
     pub flash_bytes: u64,
+    /// Bytes per second the flash takes at most (`serve --write-speed`).
+    pub write_speed: Option<u64>,
     pub state_dir: PathBuf,
     pub rockusb_udc: String,
     pub console_udc: String,
@@ -151,7 +153,8 @@ impl Board {
         }
         let flash_path = s.state_dir.join(format!("{n}.flash"));
         let flash = Flash::open(&flash_path, s.flash_bytes)
-            .map_err(|e| format!("{n}: flash {}: {e}", flash_path.display()))?;
+            .map_err(|e| format!("{n}: flash {}: {e}", flash_path.display()))?
+            .with_write_speed(s.write_speed);
         let tty_file =
             console::open_tty(&tty).map_err(|e| format!("{n}: {}: {e}", tty.display()))?;
         let (tx, rx) = channel();

@@ -7,6 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -87,6 +88,31 @@ pub struct Flash {
     path: PathBuf,
     sectors: u64,
     written: Mutex<Regions>,
+    pace: Option<Pace>,
+}
+
+/// A write speed limit: when the flash is free again. Writes wait their turn and then take
+/// `len / bytes_per_sec`, so the speed holds over many small WRITE_LBA commands without the
+/// per-command overhead adding up.
+struct Pace {
+    bytes_per_sec: u64,
+    free_at: Mutex<Instant>,
+}
+
+impl Pace {
+    fn take(&self, bytes: usize) {
+        let cost = Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64);
+        let done = {
+            let mut free_at = self.free_at.lock().unwrap_or_else(|p| p.into_inner());
+            let start = (*free_at).max(Instant::now());
+            *free_at = start + cost;
+            *free_at
+        };
+        let now = Instant::now();
+        if done > now {
+            std::thread::sleep(done - now);
+        }
+    }
 }
 
 impl Flash {
@@ -105,7 +131,17 @@ impl Flash {
             path: path.to_path_buf(),
             sectors: bytes / SECTOR,
             written: Mutex::new(Regions::default()),
+            pace: None,
         })
+    }
+
+    /// Writes take at least `len / bytes_per_sec` (None: as fast as the file takes them).
+    pub fn with_write_speed(mut self, bytes_per_sec: Option<u64>) -> Flash {
+        self.pace = bytes_per_sec.filter(|&b| b > 0).map(|bytes_per_sec| Pace {
+            bytes_per_sec,
+            free_at: Mutex::new(Instant::now()),
+        });
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -141,6 +177,9 @@ impl Flash {
             .write_all_at(data, lba * SECTOR)
             .map_err(FlashError::Io)?;
         self.regions().add(lba, lba + sectors);
+        if let Some(p) = &self.pace {
+            p.take(data.len());
+        }
         Ok(())
     }
 
@@ -241,5 +280,22 @@ mod tests {
         f.read(64, &mut back).expect("read");
         assert!(back.iter().all(|&b| b == 0));
         assert!(f.take_regions().ranges().is_empty());
+    }
+
+    #[test]
+    fn a_write_speed_makes_writes_take_at_least_their_share() {
+        // A lower bound only (sleeps never end early): four 64 KiB writes at 1 MiB/s take a
+        // quarter of a second or more, however loaded the machine.
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = Flash::open(&dir.path().join("f"), 1 << 20)
+            .expect("open")
+            .with_write_speed(Some(1 << 20));
+        let data = vec![0x5au8; 64 << 10];
+        let t0 = Instant::now();
+        for k in 0..4 {
+            f.write(k * 128, &data).expect("write");
+        }
+        assert!(t0.elapsed() >= Duration::from_millis(250), "{:?}", t0.elapsed());
+        assert_eq!(f.peek_regions().ranges(), &[(0, 512)]);
     }
 }

@@ -58,6 +58,12 @@ enum Cmd {
         /// Default: STATE_DIR/control.sock.
         #[arg(long)]
         control: Option<PathBuf>,
+        /// At most this many bytes per second written to each flash (K/M/G suffixes, powers
+        /// of 1024; default: as fast as USB carries them). A slow flash makes a write long
+        /// on demand: a job that outlives a client's timeout, or time to switch the board
+        /// off mid-write.
+        #[arg(long, value_parser = parse_speed)]
+        write_speed: Option<u64>,
     },
     /// Switch a board: `on`, `on --maskrom` (the MaskROM button held), `off`.
     Power {
@@ -92,7 +98,8 @@ fn parse_hex16(s: &str) -> Result<u16, String> {
     u16::from_str_radix(t, 16).map_err(|_| format!("{s:?} is not a 16-bit hex value like 0x2207"))
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+/// A byte count with an optional K/M/G suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64, String> {
     let (num, mul) = match s.chars().last() {
         Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
         Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
@@ -102,9 +109,12 @@ fn parse_size(s: &str) -> Result<u64, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("{s:?} is not a size like 16G, 64M or 1048576"))?;
-    let bytes = n
-        .checked_mul(mul)
-        .ok_or_else(|| format!("{s:?} is too large"))?;
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(s)?;
     // rkdeveloptool's ef erases uiFlashSize / 2 / 1024 MiB: only whole MiB are erasable;
     // READ_FLASH_INFO carries the sector count in 32 bits.
     if bytes < (1 << 20) || bytes % (1 << 20) != 0 || bytes / 512 > u32::MAX as u64 {
@@ -125,9 +135,18 @@ fn main() -> ExitCode {
             pid,
             state_dir,
             control,
+            write_speed,
         } => {
             let control = control.unwrap_or_else(|| state_dir.join("control.sock"));
-            serve(boards as usize, flash_size, vid, pid, state_dir, control)
+            serve(Serve {
+                boards: boards as usize,
+                flash: flash_size,
+                vid,
+                pid,
+                state_dir,
+                control,
+                write_speed,
+            })
         }
         Cmd::Power {
             board,
@@ -185,14 +204,36 @@ fn make_loader(out: &std::path::Path, bad_crc: bool, bad_payload: bool) -> Resul
     std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
 }
 
-fn serve(
-    n: usize,
+fn parse_speed(s: &str) -> Result<u64, String> {
+    match parse_bytes(s) {
+        Ok(0) | Err(_) => Err(format!(
+            "{s:?} is not a write speed in bytes per second like 4M or 512K"
+        )),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// `serve`'s arguments.
+struct Serve {
+    boards: usize,
     flash: u64,
     vid: u16,
     pid: u16,
     state_dir: PathBuf,
-    control_path: PathBuf,
-) -> Result<(), String> {
+    control: PathBuf,
+    write_speed: Option<u64>,
+}
+
+fn serve(args: Serve) -> Result<(), String> {
+    let Serve {
+        boards: n,
+        flash,
+        vid,
+        pid,
+        state_dir,
+        control: control_path,
+        write_speed,
+    } = args;
     use nix::sys::signal::{SigSet, Signal};
     let udcs = preflight::check(n)?;
     // Block the stop signals before any thread starts, then wait for them here.
@@ -221,6 +262,7 @@ fn serve(
             vid,
             pid,
             flash_bytes: flash,
+            write_speed,
             state_dir: state_dir.clone(),
             rockusb_udc: udcs[2 * k].clone(),
             console_udc: udcs[2 * k + 1].clone(),
@@ -280,6 +322,10 @@ mod tests {
         assert!(parse_size("1000").is_err());
         assert!(parse_size("3000G").is_err());
         assert!(parse_size("big").is_err());
+        assert_eq!(parse_speed("4M"), Ok(4 << 20));
+        assert_eq!(parse_speed("1000"), Ok(1000));
+        assert!(parse_speed("0").is_err());
+        assert!(parse_speed("fast").is_err());
         assert_eq!(parse_hex16("0x350b"), Ok(0x350b));
         assert!(parse_hex16("0x12345").is_err());
     }
