@@ -34,9 +34,8 @@ test: test-setup lint
 	cargo test --locked
 	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
 	cargo test --locked -p gatecmd-vboard
-	./scripts/pytest.sh
-	./scripts/ts-tests.sh
-	./scripts/conformance.sh
+	# pytest and the TypeScript SDK tests side by side, then the conformance suites.
+	./scripts/client-tests.sh
 	GATECMD_BENCH_SMOKE=1 cargo test --locked --bench gatecmd
 
 # The MCP Python SDK against the real binary (tests/python, own .venv).

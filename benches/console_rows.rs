@@ -134,8 +134,73 @@ boards:
         "≤ 5 ms median",
         Some(med <= Duration::from_millis(5)),
     )];
+    rows.extend(waiting_reads(z, &s, &c, &mut board).await);
     rows.extend(sustained(z, &s, &c, board).await);
     rows
+}
+
+/// Finding 12 of issue 22: waiting `console_read`s whose `wait_for` never matches, while
+/// the console runs at 45 KB/s. Server CPU with none waiting, then with the per-client cap
+/// of waiting reads (`limits.max_waiting_reads_per_client`, 8 by default) waiting: each
+/// wake scans only the new bytes (plus a 4 KiB overlap) at most every 20 ms.
+async fn waiting_reads(z: &Sizes, s: &Server, c: &Client, board: &mut File) -> Vec<Row> {
+    const RATE: usize = 45_000;
+    const READERS: usize = 8;
+    let secs = z.secs.max(1.0);
+    let mut cores = Vec::new();
+    for readers in [0, READERS] {
+        let cursor = console(c).await["end_cursor"].as_u64().unwrap_or(0);
+        let mut waiters = Vec::new();
+        for _ in 0..readers {
+            let peer = c.peer().clone();
+            let args = json!({
+                "board": BOARD,
+                "cursor": cursor,
+                "wait_for": "never-[0-9]{6}-here",
+                "timeout_secs": (secs + 5.0).ceil() as u64,
+            });
+            waiters.push(tokio::spawn(async move {
+                let obj = args.as_object().cloned().unwrap_or_default();
+                peer.call_tool(
+                    rmcp::model::CallToolRequestParams::new("console_read").with_arguments(obj),
+                )
+                .await
+            }));
+        }
+        // Let the reads reach the server and wait there.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let cpu0 = cpu_time(s.pid());
+        let t0 = Instant::now();
+        let per_tick = (RATE as f64 * TICK.as_secs_f64()) as usize;
+        let mut next = Instant::now();
+        let mut sent = 0u64;
+        while t0.elapsed().as_secs_f64() < secs {
+            let chunk: Vec<u8> = (sent..sent + per_tick as u64).map(stream_byte).collect();
+            board.write_all(&chunk).expect("write the pty");
+            sent += per_tick as u64;
+            next += TICK;
+            tokio::time::sleep(next.saturating_duration_since(Instant::now())).await;
+        }
+        let cpu = cpu_time(s.pid()).saturating_sub(cpu0);
+        cores.push(100.0 * cpu.as_secs_f64() / t0.elapsed().as_secs_f64().max(1e-9));
+        for w in waiters {
+            // They time out unmatched (or were refused over the cap, which would show as
+            // an error here and fail the bench's honesty).
+            let r = w.await.expect("waiter").expect("console_read");
+            assert!(!is_error(&r), "a waiting read was refused: {}", text(&r));
+            assert_eq!(structured(&r)["matched"], false);
+        }
+    }
+    vec![Row {
+        figure: format!(
+            "console 45 KB/s for {secs:.1} s: server CPU with 0 → {READERS} waiting unmatched console_read (finding 12)"
+        ),
+        median: format!("{:.1} → {:.1} % core", cores[0], cores[1]),
+        p99: "".into(),
+        samples: READERS,
+        target: "proportional to new bytes".into(),
+        verdict: "".into(),
+    }]
 }
 
 /// Writes at 1.5 Mbaud for `z.secs` while a reader follows over MCP.

@@ -792,6 +792,11 @@ fn main() {
         print(&rt.block_on(shell_rows::rows(&z)));
         return;
     }
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "console") {
+        // The console rows alone (wait_for latency, waiting reads' CPU, sustained capture).
+        print(&rt.block_on(console_rows::rows(&z)));
+        return;
+    }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
         // A/B runs of the overhead rows alone (GATECMD_BIN names the server binary).
         let mut rows = rt.block_on(exec_overhead(&z));

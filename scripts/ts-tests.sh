@@ -18,4 +18,4 @@ if [ -z "${GATECMD_BIN:-}" ]; then
 fi
 export GATECMD_BIN
 if [ "$#" -gt 0 ]; then files=("$@"); else files=(tests/ts/*.test.mjs); fi
-exec timeout 900 node --test --test-concurrency=1 "${files[@]}"
+exec timeout 900 node --test --test-concurrency=3 "${files[@]}"
