@@ -295,7 +295,11 @@ mod tests {
         for k in 0..4 {
             f.write(k * 128, &data).expect("write");
         }
-        assert!(t0.elapsed() >= Duration::from_millis(250), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            t0.elapsed()
+        );
         assert_eq!(f.peek_regions().ranges(), &[(0, 512)]);
     }
 }
