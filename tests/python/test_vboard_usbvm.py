@@ -300,6 +300,55 @@ async def test_image_larger_than_the_flash_fails(bench):
             await client.call_tool("unlock_device", {"lease": a.lease})
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_flash_longer_than_the_clients_patience_finishes_as_a_job(bench, mode):
+    """The real rkdeveloptool's wl outlives the call: the client gives up after 1.5 s (as
+    the TypeScript SDK does after 60 s by default) and abandons the request (legacy:
+    notifications/cancelled; 2026-07-28: the POST is closed); gatecmd detaches the write
+    (destructive commands default to cancel: detach) instead of killing it, the next call
+    finds it in list_jobs, wait_job follows it to exit 0, and rl reads the image back."""
+    async with connect(bench.url, TOKEN_A, mode) as client:
+        a = await take(client)
+        try:
+            await a.to_loader()
+            rc, out = await anyio.to_thread.run_sync(bench.guest, f"sha256sum {vbench.IMAGES}/slow.img")
+            slow_sha = out[0].split()[0]
+            t0 = time.monotonic()
+            with pytest.raises(Exception):
+                # 16 MiB at the bench's 4 MiB/s: 4 s or more.
+                await a.rk("wl", "0x40", "slow.img", read_timeout_seconds=1.5)
+            gave_up = time.monotonic() - t0
+            assert gave_up < 4, f"the call took {gave_up:.1f} s before it gave up"
+            jobs = []
+            for _ in range(50):
+                listed = (await a.call("list_jobs", {})).structured_content["jobs"]
+                jobs = [j for j in listed if j["command"] == "rkdeveloptool" and j["state"] == "running"]
+                if jobs and jobs[0]["origin"] == "detached":
+                    break
+                await anyio.sleep(0.1)
+            assert jobs and jobs[0]["origin"] == "detached", listed
+            job = jobs[0]["job"]
+            assert jobs[0]["board"] == a.board, jobs[0]
+            stdout, cursor = "", None
+            for _ in range(20):
+                args = {"job": job, "timeout_secs": 30}
+                if cursor is not None:
+                    args["output_cursor"] = cursor
+                w = (await a.call("wait_job", args)).structured_content
+                stdout += w["stdout"]
+                cursor = w["output_cursor"]
+                if w["state"] != "running" and not w["more_output"]:
+                    break
+            assert w["state"] == "succeeded" and w["exit_code"] == 0, w
+            assert "Write LBA from file (100%)" in stdout, stdout[-500:]
+            rl = await a.rk("rl", "0x40", str(SLOW_MIB * MIB // 512), f"readback-job-{mode}.img")
+            assert rl["exit_code"] == 0, rl
+            rc, out = await anyio.to_thread.run_sync(bench.guest, f"sha256sum {vbench.IMAGES}/readback-job-{mode}.img")
+            assert out[0].split()[0] == slow_sha
+        finally:
+            await client.call_tool("unlock_device", {"lease": a.lease})
+
+
 async def test_power_off_mid_wl_then_retry(bench):
     """Someone switches the board off at the bench while wl runs: the result says the
     device went away, the lease survives, and the same lease's retry succeeds."""

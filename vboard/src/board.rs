@@ -74,6 +74,9 @@ pub struct Board {
     state: Mutex<State>,
     ops: Mutex<()>,
     console_tx: Mutex<Sender<console::Command>>,
+    /// Counts the rockusb gadget's unplugs (power off, re-enumeration): a bulk command
+    /// started before one must not read the next session's transfers as its own.
+    unplugs: std::sync::atomic::AtomicU64,
 }
 
 /// One stderr line, stamped with seconds since the process started (to read a log
@@ -169,6 +172,7 @@ impl Board {
             state: Mutex::new(State::Off),
             ops: Mutex::new(()),
             console_tx: Mutex::new(tx),
+            unplugs: std::sync::atomic::AtomicU64::new(0),
         });
         for (mode, (ep0, bulk)) in [Mode::MaskRom, Mode::Loader].into_iter().zip(ends) {
             let b = board.clone();
@@ -205,6 +209,11 @@ impl Board {
         lock(&self.tty).clone()
     }
 
+    /// How many times the rockusb gadget was unplugged so far.
+    pub(crate) fn unplugs(&self) -> u64 {
+        self.unplugs.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn state(&self) -> State {
         *lock(&self.state)
     }
@@ -235,6 +244,8 @@ impl Board {
         let mut was = false;
         for g in [&self.rom, &self.ldr] {
             if g.bound() {
+                self.unplugs
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 g.unbind().map_err(|e| format!("rockusb unbind: {e}"))?;
                 was = true;
             }

@@ -167,7 +167,12 @@ impl Board {
                 junk = 0;
             }
             let mut say = |l: String| log(&name, &l);
-            match commands::serve(&c, mode, &self.flash, &mut bulk, &mut say) {
+            let mut pipe = Plugged {
+                bulk: &mut bulk,
+                board: &self,
+                since: self.unplugs(),
+            };
+            match commands::serve(&c, mode, &self.flash, &mut pipe, &mut say) {
                 Ok(After::Nothing) => {}
                 Ok(After::Reset(3)) => self.later(Duration::from_millis(50), State::Loader, |b| {
                     b.enumerate(Mode::MaskRom).map(|_| State::MaskRom)
@@ -190,5 +195,38 @@ impl Board {
                 ),
             }
         }
+    }
+}
+
+/// The bulk pipe for one command: fails once the gadget was unplugged after the command
+/// began. A command that was not in a transfer when the board went off (its flash write
+/// waiting out `--write-speed`) would otherwise read the next session's CBW as its data.
+struct Plugged<'a> {
+    bulk: &'a mut BulkFiles,
+    board: &'a Board,
+    since: u64,
+}
+
+impl Plugged<'_> {
+    fn check(&self) -> std::io::Result<()> {
+        if self.board.unplugs() == self.since {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(
+                "the board was unplugged during the command",
+            ))
+        }
+    }
+}
+
+impl crate::rockusb::commands::Bulk for Plugged<'_> {
+    fn read(&mut self, max: usize) -> std::io::Result<Vec<u8>> {
+        self.check()?;
+        self.bulk.read(max)
+    }
+
+    fn write(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.check()?;
+        self.bulk.write(data)
     }
 }
