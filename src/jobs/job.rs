@@ -100,6 +100,9 @@ pub struct JobEnd {
     /// The final tool result (`CallToolResult` as JSON) for `tasks/get` and the
     /// detached foreground call's client.
     pub result: Option<serde_json::Value>,
+    /// The result's `device_left` (the device left the bus during the run), as JSON: its
+    /// type belongs to the MCP surface, which reads it back for `wait_job`/`list_jobs`.
+    pub device_left: Option<serde_json::Value>,
 }
 
 /// Mutable part, behind one std mutex: held for a copy or an append, never across an await.

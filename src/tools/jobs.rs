@@ -96,6 +96,10 @@ pub struct JobSummary {
     /// Who ended it early: a client name, `timeout`, `server shutdown`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<String>,
+    /// The device left the bus while the job ran (unplugged, powered off, reset): as in
+    /// `execute_command`'s result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_left: Option<crate::tools::execute::device_left::DeviceLeft>,
 }
 
 impl JobSummary {
@@ -116,6 +120,11 @@ impl JobSummary {
             duration_ms: v.elapsed_ms,
             stop_reason: v.end.stop_reason.clone(),
             ended_by: v.end.ended_by.clone(),
+            device_left: v
+                .end
+                .device_left
+                .clone()
+                .and_then(|d| serde_json::from_value(d).ok()),
         }
     }
 }

@@ -413,4 +413,15 @@ async def test_power_off_mid_wl_then_retry(bench):
         assert rl["exit_code"] == 0
         rc, out = await anyio.to_thread.run_sync(bench.guest, f"sha256sum {vbench.IMAGES}/readback-slow.img")
         assert out[0].split()[0] == slow_sha
+        # The same cut under a background job: wait_job's answer says the device went away.
+        h = (await a.call(
+            "execute_command",
+            {"command": "rkdeveloptool", "args": ["wl", "0x40", "slow.img"], "board": a.board, "lease": a.lease, "background": True},
+        )).structured_content
+        await anyio.sleep(1.0)
+        await anyio.to_thread.run_sync(bench.vboard_power, a.board, "off")
+        w = (await a.call("wait_job", {"job": h["job"], "timeout_secs": 60})).structured_content
+        assert w["state"] == "failed", w
+        left = w.get("device_left")
+        assert left is not None and left["device"] == USB[a.board] and left["attached_now"] is False, w
         await client.call_tool("unlock_device", {"lease": a.lease})

@@ -179,6 +179,10 @@ async fn run_job(l: Launch, job: Arc<Job>) {
                     stop_reason: result.stop_reason.clone(),
                     ended_by,
                     result: call.and_then(|c| serde_json::to_value(&c).ok()),
+                    device_left: result
+                        .device_left
+                        .as_ref()
+                        .and_then(|d| serde_json::to_value(d).ok()),
                 },
             )
         }

@@ -10,14 +10,14 @@
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use crate::devices::{DeviceEvent, DeviceId, Registry};
 use crate::state::AppState;
 
 /// `device_left` of an `execute_command` result.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceLeft {
     /// The device (port path) the command ran on.
     pub device: String,
