@@ -13,9 +13,10 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
+use crate::auth::{AuthError, Credentials, OriginPolicy};
 pub use crate::conn_limits::ConnLimits;
 use crate::conn_limits::ConnTicket;
+use crate::identity::ClientIdentity;
 use crate::json_answer::QuickTools;
 use crate::server::GatecmdServer;
 use crate::sessions::LeaseReleasingSessions;

@@ -21,6 +21,7 @@
 //!   configured baud) into a ring with absolute cursors, reopened when the adapter returns;
 //!   a shell or U-Boot conversation over it with framed exit statuses.
 //! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
+//! - [`identity`]: who is calling, once authenticated (the name leases and the audit log show).
 //! - [`state`]: the shared [`state::AppState`] every tool and session reads; a reload
 //!   applies to it, except the restart-only keys listed in one place.
 //! - [`server`]: the rmcp handler: the tool list, which only registers and delegates,
@@ -74,6 +75,7 @@ pub mod console;
 pub mod devices;
 pub mod exec;
 pub mod http;
+pub mod identity;
 pub mod isolation;
 pub mod jobs;
 pub mod json_answer;

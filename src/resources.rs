@@ -6,8 +6,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde::Serialize;
 
-use crate::auth::ClientIdentity;
 use crate::devices::{DeviceEvent, DeviceId};
+use crate::identity::ClientIdentity;
 use crate::locks::{LockEvent, LockKey};
 use crate::state::AppState;
 use crate::tools::devices::{DeviceView, lock_key_of, render_device};

@@ -24,7 +24,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::state::AppState;

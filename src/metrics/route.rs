@@ -17,7 +17,8 @@ use super::encode::Format;
 use super::families::families;
 use super::labels::route_of;
 use super::record::http_answer;
-use crate::auth::{ClientIdentity, OriginPolicy};
+use crate::auth::OriginPolicy;
+use crate::identity::ClientIdentity;
 use crate::state::AppState;
 
 /// The path both binds serve.

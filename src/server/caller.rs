@@ -5,7 +5,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::GatecmdServer;
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::locks::SessionId;
 
 impl GatecmdServer {

@@ -12,10 +12,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::auth::ClientIdentity;
 use crate::boards::BoardMatch;
 use crate::config::{BoardConfig, Config};
 use crate::devices::DeviceId;
+use crate::identity::ClientIdentity;
 use crate::locks::{ClientName, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;

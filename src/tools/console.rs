@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::Audit;
-use crate::auth::ClientIdentity;
 use crate::console::{Console, ConsoleState, Consoles, NoLease, ReadError, ReadSpec, WriteError};
+use crate::identity::ClientIdentity;
 use crate::refusal::{Refusal, RefusalReason};
 use crate::tools::{refusal, structured};
 

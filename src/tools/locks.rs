@@ -9,8 +9,8 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::ClientIdentity;
 use crate::devices::DeviceId;
+use crate::identity::ClientIdentity;
 use crate::locks::{
     ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, ParseLockKeyError, SessionId,
 };

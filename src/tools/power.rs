@@ -10,10 +10,10 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::ClientIdentity;
 use crate::boards::PowerState;
 use crate::config::{BoardConfig, Config, PowerAction, PowerConfig};
 use crate::exec::Spec;
+use crate::identity::ClientIdentity;
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::devices::DeviceId;
 use crate::exec::Spec;
+use crate::identity::ClientIdentity;
 use crate::locks::LockKey;
 use crate::sanitizer;
 use crate::state::AppState;

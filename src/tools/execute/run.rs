@@ -9,9 +9,9 @@ use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit;
-use crate::auth::ClientIdentity;
 use crate::config::CancelPolicy;
 use crate::exec::{ExecError, LineTap, Outcome, Spec};
+use crate::identity::ClientIdentity;
 use crate::isolation::{Plan, Privilege, Roots};
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, SessionId};
 use crate::metrics;
