@@ -165,9 +165,9 @@ fn request_path_covers_every_stage() {
     let doc = read_doc("docs/REQUEST-PATH.md");
     let refs = references(&doc);
     for (symbol, path) in [
-        ("serve", "src/http.rs"),
-        ("guard", "src/http.rs"),
-        ("authenticate", "src/auth.rs"),
+        ("serve", "src/transport/http.rs"),
+        ("guard", "src/transport/http.rs"),
+        ("authenticate", "src/transport/auth.rs"),
         ("execute_command", "src/server.rs"),
         ("run", "src/tools/execute/run.rs"),
         ("prepare", "src/tools/execute/prepare.rs"),

@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 use super::reload::Signals;
 use super::startup::{access_for, load, open_audit, start_state};
 use crate::audit::Audit;
-use crate::auth::OriginPolicy;
-use crate::http::{self, Gate};
 use crate::server::GatecmdServer;
+use crate::transport::auth::OriginPolicy;
+use crate::transport::http::{self, Gate};
 
 /// Serves MCP over HTTP until SIGTERM or SIGINT; SIGHUP reloads the configuration.
 pub(super) async fn serve(

@@ -17,9 +17,9 @@ use super::encode::Format;
 use super::families::families;
 use super::labels::route_of;
 use super::record::http_answer;
-use crate::auth::OriginPolicy;
 use crate::identity::ClientIdentity;
 use crate::state::AppState;
+use crate::transport::auth::OriginPolicy;
 
 /// The path both binds serve.
 pub const PATH: &str = "/metrics";

@@ -14,10 +14,10 @@ use serde::Serialize;
 use super::assets::secured;
 use super::{Page, Viewer, denied};
 use crate::audit::Decision;
-use crate::conn_limits::ConnTicket;
 use crate::running::RunningCommand;
 use crate::tools::board_list::BoardView;
 use crate::tools::devices::DeviceView;
+use crate::transport::conn_limits::ConnTicket;
 
 /// No client's name: views built for it show nobody's lease id.
 const NOBODY: &str = "";

@@ -438,7 +438,7 @@ impl Graph {
     }
 
     /// The top-level module a file belongs to: `locks` for `src/locks/lane.rs`, `http` for
-    /// `src/http.rs`; `None` for `src/lib.rs`, which only declares the modules.
+    /// `src/transport/http.rs`; `None` for `src/lib.rs`, which only declares the modules.
     pub fn top(&self, m: usize) -> Option<&str> {
         self.modules[m].path.first().map(String::as_str)
     }

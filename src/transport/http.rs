@@ -13,14 +13,14 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{AuthError, Credentials, OriginPolicy};
-pub use crate::conn_limits::ConnLimits;
-use crate::conn_limits::ConnTicket;
 use crate::identity::ClientIdentity;
-use crate::json_answer::QuickTools;
 use crate::server::GatecmdServer;
-use crate::sessions::LeaseReleasingSessions;
 use crate::state::AppState;
+use crate::transport::auth::{AuthError, Credentials, OriginPolicy};
+pub use crate::transport::conn_limits::ConnLimits;
+use crate::transport::conn_limits::ConnTicket;
+use crate::transport::json_answer::QuickTools;
+use crate::transport::sessions::LeaseReleasingSessions;
 
 /// Who may call `/mcp`.
 #[derive(Clone)]
@@ -89,7 +89,7 @@ impl tower_service::Service<Request> for McpService {
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        if crate::json_answer::is_quick(&req, &self.quick_tools) {
+        if crate::transport::json_answer::is_quick(&req, &self.quick_tools) {
             self.quick.call(req)
         } else {
             self.streamed.call(req)
@@ -140,21 +140,23 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
             axum::routing::get(crate::metrics::scrape).with_state(state.clone()),
         )
         // Inside the guard: a refused request never reaches rmcp or these layers.
-        .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
+        .layer(axum::middleware::from_fn(
+            crate::transport::json_answer::prefer_json,
+        ))
         .layer(axum::middleware::from_fn(session_end_status))
         .layer(axum::middleware::from_fn_with_state(
             sessions,
             session_owner,
         ))
-        // Answers not yet read, per client (src/open_answers.rs).
+        // Answers not yet read, per client (src/transport/open_answers.rs).
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::open_answers::hold,
+            crate::transport::open_answers::hold,
         ))
         // The body limit in force, before the session layer reads anything.
         .layer(axum::middleware::from_fn_with_state(
             state,
-            crate::body_limit::enforce,
+            crate::transport::body_limit::enforce,
         ))
         .layer(axum::middleware::from_fn_with_state(gate, guard))
         .route("/health", axum::routing::get(health))
@@ -284,5 +286,5 @@ pub async fn serve(
     limits: ConnLimits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    crate::conn_limits::serve(listener, router, limits, shutdown).await
+    crate::transport::conn_limits::serve(listener, router, limits, shutdown).await
 }
