@@ -3,6 +3,7 @@
 //! MCP handler so that they all read it without importing each other.
 
 mod leased_boards;
+mod lost_devices;
 mod reload;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::permits::{Permit, Permits};
 use crate::tools::list_cache::ListCache;
 
 pub use leased_boards::stranded_leases;
+pub use lost_devices::watch_lost_devices;
 pub use reload::{RESTART_ONLY, RestartOnly, restart_only_changes};
 
 /// State shared by every session: the one source of truth the handlers read.

@@ -167,3 +167,8 @@ static FAMILIES: LazyLock<Families> = LazyLock::new(Families::new);
 pub fn families() -> &'static Families {
     &FAMILIES
 }
+
+/// The registry holding them, for the scrape side to render.
+pub fn counters() -> &'static Registry {
+    &FAMILIES.registry
+}

@@ -136,8 +136,8 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .nest_service("/mcp", mcp)
         // Behind the same guard as /mcp (Host/Origin, then a client's token).
         .route(
-            crate::metrics::PATH,
-            axum::routing::get(crate::metrics::scrape).with_state(state.clone()),
+            crate::transport::metrics::PATH,
+            axum::routing::get(crate::transport::metrics::scrape).with_state(state.clone()),
         )
         // Inside the guard: a refused request never reaches rmcp or these layers.
         .layer(axum::middleware::from_fn(
@@ -192,7 +192,8 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     }
     let identity = match access {
         Access::Open => {
-            req.extensions_mut().insert(crate::metrics::Unrestricted);
+            req.extensions_mut()
+                .insert(crate::transport::metrics::Unrestricted);
             ClientIdentity::local("anonymous")
         }
         Access::Tokens(creds) => {

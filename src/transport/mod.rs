@@ -6,6 +6,7 @@
 //!   oldest unauthenticated connection.
 //! - `auth`: bearer tokens of named clients (constant-time), Origin and Host checks.
 //! - `body_limit`: `limits.max_request_body_bytes` enforced with the value in force.
+//! - `metrics`: the `/metrics` scrape: gauges read from the state, the exposition formats.
 //! - `json_answer`: a POST answered within two seconds goes out as one JSON body, not SSE.
 //! - `open_answers`: answers not yet read, bounded per client.
 //! - `sessions`: the session manager: each legacy session belongs to the client that
@@ -16,5 +17,6 @@ pub mod body_limit;
 pub mod conn_limits;
 pub mod http;
 pub mod json_answer;
+pub mod metrics;
 pub mod open_answers;
 pub mod sessions;

@@ -43,7 +43,7 @@ pub async fn watch_lost_devices(state: Arc<AppState>) {
                 Ok(DeviceEvent::Removed(d)) => {
                     if in_use(&state, &d, &ended) {
                         tracing::warn!(device = %d.id, "a device went away during a command on it");
-                        super::record::device_lost_during_command(d.kind);
+                        crate::metrics::device_lost_during_command(d.kind);
                     }
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
