@@ -87,3 +87,4 @@ pub mod state;
 pub mod subscriptions;
 pub mod tools;
 pub mod transport;
+pub mod views;

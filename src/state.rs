@@ -3,6 +3,7 @@
 //! MCP handler so that they all read it without importing each other.
 
 mod leased_boards;
+mod list_cache;
 mod lost_devices;
 mod reload;
 
@@ -18,9 +19,9 @@ use crate::devices::Registry;
 use crate::exec::{ExecLimits, Executor};
 use crate::locks::{LockManager, LockSettings};
 use crate::permits::{Permit, Permits};
-use crate::tools::list_cache::ListCache;
 
 pub use leased_boards::stranded_leases;
+pub use list_cache::{ListCache, Stamp};
 pub use lost_devices::watch_lost_devices;
 pub use reload::{RESTART_ONLY, RestartOnly, restart_only_changes};
 

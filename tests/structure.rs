@@ -201,3 +201,29 @@ fn a_layer_violation_and_an_unassigned_module_are_found() {
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].contains("`gone`"), "{v:?}");
 }
+
+#[test]
+fn src_modules_form_no_cycle() {
+    let graph = src_graph(Path::new(REPO));
+    let cycles = graph.module_cycles();
+    assert!(
+        cycles.is_empty(),
+        "top-level modules of src/ that import each other (docs/ARCHITECTURE.md, Layers):\n{}",
+        cycles
+            .iter()
+            .map(|c| c.join("\n"))
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    );
+}
+
+#[test]
+fn src_modules_import_only_their_own_layer_or_below() {
+    let graph = src_graph(Path::new(REPO));
+    let v = layer_violations(&graph.tops(), &graph.module_edges(), LAYERS);
+    assert!(
+        v.is_empty(),
+        "layer rule broken (docs/ARCHITECTURE.md, Layers; the table is LAYERS in tests/modgraph/mod.rs):\n{}",
+        v.join("\n")
+    );
+}

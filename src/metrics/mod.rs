@@ -17,7 +17,7 @@ mod probes;
 mod record;
 
 pub use families::counters;
-pub use labels::{AuditResult, CommandOutcome, PREFIX, kind_label, route_of};
+pub use labels::{AuditResult, CommandOutcome, DEVICE_KINDS, PREFIX, route_of};
 pub use probes::{Probes, SessionCensus};
 pub use record::{
     LockWait, RunningCommand, audit_record, command_done, command_running,

@@ -633,3 +633,50 @@ pub fn graph_of(files: &[(&str, &str)]) -> Graph {
         .collect();
     Graph::new(modules)
 }
+
+/// The layers of `src/`, top first: a top-level module may import modules of its own layer
+/// or of a layer below, never above (docs/ARCHITECTURE.md, "Layers", mirrors this table;
+/// `tests/docs_truth.rs` holds the two equal).
+pub const LAYERS: &[(&str, &[&str])] = &[
+    ("entry", &["cli"]),
+    ("transport", &["transport", "page"]),
+    (
+        "mcp",
+        &[
+            "server",
+            "tools",
+            "resources",
+            "notify",
+            "subscriptions",
+            "pace",
+        ],
+    ),
+    ("views", &["views"]),
+    (
+        "domain",
+        &[
+            "state", "boards", "locks", "console", "staging", "exec", "jobs", "running",
+            "progress", "capture", "quotas", "permits",
+        ],
+    ),
+    (
+        "core",
+        &[
+            "config",
+            "devices",
+            "isolation",
+            "sanitizer",
+            "beneath",
+            "audit",
+            "metrics",
+            "refusal",
+            "output",
+            "identity",
+        ],
+    ),
+];
+
+/// The module graph of this repository's `src/`.
+pub fn src_graph(repo: &Path) -> Graph {
+    Graph::new(modules(&repo.join("src")))
+}

@@ -18,9 +18,9 @@ use crate::metrics;
 use crate::progress;
 use crate::refusal::Refusal;
 use crate::state::AppState;
-use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
+use crate::views::LockView;
 
 use super::device_left::Watch;
 use super::held::Held;
