@@ -4,6 +4,13 @@
 //! # Layout
 //!
 //! Data flows one way: transport → auth → MCP handler → policy (sanitizer, locks) → executor.
+//! The top-level modules stand in six layers, each importing only its own or lower ones
+//! (docs/ARCHITECTURE.md, "Layers"; `tests/structure.rs` holds it): entry (`cli`) →
+//! transport (`transport`, `page`) → mcp (`server`, `tools`, `resources`, `notify`,
+//! `subscriptions`, `pace`) → views (`views`) → domain (`state`, `boards`, `locks`,
+//! `console`, `staging`, `exec`, `jobs`, `running`, `progress`, `capture`, `quotas`,
+//! `permits`) → core (`config`, `devices`, `isolation`, `sanitizer`, `beneath`, `audit`,
+//! `metrics`, `refusal`, `output`, `identity`).
 //!
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`), start-up wiring,
 //!   signals and SIGHUP reload.
@@ -23,7 +30,8 @@
 //!   applies to it, except the restart-only keys listed in one place.
 //! - [`server`]: the rmcp handler: the tool list, which only registers and delegates,
 //!   and marks the tools that answer at once.
-//! - [`tools`]: one file per MCP tool: request/result types and logic.
+//! - [`tools`]: the tools' request/result types and logic, one file per tool or family.
+//! - [`views`]: a device, a lock key and a board as every surface renders them.
 //! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
 //! - [`sanitizer`]: the pattern grammar, forbidden characters, matching a call against a
 //!   command's [`sanitizer::CommandPolicy`], file-root confinement; knows no config file.
@@ -48,8 +56,8 @@
 //! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
 //! - [`subscriptions`]: what a client may subscribe to, and how much of it.
 //! - [`quotas`]: per-client shares of subscriptions, streams, unread answers, waiting reads.
-//! - [`metrics`]: Prometheus metrics: counters updated where things happen, gauges read
-//!   from the state at each scrape, `GET /metrics` in the format the scraper asks for.
+//! - [`metrics`]: Prometheus metrics, the recording side: counters and histograms updated
+//!   where things happen (the scrape side is `transport::metrics`).
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
 //!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
