@@ -4,28 +4,34 @@
 //! # Layout
 //!
 //! Data flows one way: transport → auth → MCP handler → policy (sanitizer, locks) → executor.
+//! The top-level modules stand in six layers, each importing only its own or lower ones
+//! (docs/ARCHITECTURE.md, "Layers"; `tests/structure.rs` holds it): entry (`cli`) →
+//! transport (`transport`, `page`) → mcp (`server`, `tools`, `resources`, `notify`,
+//! `subscriptions`, `pace`) → views (`views`) → domain (`state`, `boards`, `locks`,
+//! `console`, `staging`, `exec`, `jobs`, `running`, `progress`, `capture`, `quotas`,
+//! `permits`) → core (`config`, `devices`, `isolation`, `sanitizer`, `beneath`, `audit`,
+//! `metrics`, `refusal`, `output`, `identity`).
 //!
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`), start-up wiring,
 //!   signals and SIGHUP reload.
 //! - [`config`]: the YAML schema and defaults, loading (search order, owner-only check) and
 //!   validation with file/line/field errors, one file per part; it imports the sanitizer.
-//! - [`http`]: the axum router: `/mcp` behind the request guard, `/health`.
+//! - [`transport`]: between a TCP connection and the MCP handler: the axum router
+//!   (`/mcp` behind the request guard, `/health`), the accept loop and connection caps,
+//!   bearer tokens and Origin/Host checks, the body limit, quick answers as one JSON body,
+//!   unread answers per client, the session manager.
 //! - [`page`]: the bench page (`GET /`) and its live event stream (`GET /events`): sign-in
 //!   with a client token into a cookie session, a JSON snapshot of the bench, SSE updates.
-//! - [`body_limit`]: `limits.max_request_body_bytes` enforced with the value in force.
-//! - [`conn_limits`]: the accept loop: header/idle timeouts, connection caps, eviction of
-//!   the oldest unauthenticated connection.
-//! - [`json_answer`]: a POST answered within two seconds goes out as one JSON body, not SSE;
-//!   quick tool calls (the set the router hands it) go to rmcp's own JSON mode.
 //! - [`console`]: board serial consoles: a capture task per board keeps its tty open (raw,
 //!   configured baud) into a ring with absolute cursors, reopened when the adapter returns;
 //!   a shell or U-Boot conversation over it with framed exit statuses.
-//! - [`auth`]: bearer tokens of named clients (constant-time), Origin and Host checks.
+//! - [`identity`]: who is calling, once authenticated (the name leases and the audit log show).
 //! - [`state`]: the shared [`state::AppState`] every tool and session reads; a reload
 //!   applies to it, except the restart-only keys listed in one place.
 //! - [`server`]: the rmcp handler: the tool list, which only registers and delegates,
 //!   and marks the tools that answer at once.
-//! - [`tools`]: one file per MCP tool: request/result types and logic.
+//! - [`tools`]: the tools' request/result types and logic, one file per tool or family.
+//! - [`views`]: a device, a lock key and a board as every surface renders them.
 //! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
 //! - [`sanitizer`]: the pattern grammar, forbidden characters, matching a call against a
 //!   command's [`sanitizer::CommandPolicy`], file-root confinement; knows no config file.
@@ -49,12 +55,9 @@
 //! - [`notify`]: resource change notifications for both protocol eras.
 //! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
 //! - [`subscriptions`]: what a client may subscribe to, and how much of it.
-//! - [`open_answers`]: answers not yet read, bounded per client.
 //! - [`quotas`]: per-client shares of subscriptions, streams, unread answers, waiting reads.
-//! - [`sessions`]: the session manager: each legacy session belongs to the client that
-//!   opened it, a per-client cap, and its leases end with it.
-//! - [`metrics`]: Prometheus metrics: counters updated where things happen, gauges read
-//!   from the state at each scrape, `GET /metrics` in the format the scraper asks for.
+//! - [`metrics`]: Prometheus metrics, the recording side: counters and histograms updated
+//!   where things happen (the scrape side is `transport::metrics`).
 //! - [`audit`]: one JSON line per decision (commands allowed, refused, ended; lock events)
 //!   in `<state_dir>/audit.log`, owner-only, rotated by size.
 //! - [`staging`]: file staging for agents without a shared folder: listing, stat, chunked
@@ -62,25 +65,20 @@
 //!   bounded per root (bytes, entries, depth, directories made per call).
 
 pub mod audit;
-pub mod auth;
 pub mod beneath;
 pub mod boards;
-pub mod body_limit;
 pub mod capture;
 pub mod cli;
 pub mod config;
-pub mod conn_limits;
 pub mod console;
 pub mod devices;
 pub mod exec;
-pub mod http;
+pub mod identity;
 pub mod isolation;
 pub mod jobs;
-pub mod json_answer;
 pub mod locks;
 pub mod metrics;
 pub mod notify;
-pub mod open_answers;
 pub mod output;
 pub mod pace;
 pub mod page;
@@ -92,8 +90,9 @@ pub mod resources;
 pub mod running;
 pub mod sanitizer;
 pub mod server;
-pub mod sessions;
 pub mod staging;
 pub mod state;
 pub mod subscriptions;
 pub mod tools;
+pub mod transport;
+pub mod views;

@@ -6,11 +6,12 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde::Serialize;
 
-use crate::auth::ClientIdentity;
 use crate::devices::{DeviceEvent, DeviceId};
+use crate::identity::ClientIdentity;
+use crate::locks::lock_key_of;
 use crate::locks::{LockEvent, LockKey};
 use crate::state::AppState;
-use crate::tools::devices::{DeviceView, lock_key_of, render_device};
+use crate::views::{DeviceView, render_device};
 
 pub const DEVICES: &str = "gatecmd://devices";
 pub const DEVICE_PREFIX: &str = "gatecmd://devices/";
@@ -182,17 +183,14 @@ pub fn read(
                 .ok_or_else(|| not_found(uri, "no such job of yours; see gatecmd://jobs"))?;
             json_contents(uri, &v)
         }
-        BOARDS => json_contents(uri, &crate::tools::board_list::view(state, &who.name)),
+        BOARDS => json_contents(uri, &crate::views::boards_view(state, &who.name)),
         // `gatecmd://boards/{name}/console` is the console's, below.
         _ if uri.starts_with(BOARD_PREFIX) && console_board(uri).is_none() => {
             let name = &uri[BOARD_PREFIX.len()..];
             let b = config
                 .board(name)
                 .ok_or_else(|| not_found(uri, "no board of that name; see gatecmd://boards"))?;
-            json_contents(
-                uri,
-                &crate::tools::board_list::board_view(state, &config, b, &who.name),
-            )
+            json_contents(uri, &crate::views::board_view(state, &config, b, &who.name))
         }
         COMMANDS => {
             let r = crate::tools::commands::list(&config, who);

@@ -24,7 +24,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::state::AppState;
@@ -72,7 +72,7 @@ impl GatecmdServer {
 
 /// The `_meta` key that marks a tool answering at once (no waiting, no child process, no
 /// hashing of a whole file). A 2026-07-28 call to such a tool is answered by rmcp directly
-/// as JSON (`is_quick` in `src/json_answer.rs`); every other call streams, so that a long
+/// as JSON (`is_quick` in `src/transport/json_answer.rs`); every other call streams, so that a long
 /// one is never silent. A tool left unmarked is only slower; a slow tool marked could sit
 /// silent past a client's read timeout. Clients see the mark in `tools/list` too.
 pub const ANSWERS_AT_ONCE: &str = "gatecmd/answersAtOnce";

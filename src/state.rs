@@ -3,6 +3,8 @@
 //! MCP handler so that they all read it without importing each other.
 
 mod leased_boards;
+mod list_cache;
+mod lost_devices;
 mod reload;
 
 use std::sync::Arc;
@@ -17,9 +19,10 @@ use crate::devices::Registry;
 use crate::exec::{ExecLimits, Executor};
 use crate::locks::{LockManager, LockSettings};
 use crate::permits::{Permit, Permits};
-use crate::tools::list_cache::ListCache;
 
 pub use leased_boards::stranded_leases;
+pub use list_cache::{ListCache, Stamp};
+pub use lost_devices::watch_lost_devices;
 pub use reload::{RESTART_ONLY, RestartOnly, restart_only_changes};
 
 /// State shared by every session: the one source of truth the handlers read.

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gatecmd::audit::Audit;
-use gatecmd::auth::ClientIdentity;
 use gatecmd::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, NoLease};
+use gatecmd::identity::ClientIdentity;
 use gatecmd::tools::console::{self, ConsoleReadRequest, ConsoleWriteRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

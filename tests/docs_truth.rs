@@ -1,8 +1,13 @@
 //! Keeps the prose honest: every `` `symbol` in `src/file.rs` `` reference in
 //! docs/REQUEST-PATH.md and docs/ARCHITECTURE.md must name something defined in that file,
 //! and the invariants docs/ARCHITECTURE.md states (who spawns, who writes the device
-//! registry) must hold in the source. A rename or move that the docs miss fails CI.
+//! registry) must hold in the source. A rename or move that the docs miss fails CI. The
+//! layer table of docs/ARCHITECTURE.md is held to the one `tests/structure.rs` enforces and
+//! to the import graph it reads (`tests/modgraph/mod.rs`).
 
+mod modgraph;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -165,9 +170,9 @@ fn request_path_covers_every_stage() {
     let doc = read_doc("docs/REQUEST-PATH.md");
     let refs = references(&doc);
     for (symbol, path) in [
-        ("serve", "src/http.rs"),
-        ("guard", "src/http.rs"),
-        ("authenticate", "src/auth.rs"),
+        ("serve", "src/transport/http.rs"),
+        ("guard", "src/transport/http.rs"),
+        ("authenticate", "src/transport/auth.rs"),
         ("execute_command", "src/server.rs"),
         ("run", "src/tools/execute/run.rs"),
         ("prepare", "src/tools/execute/prepare.rs"),
@@ -300,4 +305,127 @@ fn only_the_device_layer_writes_the_registry() {
         offenders.is_empty(),
         "only src/devices/ may write the registry (docs/ARCHITECTURE.md); found in {offenders:?}"
     );
+}
+
+/// The rows of the table under `## Layers`: (layer, modules, layers it imports).
+fn layer_table(doc: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let Some(start) = doc.find("\n## Layers\n") else {
+        return Vec::new();
+    };
+    let section = &doc[start + 1..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |n| n + 3)];
+    let tick = Regex::new(r"`([a-z_]+)`").expect("tick regex");
+    section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| layer ") && !l.starts_with("|---"))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            let [layer, modules, imports] = cells[..] else {
+                return None;
+            };
+            Some((
+                layer.to_string(),
+                tick.captures_iter(modules)
+                    .map(|c| c[1].to_string())
+                    .collect(),
+                imports
+                    .split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect(),
+            ))
+        })
+        .collect()
+}
+
+/// What is wrong with a document's layer table, against the enforced `layers` and the
+/// module graph `edges` (the "imports" column is measured: the layers whose modules the
+/// layer's modules import).
+fn layer_table_errors(
+    doc: &str,
+    layers: &[(&str, &[&str])],
+    edges: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<String> {
+    let table = layer_table(doc);
+    if table.is_empty() {
+        return vec!["no `## Layers` table (| layer | modules | imports |)".into()];
+    }
+    let rank = |m: &str| layers.iter().position(|(_, ms)| ms.contains(&m));
+    let mut imports: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for (a, targets) in edges {
+        for b in targets.keys() {
+            if let (Some(ra), Some(rb)) = (rank(a), rank(b)) {
+                imports.entry(ra).or_default().insert(rb);
+            }
+        }
+    }
+    let mut errors = Vec::new();
+    let doc_names: Vec<&str> = table.iter().map(|r| r.0.as_str()).collect();
+    let names: Vec<&str> = layers.iter().map(|l| l.0).collect();
+    if doc_names != names {
+        errors.push(format!(
+            "layers {doc_names:?}, but tests/modgraph/mod.rs (LAYERS) has {names:?}"
+        ));
+    }
+    for (i, (name, modules)) in layers.iter().enumerate() {
+        let Some((_, doc_modules, doc_imports)) = table.iter().find(|r| r.0 == *name) else {
+            continue;
+        };
+        let want: BTreeSet<&str> = modules.iter().copied().collect();
+        let got: BTreeSet<&str> = doc_modules.iter().map(String::as_str).collect();
+        if want != got {
+            errors.push(format!(
+                "layer {name}: the table lists {got:?}, LAYERS has {want:?}"
+            ));
+        }
+        let measured: Vec<&str> = imports
+            .get(&i)
+            .into_iter()
+            .flatten()
+            .map(|r| layers[*r].0)
+            .collect();
+        let written: Vec<&str> = doc_imports.iter().map(String::as_str).collect();
+        if measured != written {
+            errors.push(format!(
+                "layer {name} imports {measured:?} (measured), the table says {written:?}"
+            ));
+        }
+    }
+    errors
+}
+
+/// ARCHITECTURE.md: the layer table is the enforced one, and says truly what each layer
+/// imports.
+#[test]
+fn the_layer_table_is_the_enforced_one_and_its_imports_are_measured() {
+    let graph = modgraph::src_graph(Path::new(REPO));
+    let errors = layer_table_errors(
+        &read_doc("docs/ARCHITECTURE.md"),
+        modgraph::LAYERS,
+        &graph.module_edges(),
+    );
+    assert!(
+        errors.is_empty(),
+        "docs/ARCHITECTURE.md, Layers:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn a_wrong_layer_table_fails() {
+    let layers: &[(&str, &[&str])] = &[("top", &["a"]), ("low", &["b"])];
+    let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    edges
+        .entry("a".into())
+        .or_default()
+        .insert("b".into(), "src/a.rs → src/b.rs".into());
+    let good = "x\n## Layers\n\n| layer | modules | imports |\n|---|---|---|\n| top | `a` | low |\n| low | `b` | |\n\n## Next\n";
+    assert!(layer_table_errors(good, layers, &edges).is_empty());
+    let claims_more = good.replace("| top | `a` | low |", "| top | `a` | top, low |");
+    let e = layer_table_errors(&claims_more, layers, &edges);
+    assert!(e.len() == 1 && e[0].contains("measured"), "{e:?}");
+    let moved = good.replace("| low | `b` |", "| low | `b`, `c` |");
+    let e = layer_table_errors(&moved, layers, &edges);
+    assert!(e.len() == 1 && e[0].contains("LAYERS has"), "{e:?}");
+    assert_eq!(layer_table_errors("no table", layers, &edges).len(), 1);
 }

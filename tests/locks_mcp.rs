@@ -378,7 +378,10 @@ async fn cancelling_a_command_frees_the_device_after_its_group_is_gone() {
             json!({"command": "flash", "args": ["wl"]}),
         )
         .await;
-        assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
+        // The tool writes its pid after creating the file: wait for the number, not the file.
+        assert!(eventually(Duration::from_secs(5), || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|t| t.trim().parse::<i32>().is_ok())
+        }));
         let gc: i32 = std::fs::read_to_string(&pidfile)
             .expect("pid")
             .trim()

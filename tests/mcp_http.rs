@@ -517,7 +517,7 @@ async fn generated_token_when_none_is_configured() {
     assert_eq!(structured(&r)["stdout"], json!("gen\n"));
 }
 
-/// A POST answered within the JSON window (src/json_answer.rs) gets one JSON body, in both
+/// A POST answered within the JSON window (src/transport/json_answer.rs) gets one JSON body, in both
 /// eras, with the session header kept; one that takes longer gets the SSE stream, whose
 /// headers come when the window ends, long before the answer.
 #[tokio::test]

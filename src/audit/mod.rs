@@ -20,6 +20,7 @@
 //! The module depends on nothing above it but the settings in `config`: tools hand it plain
 //! data (`records`).
 
+mod boards;
 mod bound;
 mod jobs;
 mod log;
@@ -27,6 +28,7 @@ mod recent;
 mod records;
 mod refusals;
 
+pub use boards::{ConsoleWriteRecord, PowerOutcome, PowerRecord};
 pub use jobs::JobRecord;
 pub use log::{Audit, AuditError, FILE_NAME};
 pub use recent::{Decision, RECENT, Recent};

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::auth;
 use crate::config::{Config, ConfigLocation, TokenSource, find_config};
+use crate::transport::auth;
 
 /// `gatecmd check`'s line on isolation: `Err` when isolated commands cannot run here.
 fn check_isolation(config: &Config) -> Option<Result<String, String>> {

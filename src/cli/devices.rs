@@ -12,7 +12,8 @@ pub(super) async fn devices(
     json: bool,
     watch: bool,
 ) -> Result<(), String> {
-    use crate::tools::devices::{DeviceList, DeviceView, render_device};
+    use crate::tools::devices::DeviceList;
+    use crate::views::{DeviceView, render_device};
     let (config, _) = load(config)?;
     let config = Arc::new(config);
     // `devices` only looks: it decides nothing, so it records nothing.

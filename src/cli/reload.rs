@@ -9,10 +9,10 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::startup::access_for;
-use crate::auth::OriginPolicy;
 use crate::config::ConfigLocation;
-use crate::http::Gate;
 use crate::state::AppState;
+use crate::transport::auth::OriginPolicy;
+use crate::transport::http::Gate;
 
 /// The signals `serve` handles, installed before it says it listens: a SIGHUP sent as
 /// soon as the "listening" line appears must reload, not end the process (SIGHUP's

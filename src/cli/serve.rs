@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 use super::reload::Signals;
 use super::startup::{access_for, load, open_audit, start_state};
 use crate::audit::Audit;
-use crate::auth::OriginPolicy;
-use crate::http::{self, Gate};
 use crate::server::GatecmdServer;
+use crate::transport::auth::OriginPolicy;
+use crate::transport::http::{self, Gate};
 
 /// Serves MCP over HTTP until SIGTERM or SIGINT; SIGHUP reloads the configuration.
 pub(super) async fn serve(
@@ -35,14 +35,16 @@ pub(super) async fn serve(
         .merge(crate::page::routes(state.clone(), gate.clone()))
         // Outermost, after every route is in: each answer is counted, the guard's 401/403
         // and the page's included.
-        .layer(axum::middleware::from_fn(crate::metrics::count_status));
+        .layer(axum::middleware::from_fn(
+            crate::transport::metrics::count_status,
+        ));
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
     let metrics = serve_metrics_bind(&state, &shutdown).await?;
-    tokio::spawn(crate::metrics::watch_lost_devices(state.clone()));
+    tokio::spawn(crate::state::watch_lost_devices(state.clone()));
     let signals = Signals::install()?;
     // Ready: what only start-up used goes back before the first request.
     super::trim::after_start();
@@ -84,7 +86,7 @@ async fn serve_metrics_bind(
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     // Tests and scripts wait for this line.
     eprintln!("gatecmd: metrics on http://{addr}/metrics");
-    let router = crate::metrics::loopback_router(state.clone(), addr);
+    let router = crate::transport::metrics::loopback_router(state.clone(), addr);
     let limits = http::ConnLimits::from_config(&state.config().limits);
     Ok(Some(tokio::spawn(http::serve(
         listener,

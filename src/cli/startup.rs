@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::audit::Audit;
-use crate::auth::{self, Credentials};
 use crate::config::{Config, ConfigLocation, find_config};
 use crate::devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
-use crate::http::Access;
 use crate::state::AppState;
+use crate::transport::auth::{self, Credentials};
+use crate::transport::http::Access;
 
 /// The configuration at `explicit` (or where `find_config` finds one), validated.
 pub(super) fn load(explicit: Option<PathBuf>) -> Result<(Config, ConfigLocation), String> {

@@ -186,6 +186,18 @@ pub enum DeviceKind {
     Other,
 }
 
+impl DeviceKind {
+    /// The `kind` label of its metrics: its serialised name, one of
+    /// `crate::metrics::DEVICE_KINDS`.
+    pub fn label(self) -> &'static str {
+        match self {
+            DeviceKind::Rockusb => "rockusb",
+            DeviceKind::RockchipOther => "rockchip_other",
+            DeviceKind::Other => "other",
+        }
+    }
+}
+
 /// One attached USB device (not a root hub, not an interface).
 #[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
 pub struct Device {
@@ -320,6 +332,19 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_label_is_its_serialised_name_and_a_metrics_label() {
+        for k in [
+            DeviceKind::Rockusb,
+            DeviceKind::RockchipOther,
+            DeviceKind::Other,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.label());
+            assert!(crate::metrics::DEVICE_KINDS.contains(&k.label()), "{k:?}");
+        }
+        assert_eq!(crate::metrics::DEVICE_KINDS.len(), 3);
+    }
 
     #[test]
     fn device_id_accepts_port_paths_only() {

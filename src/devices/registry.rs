@@ -226,7 +226,7 @@ impl Registry {
             DeviceEvent::Removed(_) => "removed",
             DeviceEvent::Changed { .. } => "changed",
         };
-        crate::metrics::hotplug(name, event.device().kind);
+        crate::metrics::hotplug(name, event.device().kind.label());
         // An error only means nobody is subscribed right now.
         let _ = self.shared.events.send(event);
     }

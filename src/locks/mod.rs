@@ -51,6 +51,7 @@
 mod admission;
 mod census;
 mod commands;
+mod device_keys;
 mod error;
 mod expiry;
 mod guard;
@@ -69,6 +70,7 @@ mod want;
 mod tests;
 
 pub use census::LockCensus;
+pub use device_keys::{class_of, lock_key_of};
 pub use error::{BusyInfo, HeldBy, LockError};
 pub use guard::CommandGuard;
 pub use ids::{ClientName, LeaseId, LockKey, ParseLockKeyError, SessionId};

@@ -16,10 +16,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{
-    AuditLabels, AuditResult, CommandLabels, DurationLabels, EraLabels, HotplugLabels, HttpLabels,
-    KindLabels, PREFIX, WaitLabels, era, kind_label,
+    AuditLabels, AuditResult, CommandLabels, DEVICE_KINDS, DurationLabels, EraLabels,
+    HotplugLabels, HttpLabels, KindLabels, PREFIX, WaitLabels, era,
 };
-use crate::devices::DeviceKind;
 
 type HistogramMaker = fn() -> Histogram;
 
@@ -145,14 +144,8 @@ impl Families {
                 result: result.as_str(),
             });
         }
-        for kind in [
-            DeviceKind::Rockusb,
-            DeviceKind::RockchipOther,
-            DeviceKind::Other,
-        ] {
-            let _ = f.devices_lost.get_or_create(&KindLabels {
-                kind: kind_label(kind),
-            });
+        for kind in DEVICE_KINDS {
+            let _ = f.devices_lost.get_or_create(&KindLabels { kind });
         }
         for legacy in [true, false] {
             let _ = f.notify_missed.get_or_create(&era(legacy));
@@ -166,4 +159,9 @@ static FAMILIES: LazyLock<Families> = LazyLock::new(Families::new);
 /// The process's counters and histograms.
 pub fn families() -> &'static Families {
     &FAMILIES
+}
+
+/// The registry holding them, for the scrape side to render.
+pub fn counters() -> &'static Registry {
+    &FAMILIES.registry
 }

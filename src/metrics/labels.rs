@@ -3,8 +3,6 @@
 
 use prometheus_client::encoding::EncodeLabelSet;
 
-use crate::devices::DeviceKind;
-
 /// Every metric name starts with this.
 pub const PREFIX: &str = "gatecmd";
 
@@ -62,14 +60,9 @@ impl AuditResult {
     }
 }
 
-/// The `kind` label of a device (`rockusb`, `rockchip_other`, `other`).
-pub fn kind_label(kind: DeviceKind) -> &'static str {
-    match kind {
-        DeviceKind::Rockusb => "rockusb",
-        DeviceKind::RockchipOther => "rockchip_other",
-        DeviceKind::Other => "other",
-    }
-}
+/// Every value of a device's `kind` label (`DeviceKind::label` in `src/devices/model.rs`
+/// gives one per kind; the metrics take the text so that they import no device type).
+pub const DEVICE_KINDS: [&str; 3] = ["rockusb", "rockchip_other", "other"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct CommandLabels {

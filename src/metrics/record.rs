@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 use super::families::families;
 use super::labels::{
     AuditLabels, AuditResult, CommandLabels, CommandOutcome, DurationLabels, HotplugLabels,
-    HttpLabels, KindLabels, WaitLabels, command_label, era, kind_label,
+    HttpLabels, KindLabels, WaitLabels, command_label, era,
 };
-use crate::devices::DeviceKind;
 use crate::refusal::RefusalReason;
 
 /// Counts one `execute_command` call that ended in `outcome` without running (a refusal,
@@ -161,23 +160,19 @@ fn observe_wait(lease: bool, outcome: &'static str, secs: f64) {
 }
 
 /// Counts one registry change (`added`, `removed`, `changed`) of a device of `kind`.
-pub fn hotplug(event: &'static str, kind: DeviceKind) {
+/// (`kind`: one of [`super::labels::DEVICE_KINDS`].)
+pub fn hotplug(event: &'static str, kind: &'static str) {
     families()
         .hotplug
-        .get_or_create(&HotplugLabels {
-            event,
-            kind: kind_label(kind),
-        })
+        .get_or_create(&HotplugLabels { event, kind })
         .inc();
 }
 
 /// Counts a device of `kind` that went away while a command ran on it.
-pub fn device_lost_during_command(kind: DeviceKind) {
+pub fn device_lost_during_command(kind: &'static str) {
     families()
         .devices_lost
-        .get_or_create(&KindLabels {
-            kind: kind_label(kind),
-        })
+        .get_or_create(&KindLabels { kind })
         .inc();
 }
 

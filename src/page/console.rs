@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::assets::secured;
 use super::{Page, denied, plain};
-use crate::conn_limits::ConnTicket;
 use crate::console::ConsoleState;
+use crate::transport::conn_limits::ConnTicket;
 
 /// Most raw bytes one answer carries; the page asks again from `next_cursor`.
 pub const MAX_BYTES: usize = 64 * 1024;

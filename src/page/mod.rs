@@ -31,9 +31,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 
-use crate::conn_limits::ConnTicket;
-use crate::http::{Access, Gate};
 use crate::state::AppState;
+use crate::transport::conn_limits::ConnTicket;
+use crate::transport::http::{Access, Gate};
 
 pub use sessions::{COOKIE, FILE_NAME as SESSIONS_FILE, Session, Sessions};
 
@@ -188,7 +188,10 @@ fn may_still_view(config: &crate::config::Config, client: &str) -> Option<bool> 
 
 /// The `/mcp` Host policy, and for `Origin`: the page's own origin (whatever address it
 /// was reached by: a NAT guest's `10.0.2.2`, a LAN address), else `/mcp`'s origin policy.
-fn origin_allowed(policy: &crate::auth::OriginPolicy, headers: &HeaderMap) -> Result<(), String> {
+fn origin_allowed(
+    policy: &crate::transport::auth::OriginPolicy,
+    headers: &HeaderMap,
+) -> Result<(), String> {
     let text = |h| {
         headers
             .get(h)

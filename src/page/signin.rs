@@ -14,8 +14,8 @@ use subtle::ConstantTimeEq;
 
 use super::assets::{page, secured, sign_in as sign_in_form};
 use super::{Denied, Page, Viewer, denied, plain};
-use crate::conn_limits::ConnTicket;
-use crate::http::Access;
+use crate::transport::conn_limits::ConnTicket;
+use crate::transport::http::Access;
 
 /// A form body larger than this is refused (a token and a CSRF token fit many times).
 const MAX_FORM_BYTES: usize = 4096;
@@ -44,7 +44,7 @@ pub(super) async fn index(State(page_state): State<Arc<Page>>, req: Request) -> 
 
 /// `POST /signin` with `token=…` (form-urlencoded): a session cookie and a redirect to
 /// `/`, or the form again with 401. The token is compared as a digest in constant time by
-/// the same [`crate::auth::Credentials`] as `/mcp`, and never logged.
+/// the same [`crate::transport::auth::Credentials`] as `/mcp`, and never logged.
 pub(super) async fn sign_in(State(p): State<Arc<Page>>, req: Request) -> Response {
     let config = p.state.config();
     if !config.page.enabled {

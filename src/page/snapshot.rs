@@ -14,10 +14,10 @@ use serde::Serialize;
 use super::assets::secured;
 use super::{Page, Viewer, denied};
 use crate::audit::Decision;
-use crate::conn_limits::ConnTicket;
 use crate::running::RunningCommand;
-use crate::tools::board_list::BoardView;
-use crate::tools::devices::DeviceView;
+use crate::transport::conn_limits::ConnTicket;
+use crate::views::BoardView;
+use crate::views::DeviceView;
 
 /// No client's name: views built for it show nobody's lease id.
 const NOBODY: &str = "";
@@ -97,7 +97,7 @@ pub fn build(p: &Page, viewer: &Viewer) -> Snapshot {
             .into_iter()
             .map(|d| DeviceView::new(state, &config, d, NOBODY))
             .collect(),
-        boards: crate::tools::board_list::view(state, NOBODY).boards,
+        boards: crate::views::boards_view(state, NOBODY).boards,
         locks: locks
             .keys
             .into_iter()

@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::{Page, Viewer, denied, plain, snapshot};
-use crate::conn_limits::ConnTicket;
+use crate::transport::conn_limits::ConnTicket;
 
 /// Wait this long after a change for the ones that come with it.
 pub const SETTLE: Duration = Duration::from_millis(10);

@@ -10,9 +10,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use super::{GatecmdServer, answers_at_once, session_id};
 use crate::tools;
-use crate::tools::board_list::BoardList;
 use crate::tools::boards::{BoardLeaseResult, LockBoardRequest};
 use crate::tools::power::{PowerRequest, PowerResult};
+use crate::views::BoardList;
 
 #[tool_router(router = board_router, vis = "pub(super)")]
 impl GatecmdServer {

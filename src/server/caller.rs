@@ -5,7 +5,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::GatecmdServer;
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::locks::SessionId;
 
 impl GatecmdServer {
@@ -28,7 +28,7 @@ impl GatecmdServer {
 }
 
 /// The legacy (2025-11-25) session a request belongs to, if any: leases taken in it end with
-/// it. Set by the session manager (src/sessions.rs) on requests routed through a session the
+/// it. Set by the session manager (src/transport/sessions.rs) on requests routed through a session the
 /// caller owns, never taken from the header: a stateless request has none.
 pub fn session_id(ctx: &RequestContext<RoleServer>) -> Option<SessionId> {
     let parts = ctx.extensions.get::<http::request::Parts>()?;

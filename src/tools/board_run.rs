@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::ClientIdentity;
 use crate::config::{BoardConfig, Config};
 use crate::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
 use crate::console::shell::{Marker, Prompts, Seen, command_problem};
 use crate::console::{Console, WriteError, uboot};
+use crate::identity::ClientIdentity;
 use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;

@@ -12,17 +12,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::auth::ClientIdentity;
 use crate::boards::BoardMatch;
 use crate::config::{BoardConfig, Config};
-use crate::devices::DeviceId;
+use crate::identity::ClientIdentity;
+use crate::locks::lock_key_of;
 use crate::locks::{ClientName, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
-use crate::tools::devices::lock_key_of;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::reasons::lock_refusal;
 use crate::tools::refusal;
+use crate::views::device_at;
 
 /// How often a match waiter looks again when nothing told it to: a device arriving in the
 /// asked mode is a registry change, not a lock event.
@@ -99,13 +99,6 @@ pub fn board_lease_request(
         wait,
         shared,
     }
-}
-
-/// The device enumerated at port `usb` now, if any.
-pub fn device_at(state: &AppState, usb: &str) -> Option<crate::devices::Device> {
-    usb.parse::<DeviceId>()
-        .ok()
-        .and_then(|id| state.registry.get(&id))
 }
 
 /// `lock_board`.

@@ -11,7 +11,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::ClientIdentity;
 use crate::boards::PowerState;
 use crate::boards::boot::{Now, Step, Target, plan};
 use crate::config::{Config, MAX_BOOT_TIMEOUT_SECS};
@@ -20,6 +19,7 @@ use crate::console::shell::{Prompts, Seen};
 use crate::console::{Console, ConsoleState, uboot};
 use crate::devices::{DeviceId, RockchipMode};
 use crate::exec::Spec;
+use crate::identity::ClientIdentity;
 use crate::locks::SessionId;
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;

@@ -4,8 +4,8 @@ use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, Config};
+use crate::identity::ClientIdentity;
 
 /// The result of `list_commands`.
 #[derive(Debug, Serialize, JsonSchema)]

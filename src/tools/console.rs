@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Audit;
-use crate::auth::ClientIdentity;
+use crate::audit::{Audit, ConsoleWriteRecord};
 use crate::console::{Console, ConsoleState, Consoles, NoLease, ReadError, ReadSpec, WriteError};
+use crate::identity::ClientIdentity;
 use crate::refusal::{Refusal, RefusalReason};
 use crate::tools::{refusal, structured};
 
@@ -269,15 +269,14 @@ pub async fn write(
     let bytes = req.text.as_bytes();
     let sha256 = hex::encode(Sha256::digest(bytes));
     let record = |outcome: &str, detail: Option<&str>| {
-        audit.record(&serde_json::json!({
-            "event": "console_write",
-            "client": who.name,
-            "board": req.board,
-            "bytes": bytes.len(),
-            "sha256": sha256,
-            "outcome": outcome,
-            "detail": detail,
-        }));
+        audit.record(&ConsoleWriteRecord {
+            client: &who.name,
+            board: &req.board,
+            bytes: bytes.len(),
+            sha256: &sha256,
+            outcome,
+            detail,
+        });
     };
     let refuse = |r: Refusal| {
         record("refused", Some(r.reason.as_str()));

@@ -9,8 +9,8 @@ use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::ClientIdentity;
 use crate::config::Config;
+use crate::identity::ClientIdentity;
 use crate::refusal::Refusal;
 use crate::staging::upload::{self, Chunk};
 use crate::staging::{self, AuditRecord, RootSel, StagingError, Target};

@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::jobs::{Job, JobError, JobState, JobView, Origin};
 use crate::output;
 use crate::refusal::{Refusal, RefusalReason};

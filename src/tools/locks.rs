@@ -9,16 +9,17 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::ClientIdentity;
 use crate::devices::DeviceId;
+use crate::identity::ClientIdentity;
 use crate::locks::{
     ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, ParseLockKeyError, SessionId,
 };
+use crate::locks::{class_of, lock_key_of};
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
-use crate::tools::devices::{LockView, class_of, lock_key_of};
 use crate::tools::reasons::lock_refusal;
 use crate::tools::refusal;
+use crate::views::LockView;
 
 /// Longest a caller may queue for a key.
 pub const MAX_WAIT_SECS: u64 = 3600;

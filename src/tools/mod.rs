@@ -12,7 +12,6 @@ pub mod devices;
 pub mod execute;
 pub mod files;
 pub mod jobs;
-pub mod list_cache;
 pub mod locks;
 pub mod power;
 pub mod reasons;

@@ -10,10 +10,11 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::ClientIdentity;
+use crate::audit::{PowerOutcome, PowerRecord};
 use crate::boards::PowerState;
 use crate::config::{BoardConfig, Config, PowerAction, PowerConfig};
 use crate::exec::Spec;
+use crate::identity::ClientIdentity;
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
@@ -247,17 +248,18 @@ pub async fn power(
     }
     drop(guard);
     result.duration_ms = started.elapsed().as_millis() as u64;
-    state.audit.record(&serde_json::json!({
-        "event": "power_board",
-        "client": who.name,
-        "board": board.name,
-        "action": req.action,
-        "argv": argv,
-        "exit_code": result.exit_code,
-        "state": result.state,
-        "ok": ok,
-        "duration_ms": result.duration_ms,
-    }));
+    state.audit.record(&PowerRecord {
+        client: &who.name,
+        board: &board.name,
+        action: &name_of(&req.action),
+        outcome: PowerOutcome::Ran {
+            argv: &argv,
+            exit_code: result.exit_code,
+            state: &name_of(&result.state),
+            ok,
+            duration_ms: result.duration_ms,
+        },
+    });
     let text = format!(
         "power_board {} {}: {} (state {}, {} ms){}\n",
         result.board,
@@ -317,15 +319,12 @@ fn refused(
     req: &PowerRequest,
     r: Refusal,
 ) -> CallToolResult {
-    state.audit.record(&serde_json::json!({
-        "event": "power_board",
-        "client": who.name,
-        "board": req.board,
-        "action": req.action,
-        "verdict": "refused",
-        "reason": r.reason.as_str(),
-        "message": r.message,
-    }));
+    state.audit.record(&PowerRecord {
+        client: &who.name,
+        board: &req.board,
+        action: &name_of(&req.action),
+        outcome: PowerOutcome::refused(r.reason.as_str(), &r.message),
+    });
     refusal(r)
 }
 

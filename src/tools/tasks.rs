@@ -10,7 +10,7 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus};
 
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::jobs::JobState;
 use crate::state::AppState;
 use crate::tools::execute::job_calls::TASK_POLL_MS;

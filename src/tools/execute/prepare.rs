@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use crate::auth::ClientIdentity;
 use crate::config::{CancelPolicy, CommandConfig, Config};
 use crate::devices::DeviceId;
 use crate::exec::Spec;
+use crate::identity::ClientIdentity;
 use crate::locks::LockKey;
+use crate::locks::lock_key_of;
 use crate::sanitizer;
 use crate::state::AppState;
-use crate::tools::devices::lock_key_of;
 
 use super::interface::ExecuteRequest;
 

@@ -9,18 +9,18 @@ use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit;
-use crate::auth::ClientIdentity;
 use crate::config::CancelPolicy;
 use crate::exec::{ExecError, LineTap, Outcome, Spec};
+use crate::identity::ClientIdentity;
 use crate::isolation::{Plan, Privilege, Roots};
 use crate::locks::{ClientName, CommandLockRequest, LeaseId, SessionId};
 use crate::metrics;
 use crate::progress;
 use crate::refusal::Refusal;
 use crate::state::AppState;
-use crate::tools::devices::LockView;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
+use crate::views::LockView;
 
 use super::device_left::Watch;
 use super::held::Held;

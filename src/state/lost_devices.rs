@@ -43,7 +43,7 @@ pub async fn watch_lost_devices(state: Arc<AppState>) {
                 Ok(DeviceEvent::Removed(d)) => {
                     if in_use(&state, &d, &ended) {
                         tracing::warn!(device = %d.id, "a device went away during a command on it");
-                        super::record::device_lost_during_command(d.kind);
+                        crate::metrics::device_lost_during_command(d.kind.label());
                     }
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
@@ -63,7 +63,7 @@ fn in_use(state: &AppState, d: &Device, ended: &HashMap<LockKey, Instant>) -> bo
     let config = state.config();
     let mut keys = vec![
         LockKey::Port(d.id.to_string()),
-        crate::tools::devices::lock_key_of(&config, d),
+        crate::locks::lock_key_of(&config, d),
     ];
     if let Some(b) = config.board_at(d.id.as_str()) {
         keys.push(LockKey::Board(b.name.clone()));

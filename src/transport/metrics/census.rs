@@ -7,7 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::labels::{PREFIX, kind_label};
+use crate::metrics::PREFIX;
 use crate::state::AppState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -78,7 +78,7 @@ pub fn registry(state: &AppState) -> Registry {
         };
         devices
             .get_or_create(&DeviceLabels {
-                kind: kind_label(d.kind),
+                kind: d.kind.label(),
                 mode,
             })
             .inc();

@@ -10,33 +10,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::{ClientConfig, Config, TokenSource};
-
-/// The identity of an authenticated caller, carried in request extensions to the tools.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientIdentity {
-    /// The client's configured name: lock holder and audit identity.
-    pub name: String,
-    /// Commands it may run (`None`: all).
-    pub commands: Option<BTreeSet<String>>,
-    /// May release other clients' leases.
-    pub admin: bool,
-}
-
-impl ClientIdentity {
-    /// The identity used when authentication is off or the transport is stdio.
-    pub fn local(name: &str) -> Self {
-        ClientIdentity {
-            name: name.into(),
-            commands: None,
-            admin: false,
-        }
-    }
-
-    /// Whether this client may run `command`.
-    pub fn may_run(&self, command: &str) -> bool {
-        self.commands.as_ref().is_none_or(|c| c.contains(command))
-    }
-}
+use crate::identity::ClientIdentity;
 
 struct Entry {
     digest: [u8; 32],

@@ -24,7 +24,7 @@ use rmcp::transport::streamable_http_server::session::{
     RestoreOutcome, ServerSseMessage, SessionId as McpSessionId, SessionManager,
 };
 
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::locks::SessionId;
 use crate::state::AppState;
 

@@ -14,11 +14,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::census;
 use super::encode::Format;
-use super::families::families;
-use super::labels::route_of;
-use super::record::http_answer;
-use crate::auth::{ClientIdentity, OriginPolicy};
+use crate::identity::ClientIdentity;
+use crate::metrics::{counters, http_answer, route_of};
 use crate::state::AppState;
+use crate::transport::auth::OriginPolicy;
 
 /// The path both binds serve.
 pub const PATH: &str = "/metrics";
@@ -67,7 +66,7 @@ pub fn answer(state: &AppState, headers: &HeaderMap) -> Response {
         .collect();
     let format = Format::negotiate(Some(&accept.join(",")));
     let gauges = census::registry(state);
-    match format.render(&[&families().registry, &gauges]) {
+    match format.render(&[counters(), &gauges]) {
         Ok(body) => ([(header::CONTENT_TYPE, format.content_type())], body).into_response(),
         Err(_) => error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -19,7 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use crate::auth::ClientIdentity;
+use crate::identity::ClientIdentity;
 use crate::quotas::Kind;
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;

@@ -10,7 +10,7 @@
 //! Three paths, one [`JSON_WINDOW`] (2 s) measured from the request:
 //!
 //! - A 2026-07-28 call to a quick method ([`is_quick`]) goes to an rmcp service in its own
-//!   JSON mode (`McpService` in `src/http.rs`): the cheapest path.
+//!   JSON mode (`McpService` in `src/transport/http.rs`): the cheapest path.
 //! - Any other POST: [`prefer_json`] waits for the first message of rmcp's stream. If it is
 //!   the request's answer, it becomes the whole JSON body (the stream ends after the answer
 //!   anyway). If it is anything else (a progress notification, a `subscriptions/listen`
@@ -43,7 +43,7 @@ use serde::de::{IgnoredAny, MapAccess, Visitor};
 pub const JSON_WINDOW: Duration = Duration::from_secs(2);
 
 /// The tools that answer at once. The MCP handler's tool list says which (the router in
-/// `src/http.rs` hands them over when it is built); this module only asks.
+/// `src/transport/http.rs` hands them over when it is built); this module only asks.
 #[derive(Debug, Clone, Default)]
 pub struct QuickTools(Arc<[Box<[u8]>]>);
 

@@ -13,13 +13,14 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{AuthError, ClientIdentity, Credentials, OriginPolicy};
-pub use crate::conn_limits::ConnLimits;
-use crate::conn_limits::ConnTicket;
-use crate::json_answer::QuickTools;
+use crate::identity::ClientIdentity;
 use crate::server::GatecmdServer;
-use crate::sessions::LeaseReleasingSessions;
 use crate::state::AppState;
+use crate::transport::auth::{AuthError, Credentials, OriginPolicy};
+pub use crate::transport::conn_limits::ConnLimits;
+use crate::transport::conn_limits::ConnTicket;
+use crate::transport::json_answer::QuickTools;
+use crate::transport::sessions::LeaseReleasingSessions;
 
 /// Who may call `/mcp`.
 #[derive(Clone)]
@@ -88,7 +89,7 @@ impl tower_service::Service<Request> for McpService {
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        if crate::json_answer::is_quick(&req, &self.quick_tools) {
+        if crate::transport::json_answer::is_quick(&req, &self.quick_tools) {
             self.quick.call(req)
         } else {
             self.streamed.call(req)
@@ -135,25 +136,27 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .nest_service("/mcp", mcp)
         // Behind the same guard as /mcp (Host/Origin, then a client's token).
         .route(
-            crate::metrics::PATH,
-            axum::routing::get(crate::metrics::scrape).with_state(state.clone()),
+            crate::transport::metrics::PATH,
+            axum::routing::get(crate::transport::metrics::scrape).with_state(state.clone()),
         )
         // Inside the guard: a refused request never reaches rmcp or these layers.
-        .layer(axum::middleware::from_fn(crate::json_answer::prefer_json))
+        .layer(axum::middleware::from_fn(
+            crate::transport::json_answer::prefer_json,
+        ))
         .layer(axum::middleware::from_fn(session_end_status))
         .layer(axum::middleware::from_fn_with_state(
             sessions,
             session_owner,
         ))
-        // Answers not yet read, per client (src/open_answers.rs).
+        // Answers not yet read, per client (src/transport/open_answers.rs).
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::open_answers::hold,
+            crate::transport::open_answers::hold,
         ))
         // The body limit in force, before the session layer reads anything.
         .layer(axum::middleware::from_fn_with_state(
             state,
-            crate::body_limit::enforce,
+            crate::transport::body_limit::enforce,
         ))
         .layer(axum::middleware::from_fn_with_state(gate, guard))
         .route("/health", axum::routing::get(health))
@@ -189,7 +192,8 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     }
     let identity = match access {
         Access::Open => {
-            req.extensions_mut().insert(crate::metrics::Unrestricted);
+            req.extensions_mut()
+                .insert(crate::transport::metrics::Unrestricted);
             ClientIdentity::local("anonymous")
         }
         Access::Tokens(creds) => {
@@ -283,5 +287,5 @@ pub async fn serve(
     limits: ConnLimits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    crate::conn_limits::serve(listener, router, limits, shutdown).await
+    crate::transport::conn_limits::serve(listener, router, limits, shutdown).await
 }

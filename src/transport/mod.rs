@@ -1,0 +1,22 @@
+//! The transport layer: everything between a TCP connection and the MCP handler. Nothing
+//! below it (the MCP surface, the domain, the core) imports it.
+//!
+//! - `http`: the axum router: `/mcp` behind the request guard, `/health`, `/metrics`.
+//! - `conn_limits`: the accept loop: header/idle timeouts, connection caps, eviction of the
+//!   oldest unauthenticated connection.
+//! - `auth`: bearer tokens of named clients (constant-time), Origin and Host checks.
+//! - `body_limit`: `limits.max_request_body_bytes` enforced with the value in force.
+//! - `metrics`: the `/metrics` scrape: gauges read from the state, the exposition formats.
+//! - `json_answer`: a POST answered within two seconds goes out as one JSON body, not SSE.
+//! - `open_answers`: answers not yet read, bounded per client.
+//! - `sessions`: the session manager: each legacy session belongs to the client that
+//!   opened it, a per-client cap, and its leases end with it.
+
+pub mod auth;
+pub mod body_limit;
+pub mod conn_limits;
+pub mod http;
+pub mod json_answer;
+pub mod metrics;
+pub mod open_answers;
+pub mod sessions;
