@@ -77,6 +77,7 @@ pub mod http;
 pub mod isolation;
 pub mod jobs;
 pub mod json_answer;
+pub mod lab;
 pub mod locks;
 pub mod metrics;
 pub mod notify;
