@@ -46,8 +46,8 @@ pub use boards::{
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use jobs::JobSettings;
-pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};
+pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
 pub use schema::{

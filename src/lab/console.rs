@@ -39,9 +39,12 @@ pub async fn bind(
 ) -> Result<HashMap<String, Listener>, String> {
     let mut out = HashMap::new();
     for b in state.config().boards.iter().filter(|b| b.console.is_some()) {
-        let listener = TcpListener::bind(lab.listen_addr())
-            .await
-            .map_err(|e| format!("cannot listen on {} (labgrid.console_bind): {e}", lab.console_bind))?;
+        let listener = TcpListener::bind(lab.listen_addr()).await.map_err(|e| {
+            format!(
+                "cannot listen on {} (labgrid.console_bind): {e}",
+                lab.console_bind
+            )
+        })?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         out.insert(
             b.name.clone(),
@@ -72,7 +75,13 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             let _ = sock
-                .write_all(format!("gatecmd: console of {} has {MAX_CONNECTIONS} connections already\r\n", l.board).as_bytes())
+                .write_all(
+                    format!(
+                        "gatecmd: console of {} has {MAX_CONNECTIONS} connections already\r\n",
+                        l.board
+                    )
+                    .as_bytes(),
+                )
                 .await;
             continue;
         };
@@ -111,7 +120,9 @@ async fn connection(
         ));
     };
     let Some(console) = lab.state.consoles.get(board) else {
-        return Err(format!("gatecmd: board {board} has no console capture running"));
+        return Err(format!(
+            "gatecmd: board {board} has no console capture running"
+        ));
     };
     let mut end = console.subscribe();
     let (_, mut cursor) = console.bounds();
@@ -221,8 +232,7 @@ mod tests {
         let mut t = Telnet::default();
         // DO ECHO, WILL SGA, a subnegotiation, then "ls\r\0", an escaped 0xFF.
         let input = [
-            255, 253, 1, 255, 251, 3, 255, 250, 44, 1, 0, 255, 240, b'l', b's', b'\r', 0, 255,
-            255,
+            255, 253, 1, 255, 251, 3, 255, 250, 44, 1, 0, 255, 240, b'l', b's', b'\r', 0, 255, 255,
         ];
         assert_eq!(t.strip(&input), vec![b'l', b's', b'\r', 255]);
         // State carries across reads: IAC at the end of one, its option in the next.

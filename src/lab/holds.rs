@@ -265,28 +265,33 @@ pub fn holder(state: &AppState, board: &str, left: bool) -> Holder {
             .filter(|p| p.lease.is_some() || p.running.is_some())
     });
     match (st, port) {
-        (Some(KeyState { lease: Some(l), .. }), _) => match l.holder.0.strip_prefix(HOLDER_PREFIX) {
-            Some(place) => Holder::Place(place.to_string()),
-            None => {
-                let secs = chrono::SecondsFormat::Secs;
-                let remaining = if left {
-                    let n = (l.expires_at - Utc::now()).num_seconds().max(0);
-                    format!(" ({n} s left)")
-                } else {
-                    String::new()
-                };
-                Holder::Other(format!(
-                    "gatecmd: board {board} is leased by MCP client {} since {} until {}{remaining}{}",
-                    l.holder.0,
-                    l.acquired_at.to_rfc3339_opts(secs, true),
-                    l.expires_at.to_rfc3339_opts(secs, true),
-                    l.note
-                        .map(|n| format!(" (note: {n})"))
-                        .unwrap_or_default()
-                ))
+        (Some(KeyState { lease: Some(l), .. }), _) => {
+            match l.holder.0.strip_prefix(HOLDER_PREFIX) {
+                Some(place) => Holder::Place(place.to_string()),
+                None => {
+                    let secs = chrono::SecondsFormat::Secs;
+                    let remaining = if left {
+                        let n = (l.expires_at - Utc::now()).num_seconds().max(0);
+                        format!(" ({n} s left)")
+                    } else {
+                        String::new()
+                    };
+                    Holder::Other(format!(
+                        "gatecmd: board {board} is leased by MCP client {} since {} until {}{remaining}{}",
+                        l.holder.0,
+                        l.acquired_at.to_rfc3339_opts(secs, true),
+                        l.expires_at.to_rfc3339_opts(secs, true),
+                        l.note.map(|n| format!(" (note: {n})")).unwrap_or_default()
+                    ))
+                }
             }
-        },
-        (Some(KeyState { running: Some(r), .. }), _) => Holder::Other(format!(
+        }
+        (
+            Some(KeyState {
+                running: Some(r), ..
+            }),
+            _,
+        ) => Holder::Other(format!(
             "gatecmd: board {board} is running {:?} for MCP client {}",
             r.command, r.client.0
         )),

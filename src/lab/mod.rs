@@ -180,7 +180,9 @@ impl Lab {
             }
             None => {
                 lock(&self.users).remove(place);
-                let ended = self.holds.release_where(&self.state, |_, h| h.place == place);
+                let ended = self
+                    .holds
+                    .release_where(&self.state, |_, h| h.place == place);
                 self.report_released(ended, "the place is no longer acquired at the coordinator");
             }
         }
@@ -188,7 +190,7 @@ impl Lab {
 
     /// After the first place listing of a session: holds of places the coordinator does
     /// not list as acquired (it restarted, or they were released while gatecmd was away).
-    fn reconcile(&self, seen: &HashMap<String, Option<String>>) {
+    fn release_unlisted(&self, seen: &HashMap<String, Option<String>>) {
         let ended = self.holds.release_where(&self.state, |_, h| {
             seen.get(&h.place).is_none_or(|a| a.is_none())
         });
@@ -198,6 +200,9 @@ impl Lab {
     /// Holds whose lease ended on gatecmd's side.
     fn forget_lost(&self) {
         let lost = self.holds.forget_lost(&self.state);
-        self.report_released(lost, "its gatecmd lease ended (expired or released by an operator)");
+        self.report_released(
+            lost,
+            "its gatecmd lease ended (expired or released by an operator)",
+        );
     }
 }

@@ -28,9 +28,12 @@ pub struct Listener {
 
 /// Binds the power port.
 pub async fn bind(lab: &LabSettings) -> Result<Listener, String> {
-    let listener = TcpListener::bind(lab.listen_addr())
-        .await
-        .map_err(|e| format!("cannot listen on {} (labgrid.console_bind): {e}", lab.console_bind))?;
+    let listener = TcpListener::bind(lab.listen_addr()).await.map_err(|e| {
+        format!(
+            "cannot listen on {} (labgrid.console_bind): {e}",
+            lab.console_bind
+        )
+    })?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     Ok(Listener { port, listener })
 }
@@ -107,9 +110,12 @@ async fn switch_board(lab: &Lab, board: &str, on: bool) -> Result<(), Answer> {
     };
     let config = lab.state.config();
     let Some(cfg) = config.board(board) else {
-        return Err(conflict(format!("gatecmd: board {board} is no longer configured")));
+        return Err(conflict(format!(
+            "gatecmd: board {board} is no longer configured"
+        )));
     };
-    let spec = spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {}", r.message)))?;
+    let spec =
+        spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {}", r.message)))?;
     let lock = CommandLockRequest {
         keys: vec![LockKey::Board(board.to_string())],
         shared: vec![],

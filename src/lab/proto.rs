@@ -266,11 +266,16 @@ mod tests {
         // Bytes of labgrid's own encoding (python protobuf 7) of
         // ExporterOutMessage(set_acquired_request=ExporterSetAcquiredRequest(group_name="b1",
         // resource_name="usb")): the place unset means release.
-        let bytes = [0x12, 0x09, 0x0a, 0x02, b'b', b'1', 0x12, 0x03, b'u', b's', b'b'];
+        let bytes = [
+            0x12, 0x09, 0x0a, 0x02, b'b', b'1', 0x12, 0x03, b'u', b's', b'b',
+        ];
         let msg = ExporterOutMessage::decode(&bytes[..]).expect("decodes");
         match msg.kind {
             Some(ExporterOut::SetAcquired(r)) => {
-                assert_eq!((r.group_name.as_str(), r.resource_name.as_str()), ("b1", "usb"));
+                assert_eq!(
+                    (r.group_name.as_str(), r.resource_name.as_str()),
+                    ("b1", "usb")
+                );
                 assert_eq!(r.place_name, None);
             }
             other => panic!("{other:?}"),

@@ -83,7 +83,9 @@ async fn session(
         }),
     )?;
     let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready().await.map_err(|e| format!("coordinator: {e}"))?;
+    grpc.ready()
+        .await
+        .map_err(|e| format!("coordinator: {e}"))?;
     let codec = tonic_prost::ProstCodec::<ExporterInMessage, ExporterOutMessage>::default();
     let mut exporter = grpc
         .streaming(
@@ -114,7 +116,9 @@ async fn session(
             .map_err(|_| "client stream queue full".to_string())?;
     }
     let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.map_err(|e| format!("coordinator: {e}"))?;
+    grpc.ready()
+        .await
+        .map_err(|e| format!("coordinator: {e}"))?;
     let codec = tonic_prost::ProstCodec::<ClientInMessage, ClientOutMessage>::default();
     let mut places = grpc
         .streaming(
@@ -174,7 +178,7 @@ async fn session(
                 if msg.sync.is_some_and(|s| s.id == FIRST_SYNC)
                     && let Some(seen) = first_listing.take()
                 {
-                    lab.reconcile(&seen);
+                    lab.release_unlisted(&seen);
                 }
                 publish(lab, &ex_tx, &mut published)?;
             }
@@ -194,7 +198,7 @@ async fn session(
                 ticks += 1;
                 lab.forget_lost();
                 // Leases live max_ttl; renewing every minute keeps them far from it.
-                if ticks % 60 == 0 { lab.holds.renew_all(&lab.state); }
+                if ticks.is_multiple_of(60) { lab.holds.renew_all(&lab.state); }
                 publish(lab, &ex_tx, &mut published)?;
             }
         }

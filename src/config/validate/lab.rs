@@ -10,8 +10,7 @@ use super::validator::Validator;
 /// `[A-Za-z0-9_.-]`, 1-64: a path segment of labgrid's `EXPORTER/GROUP/CLASS/NAME`.
 fn valid_name(s: &str) -> bool {
     (1..=64).contains(&s.len())
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
