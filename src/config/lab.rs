@@ -17,7 +17,6 @@ pub struct RawLab {
     pub proxy: Option<String>,
     pub proxy_required: Option<bool>,
     pub hold_secs: Option<u64>,
-    pub mcp_url: Option<String>,
 }
 
 /// Longest `hold_secs`: a board a person held through a lost coordinator is not kept
@@ -48,9 +47,6 @@ pub struct LabSettings {
     pub proxy_required: bool,
     /// How long boards held by a labgrid place stay held once the coordinator is lost.
     pub hold: Duration,
-    /// This gatecmd's MCP URL as other hosts' agents reach it (shown in the exporter's
-    /// resources so a lab-wide answer can name it).
-    pub mcp_url: Option<String>,
 }
 
 impl LabSettings {

@@ -90,7 +90,6 @@ impl Validator {
             proxy: raw.proxy.unwrap_or_else(hostname),
             proxy_required: raw.proxy_required.unwrap_or(console_bind.is_loopback()),
             hold: Duration::from_secs(hold_secs.clamp(1, MAX_LAB_HOLD_SECS)),
-            mcp_url: raw.mcp_url,
         })
     }
 }
