@@ -197,8 +197,9 @@ async fn session(
             _ = tick.tick() => {
                 ticks += 1;
                 lab.forget_lost();
-                // Leases live max_ttl; renewing every minute keeps them far from it.
-                if ticks.is_multiple_of(60) { lab.holds.renew_all(&lab.state); }
+                // Leases live max_ttl: renewed three times per max_ttl (at most every minute).
+                let every = (lab.state.locks.settings().max_ttl.as_secs() / 3).clamp(1, 60);
+                if ticks.is_multiple_of(every) { lab.holds.renew_all(&lab.state); }
                 publish(lab, &ex_tx, &mut published)?;
             }
         }

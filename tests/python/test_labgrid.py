@@ -271,9 +271,17 @@ async def test_console_and_power_through_gatecmd(lab):
     )
     try:
         con.expect("connecting to")
-        time.sleep(0.5)
-        os.write(b.master, b"U-Boot 2024.01 on rock5b-1\r\n")
-        con.expect("U-Boot 2024.01 on rock5b-1")
+        # The port streams what the board says from the moment microcom is connected:
+        # the board repeats itself until the person's console shows it.
+        deadline = time.monotonic() + 10
+        while True:
+            os.write(b.master, b"U-Boot 2024.01 on rock5b-1\r\n")
+            try:
+                con.expect("U-Boot 2024.01 on rock5b-1", timeout=0.5)
+                break
+            except pexpect.TIMEOUT:
+                if time.monotonic() > deadline:
+                    raise
         # And what the person types reaches the board.
         con.send("hi\r")
         got = b""
