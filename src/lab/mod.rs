@@ -4,6 +4,7 @@
 //! - `proto`: the coordinator messages used, as hand-written prost derives.
 //! - `resources`: a board as labgrid resources (USB loader, serial port, power port).
 //! - `holds`: the place ↔ lease bridge (holder `labgrid:<place>`).
+//! - `mirror`: agent leases mirrored as place acquisitions (`EXPORTER/gatecmd:CLIENT`).
 //! - `session`: one connection: the exporter stream and the place updates.
 //! - `console`: each board's captured console on a TCP port, for the place that holds it.
 //! - `power`: labgrid's `rest` power model served through the board's power backend.
@@ -14,6 +15,7 @@
 
 mod console;
 mod holds;
+mod mirror;
 mod power;
 mod proto;
 mod resources;
@@ -43,6 +45,7 @@ pub(crate) struct Lab {
     settings: LabSettings,
     ports: resources::Ports,
     holds: holds::Holds,
+    mirrors: mirror::Mirrors,
     /// Place → `HOST/USER` who acquired it, from the coordinator's place updates.
     users: Mutex<HashMap<String, String>>,
     /// Since when the coordinator is lost (`None` while a session is registered).
@@ -71,6 +74,7 @@ pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<
         settings,
         ports,
         holds: holds::Holds::default(),
+        mirrors: mirror::Mirrors::default(),
         users: Mutex::new(HashMap::new()),
         lost_since: Mutex::new(Some(Instant::now())),
     });

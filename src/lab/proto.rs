@@ -1,7 +1,8 @@
 //! The labgrid coordinator messages gatecmd uses, written by hand as prost derives from
 //! labgrid 26's `labgrid/remote/proto/labgrid-coordinator.proto` (package `labgrid`):
 //! field numbers and types are the wire contract, so each one is the .proto's. Only the
-//! exporter stream, the client stream's place updates and the reservation calls are here.
+//! exporter stream, the client stream's place updates and the place acquire/release
+//! calls (agent leases mirrored, `mirror.rs`) are here.
 
 use std::collections::HashMap;
 
@@ -254,6 +255,38 @@ pub struct ClientOutMessage {
     pub sync: Option<Sync>,
     #[prost(message, repeated, tag = "2")]
     pub updates: Vec<UpdateResponse>,
+}
+
+/// `/labgrid.Coordinator/AcquirePlace`: acquires for the caller's client-stream name.
+pub const ACQUIRE_PLACE: &str = "/labgrid.Coordinator/AcquirePlace";
+/// `/labgrid.Coordinator/ReleasePlace`.
+pub const RELEASE_PLACE: &str = "/labgrid.Coordinator/ReleasePlace";
+
+/// `AcquirePlaceRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AcquirePlaceRequest {
+    #[prost(string, tag = "1")]
+    pub placename: String,
+}
+
+/// `ReleasePlaceRequest`: with `fromuser`, a no-op unless that user holds the place.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReleasePlaceRequest {
+    #[prost(string, tag = "1")]
+    pub placename: String,
+    #[prost(string, optional, tag = "2")]
+    pub fromuser: Option<String>,
+}
+
+/// `AcquirePlaceResponse` / `ReleasePlaceResponse`: empty.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Empty {}
+
+/// An mpsc receiver as the outbound stream of a gRPC streaming call.
+pub fn stream_of<T: Send + 'static>(
+    rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) })
 }
 
 #[cfg(test)]

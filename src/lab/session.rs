@@ -9,12 +9,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tonic::codegen::http::uri::PathAndQuery;
 
-use super::Lab;
 use super::proto::{
     CLIENT_STREAM, ClientIn, ClientInMessage, ClientOutMessage, EXPORTER_STREAM, ExporterIn,
     ExporterInMessage, ExporterOut, ExporterOutMessage, ExporterResponse, Resource, SetAcquired,
-    StartupDone, Subscribe, SubscribeKind, Sync, Update,
+    StartupDone, Subscribe, SubscribeKind, Sync, Update, stream_of,
 };
+use super::{Lab, mirror};
 
 /// How long to wait for the coordinator's TCP and HTTP/2 handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -35,12 +35,6 @@ pub struct Ended {
     /// Whether the exporter stream was registered (the coordinator said hello).
     pub registered: bool,
     pub why: String,
-}
-
-fn stream_of<T: Send + 'static>(
-    rx: mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) })
 }
 
 /// Runs one session until a stream ends; `on_registered` is called once the exporter
@@ -115,7 +109,7 @@ async fn session(
             .try_send(client_msg(m))
             .map_err(|_| "client stream queue full".to_string())?;
     }
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready()
         .await
         .map_err(|e| format!("coordinator: {e}"))?;
@@ -131,7 +125,11 @@ async fn session(
         .into_inner();
 
     let mut published: HashMap<(String, String), Resource> = HashMap::new();
+    lab.mirrors.new_session();
     publish(lab, &ex_tx, &mut published)?;
+    // Mirror calls (mirror.rs) run beside the loop: an acquire waits for the coordinator,
+    // which waits for this loop's answers on the exporter stream.
+    let mut calls = futures::stream::FuturesUnordered::<mirror::CallFuture>::new();
     let mut on_registered = Some(on_registered);
     // Places seen acquired in the first listing; holds of any other place are stale.
     let mut first_listing: Option<HashMap<String, Option<String>>> = Some(HashMap::new());
@@ -140,6 +138,9 @@ async fn session(
     let mut tick = tokio::time::interval(TICK);
     let mut ticks: u64 = 0;
     loop {
+        for c in lab.mirrors.plan(&lab.state, &lab.settings.name) {
+            calls.push(lab.start_call(c, &channel));
+        }
         tokio::select! {
             msg = exporter.message() => {
                 let msg = msg.map_err(|e| format!("exporter stream: {}", e.message()))?;
@@ -165,13 +166,19 @@ async fn session(
                 let Some(msg) = msg else { return Ok(()) };
                 for u in msg.updates {
                     match u.kind {
-                        Some(Update::Place(p)) => {
+                        Some(Update::Place(mut p)) => {
+                            // labgrid 26 sends a free place's `acquired` as "" (set, empty).
+                            p.acquired = p.acquired.filter(|a| !a.is_empty());
                             if let Some(seen) = first_listing.as_mut() {
                                 seen.insert(p.name.clone(), p.acquired.clone());
                             }
                             lab.place_update(&p.name, p.acquired.as_deref());
+                            lab.mirrors.set_place(p);
                         }
-                        Some(Update::DelPlace(name)) => lab.place_update(&name, None),
+                        Some(Update::DelPlace(name)) => {
+                            lab.place_update(&name, None);
+                            lab.mirrors.del_place(&name);
+                        }
                         _ => {}
                     }
                 }
@@ -179,6 +186,14 @@ async fn session(
                     && let Some(seen) = first_listing.take()
                 {
                     lab.release_unlisted(&seen);
+                    lab.mirrors.listed();
+                }
+                publish(lab, &ex_tx, &mut published)?;
+            }
+            Some(out) = futures::StreamExt::next(&mut calls), if !calls.is_empty() => {
+                lab.report_call(&out);
+                if let Some(c) = lab.mirrors.finished(&out) {
+                    calls.push(lab.start_call(c, &channel));
                 }
                 publish(lab, &ex_tx, &mut published)?;
             }
@@ -217,7 +232,10 @@ fn publish(
     tx: &mpsc::Sender<ExporterInMessage>,
     published: &mut HashMap<(String, String), Resource>,
 ) -> Result<(), String> {
-    let now = super::resources::all(&lab.state, &lab.settings, &lab.ports, &lab.holds.snapshot());
+    let mut acquired = lab.holds.snapshot();
+    // A board is held by a place or by an agent, never both: no key collides.
+    acquired.extend(lab.mirrors.as_holds());
+    let now = super::resources::all(&lab.state, &lab.settings, &lab.ports, &acquired);
     for (key, r) in now {
         if published.get(&key) != Some(&r) {
             send(tx, ExporterIn::Resource(r.clone()))?;
@@ -242,6 +260,12 @@ impl Lab {
                 "gatecmd: no resource {board}/{resource} on exporter {}",
                 self.settings.name
             ))
+        } else if let Some(()) =
+            self.mirrors
+                .set_acquired(&self.state, board, resource, req.place_name.as_deref())
+        {
+            // The place is an agent's lease mirrored (mirror.rs): no labgrid hold.
+            Ok(())
         } else {
             match &req.place_name {
                 Some(place) => {
@@ -280,6 +304,51 @@ impl Lab {
                 success: false,
                 reason: Some(reason),
             },
+        }
+    }
+}
+
+impl Lab {
+    fn start_call(
+        &self,
+        call: mirror::Call,
+        channel: &tonic::transport::Channel,
+    ) -> mirror::CallFuture {
+        mirror::start(
+            call,
+            self.settings.coordinator.clone(),
+            self.settings.name.clone(),
+            channel.clone(),
+        )
+    }
+
+    /// Every mirror acquire and release is audited and logged.
+    fn report_call(&self, out: &mirror::Outcome) {
+        let reason = out.result.as_ref().err();
+        match &out.call {
+            mirror::Call::Acquire {
+                place,
+                board,
+                agent,
+            } => {
+                let user = mirror::mirror_user(&self.settings.name, agent);
+                if let Some(why) = reason {
+                    tracing::warn!(place = %place, board = %board, agent = %agent, why = %why, "labgrid: cannot mirror the agent's lease as a place acquisition (the lease stands)");
+                } else {
+                    tracing::info!(place = %place, board = %board, as_user = %user, "labgrid: place acquired for the agent's lease");
+                }
+                self.audit(
+                    "labgrid_mirror_acquire",
+                    serde_json::json!({"place": place, "board": board, "agent": agent, "as": user, "ok": reason.is_none(), "reason": reason}),
+                );
+            }
+            mirror::Call::Release { place, user, why } => {
+                tracing::info!(place = %place, why = %why, ok = reason.is_none(), "labgrid: mirrored place released");
+                self.audit(
+                    "labgrid_mirror_release",
+                    serde_json::json!({"place": place, "as": user, "why": why, "ok": reason.is_none(), "reason": reason}),
+                );
+            }
         }
     }
 }

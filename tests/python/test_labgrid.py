@@ -85,12 +85,14 @@ class Coordinator:
                 self.proc.wait()
         self.log.close()
 
-    def client(self, *args: str, check: bool = True, place: str | None = None) -> subprocess.CompletedProcess:
+    def client(
+        self, *args: str, check: bool = True, place: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         argv = [str(VENV_BIN / "labgrid-client"), "-x", self.address]
         if place:
             argv += ["-p", place]
         r = subprocess.run(
-            argv + list(args), capture_output=True, text=True, timeout=30, env=dict(os.environ, **PERSON)
+            argv + list(args), capture_output=True, text=True, timeout=30, env=dict(os.environ, **PERSON, **(env or {}))
         )
         if check and r.returncode != 0:
             pytest.fail(f"labgrid-client {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -191,7 +193,9 @@ async def unlock(url: str, lease: str) -> None:
         assert not r.is_error, text(r)
 
 
-def make_place(c: Coordinator, place: str, exporter: str = "bench-1", board: str = "rock5b-1") -> None:
+def make_place(
+    c: Coordinator, place: str, exporter: str = "bench-1", board: str = "rock5b-1", tags: dict | None = None
+) -> None:
     """What `labgrid-client -p PLACE create` and `add-match` do, through labgrid's own gRPC
     stub: the same two calls in-process, without a client start-up (1 s each) per step."""
     import grpc
@@ -210,6 +214,14 @@ def make_place(c: Coordinator, place: str, exporter: str = "bench-1", board: str
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.ALREADY_EXISTS:
                 raise
+        if tags:
+            stub.SetPlaceTags(pb.SetPlaceTagsRequest(placename=place, tags=tags), timeout=5)
+
+
+def acquired_by(c: Coordinator, place: str) -> str:
+    """Who the coordinator says holds `place` (`None` when free), from `labgrid-client show`."""
+    out = c.client("show", place=place).stdout
+    return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("acquired:"))
 
 
 def resources(c: Coordinator) -> str:
@@ -243,17 +255,24 @@ async def test_one_lock_for_people_and_agents(lab):
     r = await lock_board(b.server.url)
     assert not r.is_error, text(r)
     lease = r.structured_content["lease_id"]
-    # Now the person's acquire fails, and labgrid shows gatecmd's reason on the resources.
+    # gatecmd mirrors the agent's lease as the place acquired under its name; the person's
+    # acquire fails naming gatecmd and the agent, and the resources say why.
+    wait_until(lambda: acquired_by(c, "p1") == "bench-1/gatecmd:vm-a", 10, "the mirror acquisition")
     failed = c.client("acquire", place="p1", check=False)
     assert failed.returncode != 0, failed.stdout
-    assert "Failed to acquire resources for place p1" in failed.stderr, failed.stderr
+    assert "already acquired by bench-1/gatecmd:vm-a" in failed.stderr, failed.stderr
     shown = c.client("show", place="p1").stdout
     assert "'held_by': 'gatecmd: board rock5b-1 is leased by MCP" in shown, shown
     assert "'client vm-a since" in shown and "'avail': False" in shown, shown
-    events = [e for e in b.audit() if e.get("event") == "labgrid_acquire"]
-    assert events[-1]["ok"] is False and "vm-a" in events[-1]["reason"], events[-1]
+    # The agent lets go: gatecmd releases the place, and the person acquires it.
     await unlock(b.server.url, lease)
+    wait_until(lambda: acquired_by(c, "p1") == "None", 10, "the mirror release")
     c.client("acquire", place="p1")
+    events = [e for e in b.audit() if e.get("event", "").startswith("labgrid_mirror_")]
+    assert [(e["event"], e["place"], e["as"], e["ok"]) for e in events] == [
+        ("labgrid_mirror_acquire", "p1", "bench-1/gatecmd:vm-a", True),
+        ("labgrid_mirror_release", "p1", "bench-1/gatecmd:vm-a", True),
+    ], events
 
 
 async def test_console_and_power_through_gatecmd(lab):
@@ -342,6 +361,28 @@ async def test_gatecmd_restart_reregisters_and_leaves_nothing_held(lab):
     c.client("acquire", place="p1")
 
 
+async def test_mirrors_survive_a_coordinator_restart_and_not_a_gatecmd_restart(lab):
+    c, b = lab
+    make_place(c, "p1")
+    r = await lock_board(b.server.url)
+    assert not r.is_error, text(r)
+    wait_until(lambda: acquired_by(c, "p1") == "bench-1/gatecmd:vm-a", 10, "the mirror acquisition")
+    # A restarted coordinator forgets acquisitions: gatecmd acquires the place again.
+    c.stop()
+    c.start()
+    b.wait_registered(2)
+    make_place(c, "p1")  # (unless its places file had it)
+    wait_until(lambda: acquired_by(c, "p1") == "bench-1/gatecmd:vm-a", 10, "the mirror again")
+    # gatecmd restarts without leases: the place it left acquired is released on register.
+    b.stop()
+    assert acquired_by(c, "p1") == "bench-1/gatecmd:vm-a"
+    b.start()
+    wait_until(lambda: acquired_by(c, "p1") == "None", 10, "the stale mirror's release")
+    c.client("acquire", place="p1")
+    released = [e for e in b.audit() if e.get("event") == "labgrid_mirror_release"]
+    assert released[-1]["why"] == "no agent holds the board any more" and released[-1]["ok"], released
+
+
 async def test_a_lost_coordinator_releases_labgrid_holds_after_hold_secs(lab):
     c, b = lab
     make_place(c, "p1")
@@ -358,3 +399,34 @@ async def test_a_lost_coordinator_releases_labgrid_holds_after_hold_secs(lab):
     released = [e for e in b.audit() if e.get("event") == "labgrid_hold_released"]
     assert "unreachable" in released[-1]["why"], released
     await unlock(b.server.url, r.structured_content["lease_id"])
+
+
+async def test_a_reservation_goes_to_the_host_whose_board_no_agent_holds(tmp_path, testbed):
+    """Two gatecmd "hosts" with an RK3588 each: an agent holds host 1's, so labgrid's
+    scheduler (which looks only at places) allocates host 2's place to a person."""
+    testbed.add("usb1-root-hub.umockdev")
+    testbed.add("rk3588-maskrom-1-2.umockdev")
+    for d in ["coord", "bench1", "bench2"]:
+        (tmp_path / d).mkdir()
+    c = Coordinator(tmp_path / "coord")
+    b1 = Bench(tmp_path / "bench1", c, testbed, name="bench-1")
+    b2 = Bench(tmp_path / "bench2", c, testbed, name="bench-2")
+    try:
+        make_place(c, "p1", exporter="bench-1", tags={"soc": "rk3588"})
+        make_place(c, "p2", exporter="bench-2", tags={"soc": "rk3588"})
+        r = await lock_board(b1.server.url)
+        assert not r.is_error, text(r)
+        wait_until(lambda: acquired_by(c, "p1") == "bench-1/gatecmd:vm-a", 10, "the mirror acquisition")
+        out = c.client("reserve", "--wait", "--shell", "soc=rk3588").stdout
+        token = out.strip().removeprefix("export LG_TOKEN=")
+        shown = c.client("show", place="+", env={"LG_TOKEN": token}).stdout
+        assert "Place 'p2'" in shown, shown
+        c.client("acquire", place="+", env={"LG_TOKEN": token})
+        assert acquired_by(c, "p2") == "desk/alice"
+        # And host 2's board is the person's: its agent is refused naming the place.
+        r = await lock_board(b2.server.url)
+        assert r.is_error and "labgrid:p2" in text(r), text(r)
+    finally:
+        b1.close()
+        b2.close()
+        c.stop()
