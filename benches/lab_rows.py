@@ -6,6 +6,9 @@ console, a script as power).
   on a connection with a client session, as labgrid-client makes it) until an agent
   (official MCP Python SDK) sees the board held by `labgrid:<place>` in `list_locks`; a
   `lock_board` right after is checked to be refused. Also the AcquirePlace call itself.
+- lock → mirror: from the start of an agent's `lock_board` until the coordinator shows the
+  place acquired by `bench-1/gatecmd:vm-a` (GetPlaces polled); and from the start of its
+  `unlock_device` until the place is free again.
 - reconnect: the coordinator stopped and started again on the same port; from the
   restarted coordinator's port accepting to gatecmd's "registered" line, and from the stop.
 
@@ -106,6 +109,29 @@ async def acquire_rows(c: Coordinator, s: Server, rounds: int) -> tuple[list[flo
     return seen, calls
 
 
+async def mirror_rows(c: Coordinator, s: Server, rounds: int) -> tuple[list[float], list[float]]:
+    async def acquirer() -> str:
+        places = (await person.stub.GetPlaces(pb.GetPlacesRequest())).places
+        return next(p.acquired for p in places if p.name == "p1")
+
+    locked, unlocked = [], []
+    async with Person(c.address) as person, connect(s.url, TOKEN_A, "auto") as agent:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            r = await agent.call_tool("lock_board", {"board": "rock5b-1"})
+            assert not r.is_error, r
+            while await acquirer() != "bench-1/gatecmd:vm-a":
+                pass
+            locked.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            u = await agent.call_tool("unlock_device", {"lease": r.structured_content["lease_id"]})
+            assert not u.is_error, u
+            while await acquirer():
+                pass
+            unlocked.append((time.perf_counter() - t0) * 1000)
+    return locked, unlocked
+
+
 def reconnect_rows(c: Coordinator, s: Server, name: str, rounds: int) -> tuple[list[float], list[float]]:
     from_ready, from_stop = [], []
     for i in range(rounds):
@@ -151,6 +177,7 @@ def main() -> None:
             wait_until(lambda: any("labgrid exporter bench-1 registered" in x for x in s.log), 15, "registration")
             make_place(c, "p1")
             seen, calls = asyncio.run(acquire_rows(c, s, rounds))
+            locked, unlocked = asyncio.run(mirror_rows(c, s, rounds))
             ready, stop = reconnect_rows(c, s, "bench-1", 3)
         finally:
             s.stop()
@@ -162,6 +189,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     row("person's AcquirePlace start -> agent sees labgrid:p1 (list_locks)", seen)
     row("person's AcquirePlace call (3 resources, each a set-acquired round trip)", calls)
+    row("agent's lock_board start -> place acquired by bench-1/gatecmd:vm-a (GetPlaces)", locked)
+    row("agent's unlock_device start -> place free at the coordinator", unlocked)
     row("coordinator restarted (port accepting) -> gatecmd re-registered", ready)
     row("coordinator stopped -> gatecmd re-registered (includes the restart)", stop)
 
