@@ -5,7 +5,7 @@
 #               serving them; needs root and dummy_hcd, says why in one line where it cannot
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke bench-vboard screenshot-vboard soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke bench-vboard bench-lab screenshot-vboard soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -68,6 +68,13 @@ bench-vboard: test-setup
 	cargo build --release --locked --bin gatecmd
 	cargo build --release --locked -p gatecmd-vboard
 	.venv/bin/python benches/vboard.py
+
+# labgrid rows (issue 25, docs/LAB.md; not part of `make test`): a real labgrid 26
+# coordinator on loopback, acquire -> agent refusal latency and reconnection time.
+bench-lab: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	.venv/bin/python benches/lab_rows.py
 
 # docs/img/vboard-flash.png: the bench page in headless Chromium during a real flash of a
 # virtual board.

@@ -23,6 +23,8 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(chromium fonts-dejavu-core)
   # prometheus: its promtool checks the /metrics scrape in tests/metrics.rs.
   packages+=(prometheus)
+  # microcom: what `labgrid-client console` runs (tests/python/test_labgrid.py).
+  packages+=(microcom)
 fi
 
 missing=()

@@ -47,6 +47,8 @@
 //!   table per client, output rings with cursors, bounded retention of finished ones.
 //! - [`devices`]: the USB device model, Rockchip identification, the registry and its
 //!   udev/libusb/sysfs monitors (the one shared source of truth about what is attached).
+//! - [`lab`]: gatecmd as a labgrid exporter (docs/LAB.md): boards as labgrid resources,
+//!   places bridged to board leases (`labgrid:<place>`), console and power ports.
 //! - [`boards`]: boards at run time: `lock_board {match}` selection and its fair queue
 //!   across boards, power states, the console capture's hook into `list_boards`,
 //!   `boot_board`'s plan.
@@ -76,6 +78,7 @@ pub mod exec;
 pub mod identity;
 pub mod isolation;
 pub mod jobs;
+pub mod lab;
 pub mod locks;
 pub mod metrics;
 pub mod notify;

@@ -11,6 +11,7 @@
 //! - `boards`: the named boards (usb port, console, power).
 //! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
 //! - `staging`: the file staging policy (limits, write roots per client).
+//! - `lab`: gatecmd as a labgrid exporter (coordinator, name, console bind).
 //! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
 //! - `raw`: the schema as written in YAML, and checks of single values.
 //! - `validate/`: cross-field validation, one file per part of the schema.
@@ -26,6 +27,7 @@ mod boards;
 mod error;
 mod host;
 mod jobs;
+mod lab;
 mod load;
 mod metrics;
 mod page;
@@ -44,6 +46,7 @@ pub use boards::{
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use jobs::JobSettings;
+pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};

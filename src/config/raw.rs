@@ -52,6 +52,8 @@ pub(crate) struct RawConfig {
     pub(crate) metrics: super::metrics::RawMetrics,
     #[serde(default)]
     pub(crate) jobs: super::jobs::JobSettings,
+    #[serde(default)]
+    pub(crate) labgrid: super::lab::RawLab,
 }
 
 #[derive(Deserialize)]

@@ -46,6 +46,8 @@ pub struct Config {
     pub jobs: super::jobs::JobSettings,
     /// Who may read `/metrics`, and where (docs/METRICS.md).
     pub metrics: super::metrics::MetricsSettings,
+    /// gatecmd as a labgrid exporter (docs/LAB.md); `None` when off.
+    pub labgrid: Option<super::lab::LabSettings>,
 }
 
 /// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).

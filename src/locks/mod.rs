@@ -46,7 +46,8 @@
 //! - `plan`: which keys a request takes, in which order.
 //! - `guard`, `expiry`: RAII release and the expiry task.
 //! - `manager` ([`LockManager`]), then `commands` and `leases`, its operations,
-//!   and `census` (counts for the metrics scrape).
+//!   `census` (counts for the metrics scrape) and `outside` (leases an outside
+//!   holder keeps: a labgrid place).
 
 mod admission;
 mod census;
@@ -60,6 +61,7 @@ mod lane;
 mod leases;
 mod manager;
 mod ops;
+mod outside;
 mod plan;
 mod request;
 mod settings;

@@ -87,6 +87,11 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
         why: "the metrics listener is opened once, at start",
         changed: |a, b| a.metrics.bind != b.metrics.bind,
     },
+    RestartOnly {
+        key: "labgrid",
+        why: "the labgrid exporter connects, binds its console and power ports and registers its boards once, at start (docs/LAB.md)",
+        changed: |a, b| a.labgrid != b.labgrid,
+    },
 ];
 
 /// The restart-only keys whose value differs between `old` and `new`.

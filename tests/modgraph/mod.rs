@@ -639,7 +639,7 @@ pub fn graph_of(files: &[(&str, &str)]) -> Graph {
 /// `tests/docs_truth.rs` holds the two equal).
 pub const LAYERS: &[(&str, &[&str])] = &[
     ("entry", &["cli"]),
-    ("transport", &["transport", "page"]),
+    ("transport", &["transport", "page", "lab"]),
     (
         "mcp",
         &[

@@ -162,6 +162,7 @@ impl Validator {
         self.page(&raw.page, &clients);
         self.origins(&raw.allowed_origins);
         let metrics = self.metrics(raw.metrics, &clients, bind);
+        let labgrid = self.lab(raw.labgrid);
         Config {
             source: self.file.clone(),
             bind,
@@ -183,6 +184,7 @@ impl Validator {
             page: raw.page,
             metrics,
             jobs: raw.jobs,
+            labgrid,
         }
     }
 }

@@ -1,0 +1,307 @@
+//! The place ↔ lease bridge: which boards labgrid places hold, as gatecmd board leases
+//! with holder `labgrid:<place>`, and who else holds a board when labgrid asks for it.
+//! One table behind a `std` mutex, never held across an await (the lease is taken between
+//! two looks at the table, and the coordinator sends one request at a time).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::locks::{ClientName, KeyState, LeaseId, LockKey};
+use crate::state::AppState;
+use crate::tools::boards::{LockBoardRequest, board_lease_request};
+
+/// The holder prefix of leases taken for labgrid places. Configured client names are
+/// `[A-Za-z0-9_.-]`, so no MCP client can be named like this.
+pub const HOLDER_PREFIX: &str = "labgrid:";
+
+/// The lock holder of `place`.
+pub fn holder_of(place: &str) -> ClientName {
+    ClientName(format!("{HOLDER_PREFIX}{place}"))
+}
+
+/// One board held by a labgrid place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub place: String,
+    pub lease: LeaseId,
+    /// The board's resources the coordinator has marked acquired for the place.
+    pub resources: BTreeSet<String>,
+    /// `HOST/USER` who acquired the place, once the coordinator's place update said so.
+    pub user: Option<String>,
+}
+
+impl Hold {
+    /// The lease note others read when they find the board busy.
+    pub fn note(&self) -> String {
+        match &self.user {
+            Some(u) => format!("labgrid place {} acquired by {u}", self.place),
+            None => format!("labgrid place {}", self.place),
+        }
+    }
+}
+
+/// Who has a board, as labgrid should see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    Free,
+    /// Held for this labgrid place.
+    Place(String),
+    /// An agent (or a command, or a port lease): the text says who, since when, how long.
+    Other(String),
+}
+
+/// The board table of the labgrid bridge.
+#[derive(Default)]
+pub struct Holds {
+    // board name → hold. A std mutex: map lookups only, never across an await.
+    boards: Mutex<HashMap<String, Hold>>,
+}
+
+impl Holds {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Hold>) -> R) -> R {
+        let mut g = self.boards.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+
+    /// The hold on `board`, if a place has it.
+    pub fn get(&self, board: &str) -> Option<Hold> {
+        self.with(|m| m.get(board).cloned())
+    }
+
+    /// Every hold, by board.
+    pub fn snapshot(&self) -> HashMap<String, Hold> {
+        self.with(|m| m.clone())
+    }
+
+    /// Marks `resource` of `board` acquired for `place`, taking the board's lease for the
+    /// place if it has none yet. Refused (with the reason labgrid logs) when another place
+    /// or an agent holds the board.
+    pub async fn acquire(
+        &self,
+        state: &AppState,
+        board: &str,
+        resource: &str,
+        place: &str,
+        user: Option<String>,
+    ) -> Result<Option<Hold>, String> {
+        let existing = self.with(|m| match m.get_mut(board) {
+            Some(h) if h.place == place => {
+                h.resources.insert(resource.to_string());
+                Ok(true)
+            }
+            Some(h) => Err(format!(
+                "gatecmd: board {board} is held by labgrid place {} ({})",
+                h.place,
+                h.note()
+            )),
+            None => Ok(false),
+        })?;
+        if existing {
+            return Ok(None);
+        }
+        let config = state.config();
+        let Some(cfg) = config.board(board) else {
+            return Err(format!(
+                "gatecmd: no board {board} is configured on this exporter"
+            ));
+        };
+        let mut hold = Hold {
+            place: place.to_string(),
+            lease: LeaseId(String::new()),
+            resources: BTreeSet::from([resource.to_string()]),
+            user,
+        };
+        let settings = state.locks.settings();
+        let req = LockBoardRequest {
+            board: Some(board.to_string()),
+            matches: None,
+            // The longest a lease may live; renewed while the coordinator is there.
+            ttl_secs: Some(settings.max_ttl.as_secs()),
+            wait_secs: Some(0),
+            note: Some(hold.note()),
+        };
+        let lease = board_lease_request(
+            state,
+            &config,
+            cfg,
+            &holder_of(place),
+            None,
+            &req,
+            Duration::ZERO,
+        );
+        match state.locks.lock(lease).await {
+            Ok(info) => {
+                hold.lease = info.lease_id;
+                self.with(|m| m.insert(board.to_string(), hold.clone()));
+                Ok(Some(hold))
+            }
+            Err(_) => Err(match holder(state, board, true) {
+                Holder::Other(why) => why,
+                _ => format!("gatecmd: board {board} is busy"),
+            }),
+        }
+    }
+
+    /// Marks `resource` of `board` released; the last one released ends the lease, which is
+    /// returned with its place. Releasing what no place holds is a no-op (labgrid repeats
+    /// releases after a reconnect); another place's board is refused.
+    pub fn release(
+        &self,
+        state: &AppState,
+        board: &str,
+        resource: &str,
+        place: Option<&str>,
+    ) -> Result<Option<Hold>, String> {
+        let ended = self.with(|m| {
+            let Some(h) = m.get_mut(board) else {
+                return Ok(None);
+            };
+            if let Some(p) = place
+                && p != h.place
+            {
+                return Err(format!(
+                    "gatecmd: board {board} is held by labgrid place {}, not {p}",
+                    h.place
+                ));
+            }
+            h.resources.remove(resource);
+            Ok(if h.resources.is_empty() {
+                m.remove(board)
+            } else {
+                None
+            })
+        })?;
+        if let Some(h) = &ended {
+            // Gone already (expired, force-unlocked): nothing left to end.
+            let _ = state.locks.unlock(&h.lease, &holder_of(&h.place));
+        }
+        Ok(ended)
+    }
+
+    /// Ends every hold for which `drop` says so; returns them with their boards.
+    pub fn release_where(
+        &self,
+        state: &AppState,
+        drop: impl Fn(&str, &Hold) -> bool,
+    ) -> Vec<(String, Hold)> {
+        let ended: Vec<(String, Hold)> = self.with(|m| {
+            let names: Vec<String> = m
+                .iter()
+                .filter(|(b, h)| drop(b, h))
+                .map(|(b, _)| b.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|b| m.remove(&b).map(|h| (b, h)))
+                .collect()
+        });
+        for (_, h) in &ended {
+            let _ = state.locks.unlock(&h.lease, &holder_of(&h.place));
+        }
+        ended
+    }
+
+    /// Holds whose lease ended on gatecmd's side (expiry, an operator's release): they
+    /// are forgotten so that the resources show free again.
+    pub fn forget_lost(&self, state: &AppState) -> Vec<(String, Hold)> {
+        self.with(|m| {
+            let lost: Vec<String> = m
+                .iter()
+                .filter(|(b, h)| {
+                    state
+                        .locks
+                        .key_state(&LockKey::Board((*b).clone()))
+                        .and_then(|s| s.lease)
+                        .is_none_or(|l| l.lease_id != h.lease)
+                })
+                .map(|(b, _)| b.clone())
+                .collect();
+            lost.into_iter()
+                .filter_map(|b| m.remove(&b).map(|h| (b, h)))
+                .collect()
+        })
+    }
+
+    /// Records who acquired `place` and renews its leases (with the note naming them).
+    pub fn set_user(&self, state: &AppState, place: &str, user: &str) {
+        let renew: Vec<Hold> = self.with(|m| {
+            m.values_mut()
+                .filter(|h| h.place == place && h.user.as_deref() != Some(user))
+                .map(|h| {
+                    h.user = Some(user.to_string());
+                    h.clone()
+                })
+                .collect()
+        });
+        for h in renew {
+            let _ = state
+                .locks
+                .renew_outside(&h.lease, &holder_of(&h.place), Some(h.note()));
+        }
+    }
+
+    /// Renews every hold's lease (while the coordinator is there they do not expire).
+    pub fn renew_all(&self, state: &AppState) {
+        for h in self.snapshot().into_values() {
+            let _ = state
+                .locks
+                .renew_outside(&h.lease, &holder_of(&h.place), None);
+        }
+    }
+}
+
+/// Who holds `board` now, from the lock table. With `left`, an agent's lease says how many
+/// seconds it has left (for an answer); without, only its times (for the published
+/// resources, which should not change every second).
+pub fn holder(state: &AppState, board: &str, left: bool) -> Holder {
+    let st = state.locks.key_state(&LockKey::Board(board.to_string()));
+    let port = state.config().board(board).and_then(|b| {
+        state
+            .locks
+            .key_state(&LockKey::Port(b.usb.clone()))
+            .filter(|p| p.lease.is_some() || p.running.is_some())
+    });
+    match (st, port) {
+        (Some(KeyState { lease: Some(l), .. }), _) => {
+            match l.holder.0.strip_prefix(HOLDER_PREFIX) {
+                Some(place) => Holder::Place(place.to_string()),
+                None => {
+                    let secs = chrono::SecondsFormat::Secs;
+                    let remaining = if left {
+                        let n = (l.expires_at - Utc::now()).num_seconds().max(0);
+                        format!(" ({n} s left)")
+                    } else {
+                        String::new()
+                    };
+                    Holder::Other(format!(
+                        "gatecmd: board {board} is leased by MCP client {} since {} until {}{remaining}{}",
+                        l.holder.0,
+                        l.acquired_at.to_rfc3339_opts(secs, true),
+                        l.expires_at.to_rfc3339_opts(secs, true),
+                        l.note.map(|n| format!(" (note: {n})")).unwrap_or_default()
+                    ))
+                }
+            }
+        }
+        (
+            Some(KeyState {
+                running: Some(r), ..
+            }),
+            _,
+        ) => Holder::Other(format!(
+            "gatecmd: board {board} is running {:?} for MCP client {}",
+            r.command, r.client.0
+        )),
+        (_, Some(p)) => Holder::Other(format!(
+            "gatecmd: board {board}'s USB port is in use by MCP client {}",
+            p.lease
+                .map(|l| l.holder.0)
+                .or(p.running.map(|r| r.client.0))
+                .unwrap_or_default()
+        )),
+        _ => Holder::Free,
+    }
+}

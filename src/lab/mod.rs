@@ -1,0 +1,212 @@
+//! gatecmd in a labgrid lab (docs/LAB.md): an exporter of the lab's coordinator, so that
+//! people with `labgrid-client` and agents with MCP share one lock per board.
+//!
+//! - `proto`: the coordinator messages used, as hand-written prost derives.
+//! - `resources`: a board as labgrid resources (USB loader, serial port, power port).
+//! - `holds`: the place ↔ lease bridge (holder `labgrid:<place>`).
+//! - `mirror`: agent leases mirrored as place acquisitions (`EXPORTER/gatecmd:CLIENT`).
+//! - `session`: one connection: the exporter stream and the place updates.
+//! - `console`: each board's captured console on a TCP port, for the place that holds it.
+//! - `power`: labgrid's `rest` power model served through the board's power backend.
+//!
+//! This module: start-up (listeners first, so a bad `console_bind` stops the start), the
+//! reconnect loop with bounded backoff, and the watchdog that releases labgrid-held
+//! boards once the coordinator has been gone for `labgrid.hold_secs`.
+
+mod console;
+mod holds;
+mod mirror;
+mod power;
+mod proto;
+mod resources;
+mod session;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LabSettings;
+use crate::state::AppState;
+
+pub use holds::HOLDER_PREFIX;
+
+/// First wait before reconnecting; doubled after each failed attempt up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest wait between two connection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A session that lasted this long resets the backoff.
+const STABLE: Duration = Duration::from_secs(10);
+
+/// The bridge's shared parts.
+pub(crate) struct Lab {
+    state: Arc<AppState>,
+    settings: LabSettings,
+    ports: resources::Ports,
+    holds: holds::Holds,
+    mirrors: mirror::Mirrors,
+    /// Place → `HOST/USER` who acquired it, from the coordinator's place updates.
+    users: Mutex<HashMap<String, String>>,
+    /// Since when the coordinator is lost (`None` while a session is registered).
+    lost_since: Mutex<Option<Instant>>,
+}
+
+/// Starts the bridge when `labgrid:` is configured: binds the console and power ports
+/// (an error stops the start), then connects in the background and keeps reconnecting
+/// until `shutdown`.
+pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<(), String> {
+    let Some(settings) = state.config().labgrid.clone() else {
+        return Ok(());
+    };
+    let consoles = console::bind(&state, &settings).await?;
+    let power = power::bind(&settings).await?;
+    let mut ports = resources::Ports {
+        console: consoles.iter().map(|(b, l)| (b.clone(), l.port)).collect(),
+        power: Some(power.port),
+        ..Default::default()
+    };
+    for (i, b) in state.config().boards.iter().enumerate() {
+        ports.power_index.insert(b.name.clone(), i as u64);
+    }
+    let lab = Arc::new(Lab {
+        state,
+        settings,
+        ports,
+        holds: holds::Holds::default(),
+        mirrors: mirror::Mirrors::default(),
+        users: Mutex::new(HashMap::new()),
+        lost_since: Mutex::new(Some(Instant::now())),
+    });
+    for l in consoles.into_values() {
+        tokio::spawn(console::serve(lab.clone(), l, shutdown.clone()));
+    }
+    tokio::spawn(power::serve(lab.clone(), power, shutdown.clone()));
+    tokio::spawn(watchdog(lab.clone(), shutdown.clone()));
+    tokio::spawn(connect_loop(lab, shutdown));
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn connect_loop(lab: Arc<Lab>, shutdown: CancellationToken) {
+    let mut backoff = FIRST_BACKOFF;
+    let mut was_registered = false;
+    loop {
+        let began = Instant::now();
+        let ended = tokio::select! {
+            e = session::run(&lab, || {
+                *lock(&lab.lost_since) = None;
+                tracing::info!(coordinator = %lab.settings.coordinator, name = %lab.settings.name, "labgrid: registered with the coordinator");
+                eprintln!("gatecmd: labgrid exporter {} registered", lab.settings.name);
+            }) => e,
+            _ = shutdown.cancelled() => return,
+        };
+        if ended.registered {
+            lock(&lab.lost_since).get_or_insert_with(Instant::now);
+            tracing::warn!(why = %ended.why, "labgrid: coordinator lost; reconnecting (local leases work meanwhile)");
+            lab.audit(
+                "labgrid_lost",
+                serde_json::json!({"coordinator": lab.settings.coordinator, "why": ended.why, "held_boards": lab.holds.snapshot().len()}),
+            );
+        } else if was_registered || backoff == FIRST_BACKOFF {
+            // The first failed attempt after a loss or at start; the rest only at debug.
+            tracing::warn!(why = %ended.why, "labgrid: cannot register with the coordinator; retrying with backoff up to 5 s (local leases work meanwhile)");
+        } else {
+            tracing::debug!(why = %ended.why, "labgrid: connection attempt failed");
+        }
+        was_registered = ended.registered;
+        if began.elapsed() >= STABLE {
+            backoff = FIRST_BACKOFF;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Releases labgrid-held boards once the coordinator has been gone for `hold_secs`: a
+/// lost coordinator never leaves a board held for a person nobody can reach.
+async fn watchdog(lab: Arc<Lab>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let overdue = lock(&lab.lost_since).is_some_and(|t| t.elapsed() >= lab.settings.hold);
+        if overdue {
+            let ended = lab.holds.release_where(&lab.state, |_, _| true);
+            lab.report_released(
+                ended,
+                &format!(
+                    "the coordinator was unreachable for {} s (labgrid.hold_secs)",
+                    lab.settings.hold.as_secs()
+                ),
+            );
+        }
+    }
+}
+
+impl Lab {
+    fn audit(&self, event: &str, mut fields: serde_json::Value) {
+        if let Some(o) = fields.as_object_mut() {
+            o.insert("event".into(), event.into());
+            o.insert("exporter".into(), self.settings.name.clone().into());
+        }
+        self.state.audit.record(&fields);
+    }
+
+    fn report_released(&self, ended: Vec<(String, holds::Hold)>, why: &str) {
+        for (board, h) in ended {
+            tracing::info!(board = %board, place = %h.place, why, "labgrid: board released");
+            self.audit(
+                "labgrid_hold_released",
+                serde_json::json!({"board": board, "place": h.place, "user": h.user, "why": why}),
+            );
+        }
+    }
+
+    fn user_of(&self, place: &str) -> Option<String> {
+        lock(&self.users).get(place).cloned()
+    }
+
+    /// A place update: who acquired it now (`None`: nobody, or the place is gone).
+    fn place_update(&self, place: &str, acquired: Option<&str>) {
+        match acquired {
+            Some(user) => {
+                lock(&self.users).insert(place.to_string(), user.to_string());
+                self.holds.set_user(&self.state, place, user);
+            }
+            None => {
+                lock(&self.users).remove(place);
+                let ended = self
+                    .holds
+                    .release_where(&self.state, |_, h| h.place == place);
+                self.report_released(ended, "the place is no longer acquired at the coordinator");
+            }
+        }
+    }
+
+    /// After the first place listing of a session: holds of places the coordinator does
+    /// not list as acquired (it restarted, or they were released while gatecmd was away).
+    fn release_unlisted(&self, seen: &HashMap<String, Option<String>>) {
+        let ended = self.holds.release_where(&self.state, |_, h| {
+            seen.get(&h.place).is_none_or(|a| a.is_none())
+        });
+        self.report_released(ended, "the coordinator does not list the place as acquired");
+    }
+
+    /// Holds whose lease ended on gatecmd's side.
+    fn forget_lost(&self) {
+        let lost = self.holds.forget_lost(&self.state);
+        self.report_released(
+            lost,
+            "its gatecmd lease ended (expired or released by an operator)",
+        );
+    }
+}

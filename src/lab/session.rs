@@ -1,0 +1,354 @@
+//! One connection to the coordinator: the exporter stream (register every board's
+//! resources, answer set-acquired requests, publish changes) and a client stream beside it
+//! (place updates: who acquired a place, and places no longer acquired). Returns when
+//! either stream ends; `mod.rs` reconnects.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tonic::codegen::http::uri::PathAndQuery;
+
+use super::proto::{
+    CLIENT_STREAM, ClientIn, ClientInMessage, ClientOutMessage, EXPORTER_STREAM, ExporterIn,
+    ExporterInMessage, ExporterOut, ExporterOutMessage, ExporterResponse, Resource, SetAcquired,
+    StartupDone, Subscribe, SubscribeKind, Sync, Update, stream_of,
+};
+use super::{Lab, mirror};
+
+/// How long to wait for the coordinator's TCP and HTTP/2 handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// HTTP/2 pings on an idle connection, so a coordinator host that vanished without
+/// closing the connection is noticed within interval + timeout.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Outbound messages queued per stream; a coordinator that reads nothing stops the session.
+const QUEUE: usize = 1024;
+/// How often the published state is compared with the lock table even when no event
+/// came (an expiry, a console that opened), and held leases renewed.
+const TICK: Duration = Duration::from_secs(1);
+/// The Sync id that marks the end of the first place listing.
+const FIRST_SYNC: u64 = 1;
+
+/// What a session tells its caller when it ends.
+pub struct Ended {
+    /// Whether the exporter stream was registered (the coordinator said hello).
+    pub registered: bool,
+    pub why: String,
+}
+
+/// Runs one session until a stream ends; `on_registered` is called once the exporter
+/// stream is up and every resource is sent.
+pub async fn run(lab: &Lab, on_registered: impl FnOnce()) -> Ended {
+    let mut registered = false;
+    let why = match session(lab, &mut registered, on_registered).await {
+        Ok(()) => "the coordinator ended the stream".to_string(),
+        Err(e) => e,
+    };
+    Ended { registered, why }
+}
+
+async fn session(
+    lab: &Lab,
+    registered: &mut bool,
+    on_registered: impl FnOnce(),
+) -> Result<(), String> {
+    let uri = format!("http://{}", lab.settings.coordinator);
+    // A new connection each time: the coordinator keys sessions by peer address, and
+    // refuses a second exporter stream from a peer it still knows.
+    let channel = tonic::transport::Endpoint::from_shared(uri)
+        .map_err(|e| format!("bad coordinator address: {e}"))?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e}", lab.settings.coordinator))?;
+    let version = format!("gatecmd {}", env!("CARGO_PKG_VERSION"));
+
+    // The exporter stream: startup first, as labgrid's exporter does.
+    let (ex_tx, ex_rx) = mpsc::channel::<ExporterInMessage>(QUEUE);
+    send(
+        &ex_tx,
+        ExporterIn::Startup(StartupDone {
+            version: version.clone(),
+            name: lab.settings.name.clone(),
+        }),
+    )?;
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready()
+        .await
+        .map_err(|e| format!("coordinator: {e}"))?;
+    let codec = tonic_prost::ProstCodec::<ExporterInMessage, ExporterOutMessage>::default();
+    let mut exporter = grpc
+        .streaming(
+            tonic::Request::new(stream_of(ex_rx)),
+            PathAndQuery::from_static(EXPORTER_STREAM),
+            codec,
+        )
+        .await
+        .map_err(|e| format!("exporter stream refused: {}", e.message()))?
+        .into_inner();
+
+    // The client stream, for place updates.
+    let (cl_tx, cl_rx) = mpsc::channel::<ClientInMessage>(QUEUE);
+    let client_msg = |k| ClientInMessage { kind: Some(k) };
+    for m in [
+        ClientIn::Startup(StartupDone {
+            version,
+            name: format!("{}/gatecmd", lab.settings.name),
+        }),
+        ClientIn::Subscribe(Subscribe {
+            is_unsubscribe: None,
+            kind: Some(SubscribeKind::AllPlaces(true)),
+        }),
+        ClientIn::Sync(Sync { id: FIRST_SYNC }),
+    ] {
+        cl_tx
+            .try_send(client_msg(m))
+            .map_err(|_| "client stream queue full".to_string())?;
+    }
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready()
+        .await
+        .map_err(|e| format!("coordinator: {e}"))?;
+    let codec = tonic_prost::ProstCodec::<ClientInMessage, ClientOutMessage>::default();
+    let mut places = grpc
+        .streaming(
+            tonic::Request::new(stream_of(cl_rx)),
+            PathAndQuery::from_static(CLIENT_STREAM),
+            codec,
+        )
+        .await
+        .map_err(|e| format!("client stream refused: {}", e.message()))?
+        .into_inner();
+
+    let mut published: HashMap<(String, String), Resource> = HashMap::new();
+    lab.mirrors.new_session();
+    publish(lab, &ex_tx, &mut published)?;
+    // Mirror calls (mirror.rs) run beside the loop: an acquire waits for the coordinator,
+    // which waits for this loop's answers on the exporter stream.
+    let mut calls = futures::stream::FuturesUnordered::<mirror::CallFuture>::new();
+    let mut on_registered = Some(on_registered);
+    // Places seen acquired in the first listing; holds of any other place are stale.
+    let mut first_listing: Option<HashMap<String, Option<String>>> = Some(HashMap::new());
+    let mut locks = lab.state.locks.subscribe();
+    let mut devices = lab.state.registry.subscribe();
+    let mut tick = tokio::time::interval(TICK);
+    let mut ticks: u64 = 0;
+    loop {
+        for c in lab.mirrors.plan(&lab.state, &lab.settings.name) {
+            calls.push(lab.start_call(c, &channel));
+        }
+        tokio::select! {
+            msg = exporter.message() => {
+                let msg = msg.map_err(|e| format!("exporter stream: {}", e.message()))?;
+                let Some(msg) = msg else { return Ok(()) };
+                match msg.kind {
+                    Some(ExporterOut::Hello(h)) => {
+                        *registered = true;
+                        lab.audit("labgrid_registered", serde_json::json!({"coordinator_version": h.version}));
+                        if let Some(f) = on_registered.take() { f(); }
+                    }
+                    Some(ExporterOut::SetAcquired(req)) => {
+                        let answer = lab.set_acquired(&req).await;
+                        // The resource's new state goes out before the answer, as labgrid's
+                        // exporter does: the coordinator checks it when the answer arrives.
+                        publish(lab, &ex_tx, &mut published)?;
+                        send(&ex_tx, ExporterIn::Response(answer))?;
+                    }
+                    None => {}
+                }
+            }
+            msg = places.message() => {
+                let msg = msg.map_err(|e| format!("client stream: {}", e.message()))?;
+                let Some(msg) = msg else { return Ok(()) };
+                for u in msg.updates {
+                    match u.kind {
+                        Some(Update::Place(mut p)) => {
+                            // labgrid 26 sends a free place's `acquired` as "" (set, empty).
+                            p.acquired = p.acquired.filter(|a| !a.is_empty());
+                            if let Some(seen) = first_listing.as_mut() {
+                                seen.insert(p.name.clone(), p.acquired.clone());
+                            }
+                            lab.place_update(&p.name, p.acquired.as_deref());
+                            lab.mirrors.set_place(p);
+                        }
+                        Some(Update::DelPlace(name)) => {
+                            lab.place_update(&name, None);
+                            lab.mirrors.del_place(&name);
+                        }
+                        _ => {}
+                    }
+                }
+                if msg.sync.is_some_and(|s| s.id == FIRST_SYNC)
+                    && let Some(seen) = first_listing.take()
+                {
+                    lab.release_unlisted(&seen);
+                    lab.mirrors.listed();
+                }
+                publish(lab, &ex_tx, &mut published)?;
+            }
+            Some(out) = futures::StreamExt::next(&mut calls), if !calls.is_empty() => {
+                lab.report_call(&out);
+                if let Some(c) = lab.mirrors.finished(&out) {
+                    calls.push(lab.start_call(c, &channel));
+                }
+                publish(lab, &ex_tx, &mut published)?;
+            }
+            ev = locks.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
+                    return Err("lock manager stopped".into());
+                }
+                publish(lab, &ex_tx, &mut published)?;
+            }
+            ev = devices.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
+                    return Err("device registry stopped".into());
+                }
+                publish(lab, &ex_tx, &mut published)?;
+            }
+            _ = tick.tick() => {
+                ticks += 1;
+                lab.forget_lost();
+                // Leases live max_ttl: renewed three times per max_ttl (at most every minute).
+                let every = (lab.state.locks.settings().max_ttl.as_secs() / 3).clamp(1, 60);
+                if ticks.is_multiple_of(every) { lab.holds.renew_all(&lab.state); }
+                publish(lab, &ex_tx, &mut published)?;
+            }
+        }
+    }
+}
+
+fn send(tx: &mpsc::Sender<ExporterInMessage>, kind: ExporterIn) -> Result<(), String> {
+    tx.try_send(ExporterInMessage { kind: Some(kind) })
+        .map_err(|_| "the coordinator reads nothing (exporter queue full)".to_string())
+}
+
+/// Sends every resource whose state differs from what the coordinator last heard.
+fn publish(
+    lab: &Lab,
+    tx: &mpsc::Sender<ExporterInMessage>,
+    published: &mut HashMap<(String, String), Resource>,
+) -> Result<(), String> {
+    let mut acquired = lab.holds.snapshot();
+    // A board is held by a place or by an agent, never both: no key collides.
+    acquired.extend(lab.mirrors.as_holds());
+    let now = super::resources::all(&lab.state, &lab.settings, &lab.ports, &acquired);
+    for (key, r) in now {
+        if published.get(&key) != Some(&r) {
+            send(tx, ExporterIn::Resource(r.clone()))?;
+            published.insert(key, r);
+        }
+    }
+    Ok(())
+}
+
+impl Lab {
+    /// The answer to one set-acquired request (acquire with a place, release without).
+    async fn set_acquired(&self, req: &SetAcquired) -> ExporterResponse {
+        let board = req.group_name.as_str();
+        let resource = req.resource_name.as_str();
+        let known = self
+            .state
+            .config()
+            .board(board)
+            .is_some_and(|b| super::resources::names(b).contains(&resource));
+        let result = if !known {
+            Err(format!(
+                "gatecmd: no resource {board}/{resource} on exporter {}",
+                self.settings.name
+            ))
+        } else if let Some(()) =
+            self.mirrors
+                .set_acquired(&self.state, board, resource, req.place_name.as_deref())
+        {
+            // The place is an agent's lease mirrored (mirror.rs): no labgrid hold.
+            Ok(())
+        } else {
+            match &req.place_name {
+                Some(place) => {
+                    let user = self.user_of(place);
+                    self.holds
+                        .acquire(&self.state, board, resource, place, user)
+                        .await
+                        .map(|_| ())
+                }
+                None => self
+                    .holds
+                    .release(&self.state, board, resource, None)
+                    .map(|_| ()),
+            }
+        };
+        self.audit(
+            if req.place_name.is_some() {
+                "labgrid_acquire"
+            } else {
+                "labgrid_release"
+            },
+            serde_json::json!({
+                "place": req.place_name,
+                "board": board,
+                "resource": resource,
+                "ok": result.is_ok(),
+                "reason": result.as_ref().err(),
+            }),
+        );
+        match result {
+            Ok(()) => ExporterResponse {
+                success: true,
+                reason: None,
+            },
+            Err(reason) => ExporterResponse {
+                success: false,
+                reason: Some(reason),
+            },
+        }
+    }
+}
+
+impl Lab {
+    fn start_call(
+        &self,
+        call: mirror::Call,
+        channel: &tonic::transport::Channel,
+    ) -> mirror::CallFuture {
+        mirror::start(
+            call,
+            self.settings.coordinator.clone(),
+            self.settings.name.clone(),
+            channel.clone(),
+        )
+    }
+
+    /// Every mirror acquire and release is audited and logged.
+    fn report_call(&self, out: &mirror::Outcome) {
+        let reason = out.result.as_ref().err();
+        match &out.call {
+            mirror::Call::Acquire {
+                place,
+                board,
+                agent,
+            } => {
+                let user = mirror::mirror_user(&self.settings.name, agent);
+                if let Some(why) = reason {
+                    tracing::warn!(place = %place, board = %board, agent = %agent, why = %why, "labgrid: cannot mirror the agent's lease as a place acquisition (the lease stands)");
+                } else {
+                    tracing::info!(place = %place, board = %board, as_user = %user, "labgrid: place acquired for the agent's lease");
+                }
+                self.audit(
+                    "labgrid_mirror_acquire",
+                    serde_json::json!({"place": place, "board": board, "agent": agent, "as": user, "ok": reason.is_none(), "reason": reason}),
+                );
+            }
+            mirror::Call::Release { place, user, why } => {
+                tracing::info!(place = %place, why = %why, ok = reason.is_none(), "labgrid: mirrored place released");
+                self.audit(
+                    "labgrid_mirror_release",
+                    serde_json::json!({"place": place, "as": user, "why": why, "ok": reason.is_none(), "reason": reason}),
+                );
+            }
+        }
+    }
+}
