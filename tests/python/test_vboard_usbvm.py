@@ -79,6 +79,16 @@ def bench():
         b.cleanup()
 
 
+@pytest.fixture(autouse=True)
+def vboard_log_on_failure(bench):
+    """Prints the virtual boards' log after each test: pytest shows it when the test failed,
+    and a failed flash is read against what the board saw."""
+    yield
+    rc, lines = bench.guest("tail -n 80 /run/vboard.out")
+    print("--- the last lines of gatecmd-vboard's log (/run/vboard.out in the guest) ---")
+    print("\n".join(lines))
+
+
 class Agent:
     """One MCP client's view of one board: calls with the lease, asserts success."""
 
