@@ -144,7 +144,8 @@ impl Board {
             let got = match bulk.read(cbw::CBW_LEN) {
                 Ok(b) => b,
                 Err(_) => {
-                    // Unbound or disabled: the next read waits for the host to configure us.
+                    // Not enabled (unbound, or not configured by the host yet; see BulkFiles): try
+                    // again shortly.
                     thread::sleep(Duration::from_millis(20));
                     continue;
                 }

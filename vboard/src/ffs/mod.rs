@@ -208,6 +208,12 @@ impl Ep0 {
 }
 
 /// The bulk endpoints of the rockusb interface.
+///
+/// Opened non-blocking: FunctionFS then refuses (EAGAIN) a transfer on an endpoint that is
+/// not enabled, where a blocking one would wait for the next enable, that is for the next
+/// session after an unplug, and a command cut off by a power-off would take the next
+/// session's CBW as its data (seen once in CI under load). On an enabled endpoint a
+/// transfer still waits for the host: O_NONBLOCK only covers the wait for the enable.
 pub struct BulkFiles {
     ep_in: File,
     ep_out: File,
@@ -215,23 +221,42 @@ pub struct BulkFiles {
 
 impl BulkFiles {
     pub fn open(dir: &Path) -> io::Result<BulkFiles> {
+        use std::os::unix::fs::OpenOptionsExt;
         Ok(BulkFiles {
-            ep_in: OpenOptions::new().write(true).open(dir.join("ep1"))?,
-            ep_out: OpenOptions::new().read(true).open(dir.join("ep2"))?,
+            ep_in: OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(dir.join("ep1"))?,
+            ep_out: OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(dir.join("ep2"))?,
         })
+    }
+}
+
+/// The error of a transfer on a disabled endpoint, said as what it means here.
+fn not_enabled(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        io::Error::new(
+            io::ErrorKind::NotConnected,
+            "the endpoint is not enabled (the host has not configured the board, or it was unplugged)",
+        )
+    } else {
+        e
     }
 }
 
 impl Bulk for BulkFiles {
     fn read(&mut self, max: usize) -> io::Result<Vec<u8>> {
         let mut b = vec![0u8; max];
-        let n = self.ep_out.read(&mut b)?;
+        let n = self.ep_out.read(&mut b).map_err(not_enabled)?;
         b.truncate(n);
         Ok(b)
     }
 
     fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        let n = self.ep_in.write(data)?;
+        let n = self.ep_in.write(data).map_err(not_enabled)?;
         if n != data.len() {
             return Err(io::Error::other(format!(
                 "bulk IN took {n} of {} bytes",
