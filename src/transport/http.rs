@@ -130,7 +130,7 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
     let mcp = McpService {
         quick: service(mcp_config.clone().with_json_response(true)),
         streamed: service(mcp_config),
-        quick_tools: QuickTools::new(GatecmdServer::quick_tools()),
+        quick_tools: QuickTools::from_tool_list(GatecmdServer::quick_tools),
     };
     Router::new()
         .nest_service("/mcp", mcp)

@@ -27,6 +27,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -43,23 +44,48 @@ use serde::de::{IgnoredAny, MapAccess, Visitor};
 pub const JSON_WINDOW: Duration = Duration::from_secs(2);
 
 /// The tools that answer at once. The MCP handler's tool list says which (the router in
-/// `src/transport/http.rs` hands them over when it is built); this module only asks.
-#[derive(Debug, Clone, Default)]
-pub struct QuickTools(Arc<[Box<[u8]>]>);
+/// `src/transport/http.rs` hands over the function that reads it); this module only asks.
+///
+/// Read from the tool list on the first request, not at start-up: the tool list is every
+/// tool's JSON Schema, and a bench that no agent has called yet should not hold them (or
+/// the allocator's pages their construction spread over; docs/PERFORMANCE.md, idle RSS).
+#[derive(Debug, Clone)]
+pub struct QuickTools {
+    names: Arc<OnceLock<Box<[Box<[u8]>]>>>,
+    list: fn() -> Vec<String>,
+}
 
 impl QuickTools {
+    /// The tools `list` names, asked once, when a request first needs them.
+    pub fn from_tool_list(list: fn() -> Vec<String>) -> Self {
+        QuickTools {
+            names: Arc::new(OnceLock::new()),
+            list,
+        }
+    }
+
+    /// A fixed list (tests).
     pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
-        QuickTools(
-            names
-                .into_iter()
-                .map(|n| n.as_ref().as_bytes().into())
-                .collect(),
-        )
+        let fixed: Box<[Box<[u8]>]> = names
+            .into_iter()
+            .map(|n| n.as_ref().as_bytes().into())
+            .collect();
+        let q = Self::from_tool_list(Vec::new);
+        let _ = q.names.set(fixed);
+        q
     }
 
     /// Whether the tool named `name` (an `Mcp-Name` header's bytes) answers at once.
     pub fn contains(&self, name: &[u8]) -> bool {
-        self.0.iter().any(|quick| **quick == *name)
+        self.names
+            .get_or_init(|| {
+                (self.list)()
+                    .into_iter()
+                    .map(|n| n.into_bytes().into_boxed_slice())
+                    .collect()
+            })
+            .iter()
+            .any(|quick| **quick == *name)
     }
 }
 
@@ -341,6 +367,23 @@ mod tests {
                 "{not_json}"
             );
         }
+    }
+
+    #[test]
+    fn the_tool_list_is_read_on_first_use_and_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static READS: AtomicUsize = AtomicUsize::new(0);
+        fn list() -> Vec<String> {
+            READS.fetch_add(1, Ordering::SeqCst);
+            vec!["list_devices".into()]
+        }
+        let quick = QuickTools::from_tool_list(list);
+        let copy = quick.clone();
+        assert_eq!(READS.load(Ordering::SeqCst), 0, "read before any request");
+        assert!(quick.contains(b"list_devices"));
+        assert!(!copy.contains(b"execute_command"));
+        assert!(copy.contains(b"list_devices"));
+        assert_eq!(READS.load(Ordering::SeqCst), 1, "clones share one reading");
     }
 
     #[test]
