@@ -165,7 +165,11 @@ mod tests {
         t.pass().await;
         tokio::time::advance(ms(30)).await;
         t.pass().await;
-        assert_eq!(Instant::now(), t0 + GAP, "second pass did not wait out the gap");
+        assert_eq!(
+            Instant::now(),
+            t0 + GAP,
+            "second pass did not wait out the gap"
+        );
         t.pass().await;
         assert_eq!(Instant::now(), t0 + GAP + GAP);
         tokio::time::advance(GAP * 5).await;
