@@ -10,7 +10,7 @@
 //! `subscriptions`, `pace`) → views (`views`) → domain (`state`, `boards`, `locks`,
 //! `console`, `staging`, `exec`, `jobs`, `running`, `progress`, `capture`, `quotas`,
 //! `permits`) → core (`config`, `devices`, `isolation`, `sanitizer`, `beneath`, `audit`,
-//! `metrics`, `refusal`, `output`, `identity`).
+//! `metrics`, `refusal`, `output`, `identity`, `throttle`).
 //!
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`), start-up wiring,
 //!   signals and SIGHUP reload.
@@ -56,6 +56,8 @@
 //! - [`resources`]: the MCP resources (devices, locks, commands) and what an event changes.
 //! - [`notify`]: resource change notifications for both protocol eras.
 //! - [`pace`]: board resource updates paced to at most 10 per second per subscriber.
+//! - [`throttle`]: the one "at most one per interval, the last state always sent" rule
+//!   that pacing, progress, the page's stream and console announcements share.
 //! - [`subscriptions`]: what a client may subscribe to, and how much of it.
 //! - [`quotas`]: per-client shares of subscriptions, streams, unread answers, waiting reads.
 //! - [`metrics`]: Prometheus metrics, the recording side: counters and histograms updated
@@ -96,6 +98,7 @@ pub mod server;
 pub mod staging;
 pub mod state;
 pub mod subscriptions;
+pub mod throttle;
 pub mod tools;
 pub mod transport;
 pub mod views;

@@ -56,11 +56,27 @@ impl Changes {
     /// most 10 per second each: a held-back one comes as its own change when its time is up.
     pub async fn next(&mut self) -> Option<Change> {
         loop {
-            let mut change = self.next_unpaced().await?;
-            self.received = Instant::now();
-            change.updated = self.pace.admit(change.updated, tokio::time::Instant::now());
-            if !change.updated.is_empty() || change.list_changed {
-                return Some(change);
+            let due = self.pace.next_due();
+            let now = tokio::time::Instant::now();
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.unwrap_or(now)), if due.is_some() => {
+                    // Their 100 ms are over: they go as they are (counted as sent).
+                    let updated = self.pace.due(tokio::time::Instant::now());
+                    if !updated.is_empty() {
+                        self.received = Instant::now();
+                        return Some(Change { updated, list_changed: false });
+                    }
+                }
+                // Every receiver in it is cancel-safe: a change is not lost when the
+                // timer wins.
+                change = self.next_unpaced() => {
+                    let mut change = change?;
+                    self.received = Instant::now();
+                    change.updated = self.pace.admit(change.updated, tokio::time::Instant::now());
+                    if !change.updated.is_empty() || change.list_changed {
+                        return Some(change);
+                    }
+                }
             }
         }
     }
@@ -79,15 +95,7 @@ impl Changes {
 
     async fn next_unpaced(&mut self) -> Option<Change> {
         loop {
-            let due = self.pace.next_due();
             tokio::select! {
-                _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
-                    let updated = self.pace.due(tokio::time::Instant::now());
-                    // `next` admits them: their 100 ms are over.
-                    if !updated.is_empty() {
-                        return Some(Change { updated, list_changed: false });
-                    }
-                },
                 ev = self.devices.recv() => match ev {
                     Ok(ev) => return Some(Change::from_device(&self.state, &ev)),
                     // Missed events: say that everything may have changed.

@@ -1,23 +1,24 @@
 //! At most one `updated` notification per board resource per 100 ms (10 per second): a
 //! power cycle or a flashing session moves a board's device and locks many times a second,
 //! and a subscriber needs to know that it changed, not each step. A deferred update is
-//! sent when its 100 ms are up, so the last change is never lost.
+//! sent when its 100 ms are up, so the last change is never lost: one [`Throttle`] per
+//! paced URI (the rule is written once, in `src/throttle.rs`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::resources::BOARD_PREFIX;
+use crate::throttle::{TEN_PER_SECOND, Throttle};
 
 /// Shortest gap between two updates of one board resource.
-pub const BOARD_GAP: Duration = Duration::from_millis(100);
+pub const BOARD_GAP: Duration = TEN_PER_SECOND;
 
 /// One subscriber's pacing of board updates.
 #[derive(Default)]
 pub struct Pacer {
-    last: HashMap<String, Instant>,
-    pending: BTreeSet<String>,
+    uris: HashMap<String, Throttle>,
 }
 
 fn paced(uri: &str) -> bool {
@@ -37,15 +38,17 @@ impl Pacer {
                 out.push(uri);
                 continue;
             }
-            match self.last.get(&uri) {
-                Some(t) if now.duration_since(*t) < BOARD_GAP => {
-                    self.pending.insert(uri);
+            let go = match self.uris.get_mut(&uri) {
+                Some(t) => t.offer(now),
+                None => {
+                    let mut t = Throttle::new(BOARD_GAP);
+                    t.offer(now);
+                    self.uris.insert(uri.clone(), t);
+                    true
                 }
-                _ => {
-                    self.last.insert(uri.clone(), now);
-                    self.pending.remove(&uri);
-                    out.push(uri);
-                }
+            };
+            if go {
+                out.push(uri);
             }
         }
         out
@@ -53,28 +56,18 @@ impl Pacer {
 
     /// When the earliest held-back update may go, if any is held back.
     pub fn next_due(&self) -> Option<Instant> {
-        self.pending
-            .iter()
-            .filter_map(|u| self.last.get(u).map(|t| *t + BOARD_GAP))
-            .min()
+        self.uris.values().filter_map(Throttle::due).min()
     }
 
-    /// The held-back updates whose gap is over, no longer held; [`Pacer::admit`] passes
-    /// them (and marks them sent) when they are offered again.
+    /// The held-back updates whose gap is over, counted as sent now: send them as they
+    /// are (offered to [`Pacer::admit`] again, they would wait another gap).
     pub fn due(&mut self, now: Instant) -> Vec<String> {
-        let ready: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|u| {
-                self.last
-                    .get(*u)
-                    .is_none_or(|t| now.duration_since(*t) >= BOARD_GAP)
-            })
-            .cloned()
+        let mut ready: Vec<String> = self
+            .uris
+            .iter_mut()
+            .filter_map(|(u, t)| t.take_due(now).then(|| u.clone()))
             .collect();
-        for u in &ready {
-            self.pending.remove(u);
-        }
+        ready.sort();
         ready
     }
 }
@@ -105,8 +98,8 @@ mod tests {
         let later = t0 + BOARD_GAP;
         assert_eq!(p.due(later), std::slice::from_ref(&b));
         assert_eq!(p.next_due(), None);
-        // Offered again at once, it passes, and the next one waits its 100 ms.
-        assert_eq!(p.admit(vec![b.clone()], later), std::slice::from_ref(&b));
+        // The trailing update counts as sent: the next one waits its 100 ms from it.
         assert!(p.admit(vec![b.clone()], later).is_empty());
+        assert_eq!(p.next_due(), Some(later + BOARD_GAP));
     }
 }

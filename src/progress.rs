@@ -2,10 +2,11 @@
 //!
 //! Percentages come from the command's `progress:` regex (first capture group), matched
 //! against each output line with escape sequences stripped. They are sent only upward and at
-//! most ten a second; the latest value held back by the throttle is sent when the interval
-//! passes, so the last percentage is never lost. Between the command and the reporter sits
-//! one value, not a queue: a client that does not read costs the server nothing per line. A command without a regex gets a heartbeat
-//! (elapsed seconds) so clients whose timeouts reset on progress keep waiting.
+//! most ten a second ([`Throttle`], `src/throttle.rs`); the latest value held back is sent
+//! when the interval passes, so the last percentage is never lost. Between the command and
+//! the reporter sits one value, not a queue: a client that does not read costs the server
+//! nothing per line. A command without a regex gets a heartbeat (elapsed seconds) so
+//! clients whose timeouts reset on progress keep waiting.
 
 use std::time::Duration;
 
@@ -17,9 +18,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::output::strip_ansi;
+use crate::throttle::{TEN_PER_SECOND, Throttle};
 
 /// Minimum time between two progress notifications.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+pub const MIN_INTERVAL: Duration = TEN_PER_SECOND;
 /// Heartbeat period for commands that report no percentage.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
 
@@ -89,23 +91,29 @@ pub fn spawn_reporter(sink: Sink, regex: Option<Regex>) -> (Tap, tokio::task::Jo
 async fn report(sink: Sink, mut latest: watch::Receiver<Option<(f64, String)>>, heartbeat: bool) {
     let started = Instant::now();
     let mut last_sent: Option<f64> = None;
+    let mut throttle = Throttle::new(MIN_INTERVAL);
     let mut beat = tokio::time::interval_at(started + HEARTBEAT, HEARTBEAT);
     loop {
         tokio::select! {
             changed = latest.changed() => {
                 let open = changed.is_ok();
-                let held = latest.borrow_and_update().clone();
-                if let Some((p, msg)) = held
-                    && last_sent.is_none_or(|l| p > l)
-                {
-                    send(&sink, p, Some(100.0), msg).await;
-                    last_sent = Some(p);
+                let higher = |held: &Option<(f64, String)>| {
+                    held.as_ref().is_some_and(|(p, _)| last_sent.is_none_or(|l| *p > l))
+                };
+                let owed = higher(&latest.borrow());
+                if owed {
+                    // What arrives while it waits collapses into the watch's one value, and
+                    // that value is what goes.
+                    throttle.pass().await;
+                    let held = latest.borrow_and_update().clone();
+                    if let Some((p, msg)) = held {
+                        send(&sink, p, Some(100.0), msg).await;
+                        last_sent = Some(p);
+                    }
                 }
                 if !open {
                     break;
                 }
-                // The throttle: what arrives meanwhile collapses into the watch's one value.
-                tokio::time::sleep(MIN_INTERVAL).await;
             }
             _ = beat.tick(), if heartbeat => {
                 let secs = started.elapsed().as_secs_f64().floor();

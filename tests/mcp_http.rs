@@ -231,6 +231,16 @@ async fn dry_run_runs_nothing() {
     assert!(is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["refusal"]["reason"], "limit", "{}", text(&r));
     assert!(text(&r).contains("3601"), "{}", text(&r));
+    // And it is the same refusal, word for word, as the real run's.
+    let real = call(
+        &c,
+        "execute_command",
+        json!({"command": "touch", "args": ["dry"], "wait_secs": 3601}),
+    )
+    .await;
+    assert!(is_error(&real), "{}", text(&real));
+    assert_eq!(structured(&real)["refusal"], structured(&r)["refusal"]);
+    assert_eq!(text(&real), text(&r));
     // Then a real run: once its own "finished" line is logged, the server is done with the
     // dry run too, and every run logs such a line, so the log shows that only this one ran.
     let r = call(

@@ -15,6 +15,7 @@ use super::board::{Console, ConsoleState};
 use super::config::ConsoleSettings;
 use super::tty;
 use crate::devices::DeviceEvent;
+use crate::throttle::Throttle;
 
 /// Largest read per wake-up; a burst is drained in as many reads as it takes.
 const READ_CHUNK: usize = 64 * 1024;
@@ -23,7 +24,7 @@ const ERROR_RETRY: Duration = Duration::from_secs(1);
 
 /// Least time between two change announcements of one console: at most 10 per second,
 /// however fast the board talks.
-pub const ANNOUNCE_INTERVAL: Duration = Duration::from_millis(100);
+pub const ANNOUNCE_INTERVAL: Duration = crate::throttle::TEN_PER_SECOND;
 
 /// Starts capturing `console` until `stop` is cancelled. `devices` (the registry's events)
 /// wakes a port-configured console when its port changes, instead of at the next retry.
@@ -39,21 +40,22 @@ pub fn spawn(
     tokio::spawn(run(console, settings, stop, devices));
 }
 
-/// Sends the board's name after a change, then waits [`ANNOUNCE_INTERVAL`]: what changes
-/// meanwhile is one announcement.
+/// Sends the board's name after a change, at most once per [`ANNOUNCE_INTERVAL`]
+/// ([`Throttle`]): what changes while one waits is that one announcement.
 async fn announce(console: Console, stop: CancellationToken, changes: broadcast::Sender<String>) {
     let mut changed = console.subscribe();
+    let mut throttle = Throttle::new(ANNOUNCE_INTERVAL);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             r = changed.changed() => if r.is_err() { return },
         }
-        // An error only means nobody listens now.
-        let _ = changes.send(console.board().to_string());
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(ANNOUNCE_INTERVAL) => {}
+            _ = throttle.pass() => {}
         }
+        // An error only means nobody listens now.
+        let _ = changes.send(console.board().to_string());
     }
 }
 

@@ -21,15 +21,15 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use tokio::sync::{broadcast, watch};
-use tokio::time::Instant;
 
 use super::{Page, Viewer, denied, plain, snapshot};
+use crate::throttle::Throttle;
 use crate::transport::conn_limits::ConnTicket;
 
 /// Wait this long after a change for the ones that come with it.
 pub const SETTLE: Duration = Duration::from_millis(10);
 /// At most one snapshot per this long.
-pub const MIN_GAP: Duration = Duration::from_millis(100);
+pub const MIN_GAP: Duration = crate::throttle::TEN_PER_SECOND;
 /// How often the lock table's version and the board match queue are looked at: a waiter
 /// joining or leaving a queue moves them without a lock event.
 pub const QUEUE_POLL: Duration = Duration::from_millis(50);
@@ -212,7 +212,8 @@ struct Stream {
     viewer: Viewer,
     sources: Sources,
     sent_any: bool,
-    last_sent: Option<Instant>,
+    /// Snapshots at least [`MIN_GAP`] apart (the first at once).
+    throttle: Throttle,
     /// The shared slot (none for an admin) and the client's share, both given back on drop.
     _slot: (Option<StreamSlot>, crate::quotas::Ticket),
 }
@@ -228,7 +229,7 @@ impl Stream {
             page,
             viewer,
             sent_any: false,
-            last_sent: None,
+            throttle: Throttle::new(MIN_GAP),
             _slot: slot,
         }
     }
@@ -237,6 +238,7 @@ impl Stream {
     async fn next_frame(&mut self) -> Option<String> {
         if !self.sent_any {
             self.sent_any = true;
+            self.throttle.pass().await;
             return Some(format!("retry: {RETRY_MS}\n\n{}", self.snapshot()?));
         }
         let wake = tokio::time::timeout(KEEP_ALIVE, self.sources.next()).await;
@@ -245,9 +247,8 @@ impl Stream {
             return Some(": keep-alive\n\n".into());
         }
         tokio::time::sleep(SETTLE).await;
-        if let Some(last) = self.last_sent {
-            tokio::time::sleep_until(last + MIN_GAP).await;
-        }
+        // What changes while it waits is in the snapshot built after it.
+        self.throttle.pass().await;
         self.sources.drain();
         self.snapshot()
     }
@@ -257,7 +258,6 @@ impl Stream {
         self.still_signed_in()?;
         let snap = snapshot::build(&self.page, &self.viewer);
         let json = serde_json::to_string(&snap).ok()?;
-        self.last_sent = Some(Instant::now());
         Some(format!("event: snapshot\ndata: {json}\n\n"))
     }
 

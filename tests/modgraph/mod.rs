@@ -672,6 +672,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "refusal",
             "output",
             "identity",
+            "throttle",
         ],
     ),
 ];

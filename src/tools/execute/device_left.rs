@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
+use crate::config::Config;
 use crate::devices::{DeviceEvent, DeviceId, Registry};
 use crate::state::AppState;
 
@@ -40,13 +41,13 @@ pub struct Watch {
 
 impl Watch {
     /// `None` when the command is bound to no device, or it is not attached.
-    pub fn start(state: &AppState, device: Option<&DeviceId>) -> Option<Watch> {
+    /// `config` is the call's snapshot (where sysfs is).
+    pub fn start(state: &AppState, config: &Config, device: Option<&DeviceId>) -> Option<Watch> {
         let id = device?.clone();
         // Subscribed before the look, so that a removal between the two is an event.
         let events = state.registry.subscribe();
         let devnum = state.registry.get(&id)?.devnum;
-        let devnum_file = state
-            .config()
+        let devnum_file = config
             .monitor
             .sysfs_root
             .join("bus/usb/devices")

@@ -1,5 +1,6 @@
 //! `execute_command`, by responsibility: [`interface`] (arguments and result), [`prepare`]
-//! (policy and typed refusals: nothing has run), [`run`] (locks → spawn → outcome) and
+//! (policy and typed refusals on one snapshot (`snapshot.rs`) of the configuration and the devices:
+//! nothing has run), [`run`] (locks → spawn → outcome) and
 //! [`render`] (text for people); [`power_guard`] refuses a board's power command;
 //! [`device_left`] tells whether the device left mid-run.
 
@@ -14,6 +15,7 @@ pub mod prepare;
 mod rejected;
 pub mod render;
 pub mod run;
+mod snapshot;
 
 pub use interface::{ExecuteRequest, ExecuteResult};
 pub use run::run;

@@ -1,6 +1,8 @@
 //! Policy for `execute_command`: every check that can refuse the call before anything
-//! runs (client rights, binary, sanitizer, timeout, devices and their lock keys), and the
-//! typed refusals of the whole call (`Rejected`, in `rejected.rs`).
+//! runs (client rights, binary, sanitizer, timeout, wait, devices and their lock keys), and
+//! the typed refusals of the whole call (`Rejected`, in `rejected.rs`). It decides on one
+//! [`Snapshot`] of the configuration and the devices and is given nothing else of the
+//! shared state, so no check can read a later moment than another.
 
 use std::time::Duration;
 
@@ -11,14 +13,17 @@ use crate::identity::ClientIdentity;
 use crate::locks::LockKey;
 use crate::locks::lock_key_of;
 use crate::sanitizer;
-use crate::state::AppState;
+use crate::tools::locks::MAX_WAIT_SECS;
 
 use super::interface::ExecuteRequest;
 
 pub use super::rejected::Rejected;
+pub use super::snapshot::Snapshot;
 
 /// A call that passed every check: what to run and what to lock.
 pub struct Prepared<'a> {
+    /// What every check read: the run, its refusals and its record use the same.
+    pub snapshot: &'a Snapshot,
     pub command: &'a CommandConfig,
     pub keys: Vec<LockKey>,
     /// Held shared: an isolated command's board VID:PID key.
@@ -33,6 +38,8 @@ pub struct Prepared<'a> {
     pub progress: Option<regex::Regex>,
     pub cancel: CancelPolicy,
     pub dry_run: bool,
+    /// How long to queue for busy locks (at most `MAX_WAIT_SECS`).
+    pub wait: Duration,
     /// Answer with a job handle once the locks are held (`background: true`).
     pub background: bool,
 }
@@ -56,11 +63,11 @@ impl Prepared<'_> {
 
 /// Every check that can refuse the call, in order; nothing has run when this fails.
 pub fn prepare<'a>(
-    config: &'a Config,
-    state: &AppState,
+    snap: &'a Snapshot,
     who: &ClientIdentity,
     req: ExecuteRequest,
 ) -> Result<Prepared<'a>, Rejected> {
+    let config: &'a Config = &snap.config;
     let Some(command) = config
         .command(&req.command)
         .filter(|c| who.may_run(&c.name))
@@ -103,15 +110,15 @@ pub fn prepare<'a>(
         Some(t) => Duration::from_secs(t),
     };
     let isolated = command.isolates(approved.pattern_index);
-    let asked = device_of_board(config, state, req.board.as_deref(), req.device)?;
+    let asked = device_of_board(snap, req.board.as_deref(), req.device)?;
     let Locks {
         mut keys,
         shared_keys,
         device,
     } = if isolated {
-        board_keys(config, state, command, asked.as_deref())?
+        board_keys(snap, command, asked.as_deref())?
     } else {
-        let (keys, device) = device_keys(config, state, command, asked.as_deref())?;
+        let (keys, device) = device_keys(snap, command, asked.as_deref())?;
         Locks {
             keys,
             shared_keys: vec![],
@@ -121,17 +128,15 @@ pub fn prepare<'a>(
     // A device on a board's port is the board's: its command takes `board:NAME` too, so a
     // board lease held by another client keeps it out (docs/LOCKS.md "Boards").
     let touched: Vec<crate::devices::Device> = match &device {
-        Some(id) => state.registry.get(id).into_iter().collect(),
+        Some(id) => snap.device(id).cloned().into_iter().collect(),
         None => command
             .device
             .as_deref()
             .and_then(|c| config.device_class(c))
             .map(|class| {
-                state
-                    .registry
-                    .snapshot()
-                    .into_iter()
+                (snap.devices().iter())
                     .filter(|d| class.matches(d.vid, d.pid))
+                    .cloned()
                     .collect()
             })
             .unwrap_or_default(),
@@ -139,7 +144,17 @@ pub fn prepare<'a>(
     keys.extend(crate::boards::board_keys(config, &touched));
     keys.sort();
     keys.dedup();
+    // Last, as before it moved here from the lock step: a call wrong in several ways is
+    // told the same first reason, dry run or not.
+    let wait_secs = req.wait_secs.unwrap_or(0);
+    if wait_secs > MAX_WAIT_SECS {
+        return Err(Rejected::WaitTooLong {
+            wait: wait_secs,
+            max: MAX_WAIT_SECS,
+        });
+    }
     Ok(Prepared {
+        snapshot: snap,
         command,
         keys,
         shared_keys,
@@ -160,6 +175,7 @@ pub fn prepare<'a>(
             .or_else(|| command.progress.clone()),
         cancel: pattern.cancel.unwrap_or(command.cancel),
         dry_run: req.dry_run,
+        wait: Duration::from_secs(wait_secs),
         background: req.background,
     })
 }
@@ -167,11 +183,11 @@ pub fn prepare<'a>(
 /// The lock keys a command takes: those of the device it names, or of every attached device
 /// of its class. A command with a class and no such device attached is refused.
 pub fn device_keys(
-    config: &Config,
-    state: &AppState,
+    snap: &Snapshot,
     command: &CommandConfig,
     device: Option<&str>,
 ) -> Result<(Vec<LockKey>, Option<DeviceId>), Rejected> {
+    let config = &snap.config;
     let Some(class_name) = &command.device else {
         return match device {
             Some(_) => Err(Rejected::NoDeviceClass {
@@ -185,7 +201,7 @@ pub fn device_keys(
             class: class_name.clone(),
         });
     };
-    let all = state.registry.snapshot();
+    let all = snap.devices();
     let attached_list = || {
         let v: Vec<String> = all
             .iter()
@@ -243,8 +259,7 @@ pub fn device_keys(
 
 /// The device a call names: `device` as given, or the port of the board named `board`.
 fn device_of_board(
-    config: &Config,
-    state: &AppState,
+    snap: &Snapshot,
     board: Option<&str>,
     device: Option<String>,
 ) -> Result<Option<String>, Rejected> {
@@ -254,6 +269,7 @@ fn device_of_board(
     if device.is_some() {
         return Err(Rejected::BoardAndDevice);
     }
+    let config = &snap.config;
     let Some(b) = config.board(name) else {
         return Err(Rejected::UnknownBoard {
             name: name.to_string(),
@@ -264,7 +280,7 @@ fn device_of_board(
         .usb
         .parse::<DeviceId>()
         .ok()
-        .is_some_and(|id| state.registry.get(&id).is_some());
+        .is_some_and(|id| snap.device(&id).is_some());
     if !attached {
         return Err(Rejected::BoardEmpty {
             board: b.name.clone(),
@@ -285,11 +301,11 @@ struct Locks {
 /// VID:PID (or group) key shared. The board is `device`, or the only attached board of
 /// the command's class.
 fn board_keys(
-    config: &Config,
-    state: &AppState,
+    snap: &Snapshot,
     command: &CommandConfig,
     device: Option<&str>,
 ) -> Result<Locks, Rejected> {
+    let config = &snap.config;
     let Some(class_name) = &command.device else {
         // Validation makes an isolated command name a class.
         return Err(Rejected::IsolatedWithoutClass {
@@ -303,25 +319,24 @@ fn board_keys(
     };
     let dev = match device {
         Some(d) => {
-            // The same checks as for any device command: attached, of the class.
-            let (_, id) = device_keys(config, state, command, device)?;
-            id.and_then(|id| state.registry.get(&id))
+            // The same checks as for any device command: attached, of the class. The look
+            // is in the same snapshot, so what device_keys found is there (`Vanished` was
+            // a hotplug between two reads of the registry, before it was read once).
+            let (_, id) = device_keys(snap, command, device)?;
+            id.and_then(|id| snap.device(&id).cloned())
                 .ok_or_else(|| Rejected::Vanished {
                     device: d.to_string(),
                 })?
         }
         None => {
-            let boards: Vec<_> = state
-                .registry
-                .snapshot()
-                .into_iter()
+            let boards: Vec<_> = (snap.devices().iter())
                 .filter(|d| class.matches(d.vid, d.pid))
                 .collect();
             match boards.as_slice() {
-                [one] => one.clone(),
+                [one] => (*one).clone(),
                 [] => {
                     // device_keys words the "nothing attached" refusal.
-                    device_keys(config, state, command, None)?;
+                    device_keys(snap, command, None)?;
                     return Err(Rejected::NoBoard {
                         class: class_name.clone(),
                     });
@@ -342,3 +357,7 @@ fn board_keys(
         device: Some(dev.id),
     })
 }
+
+#[cfg(test)]
+#[path = "prepare_tests.rs"]
+mod tests;

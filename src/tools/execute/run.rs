@@ -18,7 +18,6 @@ use crate::metrics;
 use crate::progress;
 use crate::refusal::Refusal;
 use crate::state::AppState;
-use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::{refusal, structured, structured_error};
 use crate::views::LockView;
 
@@ -26,7 +25,7 @@ use super::device_left::Watch;
 use super::held::Held;
 use super::interface::{ExecuteRequest, ExecuteResult};
 use super::outcome::{command_outcome, fill, run_end};
-use super::prepare::{Prepared, Rejected, prepare};
+use super::prepare::{Prepared, Rejected, Snapshot, prepare};
 use super::render::{render, render_view, shell_words};
 
 /// Runs `execute_command` for `who`. With `task` (the client declared the MCP tasks
@@ -56,14 +55,16 @@ async fn run_call(
     ctx: &RequestContext<RoleServer>,
     task: bool,
 ) -> CallToolResponse {
-    let config = state.config();
+    // Read once: every check, the run and its refusals use this (`snapshot.rs`).
+    let snap = Snapshot::take(state);
+    let config = &snap.config;
     let lease = req.lease.clone().map(LeaseId);
-    let wait_secs = req.wait_secs.unwrap_or(0);
     // The request as asked, before `prepare` consumes it: every refusal below goes through
     // `refuser` so that it is audited with its reason.
     let refuser = Refuser {
         state,
         who,
+        snapshot: &snap,
         call: audit::ExecuteCall::new(
             &who.name,
             session.as_ref().map(|s| s.0.as_str()),
@@ -71,25 +72,17 @@ async fn run_call(
         ),
         asked: req.args.clone().into_vec(),
     };
-    let prepared = match prepare(&config, state, who, req) {
+    // Every check, the wait limit included: a dry run makes them all.
+    let prepared = match prepare(&snap, who, req) {
         Ok(p) => p,
         Err(e) => return refuser.refuse(e).into(),
     };
-    // Checked here, not in `hold`, so that a dry run makes this check too.
-    if wait_secs > MAX_WAIT_SECS {
-        return refuser
-            .refuse(Rejected::WaitTooLong {
-                wait: wait_secs,
-                max: MAX_WAIT_SECS,
-            })
-            .into();
-    }
     let mut result = new_result(&prepared);
     let roots = config.isolation.roots();
     if prepared.dry_run {
         return dry_run(&refuser, &prepared, &roots, result).into();
     }
-    let mut held = match hold(state, who, session, lease, wait_secs, &prepared, ctx).await {
+    let mut held = match hold(state, who, session, lease, &prepared, ctx).await {
         Ok(h) => h,
         Err(e) => return refuser.refuse(e).into(),
     };
@@ -135,7 +128,7 @@ async fn run_call(
     );
     // Dropped unfinished (the request went away mid-run), it counts as cancelled.
     let running = metrics::command_running(&result.command, &who.name);
-    let left = Watch::start(state, prepared.device.as_ref());
+    let left = Watch::start(state, config, prepared.device.as_ref());
     let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
     if as_job || prepared.cancel == CancelPolicy::Detach {
         let origin = match (as_job, task) {
@@ -200,6 +193,8 @@ async fn run_call(
 struct Refuser<'a> {
     state: &'a AppState,
     who: &'a ClientIdentity,
+    /// The call's snapshot: a refusal is labelled by the configuration it was decided on.
+    snapshot: &'a Snapshot,
     call: audit::ExecuteCall,
     /// The caller's arguments, unresolved.
     asked: Vec<String>,
@@ -218,7 +213,7 @@ impl Refuser<'_> {
             .audit
             .execute_refused(&self.call, &self.asked, r.reason.as_str(), &r.message);
         // An unknown name is counted as `other`: the label set stays the configured one.
-        let configured = self.state.config().command(&self.call.command).is_some();
+        let configured = (self.snapshot.config.command(&self.call.command)).is_some();
         metrics::command_done(
             &self.call.command,
             configured,
@@ -302,20 +297,19 @@ fn dry_run(
     structured(&result, text)
 }
 
-/// Takes a client slot, then the device locks (queueing up to `wait_secs`).
+/// Takes a client slot, then the device locks (queueing up to `prepared.wait`).
 async fn hold(
     state: &AppState,
     who: &ClientIdentity,
     session: Option<SessionId>,
     lease: Option<LeaseId>,
-    wait_secs: u64,
     prepared: &Prepared<'_>,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<Held, Rejected> {
     let Some(slot) = state.client_slot(&who.name) else {
         return Err(Rejected::TooManyRunning {
             client: who.name.clone(),
-            max: state.config().limits.max_concurrent_per_client,
+            max: prepared.snapshot.config.limits.max_concurrent_per_client,
         });
     };
     let lock_req = CommandLockRequest {
@@ -330,7 +324,7 @@ async fn hold(
     };
     // A request cancelled while queued leaves the queue at once (the future is dropped).
     let locks = tokio::select! {
-        r = state.locks.acquire_for_command_wait(lock_req, Duration::from_secs(wait_secs)) => r?,
+        r = state.locks.acquire_for_command_wait(lock_req, prepared.wait) => r?,
         _ = ctx.ct.cancelled() => return Err(Rejected::CancelledWaiting),
     };
     Ok(Held {
