@@ -31,7 +31,8 @@ lint:
 	cargo clippy --no-default-features --lib --locked -- -D warnings
 
 test: test-setup lint
-	cargo test --locked
+	# cargo test, its test binaries two at a time (scripts/cargo-tests.sh says why).
+	./scripts/cargo-tests.sh
 	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
 	cargo test --locked -p gatecmd-vboard
 	# pytest and the TypeScript SDK tests side by side, then the conformance suites.
