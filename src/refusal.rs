@@ -258,12 +258,19 @@ mod tests {
                     .to_string()
             })
             .collect();
-        let mut listed: Vec<String> = RefusalReason::ALL.iter().map(|r| r.as_str().to_string()).collect();
+        let mut listed: Vec<String> = RefusalReason::ALL
+            .iter()
+            .map(|r| r.as_str().to_string())
+            .collect();
         derived.sort();
         listed.sort();
         assert_eq!(listed, derived);
         listed.dedup();
-        assert_eq!(listed.len(), RefusalReason::ALL.len(), "a reason listed twice");
+        assert_eq!(
+            listed.len(),
+            RefusalReason::ALL.len(),
+            "a reason listed twice"
+        );
     }
 
     #[test]

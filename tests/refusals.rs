@@ -150,12 +150,7 @@ async fn a_symlinked_file_argument_is_symlink() {
     symlink("/etc/hostname", b.root.path().join("escape")).expect("symlink");
     symlink("/etc", b.root.path().join("etc")).expect("symlink");
     for arg in ["escape", "etc/hostname"] {
-        let msg = exec_refused(
-            &b,
-            json!({"command": "image", "args": [arg]}),
-            "symlink",
-        )
-        .await;
+        let msg = exec_refused(&b, json!({"command": "image", "args": [arg]}), "symlink").await;
         assert!(msg.contains("symbolic link"), "{arg}: {msg}");
         let raw = std::fs::read_to_string(b.server.path("state/audit.log")).expect("audit.log");
         assert!(
@@ -167,7 +162,12 @@ async fn a_symlinked_file_argument_is_symlink() {
     }
     // A regular file inside the root still runs: the refusal is the symlink's.
     std::fs::write(b.root.path().join("plain.img"), "x").expect("write");
-    let r = call(&b.a, "execute_command", json!({"command": "image", "args": ["plain.img"]})).await;
+    let r = call(
+        &b.a,
+        "execute_command",
+        json!({"command": "image", "args": ["plain.img"]}),
+    )
+    .await;
     assert!(!is_error(&r), "{}", text(&r));
 }
 

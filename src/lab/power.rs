@@ -114,8 +114,7 @@ async fn switch_board(lab: &Lab, board: &str, on: bool) -> Result<(), Answer> {
             "gatecmd: board {board} is no longer configured"
         )));
     };
-    let spec =
-        spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {r}")))?;
+    let spec = spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {r}")))?;
     let lock = CommandLockRequest {
         keys: vec![LockKey::Board(board.to_string())],
         shared: vec![],

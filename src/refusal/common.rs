@@ -23,7 +23,9 @@ impl UnknownBoard {
         } else {
             known.join(", ")
         };
-        format!("no board is named {name:?}; configured boards: {known}. list_boards shows each board and its tags")
+        format!(
+            "no board is named {name:?}; configured boards: {known}. list_boards shows each board and its tags"
+        )
     }
 }
 
@@ -98,20 +100,32 @@ mod tests {
             name: "b9".into(),
             known: vec![],
         };
-        assert!(none.to_string().contains("configured boards: none (the server's config has no boards: section)"));
+        assert!(
+            none.to_string()
+                .contains("configured boards: none (the server's config has no boards: section)")
+        );
         let two = UnknownBoard {
             name: "b9".into(),
             known: vec!["b1".into(), "b2".into()],
         };
-        assert!(two.to_string().starts_with("no board is named \"b9\"; configured boards: b1, b2."));
+        assert!(
+            two.to_string()
+                .starts_with("no board is named \"b9\"; configured boards: b1, b2.")
+        );
         assert_eq!(two.reason(), RefusalReason::NotFound);
     }
 
     #[test]
     fn a_wait_within_the_maximum_passes() {
-        assert_eq!(WaitTooLong::check(5, 5), Ok(std::time::Duration::from_secs(5)));
+        assert_eq!(
+            WaitTooLong::check(5, 5),
+            Ok(std::time::Duration::from_secs(5))
+        );
         let e = WaitTooLong::check(6, 5).expect_err("above the maximum");
         assert_eq!(e.reason(), RefusalReason::Limit);
-        assert!(e.to_string().starts_with("wait_secs 6 is more than the maximum of 5;"));
+        assert!(
+            e.to_string()
+                .starts_with("wait_secs 6 is more than the maximum of 5;")
+        );
     }
 }

@@ -83,9 +83,9 @@ fn open_input(
         .map_err(|d| denied(root, rel, d, ""))?;
     let fd = OwnedFd::from(file);
     let real = real_path(&fd).unwrap_or_else(|| root.join(rel.to_path()));
-    let dup = fd.try_clone().map_err(|e| FileArgError::Descriptor {
-        why: e.to_string(),
-    })?;
+    let dup = fd
+        .try_clone()
+        .map_err(|e| FileArgError::Descriptor { why: e.to_string() })?;
     let meta = std::fs::File::from(dup)
         .metadata()
         .map_err(|e| FileArgError::Stat {
@@ -199,10 +199,7 @@ fn real_path(fd: &OwnedFd) -> Option<PathBuf> {
 
 /// Which root `value` names and the path beneath it. A relative path lies beneath the first
 /// root; an absolute one must start with a root as configured (or as that root resolves).
-fn locate<'a>(
-    value: &str,
-    roots: &'a [PathBuf],
-) -> Result<(&'a PathBuf, RelPath), FileArgError> {
+fn locate<'a>(value: &str, roots: &'a [PathBuf]) -> Result<(&'a PathBuf, RelPath), FileArgError> {
     let path = Path::new(value);
     if path.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(FileArgError::ParentDir);

@@ -81,9 +81,7 @@ pub struct BoardLeaseResult {
 pub enum LockBoardError {
     #[error(transparent)]
     WaitTooLong(#[from] WaitTooLong),
-    #[error(
-        "give either board (a name from list_boards) or match (e.g. {{\"soc\": \"rk3588\"}})"
-    )]
+    #[error("give either board (a name from list_boards) or match (e.g. {{\"soc\": \"rk3588\"}})")]
     BoardOrMatch,
     #[error(transparent)]
     UnknownBoard(#[from] UnknownBoard),

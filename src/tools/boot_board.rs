@@ -24,8 +24,8 @@ use crate::locks::SessionId;
 use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
 use crate::tools::board_run::{Leased, take_board, talk_refusal};
-use crate::tools::talk_errors::TalkRefusal;
 use crate::tools::power::{action_spec, spec_for};
+use crate::tools::talk_errors::TalkRefusal;
 use crate::tools::{refusal, structured, structured_error};
 
 /// How long a newline is answered before the console counts as showing no prompt.

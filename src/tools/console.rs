@@ -78,9 +78,7 @@ impl Classified for ConsoleError {
             ConsoleError::WaitingReadsFull(_) | ConsoleError::TextTooLong { .. } => R::Limit,
             ConsoleError::Read(ReadError::Cancelled) => R::Cancelled,
             ConsoleError::Write(WriteError::NotOpen { .. }) => R::DeviceAbsent,
-            ConsoleError::Write(WriteError::Stalled { .. } | WriteError::Io { .. }) => {
-                R::IoError
-            }
+            ConsoleError::Write(WriteError::Stalled { .. } | WriteError::Io { .. }) => R::IoError,
         }
     }
 }

@@ -112,11 +112,7 @@ pub struct PowerResult {
 }
 
 /// The spec that switches `board` on (`true`) or off.
-pub(crate) fn spec_for(
-    config: &Config,
-    board: &BoardConfig,
-    on: bool,
-) -> Result<Spec, PowerError> {
+pub(crate) fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, PowerError> {
     match &board.power {
         None => Err(PowerError::NoSwitch {
             board: board.name.clone(),

@@ -77,9 +77,9 @@ pub fn isolation_reason(e: &IsolationError) -> RefusalReason {
 pub fn args_reason(e: &sanitizer::Refusal) -> RefusalReason {
     match e {
         sanitizer::Refusal::ForbiddenChar { .. } => RefusalReason::ForbiddenCharacter,
-        sanitizer::Refusal::NoMatch {
-            file: Some(f), ..
-        } if f.is_symlink() => RefusalReason::Symlink,
+        sanitizer::Refusal::NoMatch { file: Some(f), .. } if f.is_symlink() => {
+            RefusalReason::Symlink
+        }
         sanitizer::Refusal::NoMatch { .. } => RefusalReason::NoPatternMatched,
     }
 }

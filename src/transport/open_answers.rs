@@ -74,9 +74,7 @@ fn slices(
 
 /// The refusal of a POST while the client's unread answers are at their cap.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "too many answers not yet read: {0}; read (or cancel) your earlier calls' answers first"
-)]
+#[error("too many answers not yet read: {0}; read (or cancel) your earlier calls' answers first")]
 struct TooManyOpen(Full);
 
 impl Classified for TooManyOpen {
