@@ -80,3 +80,11 @@ pub enum SlotError {
     #[error("{0}")]
     File(#[from] FileArgError),
 }
+
+/// A slot's `params` regex that does not compile.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid regex {pattern:?}: {error}")]
+pub struct SlotRegexError {
+    pub pattern: String,
+    pub error: regex::Error,
+}

@@ -19,7 +19,7 @@ mod files;
 mod pattern;
 
 pub use check::{Approved, Args, CommandPolicy, FileSlots, Refusal, check, check_with};
-pub use error::{FileArgError, SlotError};
+pub use error::{FileArgError, SlotError, SlotRegexError};
 pub use files::{FileKind, FileRules, OpenedArg, open_file_arg};
 pub use pattern::{Pattern, Word, is_forbidden, slot_regex};
 

@@ -19,7 +19,10 @@ pub enum TalkRefusal {
     UnknownBoard(#[from] UnknownBoard),
     /// The board's prompt settings do not compile.
     #[error("board {board:?}: {why}")]
-    BadPrompts { board: String, why: String },
+    BadPrompts {
+        board: String,
+        why: crate::config::ValueError,
+    },
     #[error(transparent)]
     Lease(#[from] LeaseInvalid),
     #[error("{0}")]
