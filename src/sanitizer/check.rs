@@ -126,8 +126,9 @@ pub enum Refusal {
         reason: String,
         allowed: String,
         /// The closest pattern failed on this file argument (its class decides the
-        /// refusal's reason: a symbolic link is `symlink`).
-        file: Option<FileArgError>,
+        /// refusal's reason: a symbolic link is `symlink`). Boxed: refusals are rare and
+        /// `Result`s carrying this one are returned on every call.
+        file: Option<Box<FileArgError>>,
     },
 }
 
@@ -135,7 +136,7 @@ pub enum Refusal {
 struct Miss {
     score: (usize, bool),
     reason: String,
-    file: Option<FileArgError>,
+    file: Option<Box<FileArgError>>,
 }
 
 /// Checks `args` against the command's patterns and file roots (inputs with more than one
@@ -258,7 +259,7 @@ fn match_pattern(
                 let resolved =
                     check_slot(command, file_slots, slot, value, rules).map_err(|why| Miss {
                         file: match &why {
-                            SlotError::File(e) => Some(e.clone()),
+                            SlotError::File(e) => Some(Box::new(e.clone())),
                             _ => None,
                         },
                         ..miss(format!("argument {pos} ({value:?}) for {{{slot}}}: {why}"))
