@@ -162,7 +162,7 @@ pub async fn boot(
     let now = look(state, &leased, req.to, cancel).await;
     let steps = match plan(&leased.board, req.to, now) {
         Ok(s) => s,
-        Err(missing) => return refuse(TalkRefusal::CannotReach { missing }.into()),
+        Err(missing) => return refuse(TalkRefusal::from(missing).into()),
     };
     let cursor = leased.console.as_ref().map(|c| c.bounds().1);
     let mut done = Vec::new();

@@ -45,8 +45,8 @@ pub enum TalkRefusal {
     #[error("board {board}: {error}")]
     Talk { board: String, error: TalkError },
     /// What `boot_board` would need is not configured (`plan` names it).
-    #[error("{missing}")]
-    CannotReach { missing: String },
+    #[error("{0}")]
+    CannotReach(#[from] crate::boards::boot::Unreachable),
     #[error("board {board:?} has no power.maskrom")]
     NoMaskrom { board: String },
     #[error("{0}")]
@@ -81,7 +81,7 @@ impl Classified for TalkRefusal {
             TalkRefusal::UnknownBoard(e) => e.reason(),
             TalkRefusal::BadPrompts { .. }
             | TalkRefusal::NoConsole { .. }
-            | TalkRefusal::CannotReach { .. }
+            | TalkRefusal::CannotReach(_)
             | TalkRefusal::NoMaskrom { .. } => R::NotConfigured,
             TalkRefusal::Lease(e) => e.reason(),
             TalkRefusal::Lock(e) => lock_reason(e),
