@@ -32,7 +32,8 @@
 //!   and marks the tools that answer at once.
 //! - [`tools`]: the tools' request/result types and logic, one file per tool or family.
 //! - [`views`]: a device, a lock key and a board as every surface renders them.
-//! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent.
+//! - [`refusal`]: why a tool said no: a stable reason name and the message for the agent,
+//!   rendered once from each tool family's typed error; the shared refusals in `common`.
 //! - [`sanitizer`]: the pattern grammar, forbidden characters, matching a call against a
 //!   command's [`sanitizer::CommandPolicy`], file-root confinement; knows no config file.
 //! - [`capture`]: what a child prints: capped per stream, passed on through a bounded queue,

@@ -5,6 +5,14 @@
 //! them): a client may branch on `refusal.reason` without parsing the text, which stays
 //! free to improve. This module sits below the tools and the audit log and imports
 //! nothing from either, so both can carry the same reason.
+//!
+//! Every refusal is a typed error first: each tool family has its own enum (beside the
+//! code that produces it) that implements [`Classified`], mapping each variant to its
+//! reason in one exhaustive match, and [`Refusal::of`] renders any of them. The refusals
+//! several families share (an unknown board, `wait_secs` above the maximum, a missing
+//! lease) live in [`common`], so their wording is the same wherever they appear.
+
+pub mod common;
 
 use std::fmt;
 
@@ -88,6 +96,46 @@ pub enum RefusalReason {
 }
 
 impl RefusalReason {
+    /// Every reason, in declaration order: docs/TOOLS.md's table is checked against this
+    /// list (tests/docs_truth.rs), and a unit test below checks the list against the
+    /// variants the type's derived schema enumerates, so a new variant missing here fails.
+    pub const ALL: [RefusalReason; 31] = {
+        use RefusalReason::*;
+        [
+            InvalidRequest,
+            UnknownCommand,
+            CommandUnavailable,
+            PowerCommand,
+            NotConfigured,
+            ForbiddenCharacter,
+            NoPatternMatched,
+            TimeoutTooLong,
+            Limit,
+            DeviceBusy,
+            DeviceAbsent,
+            DeviceMismatch,
+            DeviceAmbiguous,
+            LeaseInvalid,
+            AlreadyHeld,
+            IsolationUnavailable,
+            OutsideRoots,
+            InvalidPath,
+            Symlink,
+            WrongFileType,
+            NotFound,
+            NotPermitted,
+            UploadState,
+            HashMismatch,
+            IoError,
+            Cancelled,
+            ShuttingDown,
+            StartFailed,
+            Timeout,
+            WrongState,
+            LoginFailed,
+        ]
+    };
+
     /// The stable name, as serialised (`forbidden_character`).
     pub fn as_str(self) -> &'static str {
         use RefusalReason::*;
@@ -133,6 +181,14 @@ impl fmt::Display for RefusalReason {
     }
 }
 
+/// A typed refusal: an error whose every variant has a stable reason. Implemented by each
+/// tool family's error enum with one exhaustive match, so a new variant must be classified
+/// before it builds; rendered by [`Refusal::of`] (or `.into()`).
+pub trait Classified: fmt::Display {
+    /// The stable class of this refusal.
+    fn reason(&self) -> RefusalReason;
+}
+
 /// A refusal: its class and the message for the agent (what is in the way, what to do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Refusal {
@@ -152,6 +208,17 @@ impl Refusal {
     pub fn from_error(reason: RefusalReason, e: &impl fmt::Display) -> Refusal {
         Refusal::new(reason, e.to_string())
     }
+
+    /// The one rendering of a typed refusal: its reason and its message.
+    pub fn of(e: &(impl Classified + ?Sized)) -> Refusal {
+        Refusal::new(e.reason(), e.to_string())
+    }
+}
+
+impl<E: Classified> From<E> for Refusal {
+    fn from(e: E) -> Refusal {
+        Refusal::of(&e)
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -166,45 +233,44 @@ mod tests {
 
     #[test]
     fn names_are_the_serialised_form() {
-        use RefusalReason::*;
-        for r in [
-            InvalidRequest,
-            UnknownCommand,
-            CommandUnavailable,
-            PowerCommand,
-            NotConfigured,
-            ForbiddenCharacter,
-            NoPatternMatched,
-            TimeoutTooLong,
-            Limit,
-            DeviceBusy,
-            DeviceAbsent,
-            DeviceMismatch,
-            DeviceAmbiguous,
-            LeaseInvalid,
-            AlreadyHeld,
-            IsolationUnavailable,
-            OutsideRoots,
-            InvalidPath,
-            Symlink,
-            WrongFileType,
-            NotFound,
-            NotPermitted,
-            UploadState,
-            HashMismatch,
-            IoError,
-            Cancelled,
-            ShuttingDown,
-            StartFailed,
-            Timeout,
-            WrongState,
-            LoginFailed,
-        ] {
+        for r in RefusalReason::ALL {
             assert_eq!(
                 serde_json::to_value(r).expect("serialise"),
                 serde_json::Value::String(r.as_str().into())
             );
         }
+    }
+
+    /// `ALL` is every variant: the derived schema enumerates them from the type itself.
+    #[test]
+    fn all_lists_every_variant_once() {
+        let schema = serde_json::to_value(schemars::schema_for!(RefusalReason)).expect("schema");
+        let mut derived: Vec<String> = schema["enum"]
+            .as_array()
+            .or_else(|| schema["oneOf"].as_array())
+            .expect("an enum schema")
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .or_else(|| v["const"].as_str())
+                    .or_else(|| v["enum"][0].as_str())
+                    .expect("a variant name")
+                    .to_string()
+            })
+            .collect();
+        let mut listed: Vec<String> = RefusalReason::ALL
+            .iter()
+            .map(|r| r.as_str().to_string())
+            .collect();
+        derived.sort();
+        listed.sort();
+        assert_eq!(listed, derived);
+        listed.dedup();
+        assert_eq!(
+            listed.len(),
+            RefusalReason::ALL.len(),
+            "a reason listed twice"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use rmcp::ErrorData as McpError;
 
 use crate::devices::DeviceId;
 use crate::quotas::{Full, Kind, Ticket};
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::{Classified, Refusal, RefusalReason};
 use crate::resources::{self, BOARD_PREFIX, CONSOLE_SUFFIX, DEVICE_PREFIX};
 use crate::state::AppState;
 
@@ -85,31 +85,63 @@ pub fn check_uri(state: &AppState, uri: &str) -> Result<(), Unacceptable> {
     Err(Unacceptable::Unknown)
 }
 
+/// Why a subscription (or a listen stream) was refused: every one is a limit.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SubscriptionRefusal {
+    #[error(
+        "{what} refused: {full}; unsubscribe or close a stream first (or ask the operator to raise {})",
+        full.kind.key()
+    )]
+    ShareFull { what: &'static str, full: Full },
+    #[error(
+        "resource URI of {0} bytes refused: at most {MAX_URI_BYTES}; resources/list and \
+         resources/templates/list show what exists"
+    )]
+    UriTooLong(usize),
+    #[error(
+        "resources/subscribe refused: limits.max_subscriptions_per_session is {cap} and this \
+         session holds {held}; unsubscribe first"
+    )]
+    SessionFull { cap: usize, held: usize },
+    #[error(
+        "subscriptions/listen refused: it names {named} resources and \
+         limits.max_subscriptions_per_session is {cap}; ask for fewer"
+    )]
+    TooManyNamed { named: usize, cap: usize },
+}
+
+impl Classified for SubscriptionRefusal {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            SubscriptionRefusal::ShareFull { .. }
+            | SubscriptionRefusal::UriTooLong(_)
+            | SubscriptionRefusal::SessionFull { .. }
+            | SubscriptionRefusal::TooManyNamed { .. } => RefusalReason::Limit,
+        }
+    }
+}
+
+impl From<SubscriptionRefusal> for McpError {
+    /// An invalid-params error carrying `{refusal}` in its data.
+    fn from(e: SubscriptionRefusal) -> McpError {
+        let r = Refusal::of(&e);
+        McpError::invalid_params(r.message.clone(), Some(serde_json::json!({ "refusal": r })))
+    }
+}
+
 /// The refusal of a full share, as an MCP error carrying `{refusal}` in its data.
-pub fn limit_error(full: &Full, what: &str) -> McpError {
-    let r = Refusal::new(
-        RefusalReason::Limit,
-        format!(
-            "{what} refused: {full}; unsubscribe or close a stream first (or ask the operator to raise {})",
-            full.kind.key()
-        ),
-    );
-    McpError::invalid_params(r.message.clone(), Some(serde_json::json!({ "refusal": r })))
+pub fn limit_error(full: &Full, what: &'static str) -> McpError {
+    SubscriptionRefusal::ShareFull {
+        what,
+        full: full.clone(),
+    }
+    .into()
 }
 
 /// A refusal for a URI that is too long or unknown, or a request naming too many URIs.
 pub fn uri_error(uri: &str, why: &Unacceptable) -> McpError {
     match why {
-        Unacceptable::TooLong(n) => {
-            let r = Refusal::new(
-                RefusalReason::Limit,
-                format!(
-                    "resource URI of {n} bytes refused: at most {MAX_URI_BYTES}; resources/list and \
-                     resources/templates/list show what exists"
-                ),
-            );
-            McpError::invalid_params(r.message.clone(), Some(serde_json::json!({ "refusal": r })))
-        }
+        Unacceptable::TooLong(n) => SubscriptionRefusal::UriTooLong(*n).into(),
         Unacceptable::Unknown => resources::not_found(
             uri,
             "cannot subscribe: it names no resource here (a board must be configured; a device id \
@@ -141,23 +173,11 @@ impl SessionSubscriptions {
             return Ok(());
         }
         if inner.uris.len() >= limits.max_subscriptions_per_session {
-            let full = Full {
-                kind: Kind::Subscriptions,
-                held: inner.uris.len(),
+            return Err(SubscriptionRefusal::SessionFull {
                 cap: limits.max_subscriptions_per_session,
-            };
-            let r = Refusal::new(
-                RefusalReason::Limit,
-                format!(
-                    "resources/subscribe refused: limits.max_subscriptions_per_session is {} and this \
-                     session holds {}; unsubscribe first",
-                    full.cap, full.held
-                ),
-            );
-            return Err(McpError::invalid_params(
-                r.message.clone(),
-                Some(serde_json::json!({ "refusal": r })),
-            ));
+                held: inner.uris.len(),
+            }
+            .into());
         }
         let cap = limits.max_subscriptions_per_client;
         match &mut inner.ticket {
@@ -226,19 +246,11 @@ pub fn admit_stream(
 ) -> Result<StreamShare, McpError> {
     let limits = state.config().limits.clone();
     if requested.len() > limits.max_subscriptions_per_session {
-        let r = Refusal::new(
-            RefusalReason::Limit,
-            format!(
-                "subscriptions/listen refused: it names {} resources and \
-                 limits.max_subscriptions_per_session is {}; ask for fewer",
-                requested.len(),
-                limits.max_subscriptions_per_session
-            ),
-        );
-        return Err(McpError::invalid_params(
-            r.message.clone(),
-            Some(serde_json::json!({ "refusal": r })),
-        ));
+        return Err(SubscriptionRefusal::TooManyNamed {
+            named: requested.len(),
+            cap: limits.max_subscriptions_per_session,
+        }
+        .into());
     }
     if let Some(long) = requested.iter().find(|u| u.len() > MAX_URI_BYTES) {
         return Err(uri_error(long, &Unacceptable::TooLong(long.len())));

@@ -429,3 +429,114 @@ fn a_wrong_layer_table_fails() {
     assert!(e.len() == 1 && e[0].contains("LAYERS has"), "{e:?}");
     assert_eq!(layer_table_errors("no table", layers, &edges).len(), 1);
 }
+
+/// The reasons named in the first column of docs/TOOLS.md's refusal table (the table
+/// under `## Refusals` whose header starts `| reason |`), with their line numbers.
+fn refusal_table(doc: &str) -> Vec<(usize, String)> {
+    let row = Regex::new(r"^\|\s*`([a-z_]+)`\s*\|").expect("regex");
+    let mut out = Vec::new();
+    let mut in_section = false;
+    let mut in_table = false;
+    for (n, line) in doc.lines().enumerate() {
+        if line.starts_with("## ") {
+            in_section = line.trim() == "## Refusals";
+            in_table = false;
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if line.starts_with("| reason |") {
+            in_table = true;
+            continue;
+        }
+        if in_table && !line.starts_with('|') {
+            in_table = false;
+        }
+        if in_table && let Some(c) = row.captures(line) {
+            out.push((n + 1, c[1].to_string()));
+        }
+    }
+    out
+}
+
+/// What is wrong with a refusal table against the reasons the type defines: a reason
+/// missing from it, one it names that does not exist, one it names twice.
+fn refusal_table_errors(table: &[(usize, String)], reasons: &[&str]) -> Vec<String> {
+    let mut errors = Vec::new();
+    let named: BTreeSet<&str> = table.iter().map(|(_, r)| r.as_str()).collect();
+    for r in reasons {
+        if !named.contains(r) {
+            errors.push(format!("reason `{r}` is missing from the refusal table"));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for (line, r) in table {
+        if !reasons.contains(&r.as_str()) {
+            errors.push(format!("line {line}: `{r}` is not a RefusalReason"));
+        }
+        if !seen.insert(r.as_str()) {
+            errors.push(format!("line {line}: `{r}` is listed twice"));
+        }
+    }
+    errors
+}
+
+/// docs/TOOLS.md's refusal table lists every `RefusalReason` (the list is
+/// `RefusalReason::ALL`, itself checked against the type's derived schema) and nothing else.
+#[test]
+fn the_refusal_table_lists_every_reason_and_only_those() {
+    let reasons: Vec<&str> = gatecmd::refusal::RefusalReason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .collect();
+    let table = refusal_table(&read_doc("docs/TOOLS.md"));
+    assert!(!table.is_empty(), "no refusal table found in docs/TOOLS.md");
+    let errors = refusal_table_errors(&table, &reasons);
+    assert!(errors.is_empty(), "docs/TOOLS.md:\n{}", errors.join("\n"));
+}
+
+#[test]
+fn a_wrong_refusal_table_fails() {
+    let doc = "# Tools\n\n## Refusals\n\n| reason | when | what to do |\n|---|---|---|\n\
+               | `limit` | a maximum | lower it |\n| `device_gone` | made up | - |\n\
+               | `limit` | again | - |\n\n## Next\n\n| reason | x |\n| `cancelled` | not this table |\n";
+    let table = refusal_table(doc);
+    assert_eq!(
+        table,
+        vec![
+            (7, "limit".to_string()),
+            (8, "device_gone".to_string()),
+            (9, "limit".to_string())
+        ]
+    );
+    let errors = refusal_table_errors(&table, &["limit", "cancelled"]);
+    assert_eq!(
+        errors,
+        vec![
+            "reason `cancelled` is missing from the refusal table".to_string(),
+            "line 8: `device_gone` is not a RefusalReason".to_string(),
+            "line 9: `limit` is listed twice".to_string(),
+        ]
+    );
+}
+
+/// A refusal is a typed error rendered once (`Refusal::of`, docs/DECISIONS.md): production
+/// code outside src/refusal.rs builds none from a reason and a string of its own.
+#[test]
+fn refusals_are_built_from_typed_errors() {
+    let src = Path::new(REPO).join("src");
+    let offenders: Vec<String> = rust_files(&src)
+        .into_iter()
+        .filter(|f| !f.ends_with("src/refusal.rs"))
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .is_ok_and(|t| strip_comments(production_code(&t)).contains("Refusal::new("))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "build refusals from a typed error that implements Classified; Refusal::new in {offenders:?}"
+    );
+}

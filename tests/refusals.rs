@@ -142,6 +142,35 @@ async fn no_pattern_matched() {
     assert!(msg.contains("outside the file roots"), "{msg}");
 }
 
+/// A file argument through a symbolic link that leaves its root is refused `symlink`, as
+/// file staging calls it, and nothing runs.
+#[tokio::test]
+async fn a_symlinked_file_argument_is_symlink() {
+    let b = bench().await;
+    symlink("/etc/hostname", b.root.path().join("escape")).expect("symlink");
+    symlink("/etc", b.root.path().join("etc")).expect("symlink");
+    for arg in ["escape", "etc/hostname"] {
+        let msg = exec_refused(&b, json!({"command": "image", "args": [arg]}), "symlink").await;
+        assert!(msg.contains("symbolic link"), "{arg}: {msg}");
+        let raw = std::fs::read_to_string(b.server.path("state/audit.log")).expect("audit.log");
+        assert!(
+            !raw.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|v| v["event"] == "execute_started" && v["command"] == "image"),
+            "{arg}: image ran:\n{raw}"
+        );
+    }
+    // A regular file inside the root still runs: the refusal is the symlink's.
+    std::fs::write(b.root.path().join("plain.img"), "x").expect("write");
+    let r = call(
+        &b.a,
+        "execute_command",
+        json!({"command": "image", "args": ["plain.img"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+}
+
 #[tokio::test]
 async fn unknown_command() {
     let b = bench().await;

@@ -62,8 +62,20 @@ pub struct Now {
     pub at_shell: bool,
 }
 
+/// What a board's configuration lacks to reach a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "board {board:?} cannot be brought to {target} with its configuration: it needs {}",
+    needs.join(" and ")
+)]
+pub struct Unreachable {
+    pub board: String,
+    pub target: &'static str,
+    pub needs: Vec<&'static str>,
+}
+
 /// The steps from `now` to `target`, or what the board's configuration lacks for it.
-pub fn plan(board: &BoardConfig, target: Target, now: Now) -> Result<Vec<Step>, String> {
+pub fn plan(board: &BoardConfig, target: Target, now: Now) -> Result<Vec<Step>, Unreachable> {
     let power = board.power.is_some();
     let console = board.console.is_some();
     let mut missing = Vec::new();
@@ -112,12 +124,11 @@ pub fn plan(board: &BoardConfig, target: Target, now: Now) -> Result<Vec<Step>, 
     if missing.is_empty() {
         Ok(steps)
     } else {
-        Err(format!(
-            "board {:?} cannot be brought to {} with its configuration: it needs {}",
-            board.name,
-            target.as_str(),
-            missing.join(" and ")
-        ))
+        Err(Unreachable {
+            board: board.name.clone(),
+            target: target.as_str(),
+            needs: missing,
+        })
     }
 }
 
@@ -164,8 +175,9 @@ mod tests {
             Ok(vec![Step::PowerOff, Step::PowerOn, Step::AwaitShell])
         );
         let e = plan(&board(true, true, false), Target::Maskrom, now).expect_err("no maskrom");
-        assert!(e.contains("power.maskrom"), "{e}");
+        assert!(e.to_string().contains("power.maskrom"), "{e}");
         let e = plan(&board(false, false, false), Target::Uboot, now).expect_err("bare");
+        let e = e.to_string();
         assert!(e.contains("a console") && e.contains("power switch"), "{e}");
         assert!(plan(&board(true, false, false), Target::Off, now).is_err());
     }

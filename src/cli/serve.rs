@@ -45,7 +45,9 @@ pub(super) async fn serve(
     tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
     let metrics = serve_metrics_bind(&state, &shutdown).await?;
     // The labgrid exporter (docs/LAB.md), when configured: its ports are bound here.
-    crate::lab::start(state.clone(), shutdown.clone()).await?;
+    crate::lab::start(state.clone(), shutdown.clone())
+        .await
+        .map_err(|e| e.to_string())?;
     tokio::spawn(crate::state::watch_lost_devices(state.clone()));
     let signals = Signals::install()?;
     // Ready: what only start-up used goes back before the first request.

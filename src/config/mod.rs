@@ -37,6 +37,7 @@ mod schema;
 mod shell;
 mod staging;
 mod validate;
+mod value_error;
 
 pub use boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
@@ -63,6 +64,7 @@ pub use shell::{
 pub use staging::{
     CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
 };
+pub use value_error::ValueError;
 // A file slot's kind is the sanitizer's; callers that read it from a `PatternConfig` keep
 // finding it here.
 pub use crate::sanitizer::FileKind;

@@ -11,6 +11,7 @@ use super::schema::{
     AuditSettings, CancelPolicy, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
 };
 use super::staging::StagingLimits;
+use super::value_error::ValueError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -141,7 +142,7 @@ pub(crate) struct RawPattern {
 // Values are read as plain YAML and checked by the validator, which locates each error by
 // its field path (`positions.rs`) and reports every error of the file, not only the first.
 
-pub(crate) fn check_name(s: &str) -> Result<(), String> {
+pub(crate) fn check_name(s: &str) -> Result<(), ValueError> {
     let ok = !s.is_empty()
         && s.len() <= 64
         && s.chars()
@@ -149,37 +150,29 @@ pub(crate) fn check_name(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "invalid name {s:?}: use 1 to 64 letters, digits, '_', '-' or '.'"
-        ))
+        Err(ValueError::BadName(s.to_string()))
     }
 }
 
-pub(crate) fn parse_abs(s: &str) -> Result<PathBuf, String> {
+pub(crate) fn parse_abs(s: &str) -> Result<PathBuf, ValueError> {
     let p = PathBuf::from(s);
     if !p.is_absolute() {
-        return Err(format!(
-            "{s:?} is not an absolute path: write the full path, e.g. /usr/bin/{s}"
-        ));
+        return Err(ValueError::NotAbsolute(s.to_string()));
     }
     if p.components()
         .any(|c| matches!(c, std::path::Component::ParentDir))
     {
-        return Err(format!(
-            "{s:?} contains '..': write the path without parent-directory components"
-        ));
+        return Err(ValueError::ParentDir(s.to_string()));
     }
     Ok(p)
 }
 
-pub(crate) fn parse_bind(s: &str) -> Result<SocketAddr, String> {
-    s.parse().map_err(|_| {
-        format!("{s:?} is not an address:port; write e.g. \"127.0.0.1:9222\" or \"[::1]:9222\"")
-    })
+pub(crate) fn parse_bind(s: &str) -> Result<SocketAddr, ValueError> {
+    s.parse().map_err(|_| ValueError::NotAddress(s.to_string()))
 }
 
 /// `written` is the scalar as it stands in the file, when it is one.
-pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, String> {
+pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, ValueError> {
     // YAML reads 2207 as a number (and 0x2207 as 8711); the digits as written are the hex
     // digits they were meant as.
     let s = match (written, v) {
@@ -195,26 +188,23 @@ pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, St
     {
         return Ok(n);
     }
-    Err(format!(
-        "{s:?} is not a USB id: write 4 hex digits in quotes, e.g. \"2207\""
-    ))
+    Err(ValueError::NotUsbId(s))
 }
 
-pub(crate) fn parse_sha256(s: &str) -> Result<[u8; 32], String> {
+pub(crate) fn parse_sha256(s: &str) -> Result<[u8; 32], ValueError> {
     let mut out = [0u8; 32];
-    hex::decode_to_slice(s.trim(), &mut out).map_err(|_| {
-        "expected the SHA-256 of the token as 64 hex digits (e.g. from `printf %s \"$TOKEN\" | sha256sum`)".to_string()
-    })?;
+    hex::decode_to_slice(s.trim(), &mut out).map_err(|_| ValueError::NotSha256)?;
     Ok(out)
 }
 
 /// A progress regex: its first capture group must give the percentage.
-pub(crate) fn parse_progress(s: &str) -> Result<Regex, String> {
-    let re = Regex::new(s).map_err(|e| format!("invalid regex {s:?}: {e}"))?;
+pub(crate) fn parse_progress(s: &str) -> Result<Regex, ValueError> {
+    let re = Regex::new(s).map_err(|error| ValueError::BadRegex {
+        pattern: s.to_string(),
+        error,
+    })?;
     if re.captures_len() < 2 {
-        return Err(format!(
-            "progress regex {s:?} has no capture group: wrap the percentage in (...), e.g. \"\\\\((\\\\d+)%\\\\)\""
-        ));
+        return Err(ValueError::NoCaptureGroup(s.to_string()));
     }
     Ok(re)
 }

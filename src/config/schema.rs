@@ -386,9 +386,14 @@ impl CommandPolicy for CommandConfig {
 }
 
 impl Config {
-    /// The command with this name.
+    /// The board with this name.
     pub fn board(&self, name: &str) -> Option<&super::boards::BoardConfig> {
         self.boards.iter().find(|b| b.name == name)
+    }
+
+    /// The configured boards' names, in config order (what an unknown-board refusal lists).
+    pub fn board_names(&self) -> Vec<String> {
+        self.boards.iter().map(|b| b.name.clone()).collect()
     }
 
     /// The board whose flashing USB is the port `id`.

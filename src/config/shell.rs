@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use super::value_error::ValueError;
+
 /// The shell prompt awaited when a board's console sets none: the last line of output
 /// ends in `# ` or `$ ` (ANSI colours removed). Fits `root@vb1:~# `, busybox's `/ # `,
 /// `user@host:~$ `; U-Boot's `=> ` does not match it.
@@ -77,15 +79,16 @@ impl Default for ShellConfig {
 }
 
 /// Compiles a prompt regex with the size limits every configured prompt is held to.
-pub fn prompt_regex(pattern: &str) -> Result<regex::Regex, String> {
+pub fn prompt_regex(pattern: &str) -> Result<regex::Regex, ValueError> {
     if pattern.chars().count() > MAX_PROMPT_CHARS {
-        return Err(format!(
-            "the regex is longer than {MAX_PROMPT_CHARS} characters"
-        ));
+        return Err(ValueError::PromptTooLong(MAX_PROMPT_CHARS));
     }
     regex::RegexBuilder::new(pattern)
         .size_limit(PROMPT_REGEX_SIZE_LIMIT)
         .dfa_size_limit(PROMPT_REGEX_SIZE_LIMIT)
         .build()
-        .map_err(|e| format!("{pattern:?} is not a valid regex: {e}"))
+        .map_err(|error| ValueError::BadPrompt {
+            pattern: pattern.to_string(),
+            error,
+        })
 }

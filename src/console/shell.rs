@@ -14,7 +14,7 @@
 use memchr::memmem;
 use regex::Regex;
 
-use crate::config::{PASSWORD_PROMPT, ShellConfig, prompt_regex};
+use crate::config::{PASSWORD_PROMPT, ShellConfig, ValueError, prompt_regex};
 use crate::output::clean;
 
 /// Bytes of output looked at to tell what the last line is.
@@ -55,7 +55,7 @@ pub struct Prompts {
 impl Prompts {
     /// From a board's settings (validated at load, so this fails only on a config that
     /// bypassed validation).
-    pub fn new(c: &ShellConfig) -> Result<Prompts, String> {
+    pub fn new(c: &ShellConfig) -> Result<Prompts, ValueError> {
         Ok(Prompts {
             shell: prompt_regex(&c.prompt)?,
             login: prompt_regex(&c.login_prompt)?,

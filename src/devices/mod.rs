@@ -25,5 +25,7 @@ mod udev;
 
 pub use error::DeviceError;
 pub use model::{Device, DeviceEvent, DeviceId, DeviceKind, RockchipMode, VidPid};
-pub use monitor::{Backend, DEFAULT_REMOVAL_GRACE, MonitorHandle, MonitorOptions, start_monitor};
+pub use monitor::{
+    Backend, DEFAULT_REMOVAL_GRACE, MonitorError, MonitorHandle, MonitorOptions, start_monitor,
+};
 pub use registry::{EventSource, Registry};

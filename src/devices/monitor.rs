@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -141,11 +140,33 @@ struct Started {
     producers: Vec<Producer>,
 }
 
+/// Why the device monitor could not start (or a rescan failed).
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    #[error("{0}")]
+    Device(#[from] DeviceError),
+    /// The blocking enumeration task died; `what` names it.
+    #[error("{what}: {source}")]
+    Panicked {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// The result of a blocking enumeration task, its panic named by `what`.
+fn joined<T>(
+    r: Result<Result<T, DeviceError>, tokio::task::JoinError>,
+    what: &'static str,
+) -> Result<T, MonitorError> {
+    Ok(r.map_err(|source| MonitorError::Panicked { what, source })??)
+}
+
 /// Enumerates (the registry is complete when this returns), then watches.
 pub async fn start_monitor(
     registry: Registry,
     opts: MonitorOptions,
-) -> anyhow::Result<MonitorHandle> {
+) -> Result<MonitorHandle, MonitorError> {
     let (tx, rx) = mpsc::unbounded_channel();
     let started = match opts.backend {
         Backend::Auto if cfg!(feature = "udev") => start_udev(&opts, tx).await?,
@@ -166,7 +187,10 @@ pub async fn start_monitor(
 }
 
 #[cfg(feature = "udev")]
-async fn start_udev(opts: &MonitorOptions, tx: UnboundedSender<Action>) -> anyhow::Result<Started> {
+async fn start_udev(
+    opts: &MonitorOptions,
+    tx: UnboundedSender<Action>,
+) -> Result<Started, MonitorError> {
     use super::udev::{self, UdevEvents};
 
     let wanted = udev::detect();
@@ -194,9 +218,10 @@ async fn start_udev(opts: &MonitorOptions, tx: UnboundedSender<Action>) -> anyho
             EventSource::KernelUevents
         }
     };
-    let initial = tokio::task::spawn_blocking(udev::enumerate)
-        .await
-        .context("udev enumeration panicked")??;
+    let initial = joined(
+        tokio::task::spawn_blocking(udev::enumerate).await,
+        "udev enumeration panicked",
+    )?;
     let watcher = tokio::spawn(udev::watch(socket, tx));
     Ok(Started {
         source,
@@ -206,7 +231,10 @@ async fn start_udev(opts: &MonitorOptions, tx: UnboundedSender<Action>) -> anyho
 }
 
 #[cfg(not(feature = "udev"))]
-async fn start_udev(_: &MonitorOptions, _: UnboundedSender<Action>) -> anyhow::Result<Started> {
+async fn start_udev(
+    _: &MonitorOptions,
+    _: UnboundedSender<Action>,
+) -> Result<Started, MonitorError> {
     Err(DeviceError::BackendUnavailable {
         backend: "udev",
         reason: "gatecmd was built without the `udev` feature; use the libusb or poll backend"
@@ -218,15 +246,16 @@ async fn start_udev(_: &MonitorOptions, _: UnboundedSender<Action>) -> anyhow::R
 async fn start_libusb(
     opts: &MonitorOptions,
     tx: UnboundedSender<Action>,
-) -> anyhow::Result<Started> {
+) -> Result<Started, MonitorError> {
     let ctx = libusb::open_context()?;
     let root = opts.sysfs_root.clone();
     if rusb::has_hotplug() {
         // Register before enumerating so nothing plugged in between is missed.
         let thread = libusb::start_hotplug(&ctx, &root, tx)?;
-        let initial = tokio::task::spawn_blocking(move || libusb::enumerate(&ctx, &root))
-            .await
-            .context("libusb enumeration panicked")??;
+        let initial = joined(
+            tokio::task::spawn_blocking(move || libusb::enumerate(&ctx, &root)).await,
+            "libusb enumeration panicked",
+        )?;
         return Ok(Started {
             source: EventSource::LibusbHotplug,
             initial,
@@ -237,10 +266,10 @@ async fn start_libusb(
     let scan = move || {
         let (ctx, root) = (ctx.clone(), root.clone());
         async move {
-            tokio::task::spawn_blocking(move || libusb::enumerate(&ctx, &root))
-                .await
-                .context("libusb enumeration panicked")?
-                .map_err(anyhow::Error::from)
+            joined(
+                tokio::task::spawn_blocking(move || libusb::enumerate(&ctx, &root)).await,
+                "libusb enumeration panicked",
+            )
         }
     };
     let initial = scan().await?;
@@ -256,16 +285,16 @@ async fn start_libusb(
 async fn start_sysfs_poll(
     opts: &MonitorOptions,
     tx: UnboundedSender<Action>,
-) -> anyhow::Result<Started> {
+) -> Result<Started, MonitorError> {
     let root = opts.sysfs_root.clone();
     let interval = opts.poll_interval;
     let scan = move || {
         let root = root.clone();
         async move {
-            tokio::task::spawn_blocking(move || sysfs::scan(&root))
-                .await
-                .context("sysfs scan panicked")?
-                .map_err(anyhow::Error::from)
+            joined(
+                tokio::task::spawn_blocking(move || sysfs::scan(&root)).await,
+                "sysfs scan panicked",
+            )
         }
     };
     let initial = scan().await?;
@@ -286,7 +315,7 @@ fn millis(d: Duration) -> u64 {
 async fn poll<F, Fut>(interval: Duration, tx: UnboundedSender<Action>, scan: F)
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = anyhow::Result<Vec<Device>>>,
+    Fut: Future<Output = Result<Vec<Device>, MonitorError>>,
 {
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(10)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

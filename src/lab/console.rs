@@ -4,6 +4,7 @@
 //! The port is bound on `labgrid.console_bind` (loopback by default: people reach it
 //! through labgrid's SSH proxy).
 
+use super::error::LabError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,16 +37,16 @@ pub struct Listener {
 pub async fn bind(
     state: &AppState,
     lab: &LabSettings,
-) -> Result<HashMap<String, Listener>, String> {
+) -> Result<HashMap<String, Listener>, LabError> {
     let mut out = HashMap::new();
     for b in state.config().boards.iter().filter(|b| b.console.is_some()) {
-        let listener = TcpListener::bind(lab.listen_addr()).await.map_err(|e| {
-            format!(
-                "cannot listen on {} (labgrid.console_bind): {e}",
-                lab.console_bind
-            )
-        })?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let listener = TcpListener::bind(lab.listen_addr())
+            .await
+            .map_err(|error| LabError::Listen {
+                bind: lab.console_bind.to_string(),
+                error,
+            })?;
+        let port = listener.local_addr()?.port();
         out.insert(
             b.name.clone(),
             Listener {
@@ -92,7 +93,8 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
             let outcome = connection(&lab, &board, &mut sock, stop).await;
             let (place, written, why) = match outcome {
                 Ok((place, written, why)) => (Some(place), written, why),
-                Err(why) => {
+                Err(e) => {
+                    let why = e.to_string();
                     let _ = sock.write_all(format!("{why}\r\n").as_bytes()).await;
                     (None, 0, why)
                 }
@@ -113,16 +115,12 @@ async fn connection(
     board: &str,
     sock: &mut TcpStream,
     shutdown: CancellationToken,
-) -> Result<(String, u64, String), String> {
+) -> Result<(String, u64, String), LabError> {
     let Some(hold) = lab.holds.get(board) else {
-        return Err(format!(
-            "gatecmd: board {board} is not acquired through labgrid: acquire its place first (labgrid-client -p PLACE acquire)"
-        ));
+        return Err(LabError::NotAcquired(board.to_string()));
     };
     let Some(console) = lab.state.consoles.get(board) else {
-        return Err(format!(
-            "gatecmd: board {board} has no console capture running"
-        ));
+        return Err(LabError::NoCapture(board.to_string()));
     };
     let mut end = console.subscribe();
     let (_, mut cursor) = console.bounds();
@@ -134,13 +132,13 @@ async fn connection(
     loop {
         tokio::select! {
             n = rd.read(&mut buf) => {
-                let n = n.map_err(|e| e.to_string())?;
+                let n = n?;
                 if n == 0 {
                     return Ok((hold.place, written, "closed by the client".into()));
                 }
                 let data = telnet.strip(&buf[..n]);
                 if !data.is_empty() {
-                    console.write(&data).await.map_err(|e| format!("gatecmd: {e}"))?;
+                    console.write(&data).await?;
                     written += data.len() as u64;
                 }
             }
@@ -152,7 +150,7 @@ async fn connection(
                     let s = console.slice(cursor, CHUNK);
                     if s.bytes.is_empty() { break; }
                     cursor = s.to;
-                    wr.write_all(&s.bytes).await.map_err(|e| e.to_string())?;
+                    wr.write_all(&s.bytes).await?;
                 }
             }
             _ = recheck.tick() => {

@@ -43,6 +43,30 @@ impl Hold {
     }
 }
 
+/// Why a place's acquire or release of a board was refused (labgrid logs the text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HoldError {
+    #[error("gatecmd: board {board} is held by labgrid place {place} ({note})")]
+    HeldByPlace {
+        board: String,
+        place: String,
+        note: String,
+    },
+    #[error("gatecmd: no board {0} is configured on this exporter")]
+    NoBoard(String),
+    /// Someone other than a labgrid place holds it; the text says who (`holder`).
+    #[error("{0}")]
+    HeldElsewhere(String),
+    #[error("gatecmd: board {0} is busy")]
+    Busy(String),
+    #[error("gatecmd: board {board} is held by labgrid place {held_by}, not {asked}")]
+    OtherPlace {
+        board: String,
+        held_by: String,
+        asked: String,
+    },
+}
+
 /// Who has a board, as labgrid should see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holder {
@@ -86,17 +110,17 @@ impl Holds {
         resource: &str,
         place: &str,
         user: Option<String>,
-    ) -> Result<Option<Hold>, String> {
+    ) -> Result<Option<Hold>, HoldError> {
         let existing = self.with(|m| match m.get_mut(board) {
             Some(h) if h.place == place => {
                 h.resources.insert(resource.to_string());
                 Ok(true)
             }
-            Some(h) => Err(format!(
-                "gatecmd: board {board} is held by labgrid place {} ({})",
-                h.place,
-                h.note()
-            )),
+            Some(h) => Err(HoldError::HeldByPlace {
+                board: board.to_string(),
+                place: h.place.clone(),
+                note: h.note(),
+            }),
             None => Ok(false),
         })?;
         if existing {
@@ -104,9 +128,7 @@ impl Holds {
         }
         let config = state.config();
         let Some(cfg) = config.board(board) else {
-            return Err(format!(
-                "gatecmd: no board {board} is configured on this exporter"
-            ));
+            return Err(HoldError::NoBoard(board.to_string()));
         };
         let mut hold = Hold {
             place: place.to_string(),
@@ -139,8 +161,8 @@ impl Holds {
                 Ok(Some(hold))
             }
             Err(_) => Err(match holder(state, board, true) {
-                Holder::Other(why) => why,
-                _ => format!("gatecmd: board {board} is busy"),
+                Holder::Other(why) => HoldError::HeldElsewhere(why),
+                _ => HoldError::Busy(board.to_string()),
             }),
         }
     }
@@ -154,7 +176,7 @@ impl Holds {
         board: &str,
         resource: &str,
         place: Option<&str>,
-    ) -> Result<Option<Hold>, String> {
+    ) -> Result<Option<Hold>, HoldError> {
         let ended = self.with(|m| {
             let Some(h) = m.get_mut(board) else {
                 return Ok(None);
@@ -162,10 +184,11 @@ impl Holds {
             if let Some(p) = place
                 && p != h.place
             {
-                return Err(format!(
-                    "gatecmd: board {board} is held by labgrid place {}, not {p}",
-                    h.place
-                ));
+                return Err(HoldError::OtherPlace {
+                    board: board.to_string(),
+                    held_by: h.place.clone(),
+                    asked: p.to_string(),
+                });
             }
             h.resources.remove(resource);
             Ok(if h.resources.is_empty() {

@@ -9,6 +9,7 @@
 //! no labgrid hold); its requests for any other place go to `holds.rs` as before, which
 //! refuses them while the agent holds the board.
 
+use super::error::LabError;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -65,7 +66,7 @@ pub enum Call {
 /// What a finished call reports.
 pub struct Outcome {
     pub call: Call,
-    pub result: Result<(), String>,
+    pub result: Result<(), LabError>,
 }
 
 pub type CallFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -328,10 +329,15 @@ impl Mirrors {
     }
 }
 
-async fn timed<T>(what: &str, f: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+async fn timed<T>(what: &str, f: impl Future<Output = Result<T, LabError>>) -> Result<T, LabError> {
     tokio::time::timeout(CALL_TIMEOUT, f)
         .await
-        .unwrap_or_else(|_| Err(format!("{what}: no answer in {} s", CALL_TIMEOUT.as_secs())))
+        .unwrap_or_else(|_| {
+            Err(LabError::NoAnswer {
+                what: what.to_string(),
+                secs: CALL_TIMEOUT.as_secs(),
+            })
+        })
 }
 
 /// Starts `call`: an acquire on a connection of its own whose client stream announces the
@@ -360,11 +366,9 @@ async fn unary<M: prost::Message + Send + Sync + 'static>(
     channel: Channel,
     path: &'static str,
     req: M,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready()
-        .await
-        .map_err(|e| format!("coordinator: {e}"))?;
+    grpc.ready().await.map_err(LabError::Coordinator)?;
     let codec = tonic_prost::ProstCodec::<M, Empty>::default();
     grpc.unary(
         tonic::Request::new(req),
@@ -373,16 +377,19 @@ async fn unary<M: prost::Message + Send + Sync + 'static>(
     )
     .await
     .map(|_| ())
-    .map_err(|e| e.message().to_string())
+    .map_err(|e| LabError::Call(e.message().to_string()))
 }
 
-async fn acquire(coordinator: &str, place: &str, user: &str) -> Result<(), String> {
+async fn acquire(coordinator: &str, place: &str, user: &str) -> Result<(), LabError> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{coordinator}"))
-        .map_err(|e| format!("bad coordinator address: {e}"))?
+        .map_err(LabError::BadAddress)?
         .connect_timeout(CALL_TIMEOUT)
         .connect()
         .await
-        .map_err(|e| format!("cannot connect to {coordinator}: {e}"))?;
+        .map_err(|error| LabError::Connect {
+            to: coordinator.to_string(),
+            error,
+        })?;
     let (tx, rx) = tokio::sync::mpsc::channel::<ClientInMessage>(4);
     for m in [
         ClientIn::Startup(StartupDone {
@@ -394,9 +401,7 @@ async fn acquire(coordinator: &str, place: &str, user: &str) -> Result<(), Strin
         let _ = tx.try_send(ClientInMessage { kind: Some(m) });
     }
     let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready()
-        .await
-        .map_err(|e| format!("coordinator: {e}"))?;
+    grpc.ready().await.map_err(LabError::Coordinator)?;
     let codec = tonic_prost::ProstCodec::<ClientInMessage, ClientOutMessage>::default();
     let mut stream = grpc
         .streaming(
@@ -405,15 +410,23 @@ async fn acquire(coordinator: &str, place: &str, user: &str) -> Result<(), Strin
             codec,
         )
         .await
-        .map_err(|e| format!("client stream refused: {}", e.message()))?
+        .map_err(|e| LabError::StreamRefused {
+            which: "client",
+            message: e.message().to_string(),
+        })?
         .into_inner();
     // The sync's echo comes after the start-up is handled: the name is known from then on.
     loop {
         match stream.message().await {
             Ok(Some(m)) if m.sync.as_ref().is_some_and(|s| s.id == 1) => break,
             Ok(Some(_)) => {}
-            Ok(None) => return Err("the coordinator ended the client stream".into()),
-            Err(e) => return Err(format!("client stream: {}", e.message())),
+            Ok(None) => return Err(LabError::ClientStreamEnded),
+            Err(e) => {
+                return Err(LabError::Stream {
+                    which: "client",
+                    message: e.message().to_string(),
+                });
+            }
         }
     }
     let result = unary(

@@ -8,18 +8,22 @@
 //! - `session`: one connection: the exporter stream and the place updates.
 //! - `console`: each board's captured console on a TCP port, for the place that holds it.
 //! - `power`: labgrid's `rest` power model served through the board's power backend.
+//! - `error`: why a session, a mirror call or a port failed (`LabError`).
 //!
 //! This module: start-up (listeners first, so a bad `console_bind` stops the start), the
 //! reconnect loop with bounded backoff, and the watchdog that releases labgrid-held
 //! boards once the coordinator has been gone for `labgrid.hold_secs`.
 
 mod console;
+mod error;
 mod holds;
 mod mirror;
 mod power;
 mod proto;
 mod resources;
 mod session;
+
+pub use error::LabError;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,7 +59,7 @@ pub(crate) struct Lab {
 /// Starts the bridge when `labgrid:` is configured: binds the console and power ports
 /// (an error stops the start), then connects in the background and keeps reconnecting
 /// until `shutdown`.
-pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<(), String> {
+pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<(), LabError> {
     let Some(settings) = state.config().labgrid.clone() else {
         return Ok(());
     };

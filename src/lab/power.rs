@@ -4,6 +4,7 @@
 //! executor like `power_board`). Switching needs the board held by a labgrid place and
 //! runs under that place's lease; anything else is refused with the reason.
 
+use super::error::LabError;
 use std::sync::Arc;
 
 use axum::Router;
@@ -27,14 +28,14 @@ pub struct Listener {
 }
 
 /// Binds the power port.
-pub async fn bind(lab: &LabSettings) -> Result<Listener, String> {
-    let listener = TcpListener::bind(lab.listen_addr()).await.map_err(|e| {
-        format!(
-            "cannot listen on {} (labgrid.console_bind): {e}",
-            lab.console_bind
-        )
-    })?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+pub async fn bind(lab: &LabSettings) -> Result<Listener, LabError> {
+    let listener = TcpListener::bind(lab.listen_addr())
+        .await
+        .map_err(|error| LabError::Listen {
+            bind: lab.console_bind.to_string(),
+            error,
+        })?;
+    let port = listener.local_addr()?.port();
     Ok(Listener { port, listener })
 }
 
@@ -114,8 +115,7 @@ async fn switch_board(lab: &Lab, board: &str, on: bool) -> Result<(), Answer> {
             "gatecmd: board {board} is no longer configured"
         )));
     };
-    let spec =
-        spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {}", r.message)))?;
+    let spec = spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {r}")))?;
     let lock = CommandLockRequest {
         keys: vec![LockKey::Board(board.to_string())],
         shared: vec![],

@@ -3,6 +3,7 @@
 //! (place updates: who acquired a place, and places no longer acquired). Returns when
 //! either stream ends; `mod.rs` reconnects.
 
+use super::error::LabError;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ pub async fn run(lab: &Lab, on_registered: impl FnOnce()) -> Ended {
     let mut registered = false;
     let why = match session(lab, &mut registered, on_registered).await {
         Ok(()) => "the coordinator ended the stream".to_string(),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     Ended { registered, why }
 }
@@ -52,19 +53,22 @@ async fn session(
     lab: &Lab,
     registered: &mut bool,
     on_registered: impl FnOnce(),
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let uri = format!("http://{}", lab.settings.coordinator);
     // A new connection each time: the coordinator keys sessions by peer address, and
     // refuses a second exporter stream from a peer it still knows.
     let channel = tonic::transport::Endpoint::from_shared(uri)
-        .map_err(|e| format!("bad coordinator address: {e}"))?
+        .map_err(LabError::BadAddress)?
         .connect_timeout(CONNECT_TIMEOUT)
         .http2_keep_alive_interval(KEEPALIVE)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true)
         .connect()
         .await
-        .map_err(|e| format!("cannot connect to {}: {e}", lab.settings.coordinator))?;
+        .map_err(|error| LabError::Connect {
+            to: lab.settings.coordinator.clone(),
+            error,
+        })?;
     let version = format!("gatecmd {}", env!("CARGO_PKG_VERSION"));
 
     // The exporter stream: startup first, as labgrid's exporter does.
@@ -77,9 +81,7 @@ async fn session(
         }),
     )?;
     let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready()
-        .await
-        .map_err(|e| format!("coordinator: {e}"))?;
+    grpc.ready().await.map_err(LabError::Coordinator)?;
     let codec = tonic_prost::ProstCodec::<ExporterInMessage, ExporterOutMessage>::default();
     let mut exporter = grpc
         .streaming(
@@ -88,7 +90,10 @@ async fn session(
             codec,
         )
         .await
-        .map_err(|e| format!("exporter stream refused: {}", e.message()))?
+        .map_err(|e| LabError::StreamRefused {
+            which: "exporter",
+            message: e.message().to_string(),
+        })?
         .into_inner();
 
     // The client stream, for place updates.
@@ -107,12 +112,10 @@ async fn session(
     ] {
         cl_tx
             .try_send(client_msg(m))
-            .map_err(|_| "client stream queue full".to_string())?;
+            .map_err(|_| LabError::ClientQueueFull)?;
     }
     let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready()
-        .await
-        .map_err(|e| format!("coordinator: {e}"))?;
+    grpc.ready().await.map_err(LabError::Coordinator)?;
     let codec = tonic_prost::ProstCodec::<ClientInMessage, ClientOutMessage>::default();
     let mut places = grpc
         .streaming(
@@ -121,7 +124,10 @@ async fn session(
             codec,
         )
         .await
-        .map_err(|e| format!("client stream refused: {}", e.message()))?
+        .map_err(|e| LabError::StreamRefused {
+            which: "client",
+            message: e.message().to_string(),
+        })?
         .into_inner();
 
     let mut published: HashMap<(String, String), Resource> = HashMap::new();
@@ -143,7 +149,7 @@ async fn session(
         }
         tokio::select! {
             msg = exporter.message() => {
-                let msg = msg.map_err(|e| format!("exporter stream: {}", e.message()))?;
+                let msg = msg.map_err(|e| LabError::Stream { which: "exporter", message: e.message().to_string() })?;
                 let Some(msg) = msg else { return Ok(()) };
                 match msg.kind {
                     Some(ExporterOut::Hello(h)) => {
@@ -162,7 +168,7 @@ async fn session(
                 }
             }
             msg = places.message() => {
-                let msg = msg.map_err(|e| format!("client stream: {}", e.message()))?;
+                let msg = msg.map_err(|e| LabError::Stream { which: "client", message: e.message().to_string() })?;
                 let Some(msg) = msg else { return Ok(()) };
                 for u in msg.updates {
                     match u.kind {
@@ -199,13 +205,13 @@ async fn session(
             }
             ev = locks.recv() => {
                 if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
-                    return Err("lock manager stopped".into());
+                    return Err(LabError::Stopped("lock manager"));
                 }
                 publish(lab, &ex_tx, &mut published)?;
             }
             ev = devices.recv() => {
                 if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
-                    return Err("device registry stopped".into());
+                    return Err(LabError::Stopped("device registry"));
                 }
                 publish(lab, &ex_tx, &mut published)?;
             }
@@ -221,9 +227,9 @@ async fn session(
     }
 }
 
-fn send(tx: &mpsc::Sender<ExporterInMessage>, kind: ExporterIn) -> Result<(), String> {
+fn send(tx: &mpsc::Sender<ExporterInMessage>, kind: ExporterIn) -> Result<(), LabError> {
     tx.try_send(ExporterInMessage { kind: Some(kind) })
-        .map_err(|_| "the coordinator reads nothing (exporter queue full)".to_string())
+        .map_err(|_| LabError::ExporterQueueFull)
 }
 
 /// Sends every resource whose state differs from what the coordinator last heard.
@@ -231,7 +237,7 @@ fn publish(
     lab: &Lab,
     tx: &mpsc::Sender<ExporterInMessage>,
     published: &mut HashMap<(String, String), Resource>,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let mut acquired = lab.holds.snapshot();
     // A board is held by a place or by an agent, never both: no key collides.
     acquired.extend(lab.mirrors.as_holds());
@@ -274,11 +280,13 @@ impl Lab {
                         .acquire(&self.state, board, resource, place, user)
                         .await
                         .map(|_| ())
+                        .map_err(|e| e.to_string())
                 }
                 None => self
                     .holds
                     .release(&self.state, board, resource, None)
-                    .map(|_| ()),
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
             }
         };
         self.audit(
@@ -324,7 +332,7 @@ impl Lab {
 
     /// Every mirror acquire and release is audited and logged.
     fn report_call(&self, out: &mirror::Outcome) {
-        let reason = out.result.as_ref().err();
+        let reason = out.result.as_ref().err().map(|e| e.to_string());
         match &out.call {
             mirror::Call::Acquire {
                 place,
@@ -332,7 +340,7 @@ impl Lab {
                 agent,
             } => {
                 let user = mirror::mirror_user(&self.settings.name, agent);
-                if let Some(why) = reason {
+                if let Some(why) = &reason {
                     tracing::warn!(place = %place, board = %board, agent = %agent, why = %why, "labgrid: cannot mirror the agent's lease as a place acquisition (the lease stands)");
                 } else {
                     tracing::info!(place = %place, board = %board, as_user = %user, "labgrid: place acquired for the agent's lease");

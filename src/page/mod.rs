@@ -140,7 +140,7 @@ impl Page {
         }
         let current = self.gate.current();
         let (access, policy) = &*current;
-        origin_allowed(policy, headers).map_err(Denied::Forbidden)?;
+        origin_allowed(policy, headers).map_err(|e| Denied::Forbidden(e.to_string()))?;
         let viewer = match access {
             Access::Open => Viewer {
                 client: "anonymous".into(),
@@ -191,18 +191,16 @@ fn may_still_view(config: &crate::config::Config, client: &str) -> Option<bool> 
 fn origin_allowed(
     policy: &crate::transport::auth::OriginPolicy,
     headers: &HeaderMap,
-) -> Result<(), String> {
+) -> Result<(), crate::transport::auth::AuthError> {
     let text = |h| {
         headers
             .get(h)
             .map(|v: &header::HeaderValue| v.to_str().unwrap_or("<non-ascii>"))
     };
     let (origin, host) = (text(header::ORIGIN), text(header::HOST));
-    policy.check(None, host).map_err(|e| e.to_string())?;
+    policy.check(None, host)?;
     match origin {
-        Some(o) if signin::same_origin(Some(o), None, host).is_err() => {
-            policy.check(Some(o), host).map_err(|e| e.to_string())
-        }
+        Some(o) if signin::same_origin(Some(o), None, host).is_err() => policy.check(Some(o), host),
         _ => Ok(()),
     }
 }

@@ -196,7 +196,7 @@ pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Refused>
     let text = |h| headers.get(h).and_then(|v: &HeaderValue| v.to_str().ok());
     if let Err(e) = super::origin_allowed(&current.1, headers) {
         tracing::warn!(error = %e, "page request refused");
-        return Err((StatusCode::FORBIDDEN, e));
+        return Err((StatusCode::FORBIDDEN, e.to_string()));
     }
     same_origin(
         text(header::ORIGIN),
@@ -205,8 +205,25 @@ pub(super) fn checked_post(p: &Page, headers: &HeaderMap) -> Result<(), Refused>
     )
     .map_err(|why| {
         tracing::warn!(reason = %why, "page POST refused: not from the page's origin");
-        (StatusCode::FORBIDDEN, why)
+        (StatusCode::FORBIDDEN, why.to_string())
     })
+}
+
+/// Why a POST is not from the page's own origin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum CrossOrigin {
+    #[error("no Host header")]
+    NoHost,
+    #[error("a POST to the page must carry Origin or Referer (a browser sends them); refused")]
+    NoOrigin,
+    #[error("Origin {0:?} is not a URL")]
+    NotUrl(String),
+    #[error("Origin {0:?} carries user info; refused")]
+    UserInfo(String),
+    #[error("Origin {0:?} names no host")]
+    NoOriginHost(String),
+    #[error("cross-origin POST refused: it comes from {from:?}, the page is at {host}")]
+    Elsewhere { from: String, host: String },
 }
 
 /// Whether a POST comes from the page itself: its `Origin` (or, without one, its
@@ -216,28 +233,27 @@ pub(super) fn same_origin(
     origin: Option<&str>,
     referer: Option<&str>,
     host: Option<&str>,
-) -> Result<(), String> {
-    let host = host.ok_or("no Host header")?.to_ascii_lowercase();
-    let from = origin
-        .or(referer)
-        .ok_or("a POST to the page must carry Origin or Referer (a browser sends them); refused")?;
-    let url = url::Url::parse(from).map_err(|_| format!("Origin {from:?} is not a URL"))?;
+) -> Result<(), CrossOrigin> {
+    let host = host.ok_or(CrossOrigin::NoHost)?.to_ascii_lowercase();
+    let from = origin.or(referer).ok_or(CrossOrigin::NoOrigin)?;
+    let url = url::Url::parse(from).map_err(|_| CrossOrigin::NotUrl(from.to_string()))?;
     // As on /mcp: a browser never sends user info in an Origin; one that has it is forged.
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("Origin {from:?} carries user info; refused"));
+        return Err(CrossOrigin::UserInfo(from.to_string()));
     }
     let authority = match (url.host_str(), url.port()) {
         (Some(h), Some(port)) => format!("{h}:{port}"),
         (Some(h), None) => h.to_string(),
-        _ => return Err(format!("Origin {from:?} names no host")),
+        _ => return Err(CrossOrigin::NoOriginHost(from.to_string())),
     };
     let scheme_ok = matches!(url.scheme(), "http" | "https");
     if scheme_ok && authority.to_ascii_lowercase() == host {
         Ok(())
     } else {
-        Err(format!(
-            "cross-origin POST refused: it comes from {from:?}, the page is at {host}"
-        ))
+        Err(CrossOrigin::Elsewhere {
+            from: from.to_string(),
+            host,
+        })
     }
 }
 

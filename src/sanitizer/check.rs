@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
+use super::error::{FileArgError, SlotError};
 use super::files::{FileKind, FileRules, OpenedArg, open_file_arg};
 use super::pattern::{Pattern, Word, display_regex, is_forbidden};
 
@@ -124,6 +125,10 @@ pub enum Refusal {
         closest: String,
         reason: String,
         allowed: String,
+        /// The closest pattern failed on this file argument (its class decides the
+        /// refusal's reason: a symbolic link is `symlink`). Boxed: refusals are rare and
+        /// `Result`s carrying this one are returned on every call.
+        file: Option<Box<FileArgError>>,
     },
 }
 
@@ -131,6 +136,7 @@ pub enum Refusal {
 struct Miss {
     score: (usize, bool),
     reason: String,
+    file: Option<Box<FileArgError>>,
 }
 
 /// Checks `args` against the command's patterns and file roots (inputs with more than one
@@ -179,15 +185,20 @@ pub fn check_with(
         .map(|(p, _)| format!("  {} {}", command.name(), p))
         .collect::<Vec<_>>()
         .join("\n");
-    let (closest, reason) = match best {
-        Some((i, m)) => (patterns[i].0.to_string(), m.reason),
-        None => (String::new(), "this command has no allowed patterns".into()),
+    let (closest, reason, file) = match best {
+        Some((i, m)) => (patterns[i].0.to_string(), m.reason, m.file),
+        None => (
+            String::new(),
+            "this command has no allowed patterns".into(),
+            None,
+        ),
     };
     Err(Refusal::NoMatch {
         command: command.name().to_string(),
         closest,
         reason,
         allowed,
+        file,
     })
 }
 
@@ -227,6 +238,7 @@ fn match_pattern(
         let miss = |reason: String| Miss {
             score: (pos, same_len),
             reason,
+            file: None,
         };
         let Some(value) = args.get(pos) else {
             return Err(miss(format!(
@@ -245,8 +257,12 @@ fn match_pattern(
             }
             Word::Slot(slot) => {
                 let resolved =
-                    check_slot(command, file_slots, slot, value, rules).map_err(|why| {
-                        miss(format!("argument {pos} ({value:?}) for {{{slot}}}: {why}"))
+                    check_slot(command, file_slots, slot, value, rules).map_err(|why| Miss {
+                        file: match &why {
+                            SlotError::File(e) => Some(Box::new(e.clone())),
+                            _ => None,
+                        },
+                        ..miss(format!("argument {pos} ({value:?}) for {{{slot}}}: {why}"))
                     })?;
                 out.push(resolved);
             }
@@ -261,6 +277,7 @@ fn match_pattern(
                 pattern,
                 pattern.words.len()
             ),
+            file: None,
         });
     }
     Ok(out)
@@ -272,24 +289,23 @@ fn check_slot(
     slot: &str,
     value: &str,
     rules: FileRules<'_>,
-) -> Result<Slot, String> {
+) -> Result<Slot, SlotError> {
     if value.is_empty() {
-        return Err("empty value".into());
+        return Err(SlotError::Empty);
     }
     let regex = command.param_regex(slot);
     if let Some(re) = regex {
         if !re.is_match(value) {
-            return Err(format!(
-                "does not match the allowed form /{}/",
-                display_regex(re.as_str())
-            ));
+            return Err(SlotError::Form {
+                regex: display_regex(re.as_str()).to_string(),
+            });
         }
     } else if value.starts_with('-') {
         // Without an explicit regex a slot could smuggle in an option (`--output=/etc/x`).
-        return Err("starts with '-' (options cannot be passed through a slot)".into());
+        return Err(SlotError::Dash);
     }
     match file_slots.get(slot) {
         None => Ok(Slot::Plain(value.to_string())),
-        Some(kind) => open_file_arg(value, *kind, rules).map(Slot::File),
+        Some(kind) => Ok(Slot::File(open_file_arg(value, *kind, rules)?)),
     }
 }

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use nix::fcntl::OFlag;
 
+use super::error::FileArgError;
 use crate::beneath::{Denied, Dir, Kind, RelPath, kind_of};
 
 /// What a command's file slot holds.
@@ -59,36 +60,48 @@ pub fn open_file_arg(
     value: &str,
     kind: FileKind,
     rules: FileRules<'_>,
-) -> Result<OpenedArg, String> {
+) -> Result<OpenedArg, FileArgError> {
     let (root, rel) = locate(value, rules.roots)?;
-    let dir = Dir::open_root(root)
-        .map_err(|e| format!("cannot open the file root {}: {}", root.display(), e.desc()))?;
+    let dir = Dir::open_root(root).map_err(|errno| FileArgError::RootUnopenable {
+        root: root.display().to_string(),
+        errno,
+    })?;
     match kind {
         FileKind::Input => open_input(root, &dir, &rel, rules.allow_hardlinked_inputs),
         FileKind::Output => open_output(root, dir, &rel),
     }
 }
 
-fn open_input(root: &Path, dir: &Dir, rel: &RelPath, hardlinks: bool) -> Result<OpenedArg, String> {
+fn open_input(
+    root: &Path,
+    dir: &Dir,
+    rel: &RelPath,
+    hardlinks: bool,
+) -> Result<OpenedArg, FileArgError> {
     let file = dir
         .open_beneath(rel, OFlag::O_RDONLY)
         .map_err(|d| denied(root, rel, d, ""))?;
     let fd = OwnedFd::from(file);
     let real = real_path(&fd).unwrap_or_else(|| root.join(rel.to_path()));
-    let meta = std::fs::File::from(fd.try_clone().map_err(|e| e.to_string())?)
+    let dup = fd
+        .try_clone()
+        .map_err(|e| FileArgError::Descriptor { why: e.to_string() })?;
+    let meta = std::fs::File::from(dup)
         .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", real.display()))?;
+        .map_err(|e| FileArgError::Stat {
+            path: real.display().to_string(),
+            why: e.to_string(),
+        })?;
     if !meta.is_file() {
-        return Err(format!("{} is not a regular file", real.display()));
+        return Err(FileArgError::NotRegular {
+            path: real.display().to_string(),
+        });
     }
     if meta.nlink() > 1 && !hardlinks {
-        return Err(format!(
-            "{} has {} hard links; an input with more than one link may be a file from outside \
-             the file roots, so it is refused (copy the file instead; the operator may set \
-             allow_hardlinked_inputs: true)",
-            real.display(),
-            meta.nlink()
-        ));
+        return Err(FileArgError::HardLinked {
+            path: real.display().to_string(),
+            links: meta.nlink(),
+        });
     }
     let passed = real
         .file_name()
@@ -135,8 +148,8 @@ fn named_link(fd: std::os::fd::RawFd, name: &std::ffi::OsStr) -> Option<String> 
     link.into_os_string().into_string().ok()
 }
 
-fn open_output(root: &Path, root_dir: Dir, rel: &RelPath) -> Result<OpenedArg, String> {
-    let (parent, name) = rel.split_last().ok_or("an output needs a file name")?;
+fn open_output(root: &Path, root_dir: Dir, rel: &RelPath) -> Result<OpenedArg, FileArgError> {
+    let (parent, name) = rel.split_last().ok_or(FileArgError::NoOutputName)?;
     // The directory is resolved like an input (symlinks only while they stay beneath the
     // root) and pinned by its descriptor.
     let dir = if parent.is_empty() {
@@ -152,18 +165,21 @@ fn open_output(root: &Path, root_dir: Dir, rel: &RelPath) -> Result<OpenedArg, S
         Ok(None) => {}
         Ok(Some(st)) if kind_of(&st) == Kind::File => {}
         Ok(Some(st)) if kind_of(&st) == Kind::Symlink => {
-            return Err(format!(
-                "{} is a symbolic link; outputs must be plain files",
-                shown.display()
-            ));
+            return Err(FileArgError::OutputSymlink {
+                path: shown.display().to_string(),
+            });
         }
         Ok(Some(_)) => {
-            return Err(format!(
-                "{} exists and is not a regular file",
-                shown.display()
-            ));
+            return Err(FileArgError::OutputNotRegular {
+                path: shown.display().to_string(),
+            });
         }
-        Err(e) => return Err(format!("cannot stat {}: {}", shown.display(), e.desc())),
+        Err(e) => {
+            return Err(FileArgError::Stat {
+                path: shown.display().to_string(),
+                why: e.desc().to_string(),
+            });
+        }
     }
     let fd = dir.into_fd();
     let name = name.to_string_lossy().into_owned();
@@ -183,18 +199,21 @@ fn real_path(fd: &OwnedFd) -> Option<PathBuf> {
 
 /// Which root `value` names and the path beneath it. A relative path lies beneath the first
 /// root; an absolute one must start with a root as configured (or as that root resolves).
-fn locate<'a>(value: &str, roots: &'a [PathBuf]) -> Result<(&'a PathBuf, RelPath), String> {
+fn locate<'a>(value: &str, roots: &'a [PathBuf]) -> Result<(&'a PathBuf, RelPath), FileArgError> {
     let path = Path::new(value);
     if path.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err("'..' is not allowed in file arguments".into());
+        return Err(FileArgError::ParentDir);
     }
     let Some(first) = roots.first() else {
-        return Err("no file_roots are configured".into());
+        return Err(FileArgError::NoRoots);
     };
     let parse = |p: &Path, root: &'a PathBuf| {
         RelPath::parse(p)
             .map(|rel| (root, rel))
-            .map_err(|e| format!("{value:?}: {e}"))
+            .map_err(|why| FileArgError::BadPath {
+                value: value.to_string(),
+                why,
+            })
     };
     if !path.is_absolute() {
         return parse(path, first);
@@ -211,33 +230,31 @@ fn locate<'a>(value: &str, roots: &'a [PathBuf]) -> Result<(&'a PathBuf, RelPath
             return parse(&rest, root);
         }
     }
-    Err(format!(
-        "{value} is outside the file roots ({})",
-        roots
+    Err(FileArgError::OutsideRoots {
+        value: value.to_string(),
+        roots: roots
             .iter()
             .map(|r| r.display().to_string())
             .collect::<Vec<_>>()
-            .join(", ")
-    ))
+            .join(", "),
+    })
 }
 
 /// The refusal for a path that could not be opened beneath its root; `what` names it
 /// ("the directory " for an output's parent).
-fn denied(root: &Path, rel: &RelPath, d: Denied, what: &str) -> String {
+fn denied(root: &Path, rel: &RelPath, d: Denied, what: &'static str) -> FileArgError {
     let at = |p: PathBuf| root.join(p).display().to_string();
-    let whole = root.join(rel.to_path()).display().to_string();
     match d {
-        Denied::Outside(_) => format!(
-            "{what}{whole} resolves to somewhere outside the file roots (through a symbolic \
-             link that leaves its root, or an absolute one: only relative links that stay \
-             beneath the root are followed)"
-        ),
-        Denied::Symlink(p) => format!("{} is a symbolic link", at(p)),
-        Denied::NotDir(p) => format!("{} is not a directory", at(p)),
-        Denied::NotFound(p) => format!("cannot resolve {what}{}: no such file or directory", at(p)),
+        Denied::Outside(_) => FileArgError::Escapes {
+            what,
+            path: root.join(rel.to_path()).display().to_string(),
+        },
+        Denied::Symlink(p) => FileArgError::Symlink { path: at(p) },
+        Denied::NotDir(p) => FileArgError::NotDir { path: at(p) },
+        Denied::NotFound(p) => FileArgError::NotFound { what, path: at(p) },
         Denied::TooManyNew(p) | Denied::Io(p, nix::errno::Errno::UnknownErrno) => {
-            format!("cannot resolve {}", at(p))
+            FileArgError::Unresolvable { path: at(p) }
         }
-        Denied::Io(p, e) => format!("cannot resolve {}: {}", at(p), e.desc()),
+        Denied::Io(p, errno) => FileArgError::Io { path: at(p), errno },
     }
 }

@@ -10,13 +10,16 @@
 //!
 //! - `pattern`: the pattern grammar (`Pattern`, `Word`), forbidden characters, slot regexes.
 //! - `check`: matching a call's arguments against a command's patterns; `Refusal`.
+//! - `error`: why a slot value or a file argument was refused (`FileArgError`, `SlotError`).
 //! - `files`: file slots opened beneath the file roots and handed over as open files.
 
 mod check;
+mod error;
 mod files;
 mod pattern;
 
 pub use check::{Approved, Args, CommandPolicy, FileSlots, Refusal, check, check_with};
+pub use error::{FileArgError, SlotError, SlotRegexError};
 pub use files::{FileKind, FileRules, OpenedArg, open_file_arg};
 pub use pattern::{Pattern, Word, is_forbidden, slot_regex};
 

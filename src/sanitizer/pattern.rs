@@ -86,8 +86,11 @@ pub fn is_forbidden(c: char) -> bool {
 
 /// A slot's regex as the operator wrote it, compiled to match the whole value: a regex
 /// that matched only part of an argument would let the rest through unchecked.
-pub fn slot_regex(s: &str) -> Result<Regex, String> {
-    Regex::new(&format!("^(?:{s})$")).map_err(|e| format!("invalid regex {s:?}: {e}"))
+pub fn slot_regex(s: &str) -> Result<Regex, super::error::SlotRegexError> {
+    Regex::new(&format!("^(?:{s})$")).map_err(|error| super::error::SlotRegexError {
+        pattern: s.to_string(),
+        error,
+    })
 }
 
 /// The regex as the operator wrote it (without the anchors [`slot_regex`] adds).

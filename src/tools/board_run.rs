@@ -15,13 +15,14 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{BoardConfig, Config};
 use crate::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
 use crate::console::shell::{Marker, Prompts, Seen, command_problem};
-use crate::console::{Console, WriteError, uboot};
+use crate::console::{Console, uboot};
 use crate::identity::ClientIdentity;
 use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, LockKey, SessionId};
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::Refusal;
+use crate::refusal::common::LeaseInvalid;
 use crate::state::AppState;
 use crate::tools::boards::unknown_board;
-use crate::tools::reasons::lock_refusal;
+use crate::tools::talk_errors::TalkRefusal;
 use crate::tools::{refusal, structured, structured_error};
 
 /// Default and longest `timeout_secs` of one command.
@@ -114,32 +115,28 @@ pub async fn take_board(
     what: &str,
 ) -> Result<Leased, Refusal> {
     let Some(b) = config.board(board) else {
-        return Err(unknown_board(config, board));
+        return Err(TalkRefusal::from(unknown_board(config, board)).into());
     };
-    let prompts = Prompts::new(&b.shell).map_err(|e| {
-        Refusal::new(
-            RefusalReason::NotConfigured,
-            format!("board {board:?}: {e}"),
-        )
+    let prompts = Prompts::new(&b.shell).map_err(|why| TalkRefusal::BadPrompts {
+        board: board.to_string(),
+        why,
     })?;
     let key = LockKey::Board(b.name.clone());
     match state.locks.key_state(&key).and_then(|s| s.lease) {
         None => {
-            return Err(Refusal::new(
-                RefusalReason::LeaseInvalid,
-                format!(
-                    "{what} needs your lease on the board: call lock_board {{board: {board:?}}} first and pass its lease_id as lease"
-                ),
-            ));
+            let e = LeaseInvalid::Missing {
+                tool: what.to_string(),
+                board: board.to_string(),
+            };
+            return Err(TalkRefusal::from(e).into());
         }
         Some(l) if l.holder.0 == who.name && lease.is_none() && session.is_none() => {
-            return Err(Refusal::new(
-                RefusalReason::LeaseInvalid,
-                format!(
-                    "you hold the lease on {key}: pass lease: \"{}\" with {what}",
-                    l.lease_id.0
-                ),
-            ));
+            let e = LeaseInvalid::NotPassed {
+                key: key.to_string(),
+                lease_id: l.lease_id.0.clone(),
+                tool: what.to_string(),
+            };
+            return Err(TalkRefusal::from(e).into());
         }
         // Someone else's lease: the lock manager words who, since when, time left.
         Some(_) => {}
@@ -156,7 +153,7 @@ pub async fn take_board(
         .locks
         .acquire_for_command_wait(req, Duration::ZERO)
         .await
-        .map_err(|e| lock_refusal(&e))?;
+        .map_err(TalkRefusal::from)?;
     Ok(Leased {
         console: state.consoles.get(&b.name),
         board: b.clone(),
@@ -166,17 +163,12 @@ pub async fn take_board(
 }
 
 /// The refusal for a conversation error before the command ran.
-pub fn talk_refusal(board: &str, e: &TalkError) -> Refusal {
-    let reason = match e {
-        TalkError::Timeout { .. } => RefusalReason::Timeout,
-        TalkError::Cancelled { .. } => RefusalReason::Cancelled,
-        TalkError::Write(WriteError::NotOpen { .. }) => RefusalReason::DeviceAbsent,
-        TalkError::Write(_) => RefusalReason::IoError,
-        TalkError::Gone { .. } => RefusalReason::DeviceAbsent,
-        TalkError::LoginFailed { .. } => RefusalReason::LoginFailed,
-        TalkError::NoLogin { .. } | TalkError::NoPassword(_) => RefusalReason::NotConfigured,
-    };
-    Refusal::new(reason, format!("board {board}: {e}"))
+pub fn talk_refusal(board: &str, error: TalkError) -> Refusal {
+    TalkRefusal::Talk {
+        board: board.to_string(),
+        error,
+    }
+    .into()
 }
 
 /// `board_run` (`At::Shell`) and `uboot_run` (`At::Uboot`).
@@ -207,19 +199,16 @@ pub async fn run(
         refusal(r)
     };
     if let Some(why) = command_problem(&req.command, MAX_COMMAND_BYTES) {
-        let reason = if req.command.chars().any(char::is_control) {
-            RefusalReason::ForbiddenCharacter
-        } else {
-            RefusalReason::InvalidRequest
-        };
-        return refuse(Refusal::new(reason, why));
+        let control = req.command.chars().any(char::is_control);
+        return refuse(TalkRefusal::BadCommand { why, control }.into());
     }
     let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
     if secs == 0 || secs > MAX_TIMEOUT_SECS {
-        return refuse(Refusal::new(
-            RefusalReason::TimeoutTooLong,
-            format!("timeout_secs must be 1 to {MAX_TIMEOUT_SECS}; {secs} was given"),
-        ));
+        let e = TalkRefusal::TimeoutOutOfRange {
+            given: secs,
+            max: MAX_TIMEOUT_SECS,
+        };
+        return refuse(e.into());
     }
     let config = state.config();
     let leased = match take_board(
@@ -237,13 +226,10 @@ pub async fn run(
         Err(r) => return refuse(r),
     };
     let Some(console) = leased.console.clone() else {
-        return refuse(Refusal::new(
-            RefusalReason::NotConfigured,
-            format!(
-                "board {:?} has no console configured (boards[].console)",
-                req.board
-            ),
-        ));
+        let e = TalkRefusal::NoConsole {
+            board: req.board.clone(),
+        };
+        return refuse(e.into());
     };
     let timeout = Duration::from_secs(secs);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -255,7 +241,7 @@ pub async fn run(
     // Where is the board? A newline tells.
     let seen = match session::probe(&console, prompts, &first).await {
         Ok(s) => s,
-        Err(e) => return refuse(talk_refusal(&req.board, &e)),
+        Err(e) => return refuse(talk_refusal(&req.board, e)),
     };
     let mut logged_in = false;
     let seen = match (at, seen) {
@@ -266,7 +252,7 @@ pub async fn run(
                     logged_in = true;
                     s
                 }
-                Err(e) => return refuse(talk_refusal(&req.board, &e)),
+                Err(e) => return refuse(talk_refusal(&req.board, e)),
             }
         }
         (At::Shell, Seen::Shell(p)) => Seen::Shell(p),
@@ -278,10 +264,12 @@ pub async fn run(
                     "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there"
                 }
             };
-            return refuse(Refusal::new(
-                RefusalReason::WrongState,
-                format!("board {} shows {}; {next}", req.board, other.describe()),
-            ));
+            let e = TalkRefusal::WrongState {
+                board: req.board.clone(),
+                shows: other.describe().to_string(),
+                next,
+            };
+            return refuse(e.into());
         }
     };
     let wait = Wait { deadline, cancel };

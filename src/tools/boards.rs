@@ -12,15 +12,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::boards::BoardMatch;
+use crate::boards::{BoardMatch, QueueFull};
 use crate::config::{BoardConfig, Config};
 use crate::identity::ClientIdentity;
 use crate::locks::lock_key_of;
 use crate::locks::{ClientName, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::common::{UnknownBoard, WaitTooLong};
+use crate::refusal::{Classified, RefusalReason};
 use crate::state::AppState;
 use crate::tools::locks::MAX_WAIT_SECS;
-use crate::tools::reasons::lock_refusal;
+use crate::tools::reasons::lock_reason;
 use crate::tools::refusal;
 use crate::views::device_at;
 
@@ -75,6 +76,54 @@ pub struct BoardLeaseResult {
     pub shared_keys: Vec<String>,
 }
 
+/// Why `lock_board` said no.
+#[derive(Debug, thiserror::Error)]
+pub enum LockBoardError {
+    #[error(transparent)]
+    WaitTooLong(#[from] WaitTooLong),
+    #[error("give either board (a name from list_boards) or match (e.g. {{\"soc\": \"rk3588\"}})")]
+    BoardOrMatch,
+    #[error(transparent)]
+    UnknownBoard(#[from] UnknownBoard),
+    #[error("no configured board has {tags}; list_boards shows every board and its tags")]
+    NoneTagged { tags: String },
+    #[error("{0}")]
+    QueueFull(#[from] QueueFull),
+    /// No matching board came free in time; `holds` says who holds each.
+    #[error(
+        "{} {what} {}{}{}; {queued} match request(s) queued. Pass wait_secs to queue (served in arrival order), or list_boards to see every board.",
+        if holds.is_empty() { "no board has" } else { "every board with" },
+        if holds.is_empty() { "now" } else { "is in use" },
+        if *waited_secs > 0 { format!(" (waited {waited_secs} s)") } else { String::new() },
+        holds.iter().map(|h| format!("; {h}")).collect::<String>()
+    )]
+    AllBusy {
+        what: String,
+        waited_secs: u64,
+        holds: Vec<String>,
+        queued: usize,
+    },
+    #[error("cancelled while waiting for a board")]
+    Cancelled,
+    #[error("{0}")]
+    Lock(#[from] LockError),
+}
+
+impl Classified for LockBoardError {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            LockBoardError::WaitTooLong(e) => e.reason(),
+            LockBoardError::BoardOrMatch => RefusalReason::InvalidRequest,
+            LockBoardError::UnknownBoard(e) => e.reason(),
+            LockBoardError::NoneTagged { .. } => RefusalReason::NotFound,
+            LockBoardError::QueueFull(_) => RefusalReason::Limit,
+            LockBoardError::AllBusy { .. } => RefusalReason::DeviceBusy,
+            LockBoardError::Cancelled => RefusalReason::Cancelled,
+            LockBoardError::Lock(e) => lock_reason(e),
+        }
+    }
+}
+
 /// The lease request for `board`: `board:NAME`, holding its port key and the key of the
 /// device at its port shared (docs/LOCKS.md "Boards").
 pub fn board_lease_request(
@@ -109,31 +158,32 @@ pub async fn lock(
     req: LockBoardRequest,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let wait = req.wait_secs.unwrap_or(0);
-    if wait > MAX_WAIT_SECS {
-        return refusal(Refusal::new(
-            RefusalReason::Limit,
-            format!("wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"),
-        ));
+    match lock_inner(state, who, session, &req, ctx).await {
+        Ok((board, info)) => answer(state, &board, &info),
+        Err(e) => refusal(e.into()),
     }
-    let wait = Duration::from_secs(wait);
+}
+
+async fn lock_inner(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: &LockBoardRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(BoardConfig, LeaseInfo), LockBoardError> {
+    let wait = WaitTooLong::check(req.wait_secs.unwrap_or(0), MAX_WAIT_SECS)?;
     let config = state.config();
     let client = ClientName(who.name.clone());
-    let taken = match (&req.board, &req.matches) {
-        (Some(_), Some(_)) | (None, None) => {
-            return refusal(Refusal::new(
-                RefusalReason::InvalidRequest,
-                "give either board (a name from list_boards) or match (e.g. {\"soc\": \"rk3588\"})",
-            ));
-        }
+    match (&req.board, &req.matches) {
+        (Some(_), Some(_)) | (None, None) => Err(LockBoardError::BoardOrMatch),
         (Some(name), None) => {
             let Some(board) = config.board(name) else {
-                return refusal(unknown_board(&config, name));
+                return Err(unknown_board(&config, name).into());
             };
-            let lease = board_lease_request(state, &config, board, &client, session, &req, wait);
+            let lease = board_lease_request(state, &config, board, &client, session, req, wait);
             tokio::select! {
-                r = state.locks.lock(lease) => r.map(|info| (board.clone(), info)),
-                _ = ctx.ct.cancelled() => return refusal(cancelled()),
+                r = state.locks.lock(lease) => Ok((board.clone(), r?)),
+                _ = ctx.ct.cancelled() => Err(LockBoardError::Cancelled),
             }
         }
         (None, Some(m)) => {
@@ -145,34 +195,16 @@ pub async fn lock(
             // With a wait, a board without a soc tag may still show one when its device
             // enumerates; without one, say plainly that nothing is configured so.
             if tagged.is_empty() && wait.is_zero() {
-                return refusal(Refusal::new(
-                    RefusalReason::NotFound,
-                    format!(
-                        "no configured board has {}; list_boards shows every board and its tags",
-                        tags_only(m).describe()
-                    ),
-                ));
+                return Err(LockBoardError::NoneTagged {
+                    tags: tags_only(m).describe(),
+                });
             }
             tokio::select! {
-                r = by_match(state, &client, session, &req, m, wait) => match r {
-                    Ok(got) => Ok(got),
-                    Err(refused) => return refusal(refused),
-                },
-                _ = ctx.ct.cancelled() => return refusal(cancelled()),
+                r = by_match(state, &client, session, req, m, wait) => r,
+                _ = ctx.ct.cancelled() => Err(LockBoardError::Cancelled),
             }
         }
-    };
-    match taken {
-        Ok((board, info)) => answer(state, &board, &info),
-        Err(e) => refusal(lock_refusal(&e)),
     }
-}
-
-fn cancelled() -> Refusal {
-    Refusal::new(
-        RefusalReason::Cancelled,
-        "cancelled while waiting for a board",
-    )
 }
 
 /// `m` without its mode and attachment conditions: what the configuration alone decides.
@@ -184,19 +216,11 @@ fn tags_only(m: &BoardMatch) -> BoardMatch {
 }
 
 /// The refusal for a board name that is not configured.
-pub fn unknown_board(config: &Config, name: &str) -> Refusal {
-    let known: Vec<&str> = config.boards.iter().map(|b| b.name.as_str()).collect();
-    Refusal::new(
-        RefusalReason::NotFound,
-        format!(
-            "no board is named {name:?}; configured boards: {}",
-            if known.is_empty() {
-                "none (the server's config has no boards: section)".to_string()
-            } else {
-                known.join(", ")
-            }
-        ),
-    )
+pub fn unknown_board(config: &Config, name: &str) -> UnknownBoard {
+    UnknownBoard {
+        name: name.to_string(),
+        known: config.board_names(),
+    }
 }
 
 /// The first free board of `m`, queueing fairly with other match requests up to `wait`.
@@ -207,7 +231,7 @@ async fn by_match(
     req: &LockBoardRequest,
     m: &BoardMatch,
     wait: Duration,
-) -> Result<(BoardConfig, LeaseInfo), Refusal> {
+) -> Result<(BoardConfig, LeaseInfo), LockBoardError> {
     let deadline = Instant::now() + wait;
     let max_waiters = state.locks.settings().max_waiters_per_client;
     // Joined with what it wants now, so that a request arriving just after it cannot
@@ -216,8 +240,7 @@ async fn by_match(
     let ticket = state
         .boards
         .queue
-        .join(&client.0, wanted, max_waiters.max(1))
-        .map_err(|e| Refusal::from_error(RefusalReason::Limit, &e))?;
+        .join(&client.0, wanted, max_waiters.max(1))?;
     loop {
         // Subscribed before looking, so that a change in between wakes the wait below.
         let mut events = state.locks.subscribe();
@@ -248,7 +271,7 @@ async fn by_match(
                 Ok(info) => return Ok(((*board).clone(), info)),
                 // Taken in between, or this client holds it already: try the next one.
                 Err(LockError::Busy(_) | LockError::AlreadyHeld { .. }) => continue,
-                Err(e) => return Err(lock_refusal(&e)),
+                Err(e) => return Err(e.into()),
             }
         }
         if Instant::now() >= deadline {
@@ -304,44 +327,34 @@ fn all_busy(
     matching: &[&BoardConfig],
     m: &BoardMatch,
     wait: Duration,
-) -> Refusal {
-    let mut text = if matching.is_empty() {
-        format!("no board has {} now", m.describe())
-    } else {
-        format!("every board with {} is in use", m.describe())
-    };
-    if !wait.is_zero() {
-        text.push_str(&format!(" (waited {} s)", wait.as_secs()));
-    }
-    for b in matching {
-        let st = state.locks.key_state(&LockKey::Board(b.name.clone()));
-        match st.as_ref().and_then(|s| s.lease.as_ref()) {
-            Some(l) => {
-                let left = (l.expires_at - Utc::now()).num_seconds().max(0);
-                text.push_str(&format!(
-                    "; {}: leased by {} since {}, {} s left{}",
+) -> LockBoardError {
+    let holds = matching
+        .iter()
+        .map(|b| {
+            let st = state.locks.key_state(&LockKey::Board(b.name.clone()));
+            match st.as_ref().and_then(|s| s.lease.as_ref()) {
+                Some(l) => format!(
+                    "{}: leased by {} since {}, {} s left{}",
                     b.name,
                     l.holder.0,
                     l.acquired_at
                         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    left,
+                    (l.expires_at - Utc::now()).num_seconds().max(0),
                     l.note
                         .as_ref()
                         .map(|n| format!(" ({n})"))
                         .unwrap_or_default()
-                ));
+                ),
+                None => format!("{}: in use by a command or a port lease", b.name),
             }
-            None => text.push_str(&format!(
-                "; {}: in use by a command or a port lease",
-                b.name
-            )),
-        }
+        })
+        .collect();
+    LockBoardError::AllBusy {
+        what: m.describe(),
+        waited_secs: wait.as_secs(),
+        holds,
+        queued: state.boards.queue.len(),
     }
-    let queued = state.boards.queue.len();
-    text.push_str(&format!(
-        "; {queued} match request(s) queued. Pass wait_secs to queue (served in arrival order), or list_boards to see every board."
-    ));
-    Refusal::new(RefusalReason::DeviceBusy, text)
 }
 
 fn answer(state: &AppState, board: &BoardConfig, info: &LeaseInfo) -> CallToolResult {

@@ -25,6 +25,7 @@ use crate::refusal::{Refusal, RefusalReason};
 use crate::state::AppState;
 use crate::tools::board_run::{Leased, take_board, talk_refusal};
 use crate::tools::power::{action_spec, spec_for};
+use crate::tools::talk_errors::TalkRefusal;
 use crate::tools::{refusal, structured, structured_error};
 
 /// How long a newline is answered before the console counts as showing no prompt.
@@ -132,10 +133,11 @@ pub async fn boot(
     if let Some(secs) = req.timeout_secs
         && (secs == 0 || secs > MAX_BOOT_TIMEOUT_SECS)
     {
-        return refuse(Refusal::new(
-            RefusalReason::TimeoutTooLong,
-            format!("timeout_secs must be 1 to {MAX_BOOT_TIMEOUT_SECS}; {secs} was given"),
-        ));
+        let e = TalkRefusal::TimeoutOutOfRange {
+            given: secs,
+            max: MAX_BOOT_TIMEOUT_SECS,
+        };
+        return refuse(e.into());
     }
     let config = state.config();
     let leased = match take_board(
@@ -160,7 +162,7 @@ pub async fn boot(
     let now = look(state, &leased, req.to, cancel).await;
     let steps = match plan(&leased.board, req.to, now) {
         Ok(s) => s,
-        Err(missing) => return refuse(Refusal::new(RefusalReason::NotConfigured, missing)),
+        Err(missing) => return refuse(TalkRefusal::from(missing).into()),
     };
     let cursor = leased.console.as_ref().map(|c| c.bounds().1);
     let mut done = Vec::new();
@@ -256,10 +258,10 @@ async fn run_step(
     let wait = Wait { deadline, cancel };
     let console = || -> Result<&Console, Refusal> {
         l.console.as_ref().ok_or_else(|| {
-            Refusal::new(
-                RefusalReason::NotConfigured,
-                format!("board {name:?} has no console"),
-            )
+            TalkRefusal::NoConsole {
+                board: name.clone(),
+            }
+            .into()
         })
     };
     match step {
@@ -267,7 +269,7 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                spec_for(config, &l.board, false)?,
+                spec_for(config, &l.board, false).map_err(TalkRefusal::from)?,
                 PowerState::Off,
                 cancel,
             )
@@ -277,7 +279,7 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                spec_for(config, &l.board, true)?,
+                spec_for(config, &l.board, true).map_err(TalkRefusal::from)?,
                 PowerState::On,
                 cancel,
             )
@@ -285,15 +287,15 @@ async fn run_step(
         }
         Step::Maskrom => {
             let Some(action) = &l.board.maskrom else {
-                return Err(Refusal::new(
-                    RefusalReason::NotConfigured,
-                    format!("board {name:?} has no power.maskrom"),
-                ));
+                let e = TalkRefusal::NoMaskrom {
+                    board: name.clone(),
+                };
+                return Err(e.into());
             };
             run_power(
                 state,
                 name,
-                action_spec(config, action)?,
+                action_spec(config, action).map_err(TalkRefusal::from)?,
                 PowerState::On,
                 cancel,
             )
@@ -304,13 +306,13 @@ async fn run_step(
             let c = console()?;
             uboot::stop_autoboot(c, &l.prompts, &l.board.shell.uboot.interrupt, from, &wait)
                 .await
-                .map_err(|e| talk_refusal(name, &e))
+                .map_err(|e| talk_refusal(name, e))
         }
         Step::AwaitShell => {
             let c = console()?;
             await_shell(c, &l.prompts, from, &wait)
                 .await
-                .map_err(|e| talk_refusal(name, &e))
+                .map_err(|e| talk_refusal(name, e))
         }
     }
 }
@@ -341,23 +343,20 @@ async fn run_power(
         }
         Ok(o) => {
             state.boards.set_power_state(board, PowerState::Unknown);
-            Err(Refusal::new(
-                RefusalReason::StartFailed,
-                format!(
-                    "{} exited with {:?}: {}{}",
-                    argv.join(" "),
-                    o.exit_code,
-                    crate::output::clean(&o.stdout),
-                    crate::output::clean(&o.stderr)
-                ),
-            ))
+            Err(TalkRefusal::PowerFailed {
+                argv: argv.join(" "),
+                exit_code: o.exit_code,
+                output: crate::output::clean(&o.stdout) + &crate::output::clean(&o.stderr),
+            }
+            .into())
         }
         Err(e) => {
             state.boards.set_power_state(board, PowerState::Unknown);
-            Err(Refusal::new(
-                RefusalReason::StartFailed,
-                format!("{}: {e}", argv.join(" ")),
-            ))
+            Err(TalkRefusal::PowerStart {
+                argv: argv.join(" "),
+                error: e,
+            }
+            .into())
         }
     }
 }
@@ -369,11 +368,9 @@ async fn await_maskrom(
     board: &str,
     wait: &Wait<'_>,
 ) -> Result<(), Refusal> {
-    let id = DeviceId::from_str(usb).map_err(|e| {
-        Refusal::new(
-            RefusalReason::InvalidRequest,
-            format!("usb port {usb:?}: {e}"),
-        )
+    let id = DeviceId::from_str(usb).map_err(|error| TalkRefusal::BadPort {
+        usb: usb.to_string(),
+        error,
     })?;
     let mut events = state.registry.subscribe();
     loop {
@@ -382,7 +379,7 @@ async fn await_maskrom(
         }
         tokio::select! {
             _ = wait.cancel.cancelled() => {
-                return Err(Refusal::new(RefusalReason::Cancelled, "cancelled while waiting for MaskROM"));
+                return Err(TalkRefusal::CancelledWaitingMaskrom.into());
             }
             r = events.recv() => {
                 if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
@@ -392,13 +389,12 @@ async fn await_maskrom(
             }
             _ = tokio::time::sleep_until(wait.deadline) => {
                 let now = state.registry.get(&id).map(|d| d.mode.map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
-                return Err(Refusal::new(
-                    RefusalReason::Timeout,
-                    format!(
-                        "board {board}: waited for the rockusb device in MaskROM mode at usb port {usb}; the port shows {}",
-                        now.unwrap_or_else(|| "nothing".into())
-                    ),
-                ));
+                return Err(TalkRefusal::NoMaskromInTime {
+                    board: board.to_string(),
+                    usb: usb.to_string(),
+                    shows: now.unwrap_or_else(|| "nothing".into()),
+                }
+                .into());
             }
         }
     }

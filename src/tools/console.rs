@@ -13,8 +13,75 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{Audit, ConsoleWriteRecord};
 use crate::console::{Console, ConsoleState, Consoles, NoLease, ReadError, ReadSpec, WriteError};
 use crate::identity::ClientIdentity;
-use crate::refusal::{Refusal, RefusalReason};
+use crate::quotas::Full;
+use crate::refusal::{Classified, Refusal, RefusalReason};
 use crate::tools::{refusal, structured};
+
+/// Why `console_read` or `console_write` (or the console resource) said no.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    #[error(
+        "board {board:?} has no console here ({}); list_boards shows every board",
+        if with_console.is_empty() {
+            "no board has a console configured".to_string()
+        } else {
+            format!("boards with a console: {}", with_console.join(", "))
+        }
+    )]
+    NoConsole {
+        board: String,
+        with_console: Vec<String>,
+    },
+    /// The caller does not hold the board (`held_by_other`: someone else does).
+    #[error("{}", .0.message)]
+    NoLease(NoLease),
+    #[error("max_bytes must be at least 1")]
+    ZeroMaxBytes,
+    #[error("timeout_secs must be at least 1")]
+    ZeroTimeout,
+    #[error(
+        "timeout_secs {given} is above the maximum {max}; wait again with the returned next_cursor"
+    )]
+    TimeoutTooLong { given: u64, max: u64 },
+    #[error("wait_for is longer than {max} characters")]
+    PatternTooLong { max: usize },
+    #[error("wait_for is not a valid regex: {0}")]
+    BadPattern(regex::Error),
+    #[error(
+        "console_read with wait_for refused: {0}; wait for one of them to answer, or read without wait_for"
+    )]
+    WaitingReadsFull(Full),
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    #[error("text is empty; nothing to write")]
+    EmptyText,
+    #[error("text is {bytes} bytes; one console_write sends at most {max}")]
+    TextTooLong { bytes: usize, max: usize },
+    #[error("{0}")]
+    Write(#[from] WriteError),
+}
+
+impl Classified for ConsoleError {
+    fn reason(&self) -> RefusalReason {
+        use RefusalReason as R;
+        match self {
+            ConsoleError::NoConsole { .. } => R::NotConfigured,
+            ConsoleError::NoLease(e) if e.held_by_other => R::DeviceBusy,
+            ConsoleError::NoLease(_) => R::NotPermitted,
+            ConsoleError::ZeroMaxBytes
+            | ConsoleError::ZeroTimeout
+            | ConsoleError::PatternTooLong { .. }
+            | ConsoleError::BadPattern(_)
+            | ConsoleError::EmptyText
+            | ConsoleError::Read(ReadError::CursorAhead { .. }) => R::InvalidRequest,
+            ConsoleError::TimeoutTooLong { .. } => R::TimeoutTooLong,
+            ConsoleError::WaitingReadsFull(_) | ConsoleError::TextTooLong { .. } => R::Limit,
+            ConsoleError::Read(ReadError::Cancelled) => R::Cancelled,
+            ConsoleError::Write(WriteError::NotOpen { .. }) => R::DeviceAbsent,
+            ConsoleError::Write(WriteError::Stalled { .. } | WriteError::Io { .. }) => R::IoError,
+        }
+    }
+}
 
 /// Default and longest `timeout_secs` of a `wait_for`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
@@ -92,66 +159,43 @@ pub struct ConsoleWriteResult {
     pub cursor: u64,
 }
 
-fn invalid(msg: impl Into<String>) -> CallToolResult {
-    refusal(Refusal::new(RefusalReason::InvalidRequest, msg))
-}
-
 /// The board's console, or why not.
-fn console_of(consoles: &Consoles, board: &str) -> Result<Console, Refusal> {
-    consoles.get(board).ok_or_else(|| {
-        let known = consoles.boards();
-        let known = if known.is_empty() {
-            "no board has a console configured".to_string()
-        } else {
-            format!("boards with a console: {}", known.join(", "))
-        };
-        Refusal::new(
-            RefusalReason::NotConfigured,
-            format!("board {board:?} has no console here ({known}); list_boards shows every board"),
-        )
+fn console_of(consoles: &Consoles, board: &str) -> Result<Console, ConsoleError> {
+    consoles.get(board).ok_or_else(|| ConsoleError::NoConsole {
+        board: board.to_string(),
+        with_console: consoles.boards(),
     })
 }
 
-fn lease_refusal(e: NoLease) -> Refusal {
-    let reason = if e.held_by_other {
-        RefusalReason::DeviceBusy
-    } else {
-        RefusalReason::NotPermitted
-    };
-    Refusal::new(reason, e.message)
-}
-
 /// Builds the read from the request, or the refusal.
-fn read_spec(req: &ConsoleReadRequest, ring_bytes: usize) -> Result<ReadSpec, CallToolResult> {
+fn read_spec(req: &ConsoleReadRequest, ring_bytes: usize) -> Result<ReadSpec, ConsoleError> {
     let max_bytes = req.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     if max_bytes == 0 {
-        return Err(invalid("max_bytes must be at least 1"));
+        return Err(ConsoleError::ZeroMaxBytes);
     }
     let timeout = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
     if timeout == 0 {
-        return Err(invalid("timeout_secs must be at least 1"));
+        return Err(ConsoleError::ZeroTimeout);
     }
     if timeout > MAX_TIMEOUT_SECS {
-        return Err(refusal(Refusal::new(
-            RefusalReason::TimeoutTooLong,
-            format!(
-                "timeout_secs {timeout} is above the maximum {MAX_TIMEOUT_SECS}; wait again with the returned next_cursor"
-            ),
-        )));
+        return Err(ConsoleError::TimeoutTooLong {
+            given: timeout,
+            max: MAX_TIMEOUT_SECS,
+        });
     }
     let wait_for = match &req.wait_for {
         None => None,
         Some(p) if p.chars().count() > MAX_PATTERN_CHARS => {
-            return Err(invalid(format!(
-                "wait_for is longer than {MAX_PATTERN_CHARS} characters"
-            )));
+            return Err(ConsoleError::PatternTooLong {
+                max: MAX_PATTERN_CHARS,
+            });
         }
         Some(p) => Some(
             regex::RegexBuilder::new(p)
                 .size_limit(REGEX_SIZE_LIMIT)
                 .dfa_size_limit(REGEX_SIZE_LIMIT)
                 .build()
-                .map_err(|e| invalid(format!("wait_for is not a valid regex: {e}")))?,
+                .map_err(ConsoleError::BadPattern)?,
         ),
     };
     Ok(ReadSpec {
@@ -177,15 +221,7 @@ pub async fn read_for(
             .take(&who.name, crate::quotas::Kind::WaitingReads, 1, cap)
         {
             Ok(t) => Some(t),
-            Err(full) => {
-                return refusal(Refusal::new(
-                    RefusalReason::Limit,
-                    format!(
-                        "console_read with wait_for refused: {full}; wait for one of them to answer, \
-                         or read without wait_for"
-                    ),
-                ));
-            }
+            Err(full) => return refusal(ConsoleError::WaitingReadsFull(full).into()),
         }
     } else {
         None
@@ -202,23 +238,20 @@ pub async fn read(
 ) -> CallToolResult {
     let console = match console_of(consoles, &req.board) {
         Ok(c) => c,
-        Err(r) => return refusal(r),
+        Err(e) => return refusal(e.into()),
     };
     if !who.admin
         && let Err(e) = consoles.access().check_lease(&who.name, &req.board)
     {
-        return refusal(lease_refusal(e));
+        return refusal(ConsoleError::NoLease(e).into());
     }
     let spec = match read_spec(&req, console.config().buffer_bytes) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(e) => return refusal(e.into()),
     };
     let r = match console.read(&spec, cancel).await {
         Ok(r) => r,
-        Err(e @ ReadError::CursorAhead { .. }) => return invalid(e.to_string()),
-        Err(e @ ReadError::Cancelled) => {
-            return refusal(Refusal::from_error(RefusalReason::Cancelled, &e));
-        }
+        Err(e) => return refusal(ConsoleError::from(e).into()),
     };
     let state = console.view().state;
     let text = render_read(&req.board, &r, state, spec.wait_for.is_some());
@@ -278,31 +311,26 @@ pub async fn write(
             detail,
         });
     };
-    let refuse = |r: Refusal| {
+    let refuse = |e: ConsoleError| {
+        let r = Refusal::of(&e);
         record("refused", Some(r.reason.as_str()));
         refusal(r)
     };
     if bytes.is_empty() {
-        return refuse(Refusal::new(
-            RefusalReason::InvalidRequest,
-            "text is empty; nothing to write",
-        ));
+        return refuse(ConsoleError::EmptyText);
     }
     if bytes.len() > MAX_WRITE_BYTES {
-        return refuse(Refusal::new(
-            RefusalReason::Limit,
-            format!(
-                "text is {} bytes; one console_write sends at most {MAX_WRITE_BYTES}",
-                bytes.len()
-            ),
-        ));
+        return refuse(ConsoleError::TextTooLong {
+            bytes: bytes.len(),
+            max: MAX_WRITE_BYTES,
+        });
     }
     let console = match console_of(consoles, &req.board) {
         Ok(c) => c,
-        Err(r) => return refuse(r),
+        Err(e) => return refuse(e),
     };
     if let Err(e) = consoles.access().check_lease(&who.name, &req.board) {
-        return refuse(lease_refusal(e));
+        return refuse(ConsoleError::NoLease(e));
     }
     let cursor = console.bounds().1;
     match console.write(bytes).await {
@@ -320,13 +348,7 @@ pub async fn write(
             );
             structured(&result, text)
         }
-        Err(e) => {
-            let reason = match e {
-                WriteError::NotOpen { .. } => RefusalReason::DeviceAbsent,
-                WriteError::Stalled { .. } | WriteError::Io { .. } => RefusalReason::IoError,
-            };
-            refuse(Refusal::from_error(reason, &e))
-        }
+        Err(e) => refuse(e.into()),
     }
 }
 
@@ -352,7 +374,7 @@ pub fn snapshot(
         consoles
             .access()
             .check_lease(&who.name, board)
-            .map_err(lease_refusal)?;
+            .map_err(ConsoleError::NoLease)?;
     }
     let (start, end) = console.bounds();
     let tail = console.slice(

@@ -13,9 +13,39 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::config::Config;
 use crate::devices::{Device, RockchipMode};
 use crate::locks::class_of;
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::{Classified, RefusalReason};
 use crate::state::{AppState, Stamp};
 use crate::views::{DeviceView, render_device};
+
+/// Why `list_devices` or `wait_for_device` said no.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DevicesError {
+    #[error("{field} {value:?} is not 4 hex digits (e.g. \"2207\")")]
+    NotHex { field: &'static str, value: String },
+    #[error("mode {0:?} is not one of \"maskrom\", \"loader\"")]
+    BadMode(String),
+    #[error(
+        "unknown device class {class:?}; classes: {}",
+        if known.is_empty() { "none configured".to_string() } else { known.join(", ") }
+    )]
+    UnknownClass { class: String, known: Vec<String> },
+    #[error("the device monitor stopped; try again later")]
+    MonitorStopped,
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl Classified for DevicesError {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            DevicesError::NotHex { .. }
+            | DevicesError::BadMode(_)
+            | DevicesError::UnknownClass { .. } => RefusalReason::InvalidRequest,
+            DevicesError::MonitorStopped => RefusalReason::ShuttingDown,
+            DevicesError::Cancelled => RefusalReason::Cancelled,
+        }
+    }
+}
 
 /// Filters of `list_devices` (all optional; all must match).
 #[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
@@ -47,32 +77,30 @@ impl DeviceFilter {
     }
 
     /// Checks the filter's values; the error tells the agent the valid forms.
-    pub fn validate(&self, config: &Config) -> Result<(), String> {
-        for (name, v) in [("vid", &self.vid), ("pid", &self.pid)] {
+    pub fn validate(&self, config: &Config) -> Result<(), DevicesError> {
+        for (field, v) in [("vid", &self.vid), ("pid", &self.pid)] {
             if let Some(v) = v
                 && (u16::from_str_radix(v, 16).is_err() || v.len() != 4)
             {
-                return Err(format!("{name} {v:?} is not 4 hex digits (e.g. \"2207\")"));
+                return Err(DevicesError::NotHex {
+                    field,
+                    value: v.clone(),
+                });
             }
         }
         if let Some(m) = &self.mode
             && m != "maskrom"
             && m != "loader"
         {
-            return Err(format!("mode {m:?} is not one of \"maskrom\", \"loader\""));
+            return Err(DevicesError::BadMode(m.clone()));
         }
         if let Some(c) = &self.class
             && config.device_class(c).is_none()
         {
-            let known: Vec<&str> = config.devices.iter().map(|d| d.name.as_str()).collect();
-            return Err(format!(
-                "unknown device class {c:?}; classes: {}",
-                if known.is_empty() {
-                    "none configured".into()
-                } else {
-                    known.join(", ")
-                }
-            ));
+            return Err(DevicesError::UnknownClass {
+                class: c.clone(),
+                known: config.devices.iter().map(|d| d.name.clone()).collect(),
+            });
         }
         Ok(())
     }
@@ -150,7 +178,7 @@ fn build_list(
     filter: DeviceFilter,
 ) -> CallToolResult {
     if let Err(e) = filter.validate(config) {
-        return super::refusal(Refusal::new(RefusalReason::InvalidRequest, e));
+        return super::refusal(e.into());
     }
     let devices: Vec<DeviceView> = state
         .registry
@@ -224,7 +252,7 @@ pub async fn wait(
 ) -> CallToolResult {
     let config = state.config();
     if let Err(e) = req.filter.validate(&config) {
-        return super::refusal(Refusal::new(RefusalReason::InvalidRequest, e));
+        return super::refusal(e.into());
     }
     let timeout = Duration::from_secs(req.timeout_secs.unwrap_or(30).clamp(1, 3600));
     // Subscribe before looking, so an event between the look and the wait is not lost.
@@ -251,7 +279,7 @@ pub async fn wait(
             ev = events.recv() => match ev {
                 Ok(crate::devices::DeviceEvent::Removed(d)) if req.filter.matches(&config, &d) => left = Some(d),
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => return super::refusal(Refusal::new(RefusalReason::ShuttingDown, "the device monitor stopped; try again later")),
+                Err(RecvError::Closed) => return super::refusal(DevicesError::MonitorStopped.into()),
             },
             _ = tick.tick() => {
                 if let Some(t) = &token {
@@ -274,7 +302,7 @@ pub async fn wait(
                 );
                 return super::structured_error(&result, text);
             }
-            _ = ctx.ct.cancelled() => return super::refusal(Refusal::new(RefusalReason::Cancelled, "cancelled")),
+            _ = ctx.ct.cancelled() => return super::refusal(DevicesError::Cancelled.into()),
         }
     };
     let device = found.map(|d| DeviceView::new(state, &config, d, caller));

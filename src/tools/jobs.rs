@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::identity::ClientIdentity;
 use crate::jobs::{Job, JobError, JobState, JobView, Origin};
 use crate::output;
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::{Classified, Refusal, RefusalReason};
 use crate::state::AppState;
 use crate::tools::execute::job_calls::{notices, tell};
 use crate::tools::{refusal, structured};
@@ -161,13 +161,31 @@ pub struct JobList {
     pub notices: Vec<String>,
 }
 
+/// Why a job tool said no.
+#[derive(Debug, thiserror::Error)]
+pub enum JobsRefusal {
+    #[error("{0}")]
+    Job(#[from] JobError),
+    #[error(
+        "timeout_secs {given} is more than wait_job's maximum of {max} s (clients give up on \
+         calls after one to two minutes); wait in steps of at most {max} s"
+    )]
+    WaitTooLong { given: u64, max: u64 },
+}
+
+impl Classified for JobsRefusal {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            JobsRefusal::Job(JobError::Unknown { .. }) => RefusalReason::NotFound,
+            JobsRefusal::Job(JobError::Uncancellable { .. }) => RefusalReason::NotPermitted,
+            JobsRefusal::WaitTooLong { .. } => RefusalReason::Limit,
+        }
+    }
+}
+
 /// A job error as a refusal.
-pub fn job_refusal(e: &JobError) -> Refusal {
-    let reason = match e {
-        JobError::Unknown { .. } => RefusalReason::NotFound,
-        JobError::Uncancellable { .. } => RefusalReason::NotPermitted,
-    };
-    Refusal::from_error(reason, e)
+pub fn job_refusal(e: JobError) -> Refusal {
+    JobsRefusal::Job(e).into()
 }
 
 /// `wait_job`: returns when the job ends or after `timeout_secs`, with its output since
@@ -180,17 +198,15 @@ pub async fn wait(
 ) -> CallToolResult {
     let secs = req.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS);
     if secs > MAX_WAIT_SECS {
-        return refusal(Refusal::new(
-            RefusalReason::Limit,
-            format!(
-                "timeout_secs {secs} is more than wait_job's maximum of {MAX_WAIT_SECS} s (clients give up on \
-                 calls after one to two minutes); wait in steps of at most {MAX_WAIT_SECS} s"
-            ),
-        ));
+        let e = JobsRefusal::WaitTooLong {
+            given: secs,
+            max: MAX_WAIT_SECS,
+        };
+        return refusal(e.into());
     }
     let job = match state.jobs.get(&who.name, &req.job) {
         Ok(j) => j,
-        Err(e) => return refusal(job_refusal(&e)),
+        Err(e) => return refusal(job_refusal(e)),
     };
     let token = ctx.meta.get_progress_token();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
@@ -303,7 +319,7 @@ pub async fn cancel(
     let job = match state.jobs.cancel(&who.name, &req.job) {
         Ok(j) => j,
         Err(e) => {
-            let r = job_refusal(&e);
+            let r = job_refusal(e);
             state.audit.execute_refused(
                 &crate::audit::ExecuteCall::new(&who.name, None, "cancel_job"),
                 std::slice::from_ref(&req.job),

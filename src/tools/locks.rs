@@ -15,7 +15,8 @@ use crate::locks::{
     ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, ParseLockKeyError, SessionId,
 };
 use crate::locks::{class_of, lock_key_of};
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::common::{UnknownBoard, WaitTooLong};
+use crate::refusal::{Classified, RefusalReason};
 use crate::state::AppState;
 use crate::tools::reasons::lock_refusal;
 use crate::tools::refusal;
@@ -82,7 +83,8 @@ impl From<&LeaseInfo> for LeaseResult {
     }
 }
 
-/// Why `lock_device` cannot tell which key is meant.
+/// Why `lock_device` refused before asking the lock manager (whose own refusals are a
+/// `LockError`, classified by `lock_reason`).
 #[derive(Debug, thiserror::Error)]
 enum KeyError {
     #[error("give either device or key, not both")]
@@ -100,18 +102,25 @@ enum KeyError {
          (e.g. key: \"usb:2207:350b\", or key: \"port:{0}\" for that port); list_devices shows what is attached."
     )]
     NotAttached(String),
-    #[error("no board is named {0:?}; list_boards shows the configured boards")]
-    UnknownBoard(String),
+    #[error(transparent)]
+    UnknownBoard(#[from] UnknownBoard),
+    #[error(transparent)]
+    WaitTooLong(#[from] WaitTooLong),
+    #[error("cancelled while waiting for the lock")]
+    Cancelled,
 }
 
-impl From<KeyError> for Refusal {
-    fn from(e: KeyError) -> Refusal {
-        let reason = match e {
+impl Classified for KeyError {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            KeyError::Both | KeyError::Neither | KeyError::BadKey(_) | KeyError::BadDevice(_) => {
+                RefusalReason::InvalidRequest
+            }
             KeyError::NotAttached(_) => RefusalReason::DeviceAbsent,
-            KeyError::UnknownBoard(_) => RefusalReason::NotFound,
-            _ => RefusalReason::InvalidRequest,
-        };
-        Refusal::from_error(reason, &e)
+            KeyError::UnknownBoard(e) => e.reason(),
+            KeyError::WaitTooLong(e) => e.reason(),
+            KeyError::Cancelled => RefusalReason::Cancelled,
+        }
     }
 }
 
@@ -149,7 +158,10 @@ fn key_for(
                 // The same holds as lock_board's, so that both ways lease the same thing.
                 LockKey::Board(name) => {
                     let Some(b) = config.board(name) else {
-                        return Err(KeyError::UnknownBoard(name.clone()));
+                        return Err(KeyError::UnknownBoard(UnknownBoard {
+                            name: name.clone(),
+                            known: config.board_names(),
+                        }));
                     };
                     let mut shared = vec![LockKey::Port(b.usb.clone())];
                     if let Ok(id) = b.usb.parse::<DeviceId>() {
@@ -191,26 +203,23 @@ pub async fn lock(
         Ok(k) => k,
         Err(e) => return refusal(e.into()),
     };
-    let wait = req.wait_secs.unwrap_or(0);
-    if wait > MAX_WAIT_SECS {
-        return refusal(Refusal::new(
-            RefusalReason::Limit,
-            format!("wait_secs {wait} is more than the maximum of {MAX_WAIT_SECS}"),
-        ));
-    }
+    let wait = match WaitTooLong::check(req.wait_secs.unwrap_or(0), MAX_WAIT_SECS) {
+        Ok(w) => w,
+        Err(e) => return refusal(KeyError::from(e).into()),
+    };
     let lease_req = LeaseRequest {
         key,
         client: ClientName(who.name.clone()),
         session,
         ttl: req.ttl_secs.map(Duration::from_secs),
         note: req.note.filter(|n| !n.trim().is_empty()),
-        wait: Duration::from_secs(wait),
+        wait,
         shared: shared.clone(),
     };
     // A cancelled request leaves the queue at once: dropping the future removes the waiter.
     let taken = tokio::select! {
         r = state.locks.lock(lease_req) => r,
-        _ = ctx.ct.cancelled() => return refusal(Refusal::new(RefusalReason::Cancelled, "cancelled while waiting for the lock")),
+        _ = ctx.ct.cancelled() => return refusal(KeyError::Cancelled.into()),
     };
     match taken {
         Ok(info) => {

@@ -16,6 +16,7 @@ pub mod locks;
 pub mod power;
 pub mod reasons;
 pub mod schema;
+pub mod talk_errors;
 pub mod tasks;
 
 use rmcp::model::{CallToolResult, ContentBlock};

@@ -15,17 +15,58 @@ use crate::boards::PowerState;
 use crate::config::{BoardConfig, Config, PowerAction, PowerConfig};
 use crate::exec::Spec;
 use crate::identity::ClientIdentity;
-use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
-use crate::refusal::{Refusal, RefusalReason};
+use crate::locks::{ClientName, CommandLockRequest, LeaseId, LockError, LockKey, SessionId};
+use crate::refusal::common::{LeaseInvalid, UnknownBoard};
+use crate::refusal::{Classified, Refusal, RefusalReason};
+use crate::sanitizer;
 use crate::state::AppState;
 use crate::tools::boards::unknown_board;
-use crate::tools::reasons::lock_refusal;
+use crate::tools::reasons::{args_reason, lock_reason};
 use crate::tools::{refusal, structured, structured_error};
 
 /// How long one uhubctl call may take.
 const UHUBCTL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest `off_secs` of a cycle.
 const MAX_OFF_SECS: u64 = 300;
+
+/// Why `power_board` (or a power step of `boot_board`) said no.
+#[derive(Debug, thiserror::Error)]
+pub enum PowerError {
+    #[error(transparent)]
+    UnknownBoard(#[from] UnknownBoard),
+    #[error("off_secs {off_secs} is more than the maximum of {max}")]
+    OffTooLong { off_secs: u64, max: u64 },
+    #[error(
+        "board {board:?} has no power switch configured (boards[].power: uhubctl or on/off commands)"
+    )]
+    NoSwitch { board: String },
+    #[error("power command {command:?} is no longer configured")]
+    CommandGone { command: String },
+    #[error("power command {command:?} cannot run: {why}")]
+    CommandUnavailable { command: String, why: String },
+    #[error("{0}")]
+    Args(#[from] sanitizer::Refusal),
+    #[error(transparent)]
+    Lease(#[from] LeaseInvalid),
+    #[error("{0}")]
+    Lock(#[from] LockError),
+}
+
+impl Classified for PowerError {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            PowerError::UnknownBoard(e) => e.reason(),
+            PowerError::OffTooLong { .. } => RefusalReason::Limit,
+            PowerError::NoSwitch { .. } | PowerError::CommandGone { .. } => {
+                RefusalReason::NotConfigured
+            }
+            PowerError::CommandUnavailable { .. } => RefusalReason::CommandUnavailable,
+            PowerError::Args(e) => args_reason(e),
+            PowerError::Lease(e) => e.reason(),
+            PowerError::Lock(e) => lock_reason(e),
+        }
+    }
+}
 
 /// What to do with the power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -71,15 +112,11 @@ pub struct PowerResult {
 }
 
 /// The spec that switches `board` on (`true`) or off.
-pub(crate) fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, Refusal> {
+pub(crate) fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, PowerError> {
     match &board.power {
-        None => Err(Refusal::new(
-            RefusalReason::NotConfigured,
-            format!(
-                "board {:?} has no power switch configured (boards[].power: uhubctl or on/off commands)",
-                board.name
-            ),
-        )),
+        None => Err(PowerError::NoSwitch {
+            board: board.name.clone(),
+        }),
         Some(PowerConfig::Uhubctl { hub, port, binary }) => Ok(Spec {
             binary: binary.clone(),
             // Built from validated parts only (a port path and a number).
@@ -105,25 +142,23 @@ pub(crate) fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result
 
 /// The spec of one configured power action (a `commands:` entry and its arguments),
 /// checked again by the sanitizer: files and binaries change after load.
-pub(crate) fn action_spec(config: &Config, action: &PowerAction) -> Result<Spec, Refusal> {
+pub(crate) fn action_spec(config: &Config, action: &PowerAction) -> Result<Spec, PowerError> {
     let Some(command) = config.command(&action.command) else {
-        return Err(Refusal::new(
-            RefusalReason::NotConfigured,
-            format!("power command {:?} is no longer configured", action.command),
-        ));
+        return Err(PowerError::CommandGone {
+            command: action.command.clone(),
+        });
     };
     if let Some(why) = crate::config::binary_problem(&command.binary) {
-        return Err(Refusal::new(
-            RefusalReason::CommandUnavailable,
-            format!("power command {:?} cannot run: {why}", command.name),
-        ));
+        return Err(PowerError::CommandUnavailable {
+            command: command.name.clone(),
+            why: why.to_string(),
+        });
     }
     let rules = crate::sanitizer::FileRules {
         roots: &config.file_roots,
         allow_hardlinked_inputs: config.allow_hardlinked_inputs,
     };
-    let approved = crate::sanitizer::check_with(command, &action.args, rules)
-        .map_err(|e| Refusal::from_error(RefusalReason::NoPatternMatched, &e))?;
+    let approved = crate::sanitizer::check_with(command, &action.args, rules)?;
     let pattern = &command.patterns[approved.pattern_index];
     Ok(Spec {
         binary: command.binary.clone(),
@@ -145,14 +180,15 @@ pub async fn power(
 ) -> CallToolResult {
     let config = state.config();
     let Some(board) = config.board(&req.board) else {
-        return refusal(unknown_board(&config, &req.board));
+        return refusal(unknown_board(&config, &req.board).into());
     };
     let off_secs = req.off_secs.unwrap_or(2);
     if off_secs > MAX_OFF_SECS {
-        return refusal(Refusal::new(
-            RefusalReason::Limit,
-            format!("off_secs {off_secs} is more than the maximum of {MAX_OFF_SECS}"),
-        ));
+        let e = PowerError::OffTooLong {
+            off_secs,
+            max: MAX_OFF_SECS,
+        };
+        return refusal(e.into());
     }
     let steps: &[bool] = match req.action {
         PowerVerb::On => &[true],
@@ -165,12 +201,12 @@ pub async fn power(
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(s) => s,
-        Err(r) => return refused(state, who, &req, r),
+        Err(e) => return refused(state, who, &req, e.into()),
     };
     let key = LockKey::Board(board.name.clone());
     let presented = req.lease.is_some() || session.is_some();
-    if let Err(r) = holds_lease(state, who, &key, presented) {
-        return refused(state, who, &req, r);
+    if let Err(e) = holds_lease(state, who, &key, presented) {
+        return refused(state, who, &req, PowerError::from(e).into());
     }
     let argv: Vec<Vec<String>> = specs
         .iter()
@@ -196,7 +232,7 @@ pub async fn power(
         .await
     {
         Ok(g) => g,
-        Err(e) => return refused(state, who, &req, lock_refusal(&e)),
+        Err(e) => return refused(state, who, &req, PowerError::from(e).into()),
     };
     let started = Instant::now();
     let mut result = PowerResult {
@@ -287,29 +323,24 @@ fn holds_lease(
     who: &ClientIdentity,
     key: &LockKey,
     presented: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), LeaseInvalid> {
     let st = state.locks.key_state(key);
     match st.as_ref().and_then(|s| s.lease.as_ref()) {
-        Some(l) if l.holder.0 == who.name && !presented => Err(Refusal::new(
-            RefusalReason::LeaseInvalid,
-            format!(
-                "you hold the lease on {key}: pass lease: \"{}\" with power_board",
-                l.lease_id.0
-            ),
-        )),
+        Some(l) if l.holder.0 == who.name && !presented => Err(LeaseInvalid::NotPassed {
+            key: key.to_string(),
+            lease_id: l.lease_id.0.clone(),
+            tool: "power_board".into(),
+        }),
         Some(l) if l.holder.0 == who.name => Ok(()),
         // Someone else's lease: the lock manager words who, since when, time left, queue.
         Some(_) => Ok(()),
-        None => Err(Refusal::new(
-            RefusalReason::LeaseInvalid,
-            format!(
-                "power_board needs your lease on the board: call lock_board {{board: \"{}\"}} first and pass its lease_id as lease",
-                match key {
-                    LockKey::Board(n) => n.as_str(),
-                    _ => "",
-                }
-            ),
-        )),
+        None => Err(LeaseInvalid::Missing {
+            tool: "power_board".into(),
+            board: match key {
+                LockKey::Board(n) => n.clone(),
+                _ => String::new(),
+            },
+        }),
     }
 }
 

@@ -5,6 +5,7 @@
 use crate::isolation::IsolationError;
 use crate::locks::LockError;
 use crate::refusal::{Refusal, RefusalReason};
+use crate::sanitizer;
 use crate::staging::StagingError;
 
 /// The class of a lock manager refusal. Exhaustive on purpose: a new variant must be
@@ -66,5 +67,19 @@ pub fn isolation_reason(e: &IsolationError) -> RefusalReason {
     match e {
         IsolationError::NotInSysfs { .. } => RefusalReason::DeviceAbsent,
         _ => RefusalReason::IsolationUnavailable,
+    }
+}
+
+/// The class of an argument refusal. A file argument refused for a symbolic link is
+/// `symlink`, as file staging calls it; every other way the arguments miss the patterns
+/// (a file outside the roots or not a regular file included) is `no_pattern_matched`,
+/// with the message naming the cause.
+pub fn args_reason(e: &sanitizer::Refusal) -> RefusalReason {
+    match e {
+        sanitizer::Refusal::ForbiddenChar { .. } => RefusalReason::ForbiddenCharacter,
+        sanitizer::Refusal::NoMatch { file: Some(f), .. } if f.is_symlink() => {
+            RefusalReason::Symlink
+        }
+        sanitizer::Refusal::NoMatch { .. } => RefusalReason::NoPatternMatched,
     }
 }

@@ -21,7 +21,7 @@ pub fn get(state: &AppState, who: &ClientIdentity, id: &str) -> Result<GetTaskRe
     let job = state
         .jobs
         .get(&who.name, id)
-        .map_err(|e| McpError::invalid_params(job_refusal(&e).message, None))?;
+        .map_err(|e| McpError::invalid_params(job_refusal(e).message, None))?;
     let v = job.view();
     let at = v.started_at.to_rfc3339();
     let mut task = Task::new(
@@ -70,7 +70,7 @@ pub fn cancel(state: &AppState, who: &ClientIdentity, id: &str) -> Result<(), Mc
     let job = state
         .jobs
         .cancel(&who.name, id)
-        .map_err(|e| McpError::invalid_params(job_refusal(&e).message, None))?;
+        .map_err(|e| McpError::invalid_params(job_refusal(e).message, None))?;
     state
         .audit
         .record(&crate::audit::JobRecord::cancel_requested(

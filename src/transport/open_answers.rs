@@ -20,8 +20,8 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
 use crate::identity::ClientIdentity;
-use crate::quotas::Kind;
-use crate::refusal::{Refusal, RefusalReason};
+use crate::quotas::{Full, Kind};
+use crate::refusal::{Classified, Refusal, RefusalReason};
 use crate::state::AppState;
 
 /// Counts the request's answer in its client's share until the body is done.
@@ -39,13 +39,7 @@ pub async fn hold(State(state): State<Arc<AppState>>, req: Request, next: Next) 
         Ok(t) => t,
         Err(full) => {
             tracing::warn!(client = %who.name, "request refused: {full}");
-            let r = Refusal::new(
-                RefusalReason::Limit,
-                format!(
-                    "too many answers not yet read: {full}; read (or cancel) your earlier calls' \
-                     answers first"
-                ),
-            );
+            let r = Refusal::of(&TooManyOpen(full));
             let body = serde_json::json!({ "error": "limit", "message": r.message, "refusal": r });
             return (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
         }
@@ -75,5 +69,16 @@ fn slices(
             .map(|at| Ok(b.slice(at..(at + SLICE).min(b.len()))))
             .collect(),
         other => vec![other],
+    }
+}
+
+/// The refusal of a POST while the client's unread answers are at their cap.
+#[derive(Debug, thiserror::Error)]
+#[error("too many answers not yet read: {0}; read (or cancel) your earlier calls' answers first")]
+struct TooManyOpen(Full);
+
+impl Classified for TooManyOpen {
+    fn reason(&self) -> RefusalReason {
+        RefusalReason::Limit
     }
 }

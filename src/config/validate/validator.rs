@@ -65,16 +65,16 @@ impl Validator {
     }
 
     /// Runs a value check; on failure records it at `at` and yields `None`.
-    pub(super) fn value<T>(
+    pub(super) fn value<T, E: std::fmt::Display>(
         &mut self,
-        r: Result<T, String>,
+        r: Result<T, E>,
         at: Option<At>,
         field: String,
     ) -> Option<T> {
         match r {
             Ok(v) => Some(v),
             Err(m) => {
-                self.err(at, field, m);
+                self.err(at, field, m.to_string());
                 None
             }
         }

@@ -5,9 +5,10 @@ use crate::devices::DeviceError;
 use crate::exec::ExecError;
 use crate::isolation::IsolationError;
 use crate::locks::LockError;
-use crate::refusal::{Refusal, RefusalReason};
+use crate::refusal::common::{UnknownBoard, WaitTooLong};
+use crate::refusal::{Classified, RefusalReason};
 use crate::sanitizer;
-use crate::tools::reasons::{isolation_reason, lock_reason};
+use crate::tools::reasons::{args_reason, isolation_reason, lock_reason};
 
 /// Why `execute_command` said no. Each message names what is in the way and the next
 /// step; [`Rejected::reason`] is its stable class.
@@ -86,14 +87,14 @@ pub enum Rejected {
     },
     #[error("give either board or device, not both")]
     BoardAndDevice,
-    #[error("no board is named {name:?}; configured boards: {}", or_none(known))]
+    #[error("{}", UnknownBoard::text(name, known))]
     UnknownBoard { name: String, known: Vec<String> },
     #[error(
         "board {board:?} has nothing attached at its usb port {usb}; power it on or put it in MaskROM, \
          then wait_for_device {{id: \"{usb}\"}}"
     )]
     BoardEmpty { board: String, usb: String },
-    #[error("wait_secs {wait} is more than the maximum of {max}")]
+    #[error("{}", WaitTooLong::text(*wait, *max))]
     WaitTooLong { wait: u64, max: u64 },
     #[error(
         "client {client:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
@@ -130,10 +131,7 @@ impl Rejected {
             Rejected::UnknownCommand { .. } => R::UnknownCommand,
             Rejected::Unavailable { .. } => R::CommandUnavailable,
             Rejected::PowerCommand(_) => R::PowerCommand,
-            Rejected::Args(sanitizer::Refusal::ForbiddenChar { .. }) => R::ForbiddenCharacter,
-            // A file argument outside the roots is one way a pattern fails to match; the
-            // message names it.
-            Rejected::Args(sanitizer::Refusal::NoMatch { .. }) => R::NoPatternMatched,
+            Rejected::Args(e) => args_reason(e),
             Rejected::ZeroTimeout
             | Rejected::NoDeviceClass { .. }
             | Rejected::BadDeviceId(_)
@@ -161,8 +159,8 @@ impl Rejected {
     }
 }
 
-impl From<Rejected> for Refusal {
-    fn from(r: Rejected) -> Refusal {
-        Refusal::from_error(r.reason(), &r)
+impl Classified for Rejected {
+    fn reason(&self) -> RefusalReason {
+        Rejected::reason(self)
     }
 }
