@@ -51,9 +51,12 @@ pub const JSON_WINDOW: Duration = Duration::from_secs(2);
 /// the allocator's pages their construction spread over; docs/PERFORMANCE.md, idle RSS).
 #[derive(Debug, Clone)]
 pub struct QuickTools {
-    names: Arc<OnceLock<Box<[Box<[u8]>]>>>,
+    names: Arc<OnceLock<Names>>,
     list: fn() -> Vec<String>,
 }
+
+/// Tool names as the `Mcp-Name` header carries them.
+type Names = Box<[Box<[u8]>]>;
 
 impl QuickTools {
     /// The tools `list` names, asked once, when a request first needs them.
@@ -66,7 +69,7 @@ impl QuickTools {
 
     /// A fixed list (tests).
     pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
-        let fixed: Box<[Box<[u8]>]> = names
+        let fixed: Names = names
             .into_iter()
             .map(|n| n.as_ref().as_bytes().into())
             .collect();
