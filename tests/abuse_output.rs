@@ -96,6 +96,27 @@ fn progress_flood_to_clients_that_do_not_read_stays_bounded() {
         "flood.sh",
         "if [ \"$1\" = forever ]; then exec yes 'ab 50%'; fi\nyes 'ab 50%' | head -c \"$1\"\necho 'done 100%'",
     );
+    // One small run first, read whole: the server builds its tool list on its first MCP
+    // request and faults back the code that answers, and that first-use cost is not what
+    // this test bounds (it made the debug server's RSS 7.8 -> ~28 MiB by itself).
+    {
+        use std::io::Read;
+        let mut warm = call_without_reading(&s, r#""100""#, 10);
+        let _ = warm.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("done 100%") {
+            match warm.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert!(
+            eventually(Duration::from_secs(30), || finished_runs(&s) >= 1),
+            "the warm-up run did not finish:\n{}",
+            s.log_text()
+        );
+    }
     let pid = s.pid();
     let (before_peak, before) = memory_kib(pid);
     let started = Instant::now();
@@ -112,7 +133,7 @@ fn progress_flood_to_clients_that_do_not_read_stays_bounded() {
         slowest = slowest.max(t.elapsed());
         checks += 1;
         std::thread::sleep(Duration::from_millis(100));
-        finished_runs(&s) >= 2
+        finished_runs(&s) >= 3
     });
     let (peak, now) = memory_kib(pid);
     eprintln!(
@@ -126,9 +147,10 @@ fn progress_flood_to_clients_that_do_not_read_stays_bounded() {
         slowest
     );
     assert!(done, "the two runs did not finish:\n{}", s.log_text());
-    // Growth, not the absolute figure: the debug server starts at ~28 MiB now (the page and
-    // the metrics added their share), while a flood that was buffered would add the 200 MB it
-    // sends. Seen: 32–37 MiB of growth (allocator high-water marks of the line splitting).
+    // Growth, not the absolute figure: the debug server holds ~28 MiB after its first call
+    // (the page and the metrics added their share), while a flood that was buffered would
+    // add the 200 MB it sends. Seen: 32–37 MiB of growth (allocator high-water marks of the
+    // line splitting).
     let grown = peak.saturating_sub(before);
     assert!(
         grown < 48 * 1024,
