@@ -40,13 +40,7 @@ pub async fn bind(
 ) -> Result<HashMap<String, Listener>, LabError> {
     let mut out = HashMap::new();
     for b in state.config().boards.iter().filter(|b| b.console.is_some()) {
-        let listener = TcpListener::bind(lab.listen_addr())
-            .await
-            .map_err(|error| LabError::Listen {
-                bind: lab.console_bind.to_string(),
-                error,
-            })?;
-        let port = listener.local_addr()?.port();
+        let (listener, port) = super::bind_port(lab).await?;
         out.insert(
             b.name.clone(),
             Listener {

@@ -22,7 +22,7 @@ use tonic::transport::Channel;
 use super::holds::{HOLDER_PREFIX, Hold};
 use super::proto::{
     ACQUIRE_PLACE, AcquirePlaceRequest, CLIENT_STREAM, ClientIn, ClientInMessage, ClientOutMessage,
-    Empty, Place, RELEASE_PLACE, ReleasePlaceRequest, StartupDone, Sync as SyncMsg,
+    Empty, Place, RELEASE_PLACE, ReleasePlaceRequest, StartupDone, Sync as SyncMsg, open_stream,
 };
 use crate::locks::{LeaseId, LockKey};
 use crate::state::AppState;
@@ -400,21 +400,8 @@ async fn acquire(coordinator: &str, place: &str, user: &str) -> Result<(), LabEr
     ] {
         let _ = tx.try_send(ClientInMessage { kind: Some(m) });
     }
-    let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready().await.map_err(LabError::Coordinator)?;
-    let codec = tonic_prost::ProstCodec::<ClientInMessage, ClientOutMessage>::default();
-    let mut stream = grpc
-        .streaming(
-            tonic::Request::new(super::proto::stream_of(rx)),
-            PathAndQuery::from_static(CLIENT_STREAM),
-            codec,
-        )
-        .await
-        .map_err(|e| LabError::StreamRefused {
-            which: "client",
-            message: e.message().to_string(),
-        })?
-        .into_inner();
+    let mut stream =
+        open_stream::<_, ClientOutMessage>(&channel, rx, CLIENT_STREAM, "client").await?;
     // The sync's echo comes after the start-up is handled: the name is known from then on.
     loop {
         match stream.message().await {

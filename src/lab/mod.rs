@@ -56,6 +56,19 @@ pub(crate) struct Lab {
     lost_since: Mutex<Option<Instant>>,
 }
 
+/// A TCP port for one served resource (a console, the power port), bound where the config
+/// says (`console_bind`, loopback by default); its number is what labgrid is told.
+async fn bind_port(lab: &LabSettings) -> Result<(tokio::net::TcpListener, u16), LabError> {
+    let listener = tokio::net::TcpListener::bind(lab.listen_addr())
+        .await
+        .map_err(|error| LabError::Listen {
+            bind: lab.console_bind.to_string(),
+            error,
+        })?;
+    let port = listener.local_addr()?.port();
+    Ok((listener, port))
+}
+
 /// Starts the bridge when `labgrid:` is configured: binds the console and power ports
 /// (an error stops the start), then connects in the background and keeps reconnecting
 /// until `shutdown`.

@@ -29,13 +29,7 @@ pub struct Listener {
 
 /// Binds the power port.
 pub async fn bind(lab: &LabSettings) -> Result<Listener, LabError> {
-    let listener = TcpListener::bind(lab.listen_addr())
-        .await
-        .map_err(|error| LabError::Listen {
-            bind: lab.console_bind.to_string(),
-            error,
-        })?;
-    let port = listener.local_addr()?.port();
+    let (listener, port) = super::bind_port(lab).await?;
     Ok(Listener { port, listener })
 }
 

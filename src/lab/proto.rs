@@ -283,6 +283,37 @@ pub struct ReleasePlaceRequest {
 pub struct Empty {}
 
 /// An mpsc receiver as the outbound stream of a gRPC streaming call.
+/// Opens one of the coordinator's bidirectional streams (`path`, e.g. `EXPORTER_STREAM`):
+/// `rx` feeds gatecmd's side; the answer is the coordinator's. `which` names the stream in
+/// the error when the coordinator refuses it.
+pub async fn open_stream<In, Out>(
+    channel: &tonic::transport::Channel,
+    rx: tokio::sync::mpsc::Receiver<In>,
+    path: &'static str,
+    which: &'static str,
+) -> Result<tonic::codec::Streaming<Out>, super::error::LabError>
+where
+    In: prost::Message + Send + 'static,
+    Out: prost::Message + Default + Send + 'static,
+{
+    use super::error::LabError;
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await.map_err(LabError::Coordinator)?;
+    let codec = tonic_prost::ProstCodec::<In, Out>::default();
+    let answer = grpc
+        .streaming(
+            tonic::Request::new(stream_of(rx)),
+            tonic::codegen::http::uri::PathAndQuery::from_static(path),
+            codec,
+        )
+        .await
+        .map_err(|e| LabError::StreamRefused {
+            which,
+            message: e.message().to_string(),
+        })?;
+    Ok(answer.into_inner())
+}
+
 pub fn stream_of<T: Send + 'static>(
     rx: tokio::sync::mpsc::Receiver<T>,
 ) -> impl futures::Stream<Item = T> + Send + 'static {

@@ -8,12 +8,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tonic::codegen::http::uri::PathAndQuery;
 
 use super::proto::{
     CLIENT_STREAM, ClientIn, ClientInMessage, ClientOutMessage, EXPORTER_STREAM, ExporterIn,
     ExporterInMessage, ExporterOut, ExporterOutMessage, ExporterResponse, Resource, SetAcquired,
-    StartupDone, Subscribe, SubscribeKind, Sync, Update, stream_of,
+    StartupDone, Subscribe, SubscribeKind, Sync, Update, open_stream,
 };
 use super::{Lab, mirror};
 
@@ -80,21 +79,8 @@ async fn session(
             name: lab.settings.name.clone(),
         }),
     )?;
-    let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready().await.map_err(LabError::Coordinator)?;
-    let codec = tonic_prost::ProstCodec::<ExporterInMessage, ExporterOutMessage>::default();
-    let mut exporter = grpc
-        .streaming(
-            tonic::Request::new(stream_of(ex_rx)),
-            PathAndQuery::from_static(EXPORTER_STREAM),
-            codec,
-        )
-        .await
-        .map_err(|e| LabError::StreamRefused {
-            which: "exporter",
-            message: e.message().to_string(),
-        })?
-        .into_inner();
+    let mut exporter =
+        open_stream::<_, ExporterOutMessage>(&channel, ex_rx, EXPORTER_STREAM, "exporter").await?;
 
     // The client stream, for place updates.
     let (cl_tx, cl_rx) = mpsc::channel::<ClientInMessage>(QUEUE);
@@ -114,21 +100,8 @@ async fn session(
             .try_send(client_msg(m))
             .map_err(|_| LabError::ClientQueueFull)?;
     }
-    let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready().await.map_err(LabError::Coordinator)?;
-    let codec = tonic_prost::ProstCodec::<ClientInMessage, ClientOutMessage>::default();
-    let mut places = grpc
-        .streaming(
-            tonic::Request::new(stream_of(cl_rx)),
-            PathAndQuery::from_static(CLIENT_STREAM),
-            codec,
-        )
-        .await
-        .map_err(|e| LabError::StreamRefused {
-            which: "client",
-            message: e.message().to_string(),
-        })?
-        .into_inner();
+    let mut places =
+        open_stream::<_, ClientOutMessage>(&channel, cl_rx, CLIENT_STREAM, "client").await?;
 
     let mut published: HashMap<(String, String), Resource> = HashMap::new();
     lab.mirrors.new_session();
