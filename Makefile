@@ -90,9 +90,13 @@ bench-smoke: test-setup
 	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench gatecmd
 
 # Soak (issue 15, not part of `make test`): 64 sessions on 16 umockdev boards beside a slowloris
-# and a progress-flood client, GATECMD_SOAK_SECS long (default 300); prints one report.
+# and a progress-flood client, the issue-22 attackers and (issue 29) a labgrid coordinator with
+# an attacker on the bridge's console and power ports, GATECMD_SOAK_SECS long (default 300);
+# prints one report.
 soak: test-setup
+	./scripts/venv.sh
 	cargo bench --locked --bench soak
 
 soak-smoke: test-setup
+	./scripts/venv.sh
 	GATECMD_BENCH_SMOKE=1 cargo bench --locked --bench soak

@@ -12,10 +12,23 @@ use crate::harness::*;
 use crate::sim_board::{self, Start};
 use crate::{Row, Sizes, latency_row, serve};
 
-/// One row per baud rate; `z.events` calls each.
+/// Which board answers: the tests' simulator, or an ordinary interactive bash (Debian's
+/// coloured prompt with its window title, bracketed paste, readline) on a pty of its own,
+/// joined to the server's by a relay paced at the baud rate (issue 29).
+#[derive(Clone, Copy)]
+enum Board {
+    Sim,
+    Bash,
+}
+
+/// One row per board and baud rate; `z.events` calls each.
 pub async fn rows(z: &Sizes) -> Vec<Row> {
     let mut rows = vec![];
-    for baud in [115_200u32, 1_500_000] {
+    for (board, baud) in [
+        (Board::Sim, 115_200u32),
+        (Board::Sim, 1_500_000),
+        (Board::Bash, 115_200),
+    ] {
         let s = serve(
             &format!(
                 r#"
@@ -30,7 +43,10 @@ boards:
             ),
             &[],
         );
-        sim_board::plug(&s.path("ttyBOARD"), Start::Shell, baud, None);
+        match board {
+            Board::Sim => sim_board::plug(&s.path("ttyBOARD"), Start::Shell, baud, None),
+            Board::Bash => sim_board::plug_bash(&s.path("ttyBOARD"), baud),
+        }
         let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
             .await
             .expect("connect");
@@ -63,7 +79,14 @@ boards:
             );
         }
         rows.push(latency_row(
-            &format!("board_run \"echo hi\" round trip over the console at {baud} baud"),
+            &match board {
+                Board::Sim => {
+                    format!("board_run \"echo hi\" round trip over the console at {baud} baud")
+                }
+                Board::Bash => format!(
+                    "board_run \"echo hi\" on an interactive bash (pty, coloured prompt, bracketed paste) at {baud} baud"
+                ),
+            },
             &mut lat,
             "",
             None,

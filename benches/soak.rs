@@ -18,10 +18,13 @@
 mod abuse;
 #[path = "../tests/harness/mod.rs"]
 mod harness;
+#[path = "soak/lab.rs"]
+mod lab;
 #[path = "../tests/common/umockdev.rs"]
 mod umockdev;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -74,7 +77,8 @@ fn port_of(board: u32) -> String {
     format!("1-{}", FIRST_PORT + board)
 }
 
-fn config(root: &Path, tools: &Path, flood_bytes: u64) -> String {
+fn config(root: &Path, tools: &Path, flood_bytes: u64, lab: Option<&lab::Lab>) -> String {
+    let (lab_board, lab_section) = lab.map(lab::Lab::yaml).unwrap_or_default();
     let (root, tools) = (root.display(), tools.display());
     let mut clients = String::new();
     for i in 0..SESSIONS {
@@ -121,7 +125,7 @@ commands:
     env: {{FLOOD_BYTES: "{flood_bytes}", FLOOD_DONE: "{tools}/flood.done"}}
     allowed_args:
       - pattern: ""
-{more}"#,
+{more}{lab_board}{lab_section}"#,
         abusers = abuse::clients_yaml(),
         more = abuse::commands_yaml(Path::new(&tools.to_string())),
     )
@@ -601,7 +605,19 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     ];
     // As the server runs by default (the harness's `info` writes a line per request).
     env.push(("GATECMD_LOG", gatecmd::cli::DEFAULT_LOG_FILTER));
-    let s = Server::start_with(&config(&root, tools.path(), flood_bytes), &[], &env);
+    // The labgrid part (issue 29), when the project's venv has labgrid.
+    let lab = match lab::start(Path::new(env!("CARGO_MANIFEST_DIR")), tools.path()) {
+        Ok(l) => Some(l),
+        Err(why) => {
+            println!("NOTE: no labgrid part in this soak: {why}");
+            None
+        }
+    };
+    let s = Server::start_with(
+        &config(&root, tools.path(), flood_bytes, lab.as_ref()),
+        &[],
+        &env,
+    );
     let addr = s.base.trim_start_matches("http://").to_string();
     let boards = wait_for_boards(&s.url).await;
     if boards != BOARDS as usize {
@@ -634,16 +650,70 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     let sampler = tokio::spawn(async move {
         let mut series = Vec::new();
         let mut peak = 0;
+        let mut most_fds = 0;
         while Instant::now() < deadline {
             let (rss, hwm) = rss_kib(pid);
             peak = hwm;
+            most_fds = most_fds.max(lab::descriptors(pid));
             series.push((started.elapsed().as_secs(), rss));
             tokio::time::sleep(sample_every).await;
         }
         let (rss, hwm) = rss_kib(pid);
         series.push((started.elapsed().as_secs(), rss));
-        (series, peak.max(hwm))
+        (series, peak.max(hwm), most_fds)
     });
+    // The board of the labgrid part chatters, and whatever reaches it is kept to check
+    // that nothing the attacker typed did.
+    let lab_ports = lab.as_ref().map(|l| l.acquire());
+    let lab_attack = match (&lab, lab_ports) {
+        (Some(l), Some(Ok((console, power)))) => {
+            let mut out = l.board.try_clone().expect("pty");
+            let mut input = l.board.try_clone().expect("pty");
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    n += 1;
+                    if out
+                        .write_all(format!("lab board tick {n}\r\n").as_bytes())
+                        .is_err()
+                    {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+            let received = std::thread::spawn(move || {
+                use std::os::fd::AsRawFd;
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while Instant::now() < deadline + Duration::from_secs(2) {
+                    // Polled, so the thread ends at the deadline however quiet the board is.
+                    let mut fd = libc::pollfd {
+                        fd: input.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd, for the length given.
+                    if unsafe { libc::poll(&mut fd, 1, 200) } <= 0 {
+                        continue;
+                    }
+                    match input.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                got
+            });
+            let attacker =
+                tokio::task::spawn_blocking(move || lab::attack(console, power, deadline, 100_000));
+            Some((attacker, received))
+        }
+        (Some(_), Some(Err(why))) => {
+            println!("FAIL: the labgrid part could not start: {why}");
+            return false;
+        }
+        _ => None,
+    };
     let loris = tokio::spawn(slowloris(
         addr.clone(),
         200,
@@ -687,7 +757,16 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     let parked = parker.await.unwrap_or_default();
     let pages = pages.await.unwrap_or_default();
     let racer = racer.await.unwrap_or_default();
-    let (series, peak) = sampler.await.unwrap_or_default();
+    let (series, peak, most_fds) = sampler.await.unwrap_or_default();
+    let lab_result = match lab_attack {
+        Some((attacker, received)) => {
+            let a = attacker.await.unwrap_or_default();
+            // The board's reader ends on its own shortly after the deadline.
+            let typed = received.join().unwrap_or_default();
+            Some((a, typed))
+        }
+        None => None,
+    };
     let ran = started.elapsed();
     let o = overlaps(&log_dir);
 
@@ -831,7 +910,41 @@ async fn soak(secs: u64, smoke: bool) -> bool {
          {} refused power_command, {} ran; holder's power_board: {} runs; relay log: {} runs",
         racer.tries, racer.refused_power_command, racer.ran, racer.holder_cycles, racer.relay_runs
     );
-    let abuse_ok = subs.accepted == 0
+    let lab_ok = match &lab_result {
+        None => {
+            println!("labgrid part: not run (see the NOTE at the top)");
+            true
+        }
+        Some((a, typed)) => {
+            let reached = memchr::memmem::find(typed, b"typed-by-the-attacker").is_some();
+            println!(
+                "labgrid ports (a person's place holds {}, acquired as {}; the attacker is this \
+                 process's own account): console {} tries, {} refused, {} bytes leaked, typed \
+                 text reached the board: {}; power PUT 0: {} tries, {} refused, {} switched; idle \
+                 power-port connections: {} opened, at most {} open at once",
+                lab::BOARD,
+                lab::PERSON,
+                a.console_tries,
+                a.console_refused,
+                a.console_bytes_leaked,
+                if reached { "YES" } else { "no" },
+                a.power_tries,
+                a.power_refused,
+                a.power_switched,
+                a.idle_opened,
+                a.idle_most_open
+            );
+            a.console_bytes_leaked == 0
+                && !reached
+                && a.power_switched == 0
+                && a.power_refused == a.power_tries
+        }
+    };
+    println!("server descriptors: at most {most_fds} open (sampled with the memory)");
+    let fds_ok = most_fds < 1024;
+    let abuse_ok = lab_ok
+        && fds_ok
+        && subs.accepted == 0
         && pages.admin_signed_out == 0
         && racer.ran == 0
         && racer.relay_runs == racer.holder_cycles;

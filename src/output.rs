@@ -86,6 +86,23 @@ pub fn clean_within(bytes: &[u8], max: usize) -> (String, bool) {
     (text, true)
 }
 
+/// A short text someone outside the operator's control chose (a USB descriptor string, a
+/// labgrid user or place name), made safe for every sink that shows it to someone else:
+/// control characters (newline, ESC, C1) and the bidirectional overrides that reorder
+/// what a terminal shows become `?`; trimmed; at most `max_chars` characters.
+pub fn one_line(raw: &str, max_chars: usize) -> String {
+    let clean: String = raw
+        .trim()
+        .chars()
+        .take(max_chars)
+        .map(|c| {
+            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+            if c.is_control() || bidi { '?' } else { c }
+        })
+        .collect();
+    clean.trim().to_string()
+}
+
 /// The largest index `<= at` that is a character boundary of `s`.
 pub fn floor_char_boundary(s: &str, at: usize) -> usize {
     let mut at = at.min(s.len());

@@ -198,9 +198,16 @@ pub fn read(
         }
         _ if console_board(uri).is_some() => {
             let board = console_board(uri).unwrap_or_default();
-            match crate::tools::console::snapshot(&state.consoles, who, board) {
+            let boards = crate::tools::console::board_names(&config);
+            match crate::tools::console::snapshot(&state.consoles, &boards, who, board) {
                 Ok(s) => json_contents(uri, &s),
-                Err(r) if r.reason == crate::refusal::RefusalReason::NotConfigured => {
+                Err(r)
+                    if matches!(
+                        r.reason,
+                        crate::refusal::RefusalReason::NotConfigured
+                            | crate::refusal::RefusalReason::NotFound
+                    ) =>
+                {
                     Err(not_found(uri, &r.message))
                 }
                 Err(r) => Err(McpError::invalid_request(

@@ -283,7 +283,11 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(tools::console::write(&self.state.consoles, &self.state.audit, &who, req).await)
+        let boards = tools::console::board_names(&self.state.config());
+        Ok(
+            tools::console::write(&self.state.consoles, &boards, &self.state.audit, &who, req)
+                .await,
+        )
     }
 
     // File staging: agents have no shared folder, so images travel through these tools.

@@ -464,3 +464,61 @@ async fn the_page_shows_a_board_console_to_signed_in_viewers_only() {
         "no external assets"
     );
 }
+
+/// Issue 29: an ordinary interactive bash (Debian's coloured prompt with its window title,
+/// bracketed paste on, readline, a pty at 115200) prints the marker line and its next
+/// prompt in one read. Each call must end when that prompt is seen, not after the 5 s
+/// settle limit (`PROMPT_AFTER_INTERRUPT`) that a missed prompt runs into: 5,008 ms a call
+/// before the fix. The output and status stay exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_bash_board_answers_without_waiting_out_the_settle_limit() {
+    let yaml = format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+boards:
+  - name: sim
+    usb: "1-2"
+    console: {{path: $DIR/ttyBOARD, baud: 115200}}
+"#
+    );
+    let s = Server::start(&yaml);
+    sim_board::plug_bash(&s.path("ttyBOARD"), 115200);
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let lease = call(&a, "lock_board", json!({"board": "sim"})).await;
+    assert!(!is_error(&lease), "{lease:?}");
+    let lease = structured(&lease)["lease_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while structured(&call(&a, "list_boards", json!({})).await)["boards"][0]["console"]["state"]
+        != "open"
+    {
+        assert!(Instant::now() < deadline, "the console never opened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut slowest = Duration::ZERO;
+    for (command, output, status) in [
+        ("echo hi", "hi\n", 0),
+        ("echo hi", "hi\n", 0),
+        ("printf 'a\\nb\\n'; false", "a\nb\n", 1),
+        ("echo hi", "hi\n", 0),
+    ] {
+        let t0 = Instant::now();
+        let v = run(&a, &lease, command).await;
+        slowest = slowest.max(t0.elapsed());
+        assert_eq!(
+            (v["output"].as_str(), v["exit_code"].as_i64()),
+            (Some(output), Some(status)),
+            "{command}: {v}"
+        );
+    }
+    assert!(
+        slowest < Duration::from_secs(3),
+        "a call waited {slowest:?}: the prompt after the marker was missed and the 5 s settle limit ran out"
+    );
+}

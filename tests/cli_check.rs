@@ -271,3 +271,33 @@ fn an_isolated_command_needs_a_device_class() {
         "{err}"
     );
 }
+
+/// Issue 29, finding 6: the console password is typed into a board its holder controls, so
+/// a holder that plants a fake `login:`/`Password:` reads it back. gatecmd says so where
+/// the operator sets it, rather than promising the password goes nowhere else.
+#[test]
+fn a_console_password_is_named_as_known_to_every_holder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "boards:\n  - name: b1\n    usb: \"1-2\"\n    console: {path: /dev/null, baud: 115200, login: {user: root, password_env: B1_PW}}\n  - name: b2\n    usb: \"1-3\"\n    console: {path: /dev/null, baud: 115200, login: {user: root}}\n",
+    )
+    .expect("write");
+    let (code, out, err) = check(Some(&cfg));
+    assert_eq!(code, 0, "{out}{err}");
+    let notes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("note: board"))
+        .collect();
+    assert_eq!(notes.len(), 1, "only b1 sets a password: {out}");
+    assert!(
+        notes[0].contains("b1")
+            && notes[0].contains("$B1_PW")
+            && notes[0].contains("every client that may lease b1"),
+        "{}",
+        notes[0]
+    );
+    // The note names the variable, never a value.
+    assert!(!out.contains("secret"), "{out}");
+}

@@ -100,6 +100,11 @@ async fn wait_state(c: &Consoles, want: ConsoleState) {
     }
 }
 
+/// The configured boards of these tests.
+fn boards() -> Vec<String> {
+    vec![BOARD.to_string()]
+}
+
 fn who(name: &str) -> ClientIdentity {
     ClientIdentity::local(name)
 }
@@ -115,7 +120,7 @@ fn read_req(cursor: Option<u64>, wait_for: Option<&str>) -> ConsoleReadRequest {
 }
 
 async fn read(c: &Consoles, client: &ClientIdentity, req: ConsoleReadRequest) -> Value {
-    let r = console::read(c, client, req, &CancellationToken::new()).await;
+    let r = console::read(c, &boards(), client, req, &CancellationToken::new()).await;
     let v = r.structured_content.expect("structured");
     assert_ne!(r.is_error, Some(true), "{v}");
     v
@@ -202,6 +207,7 @@ async fn reading_and_writing_need_the_board_lease() {
     // Ctrl-C reaches the board side as one byte, untranslated.
     let r = console::write(
         &c,
+        &boards(),
         &audit,
         &who("alice"),
         ConsoleWriteRequest {
@@ -218,6 +224,7 @@ async fn reading_and_writing_need_the_board_lease() {
     // A command line goes out as given, \n not turned into \r\n (raw mode).
     let r = console::write(
         &c,
+        &boards(),
         &audit,
         &who("alice"),
         ConsoleWriteRequest {
@@ -234,6 +241,7 @@ async fn reading_and_writing_need_the_board_lease() {
     // Bob holds no lease: refused both ways, with the reason; as admin he may read.
     let r = console::write(
         &c,
+        &boards(),
         &audit,
         &who("bob"),
         ConsoleWriteRequest {
@@ -247,6 +255,7 @@ async fn reading_and_writing_need_the_board_lease() {
     assert_eq!(refusal["reason"], "device_busy", "{refusal}");
     let r = console::read(
         &c,
+        &boards(),
         &who("bob"),
         read_req(None, None),
         &CancellationToken::new(),
@@ -257,10 +266,23 @@ async fn reading_and_writing_need_the_board_lease() {
     admin.admin = true;
     read(&c, &admin, read_req(None, None)).await;
 
-    // An unknown board is named as such.
+    // An unknown board is named as such: not_found, as from every tool (issue 29).
     let mut req = read_req(None, None);
     req.board = "nope".into();
-    let r = console::read(&c, &admin, req, &CancellationToken::new()).await;
+    let r = console::read(&c, &boards(), &admin, req, &CancellationToken::new()).await;
+    let refusal = &r.structured_content.expect("structured")["refusal"];
+    assert_eq!(refusal["reason"], "not_found", "{refusal}");
+    assert!(
+        refusal["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no board is named \"nope\"")),
+        "{refusal}"
+    );
+    // A configured board without a console is another matter.
+    let mut req = read_req(None, None);
+    req.board = "quiet".into();
+    let with_quiet = [BOARD.to_string(), "quiet".to_string()];
+    let r = console::read(&c, &with_quiet, &admin, req, &CancellationToken::new()).await;
     assert_eq!(
         r.structured_content.expect("structured")["refusal"]["reason"],
         "not_configured"
@@ -369,6 +391,7 @@ async fn capture_resumes_when_the_adapter_comes_back() {
     assert!(view.error.is_some(), "{view:?}");
     let r = console::write(
         &c,
+        &boards(),
         &Audit::disabled(),
         &who("alice"),
         ConsoleWriteRequest {
@@ -393,6 +416,7 @@ async fn capture_resumes_when_the_adapter_comes_back() {
     // And writing works on the new tty.
     let r = console::write(
         &c,
+        &boards(),
         &Audit::disabled(),
         &who("alice"),
         ConsoleWriteRequest {
@@ -434,16 +458,16 @@ async fn changes_are_announced_at_most_ten_times_a_second() {
     assert_eq!(uri, "gatecmd://boards/rock5b-1/console");
     assert!(gatecmd::resources::is_known(&uri));
     assert!(!gatecmd::resources::is_known("gatecmd://boards//console"));
-    let snap = console::snapshot(&c, &who("alice"), BOARD).expect("snapshot");
+    let snap = console::snapshot(&c, &boards(), &who("alice"), BOARD).expect("snapshot");
     assert_eq!(snap.console.state, ConsoleState::Open);
     assert!(snap.text.ends_with("a kernel line\n"), "{:?}", snap.text);
     assert_eq!(snap.next_cursor, snap.console.end_cursor);
-    assert!(console::snapshot(&c, &who("bob"), BOARD).is_err());
+    assert!(console::snapshot(&c, &boards(), &who("bob"), BOARD).is_err());
 }
 
-/// Over HTTP with the real binary: the tools are listed with output schemas, and until the
-/// `boards:` configuration is wired every board is refused as having no console (the write
-/// refusal is audited by length and SHA-256).
+/// Over HTTP with the real binary: the tools are listed with output schemas; a board that
+/// is not configured is `not_found` from both, as from every other tool (issue 29; the
+/// write refusal is audited by length and SHA-256).
 #[tokio::test]
 async fn the_console_tools_are_served_over_http() {
     let s = harness::Server::start(&format!(
@@ -467,20 +491,14 @@ async fn the_console_tools_are_served_over_http() {
         );
     }
     let r = harness::call(&c, "console_read", serde_json::json!({"board": BOARD})).await;
-    assert_eq!(
-        harness::structured(&r)["refusal"]["reason"],
-        "not_configured"
-    );
+    assert_eq!(harness::structured(&r)["refusal"]["reason"], "not_found");
     let r = harness::call(
         &c,
         "console_write",
         serde_json::json!({"board": BOARD, "text": "\u{3}"}),
     )
     .await;
-    assert_eq!(
-        harness::structured(&r)["refusal"]["reason"],
-        "not_configured"
-    );
+    assert_eq!(harness::structured(&r)["refusal"]["reason"], "not_found");
     let log = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log");
     let line: Value = log
         .lines()

@@ -50,6 +50,9 @@ pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
         }
     };
     print!("{}", summary(&config, &location));
+    for note in password_notes(&config) {
+        println!("{note}");
+    }
     match check_isolation(&config) {
         Some(Ok(line)) => println!("{line}"),
         Some(Err(why)) => {
@@ -85,9 +88,28 @@ fn metrics_line(m: &crate::config::MetricsSettings) -> String {
         (true, false) => format!("on the main bind to the tokens of {}", m.clients.join(", ")),
     };
     match m.bind {
-        Some(b) => format!("metrics: {main}; without a token on {b}\n"),
+        Some(b) => format!("metrics: {main}; on {b} to the same tokens\n"),
         None => format!("metrics: {main}\n"),
     }
+}
+
+/// What gatecmd promises about a board's console password (docs/SECURITY.md, "The board
+/// login password"): it is typed into a board whose holder controls what the board runs,
+/// so every client that may lease the board can learn it.
+pub fn password_notes(config: &Config) -> Vec<String> {
+    config
+        .boards
+        .iter()
+        .filter_map(|b| {
+            let var = b.shell.login.as_ref()?.password_env.as_ref()?;
+            Some(format!(
+                "note: board {}: the console password from ${var} is typed into the board, which \
+                 its lease holder controls (it chose the image); every client that may lease {} \
+                 can learn it. Use a password that guards nothing but this board's console.",
+                b.name, b.name
+            ))
+        })
+        .collect()
 }
 
 /// What a configuration allows, for people.

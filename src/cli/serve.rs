@@ -25,6 +25,9 @@ pub(super) async fn serve(
     for (c, why) in config.unavailable_commands() {
         tracing::warn!(command = %c.name, reason = %why, "command unavailable; it is listed but cannot run");
     }
+    for note in super::check::password_notes(&config) {
+        tracing::warn!("{note}");
+    }
     let policy = OriginPolicy::new(&config, bind, !no_auth);
     let audit = open_audit(&config)?;
     let (state, _monitor) = start_state(config, audit).await?;
@@ -43,7 +46,7 @@ pub(super) async fn serve(
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%addr, "leases and locks are in memory: a restart releases them all");
-    let metrics = serve_metrics_bind(&state, &shutdown).await?;
+    let metrics = serve_metrics_bind(&state, &gate, no_auth, &shutdown).await?;
     // The labgrid exporter (docs/LAB.md), when configured: its ports are bound here.
     crate::lab::start(state.clone(), shutdown.clone())
         .await
@@ -75,22 +78,31 @@ pub(super) async fn serve(
     served.map_err(|e| format!("server error: {e}"))
 }
 
-/// Opens `metrics.bind` (loopback only, `/metrics` without a token) when configured; its
-/// task ends with `shutdown`.
+/// Opens `metrics.bind` when configured: `/metrics` to the same tokens as the main bind
+/// (under `--no-auth` only on a loopback address, as the main bind); its task ends with
+/// `shutdown`.
 async fn serve_metrics_bind(
     state: &std::sync::Arc<crate::state::AppState>,
+    gate: &std::sync::Arc<Gate>,
+    no_auth: bool,
     shutdown: &CancellationToken,
 ) -> Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>, String> {
     let Some(bind) = state.config().metrics.bind else {
         return Ok(None);
     };
+    if no_auth && !crate::transport::auth::is_loopback(&bind) {
+        return Err(format!(
+            "--no-auth is refused with metrics.bind on {bind}: without a token only a loopback \
+             address may be served. Configure a client token, or bind metrics on 127.0.0.1."
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| format!("cannot listen on {bind} (metrics.bind): {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     // Tests and scripts wait for this line.
     eprintln!("gatecmd: metrics on http://{addr}/metrics");
-    let router = crate::transport::metrics::loopback_router(state.clone(), addr);
+    let router = crate::transport::metrics::bind_router(state.clone(), gate.clone(), addr);
     let limits = http::ConnLimits::from_config(&state.config().limits);
     Ok(Some(tokio::spawn(http::serve(
         listener,

@@ -1,5 +1,5 @@
-//! The `metrics:` section: who may read `GET /metrics`, and the optional loopback-only
-//! listener that serves it without a token (docs/METRICS.md, docs/CONFIG.md).
+//! The `metrics:` section: who may read `GET /metrics`, and the optional second listener
+//! that serves it alone, to the same tokens (docs/METRICS.md, docs/CONFIG.md).
 
 use std::net::SocketAddr;
 
@@ -32,8 +32,8 @@ pub struct MetricsSettings {
     /// The clients whose tokens may read it there; empty: every configured client.
     /// Reloadable.
     pub clients: Vec<String>,
-    /// A second listener, loopback only, serving `/metrics` alone without a token.
-    /// Restart-only.
+    /// A second listener serving `/metrics` alone, to the same tokens as the main bind
+    /// (and `clients`). Restart-only.
     pub bind: Option<SocketAddr>,
 }
 

@@ -443,16 +443,7 @@ pub const MAX_DESCRIPTOR_CHARS: usize = 126;
 /// [`MAX_DESCRIPTOR_CHARS`]. Empty: `None`. Applied where a device is built, so the text
 /// answers, the CLI, the page and the logs all see the same clean value (issue 22).
 pub fn descriptor_string(raw: &str) -> Option<String> {
-    let clean: String = raw
-        .trim()
-        .chars()
-        .take(MAX_DESCRIPTOR_CHARS)
-        .map(|c| {
-            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
-            if c.is_control() || bidi { '?' } else { c }
-        })
-        .collect();
-    let clean = clean.trim().to_string();
+    let clean = crate::output::one_line(raw, MAX_DESCRIPTOR_CHARS);
     (!clean.is_empty()).then_some(clean)
 }
 

@@ -1,30 +1,35 @@
 //! Each board's captured console on a TCP port (labgrid's `NetworkSerialPort`, protocol
-//! raw), for the labgrid place that holds the board: output from the capture ring as it
-//! arrives, input written to the board. Anyone else who connects is told why and closed.
-//! The port is bound on `labgrid.console_bind` (loopback by default: people reach it
-//! through labgrid's SSH proxy).
+//! raw), for the labgrid place that holds the board and only for the local user who
+//! acquired it (`admission.rs`): output from the capture ring as it arrives, input written
+//! to the board. Anyone else is told why in one line and closed at once, so a refused
+//! peer holds nothing. Every byte in either direction is checked against the hold first,
+//! and a hold that ends closes the connection at that moment, a write to a client that
+//! stopped reading included (its unsent bytes are discarded, not delivered later).
 
+use super::admission::{Admitted, PortRefusal};
 use super::error::LabError;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::Lab;
 use crate::config::LabSettings;
+use crate::locks::LeaseId;
 use crate::state::AppState;
 
-/// Connections one board's console port serves at once (a person's console, a logger);
-/// more are refused with a line saying so.
+/// Connections the holder of a board may have open on its console port at once (a
+/// person's console, a logger). Counted per hold: nobody else can take them.
 const MAX_CONNECTIONS: usize = 4;
 /// Bytes sent per write from the ring.
 const CHUNK: usize = 16 << 10;
-/// How often a connection checks that its place still holds the board.
-const RECHECK: Duration = Duration::from_millis(500);
+/// The hold is re-checked on every lock event; this is the backstop between events (a
+/// place update that names another user, say).
+const RECHECK: Duration = Duration::from_millis(250);
 
 /// One bound console port.
 pub struct Listener {
@@ -53,11 +58,63 @@ pub async fn bind(
     Ok(out)
 }
 
-/// Accepts connections until `shutdown`.
+/// Open connections per hold (by lease): a new hold starts with all its slots free even
+/// while the last holder's connections are still closing.
+#[derive(Default)]
+struct Slots(Mutex<HashMap<LeaseId, usize>>);
+
+struct Slot {
+    slots: Arc<Slots>,
+    lease: LeaseId,
+}
+
+impl Slots {
+    fn take(self: &Arc<Self>, lease: &LeaseId) -> Option<Slot> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(lease.clone()).or_default();
+        if *n >= MAX_CONNECTIONS {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            slots: self.clone(),
+            lease: lease.clone(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut m = self.slots.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.lease) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.lease);
+            }
+        }
+    }
+}
+
+/// Tells a refused peer why, without waiting for it (a peer that does not read gets
+/// nothing), and closes.
+fn refuse(sock: TcpStream, why: &str) {
+    let _ = sock.try_write(format!("{why}\r\n").as_bytes());
+}
+
+/// Accepts connections until `shutdown`. Admission happens here, before anything is
+/// spawned: a refused connection is closed within the accept, so no number of them can
+/// pile up, and an admitted one belongs to the holder.
 pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Slots::default());
+    let local = match l.listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(board = %l.board, error = %e, "labgrid console: no local address");
+            return;
+        }
+    };
     loop {
-        let (mut sock, peer) = tokio::select! {
+        let (sock, peer) = tokio::select! {
             r = l.listener.accept() => match r {
                 Ok(s) => s,
                 Err(e) => {
@@ -68,92 +125,161 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
             },
             _ = shutdown.cancelled() => return,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            let _ = sock
-                .write_all(
-                    format!(
-                        "gatecmd: console of {} has {MAX_CONNECTIONS} connections already\r\n",
-                        l.board
-                    )
-                    .as_bytes(),
-                )
-                .await;
+        // A wildcard bind: the address this connection reached.
+        let local = sock.local_addr().unwrap_or(local);
+        let admitted = match lab.admit(&l.board, peer, local) {
+            Ok(a) => a,
+            Err(why) => {
+                refused(&lab, &l.board, peer, &why);
+                refuse(sock, &why.to_string());
+                continue;
+            }
+        };
+        let Some(slot) = slots.take(&admitted.hold.lease) else {
+            let why = format!(
+                "gatecmd: console of {} has {MAX_CONNECTIONS} connections of this hold already",
+                l.board
+            );
+            refuse(sock, &why);
             continue;
         };
         let lab = lab.clone();
-        let board = l.board.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            let outcome = connection(&lab, &board, &mut sock, stop).await;
-            let (place, written, why) = match outcome {
-                Ok((place, written, why)) => (Some(place), written, why),
-                Err(e) => {
-                    let why = e.to_string();
-                    let _ = sock.write_all(format!("{why}\r\n").as_bytes()).await;
-                    (None, 0, why)
-                }
+            let mut sock = sock;
+            let mut written = 0;
+            let ended = connection(&lab, &admitted, &mut sock, &mut written, stop).await;
+            let why = match &ended {
+                Ok(e) => e.to_string(),
+                Err(e) => e.to_string(),
             };
+            if let Ok(Ended::Lost(_)) = ended {
+                // Reset, not closed: what the kernel still buffers for a client that
+                // stopped reading is discarded instead of delivered after the hold.
+                let _ = sock.set_zero_linger();
+            } else {
+                let _ = sock.try_write(format!("{why}\r\n").as_bytes());
+            }
             lab.audit(
                 "labgrid_console",
-                serde_json::json!({"board": board, "peer": peer.to_string(), "place": place, "bytes_written": written, "closed": why}),
+                serde_json::json!({
+                    "board": admitted.board,
+                    "peer": peer.to_string(),
+                    "user": admitted.peer.name,
+                    "place": admitted.hold.place,
+                    "bytes_written": written,
+                    "closed": why,
+                }),
             );
             drop(slot);
         });
     }
 }
 
-/// Serves one connection while the board's place holds it; returns the place, the bytes
-/// written to the board and why it ended.
+fn refused(lab: &Lab, board: &str, peer: SocketAddr, why: &PortRefusal) {
+    tracing::info!(board = %board, %peer, why = %why, "labgrid console: connection refused");
+    lab.audit(
+        "labgrid_console_refused",
+        serde_json::json!({"board": board, "peer": peer.to_string(), "reason": why.to_string()}),
+    );
+}
+
+/// Resolves when the admitted connection may no longer act; checks on every lock event
+/// and every [`RECHECK`].
+async fn hold_lost(
+    lab: &Lab,
+    a: &Admitted,
+    events: &mut tokio::sync::broadcast::Receiver<crate::locks::LockEvent>,
+) -> PortRefusal {
+    let mut tick = tokio::time::interval(RECHECK);
+    let mut open = true;
+    loop {
+        if let Err(why) = lab.still_admitted(a) {
+            return why;
+        }
+        tokio::select! {
+            ev = events.recv(), if open => {
+                // Closed: only at shutdown; the tick goes on checking meanwhile.
+                open = !matches!(ev, Err(tokio::sync::broadcast::error::RecvError::Closed));
+            }
+            _ = tick.tick() => {}
+        }
+    }
+}
+
+/// Why an admitted console connection ended.
+#[derive(Debug, thiserror::Error)]
+enum Ended {
+    #[error("closed by the client")]
+    Client,
+    #[error("console capture stopped")]
+    Capture,
+    #[error("gatecmd stopping")]
+    Stopping,
+    /// The hold ended or changed hands: the connection is reset.
+    #[error("{0}")]
+    Lost(PortRefusal),
+}
+
+/// Serves one admitted connection while its hold lasts, counting the bytes written to
+/// the board in `written`; returns why it ended.
 async fn connection(
     lab: &Lab,
-    board: &str,
+    a: &Admitted,
     sock: &mut TcpStream,
+    written: &mut u64,
     shutdown: CancellationToken,
-) -> Result<(String, u64, String), LabError> {
-    let Some(hold) = lab.holds.get(board) else {
-        return Err(LabError::NotAcquired(board.to_string()));
+) -> Result<Ended, LabError> {
+    let Some(console) = lab.state.consoles.get(&a.board) else {
+        return Err(LabError::NoCapture(a.board.clone()));
     };
-    let Some(console) = lab.state.consoles.get(board) else {
-        return Err(LabError::NoCapture(board.to_string()));
-    };
+    let mut events = lab.state.locks.subscribe();
     let mut end = console.subscribe();
+    // From now on: nothing printed before the connection is sent.
     let (_, mut cursor) = console.bounds();
     let (mut rd, mut wr) = sock.split();
     let mut buf = vec![0u8; 4096];
     let mut telnet = Telnet::default();
-    let mut written: u64 = 0;
-    let mut recheck = tokio::time::interval(RECHECK);
     loop {
         tokio::select! {
             n = rd.read(&mut buf) => {
                 let n = n?;
                 if n == 0 {
-                    return Ok((hold.place, written, "closed by the client".into()));
+                    return Ok(Ended::Client);
+                }
+                // Bytes typed earlier may be read only now: the hold decides at the write.
+                if let Err(why) = lab.still_admitted(a) {
+                    return Ok(Ended::Lost(why));
                 }
                 let data = telnet.strip(&buf[..n]);
                 if !data.is_empty() {
                     console.write(&data).await?;
-                    written += data.len() as u64;
+                    *written += data.len() as u64;
                 }
             }
             changed = end.changed() => {
                 if changed.is_err() {
-                    return Ok((hold.place, written, "console capture stopped".into()));
+                    return Ok(Ended::Capture);
                 }
                 loop {
+                    // Sliced before the check: these bytes were captured while it held.
                     let s = console.slice(cursor, CHUNK);
                     if s.bytes.is_empty() { break; }
+                    if let Err(why) = lab.still_admitted(a) {
+                        return Ok(Ended::Lost(why));
+                    }
                     cursor = s.to;
-                    wr.write_all(&s.bytes).await?;
+                    // A client that stops reading blocks this write; the hold ending
+                    // ends it.
+                    tokio::select! {
+                        r = wr.write_all(&s.bytes) => r?,
+                        why = hold_lost(lab, a, &mut events) => return Ok(Ended::Lost(why)),
+                        _ = shutdown.cancelled() => return Ok(Ended::Stopping),
+                    }
                 }
             }
-            _ = recheck.tick() => {
-                if lab.holds.get(board).map(|h| h.lease) != Some(hold.lease.clone()) {
-                    let _ = wr.write_all(b"\r\ngatecmd: the place released the board\r\n").await;
-                    return Ok((hold.place, written, "the place released the board".into()));
-                }
-            }
-            _ = shutdown.cancelled() => return Ok((hold.place, written, "gatecmd stopping".into())),
+            why = hold_lost(lab, a, &mut events) => return Ok(Ended::Lost(why)),
+            _ = shutdown.cancelled() => return Ok(Ended::Stopping),
         }
     }
 }

@@ -43,11 +43,6 @@ pub enum LabError {
     Listen { bind: String, error: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    /// A console port connection for a board no place holds.
-    #[error(
-        "gatecmd: board {0} is not acquired through labgrid: acquire its place first (labgrid-client -p PLACE acquire)"
-    )]
-    NotAcquired(String),
     #[error("gatecmd: board {0} has no console capture running")]
     NoCapture(String),
     #[error("gatecmd: {0}")]

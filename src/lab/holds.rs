@@ -34,12 +34,18 @@ pub struct Hold {
 }
 
 impl Hold {
-    /// The lease note others read when they find the board busy.
-    pub fn note(&self) -> String {
-        match &self.user {
-            Some(u) => format!("labgrid place {} acquired by {u}", self.place),
+    /// The lease note others read when they find the board busy: the user as a clean,
+    /// short label, the whole within the lease settings' `max_note_bytes`.
+    pub fn note(&self, max_bytes: usize) -> String {
+        let note = match &self.user {
+            Some(u) => format!(
+                "labgrid place {} acquired by {}",
+                self.place,
+                super::names::user_label(u)
+            ),
             None => format!("labgrid place {}", self.place),
-        }
+        };
+        super::names::bounded(note, max_bytes)
     }
 }
 
@@ -54,6 +60,10 @@ pub enum HoldError {
     },
     #[error("gatecmd: no board {0} is configured on this exporter")]
     NoBoard(String),
+    #[error(
+        "gatecmd: a board is held only for a place named with 1-64 of [A-Za-z0-9_.:+@-]; rename the place"
+    )]
+    PlaceName,
     /// Someone other than a labgrid place holds it; the text says who (`holder`).
     #[error("{0}")]
     HeldElsewhere(String),
@@ -119,12 +129,15 @@ impl Holds {
             Some(h) => Err(HoldError::HeldByPlace {
                 board: board.to_string(),
                 place: h.place.clone(),
-                note: h.note(),
+                note: h.note(state.locks.settings().max_note_bytes),
             }),
             None => Ok(false),
         })?;
         if existing {
             return Ok(None);
+        }
+        if !super::names::valid_place(place) {
+            return Err(HoldError::PlaceName);
         }
         let config = state.config();
         let Some(cfg) = config.board(board) else {
@@ -143,7 +156,7 @@ impl Holds {
             // The longest a lease may live; renewed while the coordinator is there.
             ttl_secs: Some(settings.max_ttl.as_secs()),
             wait_secs: Some(0),
-            note: Some(hold.note()),
+            note: Some(hold.note(settings.max_note_bytes)),
         };
         let lease = board_lease_request(
             state,
@@ -259,10 +272,11 @@ impl Holds {
                 })
                 .collect()
         });
+        let max = state.locks.settings().max_note_bytes;
         for h in renew {
             let _ = state
                 .locks
-                .renew_outside(&h.lease, &holder_of(&h.place), Some(h.note()));
+                .renew_outside(&h.lease, &holder_of(&h.place), Some(h.note(max)));
         }
     }
 

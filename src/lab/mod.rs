@@ -4,8 +4,11 @@
 //! - `proto`: the coordinator messages used, as hand-written prost derives.
 //! - `resources`: a board as labgrid resources (USB loader, serial port, power port).
 //! - `holds`: the place ↔ lease bridge (holder `labgrid:<place>`).
+//! - `names`: place and user names from labgrid, checked or cleaned and bounded.
 //! - `mirror`: agent leases mirrored as place acquisitions (`EXPORTER/gatecmd:CLIENT`).
 //! - `session`: one connection: the exporter stream and the place updates.
+//! - `admission`: who may use a board's ports: the local user who acquired its place,
+//!   checked per byte and per switch (the peer's socket owner, from the kernel).
 //! - `console`: each board's captured console on a TCP port, for the place that holds it.
 //! - `power`: labgrid's `rest` power model served through the board's power backend.
 //! - `error`: why a session, a mirror call or a port failed (`LabError`).
@@ -14,10 +17,12 @@
 //! reconnect loop with bounded backoff, and the watchdog that releases labgrid-held
 //! boards once the coordinator has been gone for `labgrid.hold_secs`.
 
+mod admission;
 mod console;
 mod error;
 mod holds;
 mod mirror;
+mod names;
 mod power;
 mod proto;
 mod resources;
@@ -78,6 +83,18 @@ pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<
     };
     let consoles = console::bind(&state, &settings).await?;
     let power = power::bind(&settings).await?;
+    // Every port gatecmd opens is named where it opens (docs/SECURITY.md, "Listeners"); a
+    // NAT guest reaches them all, so each is keyed (`admission.rs`).
+    for l in consoles.values() {
+        eprintln!(
+            "gatecmd: labgrid console of {} on {}:{}",
+            l.board, settings.console_bind, l.port
+        );
+    }
+    eprintln!(
+        "gatecmd: labgrid power on {}:{}",
+        settings.console_bind, power.port
+    );
     let mut ports = resources::Ports {
         console: consoles.iter().map(|(b, l)| (b.clone(), l.port)).collect(),
         power: Some(power.port),
@@ -195,8 +212,20 @@ impl Lab {
     /// A place update: who acquired it now (`None`: nobody, or the place is gone).
     fn place_update(&self, place: &str, acquired: Option<&str>) {
         match acquired {
+            // No board is ever held for such a place (`names::valid_place`).
+            Some(_) if !names::valid_place(place) => {}
             Some(user) => {
-                lock(&self.users).insert(place.to_string(), user.to_string());
+                {
+                    let mut users = lock(&self.users);
+                    if users.len() >= names::MAX_REMEMBERED_PLACES && !users.contains_key(place) {
+                        tracing::warn!(
+                            place,
+                            "labgrid: too many acquired places to remember; this one's user is not kept"
+                        );
+                        return;
+                    }
+                    users.insert(place.to_string(), user.to_string());
+                }
                 self.holds.set_user(&self.state, place, user);
             }
             None => {

@@ -1,25 +1,44 @@
 //! labgrid's `rest` power model (`labgrid/driver/power/rest.py`: GET a URL for `0`/`1`,
 //! PUT `0`/`1` to switch) served on `labgrid.console_bind`, one URL per board by index,
 //! through the board's configured power backend (uhubctl or its on/off commands, via the
-//! executor like `power_board`). Switching needs the board held by a labgrid place and
-//! runs under that place's lease; anything else is refused with the reason.
+//! executor like `power_board`). Every request, reading included, is admitted on its own
+//! (`admission.rs`): the board held by a labgrid place and the connection owned by the
+//! local user who acquired it; the switch runs under that place's lease. The port is
+//! served by the same accept loop as `/mcp` (`transport::conn_limits`), with small caps
+//! of its own: a connection that no request of the holder has authenticated is closed
+//! after the header timeout, and the oldest such goes first when they pile up.
 
+use super::admission::PortRefusal;
 use super::error::LabError;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Extension, Path, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::Lab;
+use super::admission::Admitted;
 use super::holds::holder_of;
 use crate::boards::PowerState;
 use crate::config::LabSettings;
 use crate::locks::{CommandLockRequest, LockKey};
 use crate::tools::power::spec_for;
+use crate::transport::conn_limits::{ConnLimits, ConnTicket, LocalAddr};
+
+/// The power port's own connection caps: labgrid's power driver opens one connection per
+/// request, and only holders' requests authenticate one.
+const LIMITS: ConnLimits = ConnLimits {
+    max_connections: 64,
+    max_unauthenticated: 16,
+    max_unauthenticated_per_peer: 16,
+    header_read_timeout: Duration::from_secs(5),
+    idle_timeout: Duration::from_secs(30),
+};
 
 /// The bound power port.
 pub struct Listener {
@@ -38,9 +57,9 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
     let app = Router::new()
         .route("/power/{index}/value", get(read).put(switch))
         .with_state(lab);
-    let _ = axum::serve(l.listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await;
+    if let Err(e) = crate::transport::conn_limits::serve(l.listener, app, LIMITS, shutdown).await {
+        tracing::warn!(error = %e, "labgrid power port stopped");
+    }
 }
 
 type Answer = (StatusCode, String);
@@ -57,8 +76,43 @@ fn board_of(lab: &Lab, index: u64) -> Result<String, Answer> {
         ))
 }
 
-async fn read(State(lab): State<Arc<Lab>>, Path(index): Path<u64>) -> Result<String, Answer> {
+/// The connection as the accept loop describes it: who is at the other end, through
+/// which local address, and its ticket (marked authenticated once the holder asked).
+type Conn = (
+    ConnectInfo<SocketAddr>,
+    Option<Extension<LocalAddr>>,
+    Extension<ConnTicket>,
+);
+
+/// Admits one request to `board` (see `admission.rs`), or answers why not.
+fn admit(lab: &Lab, board: &str, conn: &Conn) -> Result<Admitted, Answer> {
+    let (ConnectInfo(peer), local, Extension(ticket)) = conn;
+    let refused = |why: PortRefusal| {
+        let status = match why {
+            PortRefusal::NotAcquired(_) | PortRefusal::HolderUnknown { .. } => StatusCode::CONFLICT,
+            PortRefusal::Lookup(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::FORBIDDEN,
+        };
+        (status, format!("{why}\n"))
+    };
+    let Some(Extension(LocalAddr(local))) = local else {
+        return Err(refused(PortRefusal::UnknownPeer));
+    };
+    let admitted = lab.admit(board, *peer, *local).map_err(refused)?;
+    ticket.authenticated();
+    Ok(admitted)
+}
+
+async fn read(
+    State(lab): State<Arc<Lab>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    local: Option<Extension<LocalAddr>>,
+    ticket: Extension<ConnTicket>,
+    Path(index): Path<u64>,
+) -> Result<String, Answer> {
     let board = board_of(&lab, index)?;
+    let conn = (ConnectInfo(peer), local, ticket);
+    admit(&lab, &board, &conn)?;
     Ok(match lab.state.boards.power_state(&board) {
         PowerState::On => "1".into(),
         // labgrid reads anything but "1" as off; unknown is shown as off.
@@ -68,10 +122,24 @@ async fn read(State(lab): State<Arc<Lab>>, Path(index): Path<u64>) -> Result<Str
 
 async fn switch(
     State(lab): State<Arc<Lab>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    local: Option<Extension<LocalAddr>>,
+    ticket: Extension<ConnTicket>,
     Path(index): Path<u64>,
     body: String,
 ) -> Result<String, Answer> {
     let board = board_of(&lab, index)?;
+    let conn = (ConnectInfo(peer), local, ticket);
+    let admitted = match admit(&lab, &board, &conn) {
+        Ok(a) => a,
+        Err(refusal) => {
+            lab.audit(
+                "labgrid_power_refused",
+                serde_json::json!({"board": board, "peer": peer.to_string(), "reason": refusal.1.trim()}),
+            );
+            return Err(refusal);
+        }
+    };
     let on = match body.trim() {
         "1" => true,
         "0" => false,
@@ -82,13 +150,14 @@ async fn switch(
             ));
         }
     };
-    let result = switch_board(&lab, &board, on).await;
+    let result = switch_board(&lab, &admitted, on).await;
     lab.audit(
         "labgrid_power",
         serde_json::json!({
             "board": board,
             "on": on,
-            "place": lab.holds.get(&board).map(|h| h.place),
+            "place": admitted.hold.place,
+            "user": admitted.peer.name,
             "ok": result.is_ok(),
             "reason": result.as_ref().err().map(|e| e.1.trim().to_string()),
         }),
@@ -96,13 +165,10 @@ async fn switch(
     result.map(|()| String::new())
 }
 
-async fn switch_board(lab: &Lab, board: &str, on: bool) -> Result<(), Answer> {
+async fn switch_board(lab: &Lab, admitted: &Admitted, on: bool) -> Result<(), Answer> {
     let conflict = |m: String| (StatusCode::CONFLICT, format!("{m}\n"));
-    let Some(hold) = lab.holds.get(board) else {
-        return Err(conflict(format!(
-            "gatecmd: board {board} is not acquired through labgrid: acquire its place first"
-        )));
-    };
+    let board = admitted.board.as_str();
+    let hold = &admitted.hold;
     let config = lab.state.config();
     let Some(cfg) = config.board(board) else {
         return Err(conflict(format!(
@@ -124,6 +190,9 @@ async fn switch_board(lab: &Lab, board: &str, on: bool) -> Result<(), Answer> {
         .acquire_for_command_wait(lock, std::time::Duration::ZERO)
         .await
         .map_err(|e| conflict(format!("gatecmd: {e}")))?;
+    // Under the command lock: the hold is checked once more where nothing can change it.
+    lab.still_admitted(admitted)
+        .map_err(|why| (StatusCode::FORBIDDEN, format!("{why}\n")))?;
     let outcome = lab
         .state
         .executor

@@ -14,12 +14,17 @@ use crate::audit::{Audit, ConsoleWriteRecord};
 use crate::console::{Console, ConsoleState, Consoles, NoLease, ReadError, ReadSpec, WriteError};
 use crate::identity::ClientIdentity;
 use crate::quotas::Full;
+use crate::refusal::common::UnknownBoard;
 use crate::refusal::{Classified, Refusal, RefusalReason};
 use crate::tools::{refusal, structured};
 
 /// Why `console_read` or `console_write` (or the console resource) said no.
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {
+    /// No board of that name at all: `not_found`, as from every tool.
+    #[error("{0}")]
+    UnknownBoard(#[from] UnknownBoard),
+    /// A configured board without a `console:`.
     #[error(
         "board {board:?} has no console here ({}); list_boards shows every board",
         if with_console.is_empty() {
@@ -65,6 +70,7 @@ impl Classified for ConsoleError {
     fn reason(&self) -> RefusalReason {
         use RefusalReason as R;
         match self {
+            ConsoleError::UnknownBoard(e) => e.reason(),
             ConsoleError::NoConsole { .. } => R::NotConfigured,
             ConsoleError::NoLease(e) if e.held_by_other => R::DeviceBusy,
             ConsoleError::NoLease(_) => R::NotPermitted,
@@ -159,12 +165,29 @@ pub struct ConsoleWriteResult {
     pub cursor: u64,
 }
 
-/// The board's console, or why not.
-fn console_of(consoles: &Consoles, board: &str) -> Result<Console, ConsoleError> {
+/// The board's console, or why not: no such board (`boards`: the configured boards'
+/// names), or a board without a console.
+fn console_of(
+    consoles: &Consoles,
+    boards: &[String],
+    board: &str,
+) -> Result<Console, ConsoleError> {
+    if !boards.iter().any(|b| b == board) {
+        return Err(UnknownBoard {
+            name: board.to_string(),
+            known: boards.to_vec(),
+        }
+        .into());
+    }
     consoles.get(board).ok_or_else(|| ConsoleError::NoConsole {
         board: board.to_string(),
         with_console: consoles.boards(),
     })
+}
+
+/// The configured boards' names, in config order.
+pub fn board_names(config: &crate::config::Config) -> Vec<String> {
+    config.boards.iter().map(|b| b.name.clone()).collect()
 }
 
 /// Builds the read from the request, or the refusal.
@@ -226,17 +249,25 @@ pub async fn read_for(
     } else {
         None
     };
-    read(&state.consoles, who, req, cancel).await
+    read(
+        &state.consoles,
+        &board_names(&state.config()),
+        who,
+        req,
+        cancel,
+    )
+    .await
 }
 
 /// `console_read`: needs the board's lease, unless the client is `admin`.
 pub async fn read(
     consoles: &Consoles,
+    boards: &[String],
     who: &ClientIdentity,
     req: ConsoleReadRequest,
     cancel: &CancellationToken,
 ) -> CallToolResult {
-    let console = match console_of(consoles, &req.board) {
+    let console = match console_of(consoles, boards, &req.board) {
         Ok(c) => c,
         Err(e) => return refusal(e.into()),
     };
@@ -295,6 +326,7 @@ fn render_read(
 /// `console_write`: needs the board's lease; audited by length and SHA-256, never the bytes.
 pub async fn write(
     consoles: &Consoles,
+    boards: &[String],
     audit: &Audit,
     who: &ClientIdentity,
     req: ConsoleWriteRequest,
@@ -325,7 +357,7 @@ pub async fn write(
             max: MAX_WRITE_BYTES,
         });
     }
-    let console = match console_of(consoles, &req.board) {
+    let console = match console_of(consoles, boards, &req.board) {
         Ok(c) => c,
         Err(e) => return refuse(e),
     };
@@ -366,10 +398,11 @@ pub struct ConsoleSnapshot {
 /// The console resource of `board` for `who` (the lease, or `admin`, as for `console_read`).
 pub fn snapshot(
     consoles: &Consoles,
+    boards: &[String],
     who: &ClientIdentity,
     board: &str,
 ) -> Result<ConsoleSnapshot, Refusal> {
-    let console = console_of(consoles, board)?;
+    let console = console_of(consoles, boards, board)?;
     if !who.admin {
         consoles
             .access()

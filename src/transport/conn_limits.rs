@@ -53,6 +53,12 @@ impl ConnLimits {
     }
 }
 
+/// The address a connection reached (this side of it), in its requests' extensions: with
+/// the peer's address it names the connection for a `sock_diag` lookup
+/// (`transport::peer_user`).
+#[derive(Debug, Clone, Copy)]
+pub struct LocalAddr(pub SocketAddr);
+
 /// One connection's handle, in its requests' extensions: the request guard calls
 /// [`ConnTicket::authenticated`] once a request passed the token check.
 #[derive(Clone)]
@@ -416,14 +422,18 @@ async fn serve_connection(
     }
     let epoch = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
+    let req_ticket = ticket.clone();
+    let local = tcp.local_addr().ok().map(LocalAddr);
     let io = TokioIo::new(Watched {
         tcp,
         last: last.clone(),
         epoch,
     });
-    let req_ticket = ticket.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
         req.extensions_mut().insert(ConnectInfo(peer));
+        if let Some(local) = local {
+            req.extensions_mut().insert(local);
+        }
         req.extensions_mut().insert(req_ticket.clone());
         let mut router = router.clone();
         async move {

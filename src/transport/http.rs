@@ -1,12 +1,12 @@
 //! The HTTP front: `/mcp` (rmcp's Streamable HTTP service behind the auth and Origin/Host
 //! checks) and `/health` (no auth, no secrets).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -16,50 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::identity::ClientIdentity;
 use crate::server::GatecmdServer;
 use crate::state::AppState;
-use crate::transport::auth::{AuthError, Credentials, OriginPolicy};
 pub use crate::transport::conn_limits::ConnLimits;
-use crate::transport::conn_limits::ConnTicket;
+pub use crate::transport::gate::{Access, Gate, admit};
 use crate::transport::json_answer::QuickTools;
 use crate::transport::sessions::LeaseReleasingSessions;
-
-/// Who may call `/mcp`.
-#[derive(Clone)]
-pub enum Access {
-    /// Bearer tokens of the configured clients.
-    Tokens(Credentials),
-    /// `--no-auth` on a loopback bind: every caller is the client `anonymous`.
-    Open,
-}
-
-/// The request guard's state; swapped as a whole on reload.
-pub struct Gate {
-    inner: RwLock<Arc<(Access, OriginPolicy)>>,
-}
-
-impl Gate {
-    pub fn new(access: Access, policy: OriginPolicy) -> Arc<Self> {
-        Arc::new(Gate {
-            inner: RwLock::new(Arc::new((access, policy))),
-        })
-    }
-
-    /// Replaces tokens and policy (config reload).
-    pub fn replace(&self, access: Access, policy: OriginPolicy) {
-        let new = Arc::new((access, policy));
-        match self.inner.write() {
-            Ok(mut g) => *g = new,
-            Err(p) => *p.into_inner() = new,
-        }
-    }
-
-    /// The tokens and policy in force (the bench page checks its sign-ins against them).
-    pub fn current(&self) -> Arc<(Access, OriginPolicy)> {
-        match self.inner.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-}
 
 type Rmcp = StreamableHttpService<GatecmdServer, LeaseReleasingSessions>;
 
@@ -173,47 +133,9 @@ async fn health() -> impl IntoResponse {
 async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
     let current = gate.current();
     let (access, policy) = &*current;
-    let headers = req.headers();
-    let origin = headers
-        .get(header::ORIGIN)
-        .map(|v| v.to_str().unwrap_or("<non-ascii>"));
-    let host = headers
-        .get(header::HOST)
-        .map(|v| v.to_str().unwrap_or("<non-ascii>"));
-    // An absolute-form target (`POST http://evil.example/mcp`) names the host the client
-    // meant; it answers to the same policy as the Host header.
-    let target = req.uri().authority().map(|a| a.as_str());
-    let checked = policy
-        .check(origin, host)
-        .and_then(|()| target.map_or(Ok(()), |t| policy.check_host(t)));
-    if let Err(e) = checked {
-        tracing::warn!(error = %e, "request refused");
-        return error_response(StatusCode::FORBIDDEN, "forbidden", &e);
+    if let Err(refused) = admit(access, policy, &mut req) {
+        return *refused;
     }
-    let identity = match access {
-        Access::Open => {
-            req.extensions_mut()
-                .insert(crate::transport::metrics::Unrestricted);
-            ClientIdentity::local("anonymous")
-        }
-        Access::Tokens(creds) => {
-            let auth = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .map(HeaderValue::as_bytes);
-            match creds.authenticate(auth) {
-                Ok(id) => id,
-                Err(e) => {
-                    tracing::warn!(error = %e, "request refused");
-                    return error_response(StatusCode::UNAUTHORIZED, "unauthorized", &e);
-                }
-            }
-        }
-    };
-    if let Some(ticket) = req.extensions().get::<ConnTicket>() {
-        ticket.authenticated();
-    }
-    req.extensions_mut().insert(identity);
     next.run(req).await
 }
 
@@ -261,20 +183,6 @@ async fn session_end_status(req: Request, next: Next) -> Response {
     let mut resp = next.run(req).await;
     if delete && resp.status() == StatusCode::ACCEPTED {
         *resp.status_mut() = StatusCode::NO_CONTENT;
-    }
-    resp
-}
-
-fn error_response(status: StatusCode, code: &str, e: &AuthError) -> Response {
-    let body = axum::Json(serde_json::json!({ "error": code, "message": e.to_string() }));
-    let mut resp = (status, body).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        let value = match e {
-            AuthError::Missing => "Bearer",
-            _ => "Bearer error=\"invalid_token\"",
-        };
-        resp.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(value));
     }
     resp
 }

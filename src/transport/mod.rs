@@ -4,19 +4,25 @@
 //! - `http`: the axum router: `/mcp` behind the request guard, `/health`, `/metrics`.
 //! - `conn_limits`: the accept loop: header/idle timeouts, connection caps, eviction of the
 //!   oldest unauthenticated connection.
+//! - `gate`: the tokens and policy in force, and the one admission decision of every HTTP
+//!   listener (`/mcp` and the page's bind, `metrics.bind`).
 //! - `auth`: bearer tokens of named clients (constant-time), Origin and Host checks.
 //! - `body_limit`: `limits.max_request_body_bytes` enforced with the value in force.
 //! - `metrics`: the `/metrics` scrape: gauges read from the state, the exposition formats.
 //! - `json_answer`: a POST answered within two seconds goes out as one JSON body, not SSE.
 //! - `open_answers`: answers not yet read, bounded per client.
+//! - `peer_user`: the local user that owns a TCP peer's socket (`sock_diag`), for the raw
+//!   protocols that carry no credential of their own (the labgrid ports).
 //! - `sessions`: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
 
 pub mod auth;
 pub mod body_limit;
 pub mod conn_limits;
+pub mod gate;
 pub mod http;
 pub mod json_answer;
 pub mod metrics;
 pub mod open_answers;
+pub mod peer_user;
 pub mod sessions;

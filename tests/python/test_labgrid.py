@@ -5,6 +5,7 @@ An agent is the official MCP Python SDK."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -27,8 +28,11 @@ from conftest import Testbed as UmockdevBed
 pytestmark = pytest.mark.anyio
 
 VENV_BIN = Path(sys.executable).parent
-# A person at a desk: labgrid names them HOST/USER.
-PERSON = {"LG_HOSTNAME": "desk", "LG_USERNAME": "alice"}
+# A person at a desk: labgrid names them HOST/USER. USER is this test's own account: the
+# console and power ports serve only the local user a place was acquired under (issue 29),
+# and labgrid-client connects to them from this process's user.
+USER = getpass.getuser()
+PERSON = {"LG_HOSTNAME": "desk", "LG_USERNAME": USER}
 HOLD_SECS = 3
 
 
@@ -92,7 +96,7 @@ class Coordinator:
         if place:
             argv += ["-p", place]
         r = subprocess.run(
-            argv + list(args), capture_output=True, text=True, timeout=30, env=dict(os.environ, **PERSON, **(env or {}))
+            argv + list(args), capture_output=True, text=True, timeout=30, env={**os.environ, **PERSON, **(env or {})}
         )
         if check and r.returncode != 0:
             pytest.fail(f"labgrid-client {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -246,10 +250,10 @@ async def test_one_lock_for_people_and_agents(lab):
     r = await lock_board(b.server.url)
     assert r.is_error and "labgrid:p1" in text(r), text(r)
     deadline = time.monotonic() + 5
-    while "desk/alice" not in text(r) and time.monotonic() < deadline:
+    while f"desk/{USER}" not in text(r) and time.monotonic() < deadline:
         await anyio.sleep(0.05)
         r = await lock_board(b.server.url)
-    assert "desk/alice" in text(r), text(r)
+    assert f"desk/{USER}" in text(r), text(r)
     # Released: the agent gets it.
     c.client("release", place="p1")
     r = await lock_board(b.server.url)
@@ -313,16 +317,21 @@ async def test_console_and_power_through_gatecmd(lab):
     # labgrid-client power cycle: off, labgrid's 2 s delay, on, through the board's commands.
     c.client("power", "cycle", place="p1")
     assert (b.dir / "power.log").read_text().split() == ["off", "on"]
-    c.client("release", place="p1")
-    # Released: the power port refuses to switch (what labgrid's rest model would PUT).
     url = next(line for line in resources(c).splitlines() if "/power/{index}/value" in line)
     url = url.split("'")[3].replace("{index}", "0")
+    # The holder reads the state (what labgrid's rest model GETs).
     assert urllib.request.urlopen(url, timeout=5).read() == b"1"
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(urllib.request.Request(url, data=b"0", method="PUT"), timeout=5)
-    assert refused.value.code == 409 and b"not acquired through labgrid" in refused.value.read()
+    c.client("release", place="p1")
+    # Released: the power port neither switches nor answers (what labgrid's rest model would PUT).
+    for req in [urllib.request.Request(url, data=b"0", method="PUT"), urllib.request.Request(url)]:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=5)
+        assert refused.value.code == 409 and b"not acquired through labgrid" in refused.value.read()
     power = [e for e in b.audit() if e.get("event") == "labgrid_power"]
-    assert [e["ok"] for e in power] == [True, True, False], power
+    assert [e["ok"] for e in power] == [True, True], power
+    assert [e["reason"] for e in b.audit() if e.get("event") == "labgrid_power_refused"] == [
+        "gatecmd: board rock5b-1 is not acquired through labgrid: acquire its place first (labgrid-client -p PLACE acquire)"
+    ]
     assert (b.dir / "power.log").read_text().split() == ["off", "on"]
 
 
@@ -422,7 +431,7 @@ async def test_a_reservation_goes_to_the_host_whose_board_no_agent_holds(tmp_pat
         shown = c.client("show", place="+", env={"LG_TOKEN": token}).stdout
         assert "Place 'p2'" in shown, shown
         c.client("acquire", place="+", env={"LG_TOKEN": token})
-        assert acquired_by(c, "p2") == "desk/alice"
+        assert acquired_by(c, "p2") == f"desk/{USER}"
         # And host 2's board is the person's: its agent is refused naming the place.
         r = await lock_board(b2.server.url)
         assert r.is_error and "labgrid:p2" in text(r), text(r)

@@ -366,3 +366,80 @@ fn split_words(line: &str, status: i32) -> Vec<String> {
     }
     words
 }
+
+/// Debian's default coloured prompt (`/etc/skel/.bashrc` with `force_color_prompt`): the
+/// window title (OSC 0), then `user@host:dir$ ` in colours.
+pub const BASH_PS1: &str =
+    r"\[\e]0;\u@\h: \w\a\]\[\033[01;32m\]\u@\h\[\033[00m\]:\[\033[01;34m\]\w\[\033[00m\]\$ ";
+
+/// An ordinary interactive bash as a board: Debian's bash with its line editor, bracketed
+/// paste on and a coloured prompt, on a pseudo-terminal of its own (its controlling
+/// terminal). The server opens `link`, a second pty joined to bash's by a relay that
+/// paces each direction at `baud` (10 bits a byte), as a UART between two machines
+/// would. Lives until the test process ends; the relay threads end with it.
+pub fn plug_bash(link: &Path, baud: u32) {
+    use std::os::unix::process::CommandExt;
+    let board = nix::pty::openpty(None, None).expect("openpty (board)");
+    let wire = nix::pty::openpty(None, None).expect("openpty (wire)");
+    // A UART does not echo: until the server opens its end (and sets it raw itself), the
+    // wire's tty must not send bash's output back to bash as typed input.
+    let mut raw = nix::sys::termios::tcgetattr(&wire.slave).expect("tcgetattr");
+    nix::sys::termios::cfmakeraw(&mut raw);
+    nix::sys::termios::tcsetattr(&wire.slave, nix::sys::termios::SetArg::TCSANOW, &raw)
+        .expect("tcsetattr");
+    let wire_slave = std::fs::read_link(format!("/proc/self/fd/{}", wire.slave.as_raw_fd()))
+        .expect("slave path");
+    std::os::unix::fs::symlink(wire_slave, link).expect("symlink");
+    let keep: OwnedFd = wire.slave;
+    let slave = File::from(board.slave);
+    let home = std::env::temp_dir();
+    let mut cmd = std::process::Command::new("/bin/bash");
+    cmd.args(["--norc", "--noprofile", "-i"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TERM", "xterm-256color")
+        .env("HOME", &home)
+        .env("PS1", BASH_PS1)
+        .env("INPUTRC", "/dev/null")
+        .current_dir(&home)
+        .stdin(slave.try_clone().expect("stdin"))
+        .stdout(slave.try_clone().expect("stdout"))
+        .stderr(slave);
+    // SAFETY: between fork and exec only async-signal-safe calls: a new session, and the
+    // pty (fd 0) as its controlling terminal, as getty gives a login shell.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("bash");
+    let board_master = File::from(board.master);
+    let wire_master = File::from(wire.master);
+    relay(
+        board_master.try_clone().expect("clone"),
+        wire_master.try_clone().expect("clone"),
+        baud,
+    );
+    relay(wire_master, board_master, baud);
+    std::thread::spawn(move || {
+        let _keep = keep;
+        let mut child = child;
+        let _ = child.wait();
+    });
+}
+
+/// Copies `from` to `to` at most `baud / 10` bytes a second.
+fn relay(mut from: File, mut to: File, baud: u32) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs_f64(n as f64 * 10.0 / baud as f64));
+        }
+    });
+}

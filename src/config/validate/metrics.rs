@@ -1,5 +1,5 @@
-//! `metrics:`: the listed clients exist, and `metrics.bind` is a loopback address other
-//! than the main bind (it serves `/metrics` without a token).
+//! `metrics:`: the listed clients exist, and `metrics.bind` is an address other than the
+//! main bind (it serves `/metrics` to the same tokens).
 
 use std::net::SocketAddr;
 
@@ -37,18 +37,6 @@ impl Validator {
         let metrics_bind = raw.bind.and_then(|b| {
             let at = self.at("metrics.bind");
             let addr = self.value(parse_bind(&b), at, "metrics.bind".into())?;
-            if !addr.ip().is_loopback() {
-                self.err(
-                    at,
-                    "metrics.bind".into(),
-                    format!(
-                        "{addr} is not a loopback address: metrics.bind serves /metrics without a token, \
-                         so only 127.0.0.1 or [::1] is accepted; scrape the main bind with a client's \
-                         token from elsewhere"
-                    ),
-                );
-                return None;
-            }
             if addr == bind {
                 self.err(
                     at,
@@ -81,17 +69,12 @@ mod tests {
     }
 
     #[test]
-    fn listed_clients_must_exist_and_the_bind_must_be_loopback_and_its_own() {
+    fn listed_clients_must_exist_and_the_bind_must_be_its_own() {
         let e = errors(
             "clients:\n  - name: vm-a\n    token: aaaaaaaaaaaaaaaaaaaa\nmetrics:\n  clients: [vm-b]\n",
         );
         assert!(
             e.contains("t.yaml:5") && e.contains("metrics.clients[0]") && e.contains("vm-a"),
-            "{e}"
-        );
-        let e = errors("metrics:\n  bind: 192.168.1.2:9223\n");
-        assert!(
-            e.contains("metrics.bind") && e.contains("not a loopback address"),
             "{e}"
         );
         let e = errors("bind: 127.0.0.1:9222\nmetrics:\n  bind: 127.0.0.1:9222\n");

@@ -8,7 +8,7 @@
 //! - `census`: the gauges that are state (leases, waiters, devices, sessions), read from
 //!   `AppState` at each scrape.
 //! - `encode`: content negotiation and the two exposition formats.
-//! - `route`: the `/metrics` handlers (main bind, loopback `metrics.bind`) and the layer
+//! - `route`: the `/metrics` handlers (main bind, `metrics.bind`, both to a token) and the layer
 //!   counting HTTP answers.
 
 mod census;
@@ -16,4 +16,4 @@ mod encode;
 mod route;
 
 pub use encode::Format;
-pub use route::{PATH, Unrestricted, answer, count_status, loopback_router, scrape};
+pub use route::{PATH, Unrestricted, answer, bind_router, count_status, scrape};

@@ -1,7 +1,8 @@
 //! `GET /metrics`: on the main bind behind the request guard (a configured client's bearer
 //! token, optionally only the clients listed in `metrics.clients`; open under `--no-auth`),
-//! and on the optional loopback-only `metrics.bind` without a token. Host and Origin are
-//! checked on both. Also the layer that counts every HTTP answer by status.
+//! and on the optional `metrics.bind` listener behind the same token check with its own
+//! Host policy (a NAT guest reaches every port of the host's loopback, so the address is
+//! never the credential). Also the layer that counts every HTTP answer by status.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use crate::identity::ClientIdentity;
 use crate::metrics::{counters, http_answer, route_of};
 use crate::state::AppState;
 use crate::transport::auth::OriginPolicy;
+use crate::transport::gate::{Access, Gate, admit};
 
 /// The path both binds serve.
 pub const PATH: &str = "/metrics";
@@ -29,14 +31,20 @@ pub struct Unrestricted;
 
 /// The main bind's `/metrics` handler; mount it inside the request guard.
 pub async fn scrape(State(state): State<Arc<AppState>>, req: Request) -> Response {
-    let config = state.config();
-    if !config.metrics.enabled {
+    if !state.config().metrics.enabled {
         return error(
             StatusCode::NOT_FOUND,
             "not_found",
             "metrics are off on this bind (metrics.enabled: false)",
         );
     }
+    scrape_allowed(&state, req)
+}
+
+/// The scrape for a request the guard let through, if its client is one `metrics.clients`
+/// allows (every client when the list is empty; everyone under `--no-auth`).
+fn scrape_allowed(state: &AppState, req: Request) -> Response {
+    let config = state.config();
     let open = req.extensions().get::<Unrestricted>().is_some();
     let who = req
         .extensions()
@@ -53,7 +61,7 @@ pub async fn scrape(State(state): State<Arc<AppState>>, req: Request) -> Respons
             "this client may not read /metrics: it is not listed in metrics.clients",
         );
     }
-    answer(&state, req.headers())
+    answer(state, req.headers())
 }
 
 /// The scrape itself: the process's counters and the state's gauges, in the format the
@@ -76,43 +84,36 @@ pub fn answer(state: &AppState, headers: &HeaderMap) -> Response {
     }
 }
 
-/// The router of the loopback-only `metrics.bind`: `/metrics` without a token, behind the
-/// Host/Origin check (loopback names and `allowed_hosts`, as in force).
-pub fn loopback_router(state: Arc<AppState>, bind: SocketAddr) -> Router {
+/// The router of `metrics.bind`: `/metrics` alone, behind the same check as the main bind
+/// (`http::admit`: the tokens in force from `gate`, a Host policy for this address), for
+/// the clients `metrics.clients` allows. `metrics.enabled` concerns the main bind only.
+pub fn bind_router(state: Arc<AppState>, gate: Arc<Gate>, bind: SocketAddr) -> Router {
     Router::new()
         .route(
             PATH,
             axum::routing::get(
-                |State(state): State<Arc<AppState>>, headers: HeaderMap| async move {
-                    answer(&state, &headers)
+                |State(state): State<Arc<AppState>>, req: Request| async move {
+                    scrape_allowed(&state, req)
                 },
             ),
         )
         .layer(axum::middleware::from_fn_with_state(
-            (state.clone(), bind),
-            check_host,
+            (state.clone(), gate, bind),
+            bind_guard,
         ))
         .with_state(state)
 }
 
-async fn check_host(
-    State((state, bind)): State<(Arc<AppState>, SocketAddr)>,
-    req: Request,
+async fn bind_guard(
+    State((state, gate, bind)): State<(Arc<AppState>, Arc<Gate>, SocketAddr)>,
+    mut req: Request,
     next: Next,
 ) -> Response {
-    let checked = {
-        let policy = OriginPolicy::new(&state.config(), bind, false);
-        let headers = req.headers();
-        let value = |name| {
-            headers
-                .get(name)
-                .map(|v: &axum::http::HeaderValue| v.to_str().unwrap_or("<non-ascii>"))
-        };
-        policy.check(value(header::ORIGIN), value(header::HOST))
-    };
-    if let Err(e) = checked {
-        tracing::warn!(error = %e, "metrics request refused");
-        return error(StatusCode::FORBIDDEN, "forbidden", &e.to_string());
+    let current = gate.current();
+    let access = &current.0;
+    let policy = OriginPolicy::new(&state.config(), bind, matches!(access, Access::Tokens(_)));
+    if let Err(refused) = admit(access, &policy, &mut req) {
+        return *refused;
     }
     next.run(req).await
 }
