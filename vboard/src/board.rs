@@ -22,12 +22,13 @@ use crate::flash::Flash;
 use crate::gadget::{Gadget, Identity, host_port};
 use crate::rockusb::Mode;
 
+mod powered;
 mod usb;
 
 /// How long a re-enumerating board stays off the bus (a real board's reset is similar).
-const ABSENCE: Duration = Duration::from_millis(300);
+pub(crate) const ABSENCE: Duration = Duration::from_millis(300);
 /// How long the host gets to enumerate a bound gadget.
-const ENUMERATE: Duration = Duration::from_secs(10);
+pub(crate) const ENUMERATE: Duration = Duration::from_secs(10);
 const IDB_LBA: u64 = 0x40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
