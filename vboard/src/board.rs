@@ -88,7 +88,10 @@ pub fn log(board: &str, line: &str) {
         .get_or_init(std::time::Instant::now)
         .elapsed()
         .as_secs_f64();
-    eprintln!("[{t:9.3}] {board}: {line}");
+    // One write(2) per line: eprintln! writes each formatted piece on its own, and in the
+    // VM tests another process's line could land between the pieces (seen: `[STEP rd …`).
+    let text = format!("[{t:9.3}] {board}: {line}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
