@@ -81,6 +81,11 @@ pub enum SparseError {
         expected: u64,
         got: u64,
     },
+    ChunkTotal {
+        index: u32,
+        total: u64,
+        header: u16,
+    },
     UnknownChunk {
         index: u32,
         kind: u16,
@@ -126,6 +131,14 @@ impl std::fmt::Display for SparseError {
             } => write!(
                 f,
                 "chunk {index} ({kind}) carries {got} data bytes (expected {expected})"
+            ),
+            SparseError::ChunkTotal {
+                index,
+                total,
+                header,
+            } => write!(
+                f,
+                "chunk {index}'s total_sz {total} is smaller than its {header}-byte header"
             ),
             SparseError::UnknownChunk { index, kind } => write!(
                 f,
@@ -205,15 +218,13 @@ pub fn parse(data: &[u8]) -> Result<Image<'_>, SparseError> {
             &format!("chunk {index}'s header"),
         )?;
         let (kind, blocks, total) = (le16(h, 0), le32(h, 4) as u64, le32(h, 8) as u64);
-        let body_len = total.saturating_sub(chunk_hdr as u64);
-        if total < chunk_hdr as u64 {
-            return Err(SparseError::ChunkSize {
+        let Some(body_len) = total.checked_sub(chunk_hdr as u64) else {
+            return Err(SparseError::ChunkTotal {
                 index,
-                kind: "header",
-                expected: chunk_hdr as u64,
-                got: total,
+                total,
+                header: chunk_hdr,
             });
-        }
+        };
         let body_at = at + chunk_hdr as usize;
         let body = take(
             data,
@@ -221,7 +232,7 @@ pub fn parse(data: &[u8]) -> Result<Image<'_>, SparseError> {
             body_len as usize,
             &format!("chunk {index}'s data"),
         )?;
-        let expect = |kind: &'static str, expected: u64| {
+        let check_len = |kind: &'static str, expected: u64| {
             if body_len == expected {
                 Ok(())
             } else {
@@ -235,19 +246,19 @@ pub fn parse(data: &[u8]) -> Result<Image<'_>, SparseError> {
         };
         let data = match kind {
             CHUNK_RAW => {
-                expect("RAW", blocks * bs)?;
+                check_len("RAW", blocks * bs)?;
                 Data::Raw(body)
             }
             CHUNK_FILL => {
-                expect("FILL", 4)?;
+                check_len("FILL", 4)?;
                 Data::Fill(le32(body, 0))
             }
             CHUNK_DONT_CARE => {
-                expect("DONT_CARE", 0)?;
+                check_len("DONT_CARE", 0)?;
                 Data::DontCare
             }
             CHUNK_CRC32 => {
-                expect("CRC32", 4)?;
+                check_len("CRC32", 4)?;
                 let stored = le32(body, 0);
                 // Computed only here: fastboot sends no CRC32 chunks, and expanding a
                 // large DONT_CARE region for nothing would cost time.
@@ -468,6 +479,17 @@ mod tests {
         let bad = build(4096, &[(CHUNK_RAW, 2, vec![0u8; 4096])]);
         let e = parse(&bad).expect_err("size");
         assert!(e.to_string().contains("expected 8192"), "{e}");
+        // A total_sz smaller than the chunk header.
+        let mut short = good.clone();
+        short[28 + 8] = 4;
+        short[28 + 9] = 0;
+        short[28 + 10] = 0;
+        short[28 + 11] = 0;
+        let e = parse(&short).expect_err("total_sz");
+        assert!(
+            e.to_string().contains("smaller than its 12-byte header"),
+            "{e}"
+        );
         // Unknown chunk type.
         let bad = build(4096, &[(0xCAC9, 1, vec![])]);
         assert!(matches!(

@@ -268,4 +268,12 @@ fn usbvm_fastboot_and_dfu() {
     if let Some(d) = &out_dir {
         std::fs::write(d.join("timing.txt"), timing).expect("timing");
     }
+    // The vboard's own log, stamped: where the time went.
+    if let Some(a) = r.log.find("BEGIN vboard stderr\n") {
+        let rest = &r.log[a..];
+        println!(
+            "{}",
+            &rest[..rest.find("END vboard stderr").unwrap_or(rest.len())]
+        );
+    }
 }

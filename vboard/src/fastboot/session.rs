@@ -84,7 +84,11 @@ impl<'a> Session<'a> {
                 let r = match self.vars.get(&name, &args) {
                     Ok(v) => Response::Okay(v),
                     Err(e) => {
-                        log(format!("fastboot: getvar:{name}: {e}"));
+                        let full = std::iter::once(name.as_str())
+                            .chain(args.iter().map(String::as_str))
+                            .collect::<Vec<_>>()
+                            .join(":");
+                        log(format!("fastboot: getvar:{full} refused: {e}"));
                         Response::Fail(e)
                     }
                 };
