@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::{Board, State};
-use crate::family::{Family, Powered, ready_line};
+use crate::family::{Family, Powered, ReadyLine};
 
 impl Powered for Board {
     fn name(&self) -> &str {
@@ -43,19 +43,17 @@ impl Powered for Board {
 
     fn ready_line(&self) -> String {
         let (ru, cu) = self.udcs();
-        let (rp, cp) = self.ports();
-        ready_line(
-            &self.name,
-            "rockusb",
-            ru,
-            rp,
-            cu,
-            cp,
-            &self.tty(),
-            self.flash.path(),
-            self.flash.sectors() * 512,
-            Family::Rockchip,
-        )
+        ReadyLine {
+            name: &self.name,
+            kind: "rockusb",
+            udc: ru,
+            console_udc: cu,
+            tty: &self.tty(),
+            flash: self.flash.path(),
+            bytes: self.flash.sectors() * 512,
+            family: Family::Rockchip,
+        }
+        .to_string()
     }
 
     fn shutdown(&self) {

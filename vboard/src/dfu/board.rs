@@ -30,7 +30,7 @@ use crate::console::bootlog;
 use crate::console::port::ConsolePort;
 use crate::family::base::{Base, HasBase, Mode, later};
 use crate::family::function::{self, Function};
-use crate::family::{Family, Powered, ready_line};
+use crate::family::{Family, Powered, ReadyLine};
 use crate::ffs::{Ep0, Event, Setup};
 use crate::flash::{Flash, SECTOR};
 use crate::gadget::{Gadget, Identity, host_port};
@@ -403,18 +403,17 @@ impl Powered for DfuBoard {
     }
 
     fn ready_line(&self) -> String {
-        ready_line(
-            &self.base.name,
-            "dfu",
-            &self.dfu.gadget.udc,
-            host_port(&self.dfu.gadget.udc),
-            self.base.console.udc(),
-            self.base.console.port(),
-            &self.base.console.tty(),
-            self.base.flash.path(),
-            self.base.flash.sectors() * SECTOR,
-            Family::Dfu,
-        )
+        ReadyLine {
+            name: &self.base.name,
+            kind: "dfu",
+            udc: &self.dfu.gadget.udc,
+            console_udc: self.base.console.udc(),
+            tty: &self.base.console.tty(),
+            flash: self.base.flash.path(),
+            bytes: self.base.flash.sectors() * SECTOR,
+            family: Family::Dfu,
+        }
+        .to_string()
     }
 
     fn shutdown(&self) {

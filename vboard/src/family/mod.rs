@@ -51,8 +51,7 @@ pub trait Powered: Send + Sync {
     fn power_off(&self) -> Result<&'static str, String>;
     /// The board's entry in `status`.
     fn status(&self) -> serde_json::Value;
-    /// The board's line after `gatecmd-vboard ready: …`: `board NAME KIND=UDC port=PORT
-    /// console=UDC port=PORT tty=… flash=… size=… family=FAMILY`.
+    /// The board's line after `gatecmd-vboard ready: …` ([`ReadyLine`]).
     fn ready_line(&self) -> String;
     /// Takes the board off the bus (serve is stopping).
     fn shutdown(&self);
@@ -60,29 +59,39 @@ pub trait Powered: Send + Sync {
     fn ffs_dirs(&self) -> Vec<PathBuf>;
 }
 
-/// The ready line's common shape (vbench.py parses `board NAME rockusb=… port=(…)
-/// console=… port=(…)`; other families put their own word where `rockusb` is).
-#[allow(clippy::too_many_arguments)]
-pub fn ready_line(
-    name: &str,
-    kind: &str,
-    udc: &str,
-    port: Option<String>,
-    console_udc: &str,
-    console_port: Option<String>,
-    tty: &std::path::Path,
-    flash: &std::path::Path,
-    bytes: u64,
-    family: Family,
-) -> String {
-    format!(
-        "board {name} {kind}={udc} port={} console={console_udc} port={} tty={} flash={} size={bytes} family={}",
-        port.as_deref().unwrap_or("?"),
-        console_port.as_deref().unwrap_or("?"),
-        tty.display(),
-        flash.display(),
-        family.name()
-    )
+/// A board's ready line (vbench.py parses `board NAME rockusb=… port=(…) console=…
+/// port=(…)`; other families put their own word where `rockusb` is, and `family=` comes last
+/// so that parse still works).
+pub struct ReadyLine<'a> {
+    pub name: &'a str,
+    /// The flashing device's word: `rockusb`, `fastboot`, `dfu`.
+    pub kind: &'a str,
+    pub udc: &'a str,
+    pub console_udc: &'a str,
+    pub tty: &'a std::path::Path,
+    pub flash: &'a std::path::Path,
+    pub bytes: u64,
+    pub family: Family,
+}
+
+impl std::fmt::Display for ReadyLine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let port = |udc| crate::gadget::host_port(udc).unwrap_or_else(|| "?".into());
+        write!(
+            f,
+            "board {} {}={} port={} console={} port={} tty={} flash={} size={} family={}",
+            self.name,
+            self.kind,
+            self.udc,
+            port(self.udc),
+            self.console_udc,
+            port(self.console_udc),
+            self.tty.display(),
+            self.flash.display(),
+            self.bytes,
+            self.family.name()
+        )
+    }
 }
 
 #[cfg(test)]
@@ -101,21 +110,20 @@ mod tests {
 
     #[test]
     fn the_ready_line_keeps_the_rockchip_shape() {
-        let l = ready_line(
-            "vb1",
-            "rockusb",
-            "dummy_udc.0",
-            Some("1-1".into()),
-            "dummy_udc.1",
-            None,
-            std::path::Path::new("/dev/ttyGS0"),
-            std::path::Path::new("/run/vb/vb1.flash"),
-            1 << 20,
-            Family::Rockchip,
-        );
+        // Not dummy_hcd UDCs: their host ports are unknown here.
+        let l = ReadyLine {
+            name: "vb1",
+            kind: "rockusb",
+            udc: "fe980000.usb",
+            console_udc: "fe990000.usb",
+            tty: std::path::Path::new("/dev/ttyGS0"),
+            flash: std::path::Path::new("/run/vb/vb1.flash"),
+            bytes: 1 << 20,
+            family: Family::Rockchip,
+        };
         assert_eq!(
-            l,
-            "board vb1 rockusb=dummy_udc.0 port=1-1 console=dummy_udc.1 port=? tty=/dev/ttyGS0 flash=/run/vb/vb1.flash size=1048576 family=rockchip"
+            l.to_string(),
+            "board vb1 rockusb=fe980000.usb port=? console=fe990000.usb port=? tty=/dev/ttyGS0 flash=/run/vb/vb1.flash size=1048576 family=rockchip"
         );
     }
 }

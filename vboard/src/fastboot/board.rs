@@ -21,7 +21,7 @@ use crate::console::bootlog;
 use crate::console::port::ConsolePort;
 use crate::family::base::{Base, HasBase, Mode, later};
 use crate::family::function::{self, Function};
-use crate::family::{Family, Powered, ready_line};
+use crate::family::{Family, Powered, ReadyLine};
 use crate::ffs::blob::{bulk_endpoint, descriptors, interface, strings};
 use crate::ffs::{BulkFiles, EP_IN, EP_OUT, Ep0, Event};
 use crate::flash::{Flash, SECTOR};
@@ -357,18 +357,17 @@ impl Powered for FastbootBoard {
     }
 
     fn ready_line(&self) -> String {
-        ready_line(
-            &self.base.name,
-            "fastboot",
-            &self.usb.gadget.udc,
-            host_port(&self.usb.gadget.udc),
-            self.base.console.udc(),
-            self.base.console.port(),
-            &self.base.console.tty(),
-            self.base.flash.path(),
-            self.base.flash.sectors() * SECTOR,
-            Family::Fastboot,
-        )
+        ReadyLine {
+            name: &self.base.name,
+            kind: "fastboot",
+            udc: &self.usb.gadget.udc,
+            console_udc: self.base.console.udc(),
+            tty: &self.base.console.tty(),
+            flash: self.base.flash.path(),
+            bytes: self.base.flash.sectors() * SECTOR,
+            family: Family::Fastboot,
+        }
+        .to_string()
     }
 
     fn shutdown(&self) {
