@@ -13,7 +13,7 @@ use std::process::Command;
 pub fn skip_or_fail(test: &str, why: &str, installed_by_ci: bool) {
     let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
     if installed_by_ci && ci {
-        panic!("{test}: {why}; CI installs this (scripts/setup.sh --test), so it may not skip");
+        panic!("{test}: {why}; CI installs it, so the test may not skip");
     }
     let _ = writeln!(std::io::stderr(), "SKIP: {test}: {why}");
 }
@@ -32,6 +32,20 @@ pub fn harness() -> Option<PathBuf> {
     .flatten()
     .find(|d| d.join("run.sh").exists())
     .and_then(|d| d.canonicalize().ok())
+}
+
+/// Whether `scripts/setup.sh --test` installs Debian package `package` (then CI has it, and
+/// its absence fails the test there instead of skipping it).
+pub fn ci_installs(package: &str) -> bool {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/setup.sh"))
+        .is_ok_and(|s| {
+            s.lines()
+                .filter(|l| l.contains("packages=") || l.contains("packages+="))
+                .any(|l| {
+                    l.split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+                        .any(|w| w == package)
+                })
+        })
 }
 
 pub fn has(program: &str) -> bool {
