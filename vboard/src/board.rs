@@ -22,12 +22,13 @@ use crate::flash::Flash;
 use crate::gadget::{Gadget, Identity, host_port};
 use crate::rockusb::Mode;
 
+mod powered;
 mod usb;
 
 /// How long a re-enumerating board stays off the bus (a real board's reset is similar).
-const ABSENCE: Duration = Duration::from_millis(300);
+pub(crate) const ABSENCE: Duration = Duration::from_millis(300);
 /// How long the host gets to enumerate a bound gadget.
-const ENUMERATE: Duration = Duration::from_secs(10);
+pub(crate) const ENUMERATE: Duration = Duration::from_secs(10);
 const IDB_LBA: u64 = 0x40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +88,10 @@ pub fn log(board: &str, line: &str) {
         .get_or_init(std::time::Instant::now)
         .elapsed()
         .as_secs_f64();
-    eprintln!("[{t:9.3}] {board}: {line}");
+    // One write(2) per line: eprintln! writes each formatted piece on its own, and in the
+    // VM tests another process's line could land between the pieces (seen: `[STEP rd …`).
+    let text = format!("[{t:9.3}] {board}: {line}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

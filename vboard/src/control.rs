@@ -1,5 +1,6 @@
 //! The control socket: one request line, one answer line (`ok …` / `err …`), then close.
-//! `power BOARD on|on maskrom|off` and `status`; docs/VBOARD.md has the protocol.
+//! `power BOARD on|on recovery|off` (`on maskrom` is the Rockchip board's word for
+//! `on recovery`) and `status`; docs/VBOARD.md has the protocol.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -9,12 +10,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::board::Board;
+use crate::family::Powered;
 
 /// A request line longer than this is refused (the longest real one is ~30 bytes).
 const MAX_LINE: u64 = 256;
 
-pub fn serve(path: &Path, boards: Vec<Arc<Board>>) -> Result<(), String> {
+pub fn serve(path: &Path, boards: Vec<Arc<dyn Powered>>) -> Result<(), String> {
     let _ = std::fs::remove_file(path);
     let listener =
         UnixListener::bind(path).map_err(|e| format!("control socket {}: {e}", path.display()))?;
@@ -30,7 +31,7 @@ pub fn serve(path: &Path, boards: Vec<Arc<Board>>) -> Result<(), String> {
     Ok(())
 }
 
-fn handle(mut conn: UnixStream, boards: &[Arc<Board>]) {
+fn handle(mut conn: UnixStream, boards: &[Arc<dyn Powered>]) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
     let read = BufReader::new((&conn).take(MAX_LINE)).read_line(&mut line);
@@ -42,56 +43,33 @@ fn handle(mut conn: UnixStream, boards: &[Arc<Board>]) {
     let _ = conn.write_all(format!("{answer}\n").as_bytes());
 }
 
-fn answer(req: &str, boards: &[Arc<Board>]) -> String {
+fn answer(req: &str, boards: &[Arc<dyn Powered>]) -> String {
     let words: Vec<&str> = req.split_whitespace().collect();
     match words.as_slice() {
         ["status"] => format!("ok {}", status(boards)),
         ["power", name, rest @ ..] => {
-            let Some(b) = boards.iter().find(|b| b.name == *name) else {
-                let names: Vec<&str> = boards.iter().map(|b| b.name.as_str()).collect();
+            let Some(b) = boards.iter().find(|b| b.name() == *name) else {
+                let names: Vec<&str> = boards.iter().map(|b| b.name()).collect();
                 return format!("err no such board {name:?} (boards: {})", names.join(", "));
             };
             let r = match rest {
                 ["on"] => b.power_on(false),
-                ["on", "maskrom"] => b.power_on(true),
+                ["on", "recovery" | "maskrom"] => b.power_on(true),
                 ["off"] => b.power_off(),
-                _ => return "err usage: power BOARD on|on maskrom|off".to_string(),
+                _ => return "err usage: power BOARD on|on recovery|off".to_string(),
             };
             match r {
-                Ok(s) => format!("ok {}", s.as_str()),
+                Ok(s) => format!("ok {s}"),
                 Err(e) => format!("err {e}"),
             }
         }
-        _ => {
-            "err unknown request (expected `power BOARD on|on maskrom|off` or `status`)".to_string()
-        }
+        _ => "err unknown request (expected `power BOARD on|on recovery|off` or `status`)"
+            .to_string(),
     }
 }
 
-pub fn status(boards: &[Arc<Board>]) -> serde_json::Value {
-    let list: Vec<serde_json::Value> = boards
-        .iter()
-        .map(|b| {
-            let (ru, cu) = b.udcs();
-            let (rp, cp) = b.ports();
-            let (rb, cb) = b.bound();
-            let regions: Vec<serde_json::Value> = b
-                .flash
-                .peek_regions()
-                .ranges()
-                .iter()
-                .map(|&(s, e)| serde_json::json!({"lba": s, "sectors": e - s}))
-                .collect();
-            serde_json::json!({
-                "name": b.name,
-                "state": b.state().as_str(),
-                "rockusb": {"udc": ru, "port": rp, "bound": rb},
-                "console": {"udc": cu, "port": cp, "bound": cb, "tty": b.tty()},
-                "flash": {"path": b.flash.path(), "bytes": b.flash.sectors() * 512},
-                "regions": regions,
-            })
-        })
-        .collect();
+pub fn status(boards: &[Arc<dyn Powered>]) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = boards.iter().map(|b| b.status()).collect();
     serde_json::json!({ "boards": list })
 }
 

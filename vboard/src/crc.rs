@@ -1,6 +1,8 @@
 //! The checksums and the scrambler of Rockchip's tools, transliterated from rkdeveloptool's
 //! `crc.cpp` (v1.32): the mask ROM checks `CRC_CCITT` on what `db` sends, boot files end in
 //! `CRC_32`, and entry data are scrambled with `P_RC4` (RC4 with a fixed key).
+//! Also the standard CRC-32 (IEEE 802.3) that Android sparse images use for their CRC32
+//! chunks (libsparse `sparse_crc32.cpp`).
 
 /// `CRC_CCITT`: CRC-16/CCITT-FALSE (poly 0x1021, init 0xffff, MSB first, no final xor).
 pub fn crc_ccitt(data: &[u8]) -> u16 {
@@ -52,6 +54,37 @@ pub fn crc32_rk(data: &[u8]) -> u32 {
     })
 }
 
+const fn crc32_ieee_table() -> [u32; 256] {
+    let mut table = [0u32; 256];
+    let mut n = 0;
+    while n < 256 {
+        let mut c = n as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[n] = c;
+        n += 1;
+    }
+    table
+}
+
+static CRC32_IEEE_TABLE: [u32; 256] = crc32_ieee_table();
+
+/// libsparse's `sparse_crc32(crc_in, buf, size)`: the reflected IEEE CRC-32 (zlib's), which
+/// chains: `crc32_ieee(crc32_ieee(0, a), b) == crc32_ieee(0, a ++ b)`.
+pub fn crc32_ieee(crc_in: u32, data: &[u8]) -> u32 {
+    let crc = data.iter().fold(crc_in ^ !0, |acc, &b| {
+        CRC32_IEEE_TABLE[((acc ^ b as u32) & 0xff) as usize] ^ (acc >> 8)
+    });
+    crc ^ !0
+}
+
 /// `P_RC4(buf, len)`: RC4 with Rockchip's fixed 16-byte key over the first `len` bytes.
 /// `len` is an `unsigned short` there, so callers pass sizes truncated to 16 bits as the
 /// C code does ([`rc4_len`]).
@@ -98,6 +131,13 @@ mod tests {
         assert_eq!(crc32_rk(b"123456789"), 0x889a_9615);
         assert_eq!(crc32_rk(&[0xA5; 4096]), 0xe034_68d6);
         assert_eq!(CRC32_TABLE[1], 0x04c1_0db7);
+    }
+
+    #[test]
+    fn crc32_ieee_is_zlibs_and_chains() {
+        assert_eq!(crc32_ieee(0, b"123456789"), 0xcbf4_3926);
+        assert_eq!(crc32_ieee(crc32_ieee(0, b"1234"), b"56789"), 0xcbf4_3926);
+        assert_eq!(crc32_ieee(0, b""), 0);
     }
 
     #[test]

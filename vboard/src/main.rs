@@ -1,4 +1,5 @@
-//! `gatecmd-vboard`: virtual Rockchip boards on a real USB stack (docs/VBOARD.md).
+//! `gatecmd-vboard`: virtual boards on a real USB stack (docs/VBOARD.md): Rockchip
+//! (rockusb), Android fastboot and USB DFU families.
 //!
 //! # Layout
 //! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`.
@@ -7,7 +8,12 @@
 //! - `gadget/` — configfs gadgets and UDCs. `ffs/` — FunctionFS descriptors, events, endpoints.
 //! - `rockusb/` — the mask ROM download, CBW/CSW, the Loader commands.
 //! - `flash.rs` — the sparse flash file and the regions written since the last boot.
-//! - `console/` — the boot log, the login and shell, the tty thread.
+//! - `console/` — the boot log, the login and shell, the tty thread (`console/port.rs`: the
+//!   console as one piece, for the fastboot and DFU boards).
+//! - `family/` — the families, the [`family::Powered`] view every board gives the control
+//!   socket, and what the fastboot and DFU boards share.
+//! - `fastboot/` — the fastboot protocol and board; `sparse.rs` — Android sparse images.
+//! - `dfu/` — the DFU 1.1 protocol and board.
 //! - `control.rs` — the control socket (server and client).
 //! - `loader.rs` — the Rockchip boot-file packer; `crc.rs` — Rockchip's CRCs and RC4.
 
@@ -15,17 +21,24 @@ mod board;
 mod console;
 mod control;
 mod crc;
+mod dfu;
+mod family;
+mod fastboot;
 mod ffs;
 mod flash;
 mod gadget;
 mod loader;
 mod preflight;
 mod rockusb;
+mod sparse;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+
+use family::{Family, Powered};
 
 const DEFAULT_STATE: &str = "/run/gatecmd-vboard";
 
@@ -33,7 +46,7 @@ const DEFAULT_STATE: &str = "/run/gatecmd-vboard";
 #[command(
     name = "gatecmd-vboard",
     version,
-    about = "Virtual Rockchip boards that the real rkdeveloptool flashes (docs/VBOARD.md)"
+    about = "Virtual boards that the real rkdeveloptool, fastboot and dfu-util flash (docs/VBOARD.md)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,8 +57,13 @@ struct Cli {
 enum Cmd {
     /// Present the boards (foreground; SIGTERM or Ctrl-C to stop).
     Serve {
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
-        boards: u8,
+        /// This many Rockchip boards (default 1, when no --board is given).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=8), conflicts_with = "board")]
+        boards: Option<u8>,
+        /// One board of this family (rockchip or rk, fastboot, dfu); repeat it for more:
+        /// vb1 is the first --board, vb2 the second, …
+        #[arg(long, value_parser = Family::parse)]
+        board: Vec<Family>,
         /// Per board: bytes, or with a K/M/G suffix (powers of 1024); whole MiB.
         #[arg(long, default_value = "16G", value_parser = parse_size)]
         flash_size: u64,
@@ -53,6 +71,20 @@ enum Cmd {
         vid: u16,
         #[arg(long, default_value = "0x350b", value_parser = parse_hex16)]
         pid: u16,
+        /// The fastboot boards' VID and PID (Google's fastboot id by default).
+        #[arg(long, default_value = "0x18d1", value_parser = parse_hex16)]
+        fastboot_vid: u16,
+        #[arg(long, default_value = "0x4ee0", value_parser = parse_hex16)]
+        fastboot_pid: u16,
+        /// The DFU boards' VID and PID (STM32's DFU bootloader by default).
+        #[arg(long, default_value = "0x0483", value_parser = parse_hex16)]
+        dfu_vid: u16,
+        #[arg(long, default_value = "0xdf11", value_parser = parse_hex16)]
+        dfu_pid: u16,
+        /// A fastboot board's max-download-size (K/M suffixes): larger images arrive as
+        /// sparse pieces. The download is held in memory.
+        #[arg(long, default_value = "16M", value_parser = parse_download)]
+        max_download_size: u32,
         #[arg(long, default_value = DEFAULT_STATE)]
         state_dir: PathBuf,
         /// Default: STATE_DIR/control.sock.
@@ -65,13 +97,19 @@ enum Cmd {
         #[arg(long, value_parser = parse_speed)]
         write_speed: Option<u64>,
     },
-    /// Switch a board: `on`, `on --maskrom` (the MaskROM button held), `off`.
+    /// Switch a board: `on`, `on --recovery` (its flashing mode: MaskROM, fastboot, DFU),
+    /// `off`.
     Power {
         board: String,
         #[arg(value_parser = ["on", "off"])]
         action: String,
+        /// The Rockchip word for --recovery (the MaskROM button held).
         #[arg(long)]
         maskrom: bool,
+        /// On into the board's flashing mode, as holding its button (or strapping its boot
+        /// pin) would.
+        #[arg(long)]
+        recovery: bool,
         #[arg(long, default_value = concat!("/run/gatecmd-vboard", "/control.sock"))]
         control: PathBuf,
     },
@@ -113,6 +151,15 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+fn parse_download(s: &str) -> Result<u32, String> {
+    match parse_bytes(s) {
+        Ok(n) if (4096..=1 << 30).contains(&n) => Ok(n as u32),
+        _ => Err(format!(
+            "{s:?} is not a download size from 4K to 1G (like 16M)"
+        )),
+    }
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let bytes = parse_bytes(s)?;
     // rkdeveloptool's ef erases uiFlashSize / 2 / 1024 MiB: only whole MiB are erasable;
@@ -130,19 +177,37 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Serve {
             boards,
+            board,
             flash_size,
             vid,
             pid,
+            fastboot_vid,
+            fastboot_pid,
+            dfu_vid,
+            dfu_pid,
+            max_download_size,
             state_dir,
             control,
             write_speed,
         } => {
             let control = control.unwrap_or_else(|| state_dir.join("control.sock"));
+            let families = if board.is_empty() {
+                vec![Family::Rockchip; boards.unwrap_or(1) as usize]
+            } else {
+                board
+            };
+            if families.len() > 8 {
+                return fail(&format!("{} boards asked for; at most 8", families.len()));
+            }
             serve(Serve {
-                boards: boards as usize,
+                families,
                 flash: flash_size,
-                vid,
-                pid,
+                ids: Ids {
+                    rockchip: (vid, pid),
+                    fastboot: (fastboot_vid, fastboot_pid),
+                    dfu: (dfu_vid, dfu_pid),
+                },
+                max_download: max_download_size,
                 state_dir,
                 control,
                 write_speed,
@@ -152,14 +217,18 @@ fn main() -> ExitCode {
             board,
             action,
             maskrom,
+            recovery,
             control,
         } => {
-            let req = match (action.as_str(), maskrom) {
-                ("on", true) => format!("power {board} on maskrom"),
-                ("off", true) => {
-                    return fail("--maskrom goes with `on` (the button is held while powering on)");
+            let req = match (action.as_str(), maskrom, recovery) {
+                ("on", true, _) => format!("power {board} on maskrom"),
+                ("on", false, true) => format!("power {board} on recovery"),
+                ("off", true, _) | ("off", _, true) => {
+                    return fail(
+                        "--recovery/--maskrom go with `on` (the button is held while powering on)",
+                    );
                 }
-                (a, _) => format!("power {board} {a}"),
+                (a, _, _) => format!("power {board} {a}"),
             };
             control::request(&control, &req).map(|s| println!("{board}: {s}"))
         }
@@ -213,12 +282,20 @@ fn parse_speed(s: &str) -> Result<u64, String> {
     }
 }
 
+/// VID:PID per family.
+struct Ids {
+    rockchip: (u16, u16),
+    fastboot: (u16, u16),
+    dfu: (u16, u16),
+}
+
 /// `serve`'s arguments.
 struct Serve {
-    boards: usize,
+    /// Board vbK is `families[K-1]`.
+    families: Vec<Family>,
     flash: u64,
-    vid: u16,
-    pid: u16,
+    ids: Ids,
+    max_download: u32,
     state_dir: PathBuf,
     control: PathBuf,
     write_speed: Option<u64>,
@@ -226,14 +303,15 @@ struct Serve {
 
 fn serve(args: Serve) -> Result<(), String> {
     let Serve {
-        boards: n,
+        families,
         flash,
-        vid,
-        pid,
+        ids,
+        max_download,
         state_dir,
         control: control_path,
         write_speed,
     } = args;
+    let n = families.len();
     use nix::sys::signal::{SigSet, Signal};
     let udcs = preflight::check(n)?;
     // Block the stop signals before any thread starts, then wait for them here.
@@ -255,18 +333,49 @@ fn serve(args: Serve) -> Result<(), String> {
         }
     }
     gadget::remove_leftovers("gatecmd-vb");
-    let mut boards = Vec::new();
-    for k in 0..n {
-        let b = board::Board::start(board::Settings {
-            name: format!("vb{}", k + 1),
-            vid,
-            pid,
-            flash_bytes: flash,
-            write_speed,
-            state_dir: state_dir.clone(),
-            rockusb_udc: udcs[2 * k].clone(),
-            console_udc: udcs[2 * k + 1].clone(),
-        });
+    let mut boards: Vec<Arc<dyn Powered>> = Vec::new();
+    for (k, family) in families.iter().enumerate() {
+        let (name, usb_udc, console_udc) = (
+            format!("vb{}", k + 1),
+            udcs[2 * k].clone(),
+            udcs[2 * k + 1].clone(),
+        );
+        let b: Result<Arc<dyn Powered>, String> = match family {
+            Family::Rockchip => board::Board::start(board::Settings {
+                name,
+                vid: ids.rockchip.0,
+                pid: ids.rockchip.1,
+                flash_bytes: flash,
+                write_speed,
+                state_dir: state_dir.clone(),
+                rockusb_udc: usb_udc,
+                console_udc,
+            })
+            .map(|b| b as Arc<dyn Powered>),
+            Family::Fastboot => fastboot::board::FastbootBoard::start(fastboot::board::Settings {
+                name,
+                vid: ids.fastboot.0,
+                pid: ids.fastboot.1,
+                flash_bytes: flash,
+                write_speed,
+                max_download,
+                state_dir: state_dir.clone(),
+                usb_udc,
+                console_udc,
+            })
+            .map(|b| b as Arc<dyn Powered>),
+            Family::Dfu => dfu::board::DfuBoard::start(dfu::board::Settings {
+                name,
+                vid: ids.dfu.0,
+                pid: ids.dfu.1,
+                flash_bytes: flash,
+                write_speed,
+                state_dir: state_dir.clone(),
+                usb_udc,
+                console_udc,
+            })
+            .map(|b| b as Arc<dyn Powered>),
+        };
         match b {
             Ok(b) => boards.push(b),
             Err(e) => {
@@ -283,17 +392,7 @@ fn serve(args: Serve) -> Result<(), String> {
         control_path.display()
     );
     for b in &boards {
-        let (ru, cu) = b.udcs();
-        let (rp, cp) = b.ports();
-        println!(
-            "board {} rockusb={ru} port={} console={cu} port={} tty={} flash={} size={}",
-            b.name,
-            rp.as_deref().unwrap_or("?"),
-            cp.as_deref().unwrap_or("?"),
-            b.tty().display(),
-            b.flash.path().display(),
-            b.flash.sectors() * 512
-        );
+        println!("{}", b.ready_line());
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -301,8 +400,8 @@ fn serve(args: Serve) -> Result<(), String> {
     eprintln!("gatecmd-vboard: {sig:?}: unplugging the boards");
     for b in &boards {
         b.shutdown();
-        for d in &b.ffs_dirs {
-            ffs::unmount(d);
+        for d in b.ffs_dirs() {
+            ffs::unmount(&d);
         }
     }
     let _ = std::fs::remove_file(&control_path);
@@ -327,6 +426,9 @@ mod tests {
         assert!(parse_speed("0").is_err());
         assert!(parse_speed("fast").is_err());
         assert_eq!(parse_hex16("0x350b"), Ok(0x350b));
+        assert_eq!(parse_download("16M"), Ok(16 << 20));
+        assert!(parse_download("1K").is_err());
+        assert!(parse_download("2G").is_err());
         assert!(parse_hex16("0x12345").is_err());
     }
 }

@@ -26,6 +26,13 @@ pub fn region_line(r: &Region) -> String {
 
 /// The lines of a successful boot, up to (not including) the login prompt.
 pub fn boot(board: &str, soc: &str, regions: &[Region]) -> Vec<String> {
+    let lines: Vec<String> = regions.iter().map(region_line).collect();
+    boot_with(board, soc, &lines)
+}
+
+/// A successful boot whose written-data lines the caller made (the fastboot and DFU boards
+/// name partitions and alt settings rather than LBAs).
+pub fn boot_with(board: &str, soc: &str, written: &[String]) -> Vec<String> {
     let mut v = vec![
         String::new(),
         "U-Boot SPL 2024.01-vboard (Dec 01 2026 - 00:00:00)".to_string(),
@@ -39,10 +46,10 @@ pub fn boot(board: &str, soc: &str, regions: &[Region]) -> Vec<String> {
         "MMC:   mmc@fe2e0000: 0".to_string(),
         "Hit any key to stop autoboot:  0 ".to_string(),
     ];
-    if regions.is_empty() {
+    if written.is_empty() {
         v.push("vboard: no regions written since the last boot".to_string());
     }
-    v.extend(regions.iter().map(region_line));
+    v.extend(written.iter().cloned());
     v.extend([
         "Starting kernel ...".to_string(),
         String::new(),
@@ -60,10 +67,15 @@ pub fn boot(board: &str, soc: &str, regions: &[Region]) -> Vec<String> {
 
 /// A flash with nothing bootable: the boot ROM finds no idbloader and falls back.
 pub fn failure(reason: &str) -> Vec<String> {
+    failure_to(reason, "falling back to MaskROM")
+}
+
+/// A failed boot and what the board does instead (`staying in fastboot mode`, …).
+pub fn failure_to(reason: &str, then: &str) -> Vec<String> {
     vec![
         String::new(),
         format!("{RED}vboard: no bootable image: {reason}{RESET}"),
-        format!("{RED}vboard: boot failed, falling back to MaskROM{RESET}"),
+        format!("{RED}vboard: boot failed, {then}{RESET}"),
     ]
 }
 

@@ -2,6 +2,7 @@
 //! driven by one thread that prints boot logs and runs the login and shell.
 
 pub mod bootlog;
+pub mod port;
 pub mod shell;
 
 use std::fs::{File, OpenOptions};

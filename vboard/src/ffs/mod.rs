@@ -9,6 +9,8 @@ use std::path::Path;
 
 use crate::rockusb::commands::Bulk;
 
+pub mod blob;
+
 const DESCRIPTORS_MAGIC_V2: u32 = 3;
 const STRINGS_MAGIC: u32 = 2;
 const HAS_FS_DESC: u32 = 1;
