@@ -25,6 +25,9 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(prometheus)
   # microcom: what `labgrid-client console` runs (tests/python/test_labgrid.py).
   packages+=(microcom)
+  # The other families' real tools, run against gatecmd-vboard's fastboot and DFU boards in
+  # the usbvm guest (vboard/tests/usbvm_families.rs).
+  packages+=(fastboot dfu-util)
 fi
 
 missing=()
