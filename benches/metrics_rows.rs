@@ -82,7 +82,7 @@ async fn scrape(z: &Sizes) -> Row {
 /// The metric updates one allowed `execute_command` makes (a count with its duration, the
 /// running gauge, a lock taken at once, two audit lines, the HTTP answer), timed here.
 fn update_cost(z: &Sizes) -> Row {
-    use gatecmd::metrics::*;
+    use gatecmd_core::metrics::*;
     let rounds = z.calls * 10;
     let mut lat = Vec::with_capacity(rounds);
     for _ in 0..rounds {

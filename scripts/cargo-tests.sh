@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The server crate's `cargo test` for `make test`: built once, then its test binaries in two
-# lanes side by side. Most of them wait (on a child process, a server, a VM's boot, a
-# umockdev replay) far more than they compute, so two at a time on two cores take about
-# half as long as cargo's one at a time. Each lane's output is printed whole after both
-# end, so the two do not interleave. A new file in tests/ joins a lane by itself.
+# The server's `cargo test` for `make test`: every crate of the server built once, then the
+# test binaries in two lanes side by side. Most of them wait (on a child process, a server,
+# a VM's boot, a umockdev replay) far more than they compute, so two at a time on two cores
+# take about half as long as cargo's one at a time. Each lane's output is printed whole
+# after both end, so the two do not interleave. A new file in tests/ joins a lane by
+# itself; a new crate under crates/ is in the workspace's unit tests by itself.
+# (gatecmd-vboard's tests run on their own in `make test`: they boot VMs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --locked --no-run --quiet
-lanes=("--lib --bins" "")
+server=(--workspace --exclude gatecmd-vboard)
+cargo test --locked "${server[@]}" --no-run --quiet
+# Lane 1: every crate's unit tests, then half of tests/; lane 2: the other half.
+lanes=("" "")
 i=0
 for f in tests/*.rs; do
   t=$(basename "$f" .rs)
@@ -17,11 +21,14 @@ done
 logs=()
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "${logs[@]}"' EXIT
-for lane in "${lanes[@]}"; do
+for n in 0 1; do
   log=$(mktemp "${TMPDIR:-/tmp}/gatecmd-cargo-tests.XXXXXX")
   logs+=("$log")
-  # shellcheck disable=SC2086 # the lane is a list of cargo arguments
-  cargo test --locked $lane >"$log" 2>&1 &
+  (
+    if [ "$n" = 0 ]; then cargo test --locked "${server[@]}" --lib --bins; fi
+    # shellcheck disable=SC2086 # the lane is a list of cargo arguments
+    cargo test --locked -p gatecmd ${lanes[$n]}
+  ) >"$log" 2>&1 &
   pids+=($!)
 done
 rcs=()
@@ -33,12 +40,12 @@ for pid in "${pids[@]}"; do
 done
 failed=0
 for n in 0 1; do
-  echo "--- cargo test, lane $((n + 1)) of 2: ${lanes[$n]} ---"
+  echo "--- cargo test, lane $((n + 1)) of 2 ---"
   cat "${logs[$n]}"
   if [ "${rcs[$n]}" != 0 ]; then failed=1; fi
 done
 # Doc tests cannot share a cargo invocation with other target selections.
-cargo test --locked --doc --quiet
+cargo test --locked "${server[@]}" --doc --quiet
 if [ "$failed" != 0 ]; then
   echo "cargo-tests: lane exits ${rcs[*]} (a failing test's name is in its lane's output above)" >&2
   exit 1

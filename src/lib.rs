@@ -69,37 +69,7 @@
 //!   uploads verified by SHA-256, removal, all resolved beneath a root without symlinks and
 //!   bounded per root (bytes, entries, depth, directories made per call).
 
-pub mod audit;
-pub mod beneath;
-pub mod boards;
-pub mod capture;
 pub mod cli;
-pub mod config;
-pub mod console;
-pub mod devices;
-pub mod exec;
-pub mod identity;
-pub mod isolation;
-pub mod jobs;
 pub mod lab;
-pub mod locks;
-pub mod metrics;
-pub mod notify;
-pub mod output;
-pub mod pace;
 pub mod page;
-pub mod permits;
-pub mod progress;
-pub mod quotas;
-pub mod refusal;
-pub mod resources;
-pub mod running;
-pub mod sanitizer;
-pub mod server;
-pub mod staging;
-pub mod state;
-pub mod subscriptions;
-pub mod throttle;
-pub mod tools;
 pub mod transport;
-pub mod views;

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gatecmd::audit::Audit;
-use gatecmd::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, NoLease};
-use gatecmd::identity::ClientIdentity;
-use gatecmd::tools::console::{self, ConsoleReadRequest, ConsoleWriteRequest};
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_domain::audit::Audit;
+use gatecmd_domain::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, NoLease};
+use gatecmd_mcp::tools::console::{self, ConsoleReadRequest, ConsoleWriteRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,7 @@ impl FakeBoard {
 }
 
 /// Alice holds the board; Bob does not (and is told Alice does).
-fn access() -> Arc<dyn gatecmd::console::BoardAccess> {
+fn access() -> Arc<dyn gatecmd_domain::console::BoardAccess> {
     Arc::new(|client: &str, board: &str| {
         if client == "alice" {
             Ok(())
@@ -454,10 +454,12 @@ async fn changes_are_announced_at_most_ten_times_a_second() {
     assert!((3..=14).contains(&n), "{n} announcements");
 
     // The resource: state and the recent output, for the lease holder or an admin.
-    let uri = gatecmd::resources::console_uri(BOARD);
+    let uri = gatecmd_mcp::resources::console_uri(BOARD);
     assert_eq!(uri, "gatecmd://boards/rock5b-1/console");
-    assert!(gatecmd::resources::is_known(&uri));
-    assert!(!gatecmd::resources::is_known("gatecmd://boards//console"));
+    assert!(gatecmd_mcp::resources::is_known(&uri));
+    assert!(!gatecmd_mcp::resources::is_known(
+        "gatecmd://boards//console"
+    ));
     let snap = console::snapshot(&c, &boards(), &who("alice"), BOARD).expect("snapshot");
     assert_eq!(snap.console.state, ConsoleState::Open);
     assert!(snap.text.ends_with("a kernel line\n"), "{:?}", snap.text);

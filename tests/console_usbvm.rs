@@ -17,7 +17,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gatecmd::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, ReadSpec};
+use gatecmd_domain::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, ReadSpec};
 use tokio_util::sync::CancellationToken;
 
 mod harness;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::umockdev::Testbed;
 use common::*;
-use gatecmd::devices::{
+use gatecmd_devices::{
     Backend, DeviceId, DeviceKind, EventSource, MonitorOptions, Registry, RockchipMode,
     start_monitor,
 };
@@ -72,7 +72,7 @@ fn id(text: &str) -> DeviceId {
 /// Plugs the FTDI adapter on 1-4 and asserts that the very next event is its `Added`. Events
 /// from a backend are applied in order, so afterwards everything sent before the plug has
 /// been applied, and nothing in between produced an event.
-async fn barrier(tb: &Testbed, rx: &mut Receiver<gatecmd::devices::DeviceEvent>, after: &str) {
+async fn barrier(tb: &Testbed, rx: &mut Receiver<gatecmd_devices::DeviceEvent>, after: &str) {
     tb.add_from_string(FTDI_1_4);
     let d = expect_added(
         rx,

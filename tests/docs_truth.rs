@@ -493,7 +493,7 @@ fn refusal_table_errors(table: &[(usize, String)], reasons: &[&str]) -> Vec<Stri
 /// `RefusalReason::ALL`, itself checked against the type's derived schema) and nothing else.
 #[test]
 fn the_refusal_table_lists_every_reason_and_only_those() {
-    let reasons: Vec<&str> = gatecmd::refusal::RefusalReason::ALL
+    let reasons: Vec<&str> = gatecmd_core::refusal::RefusalReason::ALL
         .iter()
         .map(|r| r.as_str())
         .collect();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gatecmd::exec::{CHILD_PATH, Executor, Spec, StopReason};
+use gatecmd_domain::exec::{CHILD_PATH, Executor, Spec, StopReason};
 use harness::{process_gone, read_pid_file, script};
 use tokio_util::sync::CancellationToken;
 
@@ -237,7 +237,7 @@ async fn lines_stream_as_they_arrive_split_on_cr_and_lf() {
     assert_eq!(out.exit_code, Some(0));
     let texts: Vec<&str> = seen.iter().map(|(_, l)| l.as_str()).collect();
     assert_eq!(texts, ["a (10%)", "b (20%)", "c", "late"]);
-    assert_eq!(seen[3].0, gatecmd::exec::StreamKind::Stderr);
+    assert_eq!(seen[3].0, gatecmd_domain::exec::StreamKind::Stderr);
 }
 
 #[tokio::test]

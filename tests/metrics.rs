@@ -376,7 +376,7 @@ async fn no_auth_on_loopback_serves_metrics_open() {
 
 #[test]
 fn a_metrics_bind_off_loopback_is_accepted_since_it_is_keyed() {
-    let ok = gatecmd::config::Config::parse("metrics:\n  bind: 0.0.0.0:9223\n", "test.yaml")
+    let ok = gatecmd_domain::config::Config::parse("metrics:\n  bind: 0.0.0.0:9223\n", "test.yaml")
         .expect("a keyed listener may bind any address");
     assert_eq!(ok.metrics.bind, Some("0.0.0.0:9223".parse().expect("addr")));
 }

@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use gatecmd::config::{Config, EMBEDDED_DEFAULT};
-use gatecmd::sanitizer::{
+use gatecmd_core::sanitizer::{
     self, CommandPolicy, FileKind, FileSlots, Pattern, Word, is_forbidden, slot_regex,
 };
+use gatecmd_domain::config::{Config, EMBEDDED_DEFAULT};
 use proptest::prelude::*;
 use regex::Regex;
 

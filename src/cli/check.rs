@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::config::{Config, ConfigLocation, TokenSource, find_config};
 use crate::transport::auth;
+use gatecmd_domain::config::{Config, ConfigLocation, TokenSource, find_config};
 
 /// `gatecmd check`'s line on isolation: `Err` when isolated commands cannot run here.
 fn check_isolation(config: &Config) -> Option<Result<String, String>> {
@@ -18,14 +18,14 @@ fn check_isolation(config: &Config) -> Option<Result<String, String>> {
         return None;
     }
     let roots = config.isolation.roots();
-    Some(match crate::exec::probe_isolation(&roots) {
-        Ok(crate::isolation::Privilege::Root) => Ok(format!(
+    Some(match gatecmd_domain::exec::probe_isolation(&roots) {
+        Ok(gatecmd_domain::isolation::Privilege::Root) => Ok(format!(
             "isolation: OK for {} (root: a mount namespace per command; views of {} and {})",
             names.join(", "),
             roots.listing().display(),
             roots.usbfs().display()
         )),
-        Ok(crate::isolation::Privilege::UserNamespace) => Ok(format!(
+        Ok(gatecmd_domain::isolation::Privilege::UserNamespace) => Ok(format!(
             "isolation: OK for {} (unprivileged: a user + mount namespace per command; views of {} and {})",
             names.join(", "),
             roots.listing().display(),
@@ -81,7 +81,7 @@ pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
 }
 
 /// Who may read `/metrics`, and where (docs/METRICS.md).
-fn metrics_line(m: &crate::config::MetricsSettings) -> String {
+fn metrics_line(m: &gatecmd_domain::config::MetricsSettings) -> String {
     let main = match (m.enabled, m.clients.is_empty()) {
         (false, _) => "off on the main bind".to_string(),
         (true, true) => "on the main bind to every client's token".to_string(),
@@ -177,21 +177,25 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
                     (None, None) => String::new(),
                 };
                 s.push_str(&format!(", console {at} at {} baud", c.baud));
-                if c.buffer_bytes != crate::config::DEFAULT_CONSOLE_BUFFER_BYTES {
+                if c.buffer_bytes != gatecmd_domain::config::DEFAULT_CONSOLE_BUFFER_BYTES {
                     s.push_str(&format!(", ring {} bytes", c.buffer_bytes));
                 }
             }
             match &b.power {
-                Some(crate::config::PowerConfig::Uhubctl { hub, port, binary }) => s.push_str(
-                    &format!(", power {} -l {hub} -p {port} -a on|off", binary.display()),
-                ),
-                Some(crate::config::PowerConfig::Commands { on, off }) => s.push_str(&format!(
-                    ", power on: {} {}, off: {} {}",
-                    on.command,
-                    on.args.join(" "),
-                    off.command,
-                    off.args.join(" ")
-                )),
+                Some(gatecmd_domain::config::PowerConfig::Uhubctl { hub, port, binary }) => s
+                    .push_str(&format!(
+                        ", power {} -l {hub} -p {port} -a on|off",
+                        binary.display()
+                    )),
+                Some(gatecmd_domain::config::PowerConfig::Commands { on, off }) => {
+                    s.push_str(&format!(
+                        ", power on: {} {}, off: {} {}",
+                        on.command,
+                        on.args.join(" "),
+                        off.command,
+                        off.args.join(" ")
+                    ))
+                }
                 None => {}
             }
             s.push('\n');

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::startup::{load, start_state};
-use crate::audit::Audit;
+use gatecmd_domain::audit::Audit;
 
 /// Prints the attached devices; with `watch`, every add/remove/change until Ctrl-C.
 pub(super) async fn devices(
@@ -12,8 +12,8 @@ pub(super) async fn devices(
     json: bool,
     watch: bool,
 ) -> Result<(), String> {
-    use crate::tools::devices::DeviceList;
-    use crate::views::{DeviceView, render_device};
+    use gatecmd_mcp::tools::devices::DeviceList;
+    use gatecmd_mcp::views::{DeviceView, render_device};
     let (config, _) = load(config)?;
     let config = Arc::new(config);
     // `devices` only looks: it decides nothing, so it records nothing.
@@ -62,9 +62,9 @@ pub(super) async fn devices(
                     println!("{line}");
                 } else {
                     let (what, d) = match &ev {
-                        crate::devices::DeviceEvent::Added(d) => ("added  ", d),
-                        crate::devices::DeviceEvent::Removed(d) => ("removed", d),
-                        crate::devices::DeviceEvent::Changed { new, .. } => ("changed", new),
+                        gatecmd_devices::DeviceEvent::Added(d) => ("added  ", d),
+                        gatecmd_devices::DeviceEvent::Removed(d) => ("removed", d),
+                        gatecmd_devices::DeviceEvent::Changed { new, .. } => ("changed", new),
                     };
                     println!("{now} {what} {}", render_device(&view(d.clone())));
                 }

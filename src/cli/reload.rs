@@ -9,10 +9,10 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::startup::access_for;
-use crate::config::ConfigLocation;
-use crate::state::AppState;
 use crate::transport::auth::OriginPolicy;
 use crate::transport::http::Gate;
+use gatecmd_domain::config::ConfigLocation;
+use gatecmd_domain::state::AppState;
 
 /// The signals `serve` handles, installed before it says it listens: a SIGHUP sent as
 /// soon as the "listening" line appears must reload, not end the process (SIGHUP's
@@ -87,7 +87,7 @@ fn reload(
             return;
         }
     };
-    let stranded = crate::state::stranded_leases(&state.config(), &config, &state.locks);
+    let stranded = gatecmd_domain::state::stranded_leases(&state.config(), &config, &state.locks);
     if !stranded.is_empty() {
         let reason = stranded.join("; ");
         tracing::error!(reason = %reason, "reload refused: the old configuration stays in force");

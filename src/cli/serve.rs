@@ -7,10 +7,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::reload::Signals;
 use super::startup::{access_for, load, open_audit, start_state};
-use crate::audit::Audit;
-use crate::server::GatecmdServer;
 use crate::transport::auth::OriginPolicy;
 use crate::transport::http::{self, Gate};
+use gatecmd_domain::audit::Audit;
+use gatecmd_mcp::server::GatecmdServer;
 
 /// Serves MCP over HTTP until SIGTERM or SIGINT; SIGHUP reloads the configuration.
 pub(super) async fn serve(
@@ -51,7 +51,7 @@ pub(super) async fn serve(
     crate::lab::start(state.clone(), shutdown.clone())
         .await
         .map_err(|e| e.to_string())?;
-    tokio::spawn(crate::state::watch_lost_devices(state.clone()));
+    tokio::spawn(gatecmd_domain::state::watch_lost_devices(state.clone()));
     let signals = Signals::install()?;
     // Ready: what only start-up used goes back before the first request.
     super::trim::after_start();
@@ -82,7 +82,7 @@ pub(super) async fn serve(
 /// (under `--no-auth` only on a loopback address, as the main bind); its task ends with
 /// `shutdown`.
 async fn serve_metrics_bind(
-    state: &std::sync::Arc<crate::state::AppState>,
+    state: &std::sync::Arc<gatecmd_domain::state::AppState>,
     gate: &std::sync::Arc<Gate>,
     no_auth: bool,
     shutdown: &CancellationToken,

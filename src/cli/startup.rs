@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::Audit;
-use crate::config::{Config, ConfigLocation, find_config};
-use crate::devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
-use crate::state::AppState;
 use crate::transport::auth::{self, Credentials};
 use crate::transport::http::Access;
+use gatecmd_devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
+use gatecmd_domain::audit::Audit;
+use gatecmd_domain::config::{Config, ConfigLocation, find_config};
+use gatecmd_domain::state::AppState;
 
 /// The configuration at `explicit` (or where `find_config` finds one), validated.
 pub(super) fn load(explicit: Option<PathBuf>) -> Result<(Config, ConfigLocation), String> {
@@ -105,7 +105,7 @@ pub(super) async fn start_state(
 /// Says at start whether isolated commands can run here (each call says it again if not),
 /// and warns when children inherit umockdev's preload.
 fn log_isolation(config: &Config) {
-    if !crate::exec::umockdev_env().is_empty() {
+    if !gatecmd_domain::exec::umockdev_env().is_empty() {
         tracing::warn!(
             "gatecmd runs under umockdev's preload: children inherit LD_PRELOAD and UMOCKDEV_DIR (emulated devices; never on a real bench)"
         );
@@ -113,7 +113,7 @@ fn log_isolation(config: &Config) {
     if !config.commands.iter().any(|c| c.may_isolate()) {
         return;
     }
-    match crate::exec::probe_isolation(&config.isolation.roots()) {
+    match gatecmd_domain::exec::probe_isolation(&config.isolation.roots()) {
         Ok(p) => tracing::info!(privilege = ?p, "isolated commands can run here"),
         Err(e) => {
             tracing::warn!(error = %e, "isolated commands cannot run here; each call will be refused")

@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 
 use super::Lab;
 use super::holds::Hold;
-use crate::locks::{LeaseId, LockKey};
 use crate::transport::peer_user::{PeerUser, peer_user};
+use gatecmd_domain::locks::{LeaseId, LockKey};
 
 /// Why a connection or a request to a labgrid port was refused; the text is what the
 /// client is told (console: one line before the close; power: the HTTP body).

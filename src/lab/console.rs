@@ -18,9 +18,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Lab;
-use crate::config::LabSettings;
-use crate::locks::LeaseId;
-use crate::state::AppState;
+use gatecmd_domain::config::LabSettings;
+use gatecmd_domain::locks::LeaseId;
+use gatecmd_domain::state::AppState;
 
 /// Connections the holder of a board may have open on its console port at once (a
 /// person's console, a logger). Counted per hold: nobody else can take them.
@@ -189,7 +189,7 @@ fn refused(lab: &Lab, board: &str, peer: SocketAddr, why: &PortRefusal) {
 async fn hold_lost(
     lab: &Lab,
     a: &Admitted,
-    events: &mut tokio::sync::broadcast::Receiver<crate::locks::LockEvent>,
+    events: &mut tokio::sync::broadcast::Receiver<gatecmd_domain::locks::LockEvent>,
 ) -> PortRefusal {
     let mut tick = tokio::time::interval(RECHECK);
     let mut open = true;

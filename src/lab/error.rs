@@ -46,5 +46,5 @@ pub enum LabError {
     #[error("gatecmd: board {0} has no console capture running")]
     NoCapture(String),
     #[error("gatecmd: {0}")]
-    ConsoleWrite(#[from] crate::console::WriteError),
+    ConsoleWrite(#[from] gatecmd_domain::console::WriteError),
 }

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use crate::locks::{ClientName, KeyState, LeaseId, LockKey};
-use crate::state::AppState;
-use crate::tools::boards::{LockBoardRequest, board_lease_request};
+use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LockKey};
+use gatecmd_domain::state::AppState;
+use gatecmd_mcp::tools::boards::{LockBoardRequest, board_lease_request};
 
 /// The holder prefix of leases taken for labgrid places. Configured client names are
 /// `[A-Za-z0-9_.-]`, so no MCP client can be named like this.

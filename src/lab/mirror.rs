@@ -24,8 +24,8 @@ use super::proto::{
     ACQUIRE_PLACE, AcquirePlaceRequest, CLIENT_STREAM, ClientIn, ClientInMessage, ClientOutMessage,
     Empty, Place, RELEASE_PLACE, ReleasePlaceRequest, StartupDone, Sync as SyncMsg, open_stream,
 };
-use crate::locks::{LeaseId, LockKey};
-use crate::state::AppState;
+use gatecmd_domain::locks::{LeaseId, LockKey};
+use gatecmd_domain::state::AppState;
 
 /// How long one mirror call (connect, client start-up, acquire or release) may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

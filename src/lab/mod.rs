@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::LabSettings;
-use crate::state::AppState;
+use gatecmd_domain::config::LabSettings;
+use gatecmd_domain::state::AppState;
 
 pub use holds::HOLDER_PREFIX;
 

@@ -2,7 +2,7 @@
 //! runs `labgrid-client`; before any of it reaches another client (a lease note in a
 //! refusal, `list_locks`, the page) it is checked or cleaned and bounded like an MCP note.
 
-use crate::output::{floor_char_boundary, one_line};
+use gatecmd_core::output::{floor_char_boundary, one_line};
 
 /// Longest place name gatecmd holds a board for.
 pub const MAX_PLACE_BYTES: usize = 64;

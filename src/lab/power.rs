@@ -24,11 +24,11 @@ use tokio_util::sync::CancellationToken;
 use super::Lab;
 use super::admission::Admitted;
 use super::holds::holder_of;
-use crate::boards::PowerState;
-use crate::config::LabSettings;
-use crate::locks::{CommandLockRequest, LockKey};
-use crate::tools::power::spec_for;
 use crate::transport::conn_limits::{ConnLimits, ConnTicket, LocalAddr};
+use gatecmd_domain::boards::PowerState;
+use gatecmd_domain::config::LabSettings;
+use gatecmd_domain::locks::{CommandLockRequest, LockKey};
+use gatecmd_mcp::tools::power::spec_for;
 
 /// The power port's own connection caps: labgrid's power driver opens one connection per
 /// request, and only holders' requests authenticate one.
@@ -211,7 +211,7 @@ async fn switch_board(lab: &Lab, admitted: &Admitted, on: bool) -> Result<(), An
                 format!(
                     "gatecmd: the power command failed (exit {:?}): {}\n",
                     o.exit_code,
-                    crate::output::clean(&o.stderr)
+                    gatecmd_core::output::clean(&o.stderr)
                 ),
             ))
         }

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 
 use super::holds::{Hold, Holder, holder};
 use super::proto::{MapValue, Resource, ResourcePath};
-use crate::config::{BoardConfig, LabSettings};
-use crate::state::AppState;
-use crate::views::device_at;
+use gatecmd_domain::config::{BoardConfig, LabSettings};
+use gatecmd_domain::state::AppState;
+use gatecmd_mcp::views::device_at;
 
 /// Resource names within a board's group.
 pub const USB: &str = "usb";
@@ -101,7 +101,7 @@ type Params = HashMap<String, MapValue>;
 
 fn usb(state: &AppState, lab: &LabSettings, board: &BoardConfig) -> (&'static str, Params, bool) {
     let dev = device_at(state, &board.usb);
-    let num = |f: fn(&crate::devices::Device) -> u64| {
+    let num = |f: fn(&gatecmd_devices::Device) -> u64| {
         dev.as_ref()
             .map(|d| MapValue::uint(f(d)))
             .unwrap_or_else(MapValue::none)

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::assets::secured;
 use super::{Page, denied, plain};
-use crate::console::ConsoleState;
 use crate::transport::conn_limits::ConnTicket;
+use gatecmd_domain::console::ConsoleState;
 
 /// Most raw bytes one answer carries; the page asks again from `next_cursor`.
 pub const MAX_BYTES: usize = 64 * 1024;
@@ -61,7 +61,7 @@ pub(super) async fn console(State(p): State<Arc<Page>>, req: Request) -> Respons
     let body = ConsoleText {
         board: board.clone(),
         state: console.view().state,
-        text: crate::output::clean(&s.bytes),
+        text: gatecmd_core::output::clean(&s.bytes),
         cursor: s.from,
         next_cursor: s.to,
         dropped_bytes: s.dropped,

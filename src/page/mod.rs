@@ -31,9 +31,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 
-use crate::state::AppState;
 use crate::transport::conn_limits::ConnTicket;
 use crate::transport::http::{Access, Gate};
+use gatecmd_domain::state::AppState;
 
 pub use sessions::{COOKIE, FILE_NAME as SESSIONS_FILE, Session, Sessions};
 
@@ -179,7 +179,7 @@ impl Page {
 /// Whether `client` (signed in earlier) may view the page under the configuration in
 /// force, and if so whether it is an admin: a client removed from `clients` or `viewers`
 /// since it signed in sees nothing more.
-fn may_still_view(config: &crate::config::Config, client: &str) -> Option<bool> {
+fn may_still_view(config: &gatecmd_domain::config::Config, client: &str) -> Option<bool> {
     let found = config.clients.iter().find(|c| c.name == client);
     let generated = config.clients.is_empty() && client == "default";
     ((found.is_some() || generated) && config.page.may_view(client))

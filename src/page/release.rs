@@ -11,7 +11,7 @@ use axum::response::Response;
 
 use super::signin::{form_field, signed_in_post};
 use super::{Page, plain};
-use crate::locks::LockKey;
+use gatecmd_domain::locks::LockKey;
 
 pub(super) async fn release(State(p): State<Arc<Page>>, req: Request) -> Response {
     let (viewer, form) = match signed_in_post(&p, req).await {

@@ -13,11 +13,11 @@ use serde::Serialize;
 
 use super::assets::secured;
 use super::{Page, Viewer, denied};
-use crate::audit::Decision;
-use crate::running::RunningCommand;
 use crate::transport::conn_limits::ConnTicket;
-use crate::views::BoardView;
-use crate::views::DeviceView;
+use gatecmd_domain::audit::Decision;
+use gatecmd_domain::running::RunningCommand;
+use gatecmd_mcp::views::BoardView;
+use gatecmd_mcp::views::DeviceView;
 
 /// No client's name: views built for it show nobody's lease id.
 const NOBODY: &str = "";
@@ -97,7 +97,7 @@ pub fn build(p: &Page, viewer: &Viewer) -> Snapshot {
             .into_iter()
             .map(|d| DeviceView::new(state, &config, d, NOBODY))
             .collect(),
-        boards: crate::views::boards_view(state, NOBODY).boards,
+        boards: gatecmd_mcp::views::boards_view(state, NOBODY).boards,
         locks: locks
             .keys
             .into_iter()

@@ -23,13 +23,13 @@ use axum::response::Response;
 use tokio::sync::{broadcast, watch};
 
 use super::{Page, Viewer, denied, plain, snapshot};
-use crate::throttle::Throttle;
 use crate::transport::conn_limits::ConnTicket;
+use gatecmd_core::throttle::Throttle;
 
 /// Wait this long after a change for the ones that come with it.
 pub const SETTLE: Duration = Duration::from_millis(10);
 /// At most one snapshot per this long.
-pub const MIN_GAP: Duration = crate::throttle::TEN_PER_SECOND;
+pub const MIN_GAP: Duration = gatecmd_core::throttle::TEN_PER_SECOND;
 /// How often the lock table's version and the board match queue are looked at: a waiter
 /// joining or leaving a queue moves them without a lock event.
 pub const QUEUE_POLL: Duration = Duration::from_millis(50);
@@ -50,7 +50,7 @@ pub(super) async fn events(State(p): State<Arc<Page>>, req: Request) -> Response
     // against the shared cap, so an admin can always open the page (issue 22).
     let share = match p.state.quotas.take(
         &viewer.client,
-        crate::quotas::Kind::PageStreams,
+        gatecmd_domain::quotas::Kind::PageStreams,
         1,
         page.max_streams_per_client,
     ) {
@@ -112,8 +112,8 @@ impl Drop for StreamSlot {
 
 /// What can change the page.
 struct Sources {
-    devices: Option<broadcast::Receiver<crate::devices::DeviceEvent>>,
-    locks: Option<broadcast::Receiver<crate::locks::LockEvent>>,
+    devices: Option<broadcast::Receiver<gatecmd_devices::DeviceEvent>>,
+    locks: Option<broadcast::Receiver<gatecmd_domain::locks::LockEvent>>,
     consoles: Option<broadcast::Receiver<String>>,
     config: Option<broadcast::Receiver<()>>,
     running: watch::Receiver<u64>,
@@ -121,7 +121,7 @@ struct Sources {
     /// (lock table version, board match waiters) as last sent.
     queues: (u64, usize),
     poll: tokio::time::Interval,
-    page_state: Arc<crate::state::AppState>,
+    page_state: Arc<gatecmd_domain::state::AppState>,
 }
 
 /// A broadcast receiver's next message as "something changed"; a closed channel is
@@ -192,7 +192,7 @@ impl Sources {
 /// Ticks until the queues differ from `sent`.
 async fn queues_moved(
     poll: &mut tokio::time::Interval,
-    state: &crate::state::AppState,
+    state: &gatecmd_domain::state::AppState,
     sent: (u64, usize),
 ) {
     loop {
@@ -203,7 +203,7 @@ async fn queues_moved(
     }
 }
 
-fn queues_of(s: &crate::state::AppState) -> (u64, usize) {
+fn queues_of(s: &gatecmd_domain::state::AppState) -> (u64, usize) {
     (s.locks.version(), s.boards.queue.len())
 }
 
@@ -215,14 +215,14 @@ struct Stream {
     /// Snapshots at least [`MIN_GAP`] apart (the first at once).
     throttle: Throttle,
     /// The shared slot (none for an admin) and the client's share, both given back on drop.
-    _slot: (Option<StreamSlot>, crate::quotas::Ticket),
+    _slot: (Option<StreamSlot>, gatecmd_domain::quotas::Ticket),
 }
 
 impl Stream {
     fn new(
         page: Arc<Page>,
         viewer: Viewer,
-        slot: (Option<StreamSlot>, crate::quotas::Ticket),
+        slot: (Option<StreamSlot>, gatecmd_domain::quotas::Ticket),
     ) -> Stream {
         Stream {
             sources: Sources::new(&page),

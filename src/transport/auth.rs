@@ -9,8 +9,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::{ClientConfig, Config, TokenSource};
-use crate::identity::ClientIdentity;
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_domain::config::{ClientConfig, Config, TokenSource};
 
 struct Entry {
     digest: [u8; 32],
@@ -438,7 +438,7 @@ mod tests {
     }
 
     fn policy(bind: &str, auth: bool, origins: &[&str], hosts: &[&str]) -> OriginPolicy {
-        let mut cfg = crate::config::Config::parse("", "t").expect("empty config");
+        let mut cfg = gatecmd_domain::config::Config::parse("", "t").expect("empty config");
         cfg.allowed_origins = origins.iter().map(|s| s.to_string()).collect();
         cfg.allowed_hosts = hosts.iter().map(|s| s.to_string()).collect();
         OriginPolicy::new(&cfg, bind.parse().expect("addr"), auth)

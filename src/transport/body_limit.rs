@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use crate::state::AppState;
+use gatecmd_domain::state::AppState;
 
 /// The layer: 413 with a JSON body that names the limit. A declared length is checked
 /// before anything is read; a body without one is read up to the limit and refused past it.

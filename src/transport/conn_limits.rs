@@ -42,7 +42,7 @@ pub struct ConnLimits {
 
 impl ConnLimits {
     /// From the configured limits; a zero cap would refuse everyone, so each is at least 1.
-    pub fn from_config(l: &crate::config::Limits) -> Self {
+    pub fn from_config(l: &gatecmd_domain::config::Limits) -> Self {
         ConnLimits {
             max_connections: l.max_connections.max(1),
             max_unauthenticated: l.max_unauthenticated_connections.max(1),
@@ -369,7 +369,7 @@ pub async fn serve(
                 // Best effort: the 503 fits any socket buffer; a peer that is gone gets nothing.
                 let _ = tcp.try_write(BUSY);
                 drop(tcp);
-                crate::metrics::http_answer("other", 503);
+                gatecmd_core::metrics::http_answer("other", 503);
                 continue;
             }
             // The evicted connection closes on its own task; wait for that (briefly), so

@@ -9,9 +9,9 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::identity::ClientIdentity;
 use crate::transport::auth::{AuthError, Credentials, OriginPolicy};
 use crate::transport::conn_limits::ConnTicket;
+use gatecmd_core::identity::ClientIdentity;
 
 /// Who may call `/mcp`.
 #[derive(Clone)]

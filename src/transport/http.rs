@@ -13,13 +13,13 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::identity::ClientIdentity;
-use crate::server::GatecmdServer;
-use crate::state::AppState;
 pub use crate::transport::conn_limits::ConnLimits;
 pub use crate::transport::gate::{Access, Gate, admit};
 use crate::transport::json_answer::QuickTools;
 use crate::transport::sessions::LeaseReleasingSessions;
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_domain::state::AppState;
+use gatecmd_mcp::server::GatecmdServer;
 
 type Rmcp = StreamableHttpService<GatecmdServer, LeaseReleasingSessions>;
 
@@ -77,12 +77,15 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
         .with_cancellation_token(shutdown);
     let sessions = Arc::new(LeaseReleasingSessions::new(sessions, state.clone()));
     // The scrape counts open sessions through the state (a weak link: the router owns them).
-    let census: Arc<dyn crate::metrics::SessionCensus> = sessions.clone();
+    let census: Arc<dyn gatecmd_core::metrics::SessionCensus> = sessions.clone();
     state.metrics.set_sessions(Arc::downgrade(&census));
+    // One cache of list_devices answers for every handler of this transport.
+    let lists = Arc::new(gatecmd_mcp::list_cache::ListCache::default());
     let service = |config: StreamableHttpServerConfig| {
         let state = state.clone();
+        let lists = lists.clone();
         StreamableHttpService::new(
-            move || Ok(GatecmdServer::new(state.clone())),
+            move || Ok(GatecmdServer::new(state.clone(), lists.clone())),
             sessions.clone(),
             config,
         )

@@ -19,10 +19,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use crate::identity::ClientIdentity;
-use crate::quotas::{Full, Kind};
-use crate::refusal::{Classified, Refusal, RefusalReason};
-use crate::state::AppState;
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
+use gatecmd_domain::quotas::{Full, Kind};
+use gatecmd_domain::state::AppState;
 
 /// Counts the request's answer in its client's share until the body is done.
 pub async fn hold(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {

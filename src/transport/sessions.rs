@@ -24,9 +24,9 @@ use rmcp::transport::streamable_http_server::session::{
     RestoreOutcome, ServerSseMessage, SessionId as McpSessionId, SessionManager,
 };
 
-use crate::identity::ClientIdentity;
-use crate::locks::SessionId;
-use crate::state::AppState;
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_domain::locks::SessionId;
+use gatecmd_domain::state::AppState;
 
 /// Who opened a session, and when it was last used.
 struct Owner {
@@ -100,7 +100,7 @@ impl LeaseReleasingSessions {
     }
 }
 
-impl crate::metrics::SessionCensus for LeaseReleasingSessions {
+impl gatecmd_core::metrics::SessionCensus for LeaseReleasingSessions {
     fn open_by_client(&self) -> Vec<(String, u64)> {
         let mut by: HashMap<&str, u64> = HashMap::new();
         let owners = self.owners();

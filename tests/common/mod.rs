@@ -6,7 +6,7 @@ pub mod umockdev;
 
 use std::time::Duration;
 
-use gatecmd::devices::{Device, DeviceEvent};
+use gatecmd_devices::{Device, DeviceEvent};
 use tokio::sync::broadcast::Receiver;
 
 pub const ROOT_HUB: &str = include_str!("../fixtures/usb1-root-hub.umockdev");

@@ -7,8 +7,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::metrics::PREFIX;
-use crate::state::AppState;
+use gatecmd_core::metrics::PREFIX;
+use gatecmd_domain::state::AppState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClientLabels {
@@ -72,8 +72,8 @@ pub fn registry(state: &AppState) -> Registry {
     let devices = Family::<DeviceLabels, Gauge>::default();
     for d in state.registry.snapshot() {
         let mode = match d.mode {
-            Some(crate::devices::RockchipMode::MaskRom) => "maskrom",
-            Some(crate::devices::RockchipMode::Loader) => "loader",
+            Some(gatecmd_devices::RockchipMode::MaskRom) => "maskrom",
+            Some(gatecmd_devices::RockchipMode::Loader) => "loader",
             None => "none",
         };
         devices

@@ -15,11 +15,11 @@ use axum::response::{IntoResponse, Response};
 
 use super::census;
 use super::encode::Format;
-use crate::identity::ClientIdentity;
-use crate::metrics::{counters, http_answer, route_of};
-use crate::state::AppState;
 use crate::transport::auth::OriginPolicy;
 use crate::transport::gate::{Access, Gate, admit};
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::metrics::{counters, http_answer, route_of};
+use gatecmd_domain::state::AppState;
 
 /// The path both binds serve.
 pub const PATH: &str = "/metrics";

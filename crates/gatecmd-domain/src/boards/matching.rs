@@ -1,0 +1,101 @@
+//! `lock_board {match: {...}}`: which boards a request may take.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::config::BoardConfig;
+use gatecmd_devices::{Device, RockchipMode};
+
+/// A board selection: every given tag equal, and the device at its port in `mode` /
+/// attached when asked. `soc` is also read from the attached rockusb device when the
+/// board's config has no `soc` tag.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct BoardMatch {
+    /// The device at the board's usb port must be in this rockusb mode.
+    #[serde(default)]
+    pub mode: Option<RockchipMode>,
+    /// Whether a device must (true) or must not (false) be attached at the board's port.
+    #[serde(default)]
+    pub attached: Option<bool>,
+    /// Tags that must be equal (e.g. soc: rk3588, model: rock-5b).
+    #[serde(flatten)]
+    pub tags: BTreeMap<String, String>,
+}
+
+impl BoardMatch {
+    /// Whether `board`, with `device` at its usb port now, satisfies the match.
+    pub fn matches(&self, board: &BoardConfig, device: Option<&Device>) -> bool {
+        let tags_ok = self.tags.iter().all(|(k, v)| {
+            match board.tags.get(k) {
+                Some(t) => t.eq_ignore_ascii_case(v),
+                // A board without a `soc` tag is what its rockusb device says it is.
+                None if k == "soc" => device
+                    .and_then(|d| d.soc.as_deref())
+                    .is_some_and(|s| s.eq_ignore_ascii_case(v)),
+                None => false,
+            }
+        });
+        let mode_ok = self
+            .mode
+            .is_none_or(|m| device.and_then(|d| d.mode) == Some(m));
+        let attached_ok = self.attached.is_none_or(|a| device.is_some() == a);
+        tags_ok && mode_ok && attached_ok
+    }
+
+    /// The match in words, for refusals.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some(m) = self.mode {
+            parts.push(format!("mode={m}"));
+        }
+        if let Some(a) = self.attached {
+            parts.push(format!("attached={a}"));
+        }
+        if parts.is_empty() {
+            "any board".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(tags: &[(&str, &str)]) -> BoardConfig {
+        BoardConfig {
+            name: "b".into(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            usb: "1-2".into(),
+            console: None,
+            power: None,
+            maskrom: None,
+            shell: Default::default(),
+        }
+    }
+
+    fn m(json: serde_json::Value) -> BoardMatch {
+        serde_json::from_value(json).expect("match")
+    }
+
+    #[test]
+    fn tags_mode_and_attachment_all_count() {
+        let b = board(&[("soc", "rk3588"), ("model", "rock-5b")]);
+        assert!(m(serde_json::json!({"soc": "RK3588"})).matches(&b, None));
+        assert!(!m(serde_json::json!({"soc": "rk3568"})).matches(&b, None));
+        assert!(!m(serde_json::json!({"lab": "x"})).matches(&b, None));
+        assert!(!m(serde_json::json!({"mode": "maskrom"})).matches(&b, None));
+        assert!(m(serde_json::json!({"attached": false})).matches(&b, None));
+        assert!(!m(serde_json::json!({"attached": true})).matches(&b, None));
+        assert_eq!(
+            m(serde_json::json!({"soc": "rk3588", "mode": "loader"})).describe(),
+            "soc=rk3588, mode=loader"
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! The YAML configuration (`allowed_commands.yaml`): schema, defaults and validation.
+//!
+//! The text is read by serde-saphyr (a maintained YAML crate; serde_yaml is deprecated
+//! upstream), whose errors carry line and column; `positions` indexes the same parser's
+//! events by field path, so a type error is named by its field and the validator's checks
+//! (single values and those that relate several fields) are located by the field they
+//! blame. Either way a [`ConfigError`] names file, line, column and field and says what
+//! would be valid.
+//!
+//! - `schema`: the validated [`Config`] and its parts, with their defaults.
+//! - `boards`: the named boards (usb port, console, power).
+//! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
+//! - `staging`: the file staging policy (limits, write roots per client).
+//! - `lab`: gatecmd as a labgrid exporter (coordinator, name, console bind).
+//! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
+//! - `raw`: the schema as written in YAML, and checks of single values.
+//! - `validate/`: cross-field validation, one file per part of the schema.
+//! - `load`: the search order, reading a file, its permissions, serde errors located.
+//! - `host`: whether a binary can run here; the default state directory.
+//! - `positions`: where each field path is in the YAML text.
+//! - `error`: [`ConfigError`] and [`ConfigErrors`].
+//!
+//! The argument patterns are the sanitizer's grammar; the configuration compiles them and
+//! hands the sanitizer its policy through [`gatecmd_core::sanitizer::CommandPolicy`].
+
+mod boards;
+mod error;
+mod host;
+mod jobs;
+mod lab;
+mod load;
+mod metrics;
+mod page;
+mod positions;
+mod raw;
+mod schema;
+mod shell;
+mod staging;
+mod validate;
+mod value_error;
+
+pub use boards::{
+    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
+    MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
+    power_boards_of, valid_port_path,
+};
+pub use error::{ConfigError, ConfigErrors};
+pub use host::binary_problem;
+pub use jobs::JobSettings;
+pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};
+pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
+pub use metrics::MetricsSettings;
+pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
+pub use schema::{
+    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig,
+    CommandConfig, Config, DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits,
+    MonitorSettings, PatternConfig, TokenSource,
+};
+pub use shell::{
+    DEFAULT_BOOT_TIMEOUT_SECS, DEFAULT_LOGIN_PROMPT, DEFAULT_PROMPT, DEFAULT_UBOOT_INTERRUPT,
+    DEFAULT_UBOOT_PROMPT, LoginConfig, MAX_BOOT_TIMEOUT_SECS, PASSWORD_PROMPT, ShellConfig,
+    UbootConfig, prompt_regex,
+};
+pub use staging::{
+    CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
+};
+pub use value_error::ValueError;
+// A file slot's kind is the sanitizer's; callers that read it from a `PatternConfig` keep
+// finding it here.
+pub use gatecmd_core::sanitizer::FileKind;
+
+#[cfg(test)]
+mod boards_tests;
+#[cfg(test)]
+mod shell_tests;
+#[cfg(test)]
+mod staging_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,324 @@
+//! `boards:`: names, ports, consoles and power switches, checked against each other and
+//! against `commands:` (a power action must be a command line the sanitizer accepts).
+
+use std::path::PathBuf;
+
+use super::super::boards::{
+    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
+    MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
+    valid_port_path,
+};
+use super::super::raw::{RawBoard, RawConsole, RawPower, RawPowerAction, check_name, parse_abs};
+use super::super::schema::CommandConfig;
+use super::validator::Validator;
+
+fn port_error(what: &str, p: &str) -> String {
+    format!(
+        "{what} {p:?} is not a USB port path: write BUS-PORT[.PORT...] as in sysfs (e.g. \"1-2\" or \"1-2.3\"); `gatecmd devices` shows the ports in use"
+    )
+}
+
+impl Validator {
+    pub(super) fn boards(
+        &mut self,
+        raw: Vec<RawBoard>,
+        commands: &[CommandConfig],
+        file_roots: &[PathBuf],
+    ) -> Vec<BoardConfig> {
+        let mut out: Vec<BoardConfig> = Vec::new();
+        for (i, mut b) in raw.into_iter().enumerate() {
+            let field = |f: &str| format!("boards[{i}].{f}");
+            let at = self.at(&field("name"));
+            let mut ok = self.value(check_name(&b.name), at, field("name")).is_some();
+            if out.iter().any(|o| o.name == b.name) {
+                let at = self.at(&field("name"));
+                self.err(
+                    at,
+                    field("name"),
+                    format!(
+                        "board {:?} is defined twice; give each board a unique name",
+                        b.name
+                    ),
+                );
+                ok = false;
+            }
+            let at = self.at(&field("usb"));
+            if !valid_port_path(&b.usb) {
+                self.err(at, field("usb"), port_error("usb", &b.usb));
+                ok = false;
+            } else if let Some(other) = out.iter().find(|o| o.usb == b.usb) {
+                self.err(
+                    at,
+                    field("usb"),
+                    format!(
+                        "board {:?} is on usb port {:?}, which board {:?} already uses: one port is one board",
+                        b.name, b.usb, other.name
+                    ),
+                );
+                ok = false;
+            }
+            let shell = match &b.console {
+                None => Some(Default::default()),
+                Some(c) => self.shell(i, c),
+            };
+            let maskrom = match b.power.as_mut().and_then(|p| p.maskrom.take()) {
+                None => Some(None),
+                Some(a) => self
+                    .power_action(i, "maskrom", a, commands, file_roots)
+                    .map(Some),
+            };
+            let console = match b.console {
+                None => Some(None),
+                Some(c) => self.console(i, &b.usb, c).map(Some),
+            };
+            let power = match b.power {
+                None => Some(None),
+                Some(p) => self.power(i, p, commands, file_roots).map(Some),
+            };
+            if let (true, Some(console), Some(power), Some(shell), Some(maskrom)) =
+                (ok, console, power, shell, maskrom)
+            {
+                out.push(BoardConfig {
+                    name: b.name,
+                    tags: b.tags,
+                    usb: b.usb,
+                    console,
+                    power,
+                    maskrom,
+                    shell,
+                });
+            }
+        }
+        // Checked once every board is known: board 1's console on board 2's usb port.
+        for (i, b) in out.iter().enumerate() {
+            let Some(port) = b.console.as_ref().and_then(|c| c.port.as_ref()) else {
+                continue;
+            };
+            if let Some(other) = out.iter().find(|o| o.name != b.name && &o.usb == port) {
+                let at = self.at(&format!("boards[{i}].console.port"));
+                self.err(
+                    at,
+                    format!("boards[{i}].console.port"),
+                    format!(
+                        "console port {port:?} is the usb port of board {:?}; a serial adapter needs a port of its own",
+                        other.name
+                    ),
+                );
+            }
+        }
+        out
+    }
+
+    fn console(&mut self, i: usize, usb: &str, c: RawConsole) -> Option<ConsoleConfig> {
+        let field = |f: &str| format!("boards[{i}].console.{f}");
+        let at = self.at(&format!("boards[{i}].console"));
+        let mut ok = true;
+        let path = match (&c.port, &c.path) {
+            (Some(_), Some(_)) | (None, None) => {
+                self.err(
+                    at,
+                    format!("boards[{i}].console"),
+                    "give exactly one of port (the adapter's USB port path, e.g. \"1-3\") and path (a tty, e.g. /dev/serial/by-path/...)".into(),
+                );
+                return None;
+            }
+            (Some(port), None) => {
+                if !valid_port_path(port) {
+                    self.err(
+                        self.at(&field("port")),
+                        field("port"),
+                        port_error("console port", port),
+                    );
+                    ok = false;
+                } else if port == usb {
+                    self.err(
+                        self.at(&field("port")),
+                        field("port"),
+                        format!(
+                            "console port {port:?} is the board's own usb port; the serial adapter enumerates on a port of its own"
+                        ),
+                    );
+                    ok = false;
+                }
+                None
+            }
+            (None, Some(p)) => self.value(parse_abs(p), self.at(&field("path")), field("path")),
+        };
+        if !STANDARD_BAUDS.contains(&c.baud) {
+            self.err(
+                self.at(&field("baud")),
+                field("baud"),
+                format!(
+                    "baud rate {} is not one a tty can be set to; use one of {}",
+                    c.baud,
+                    STANDARD_BAUDS
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            ok = false;
+        }
+        if c.path.is_some() && path.is_none() {
+            ok = false;
+        }
+        let buffer_bytes = match c.buffer_bytes {
+            None => DEFAULT_CONSOLE_BUFFER_BYTES,
+            Some(n) => match usize::try_from(n) {
+                Ok(n) if (MIN_CONSOLE_BUFFER_BYTES..=MAX_CONSOLE_BUFFER_BYTES).contains(&n) => n,
+                _ => {
+                    let at = self.at(&field("buffer_bytes"));
+                    self.err(
+                        at,
+                        field("buffer_bytes"),
+                        format!(
+                            "buffer_bytes {n} is outside {MIN_CONSOLE_BUFFER_BYTES}..={MAX_CONSOLE_BUFFER_BYTES} \
+                             (4 KiB to 64 MiB, in bytes); leave it out for the default {DEFAULT_CONSOLE_BUFFER_BYTES} (1 MiB)"
+                        ),
+                    );
+                    ok = false;
+                    0
+                }
+            },
+        };
+        ok.then_some(ConsoleConfig {
+            port: c.port,
+            path,
+            baud: c.baud,
+            buffer_bytes,
+        })
+    }
+
+    fn power(
+        &mut self,
+        i: usize,
+        p: RawPower,
+        commands: &[CommandConfig],
+        file_roots: &[PathBuf],
+    ) -> Option<PowerConfig> {
+        let at = self.at(&format!("boards[{i}].power"));
+        match (p.uhubctl, p.on, p.off) {
+            (Some(u), None, None) => {
+                let mut ok = true;
+                if !valid_port_path(&u.hub) {
+                    self.err(
+                        self.at(&format!("boards[{i}].power.uhubctl.hub")),
+                        format!("boards[{i}].power.uhubctl.hub"),
+                        port_error("hub", &u.hub),
+                    );
+                    ok = false;
+                }
+                if u.port == 0 || u.port > 255 {
+                    self.err(
+                        self.at(&format!("boards[{i}].power.uhubctl.port")),
+                        format!("boards[{i}].power.uhubctl.port"),
+                        format!("hub port {} is not a hub port number (1-255)", u.port),
+                    );
+                    ok = false;
+                }
+                let binary = match u.binary {
+                    None => Some(PathBuf::from(DEFAULT_UHUBCTL)),
+                    Some(b) => self.value(
+                        parse_abs(&b),
+                        self.at(&format!("boards[{i}].power.uhubctl.binary")),
+                        format!("boards[{i}].power.uhubctl.binary"),
+                    ),
+                };
+                match (ok, binary) {
+                    (true, Some(binary)) => Some(PowerConfig::Uhubctl {
+                        hub: u.hub,
+                        port: u.port,
+                        binary,
+                    }),
+                    _ => None,
+                }
+            }
+            (None, Some(on), Some(off)) => {
+                let on = self.power_action(i, "on", on, commands, file_roots);
+                let off = self.power_action(i, "off", off, commands, file_roots);
+                Some(PowerConfig::Commands { on: on?, off: off? })
+            }
+            _ => {
+                self.err(
+                    at,
+                    format!("boards[{i}].power"),
+                    "give either uhubctl: {hub, port, binary?} or both on: {command, args} and off: {command, args}".into(),
+                );
+                None
+            }
+        }
+    }
+
+    fn power_action(
+        &mut self,
+        i: usize,
+        which: &str,
+        a: RawPowerAction,
+        commands: &[CommandConfig],
+        file_roots: &[PathBuf],
+    ) -> Option<PowerAction> {
+        let field = format!("boards[{i}].power.{which}");
+        let Some(command) = commands.iter().find(|c| c.name == a.command) else {
+            let known: Vec<_> = commands.iter().map(|c| c.name.as_str()).collect();
+            self.err(
+                self.at(&format!("{field}.command")),
+                format!("{field}.command"),
+                format!(
+                    "unknown command {:?}; defined commands: {}",
+                    a.command,
+                    if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            );
+            return None;
+        };
+        let args = a.args.into_vec();
+        if let Err(refused) = gatecmd_core::sanitizer::check(command, &args, file_roots) {
+            self.err(
+                self.at(&format!("{field}.args")),
+                format!("{field}.args"),
+                format!(
+                    "{:?} with args {args:?} matches none of its patterns: {refused}",
+                    a.command
+                ),
+            );
+            return None;
+        }
+        Some(PowerAction {
+            command: a.command,
+            args,
+        })
+    }
+
+    /// A client's `commands:` list may not name a power action's command: only
+    /// `power_board` runs it (under the board's lease), so listing it would promise the
+    /// client something `execute_command` always refuses.
+    pub(super) fn power_commands_unlisted(
+        &mut self,
+        clients: &[super::super::schema::ClientConfig],
+        boards: &[BoardConfig],
+    ) {
+        for (ci, c) in clients.iter().enumerate() {
+            for name in c.commands.iter().flatten() {
+                let owners = super::super::boards::power_boards_of(boards, name);
+                if !owners.is_empty() {
+                    let field = format!("clients[{ci}].commands");
+                    let at = self.at(&field);
+                    self.err(
+                        at,
+                        field,
+                        format!(
+                            "{name:?} is the power command of board(s) {}: only power_board runs it, \
+                             under the board's lease; remove it from this list",
+                            owners.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Chunked uploads.
+//!
+//! A chunk at offset 0 starts an upload into `.<name>.gatecmd-upload` in the target's
+//! directory (created beneath the root if missing, at most `staging.max_new_dirs_per_call`
+//! directories per call, and only after both quotas allowed them and the file). A file lies
+//! at most `staging.max_depth` components below its root. Each following chunk must come at
+//! exactly the size stored so far. The chunk that carries `sha256` finalises: the whole
+//! temporary file is fsynced and hashed, and only when the hash matches is it renamed over
+//! `<name>` (then the directory is fsynced). A mismatch deletes the temporary file. So
+//! nothing unverified ever appears under the final name, and an interrupted upload leaves
+//! only the hidden temporary file, which a later chunk may continue (also after a restart
+//! of the server) and which expires after `staging.stale_upload_secs`.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+
+use super::error::StagingError;
+use super::inspect::hash_reader;
+use super::locks::Staging;
+use super::quota::{self, Growth};
+use super::target::Target;
+pub use super::temp::{TEMP_SUFFIX, final_name_of, temp_name};
+use crate::config::StagingLimits;
+use gatecmd_core::beneath::{Denied, Dir, Kind, RelPath, kind_of};
+
+/// Decodes a chunk, refusing oversized ones before decoding them.
+pub fn decode_chunk(content_base64: &str, max_chunk: u64) -> Result<Vec<u8>, StagingError> {
+    // Whitespace is tolerated (some encoders wrap lines); it does not count.
+    let compact: String;
+    let text = if content_base64.bytes().any(|b| b.is_ascii_whitespace()) {
+        compact = content_base64
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        compact.as_str()
+    } else {
+        content_base64
+    };
+    let approx = (text.len() as u64 / 4) * 3;
+    if approx > max_chunk + 2 {
+        return Err(StagingError::ChunkTooLarge {
+            bytes: approx,
+            max: max_chunk,
+        });
+    }
+    let data = base64::engine::general_purpose::STANDARD_PAD_INDIFFERENT
+        .decode(text)
+        .map_err(|e| StagingError::BadBase64(e.to_string()))?;
+    if data.len() as u64 > max_chunk {
+        return Err(StagingError::ChunkTooLarge {
+            bytes: data.len() as u64,
+            max: max_chunk,
+        });
+    }
+    Ok(data)
+}
+
+/// Parses a SHA-256 given as 64 hex digits (either case).
+pub fn parse_sha256(s: &str) -> Result<String, StagingError> {
+    let s = s.trim().to_ascii_lowercase();
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(&s, &mut out).map_err(|_| StagingError::BadSha256)?;
+    Ok(s)
+}
+
+/// One `write_file` call, checked for form.
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    pub offset: u64,
+    pub data: Vec<u8>,
+    pub truncate: bool,
+    /// Lowercase hex SHA-256 of the whole file: finalises the upload.
+    pub sha256: Option<String>,
+}
+
+/// What a chunk did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Bytes of this chunk.
+    pub bytes: u64,
+    /// Bytes stored so far (the next offset), or the final size.
+    pub size: u64,
+    /// The file is verified and visible under its name.
+    pub complete: bool,
+    pub sha256: Option<String>,
+    /// Path of the temporary file while incomplete.
+    pub temp_path: String,
+    /// Stale temporary files removed in passing (absolute paths).
+    pub expired: Vec<String>,
+}
+
+/// Writes one chunk of an upload (see the module documentation).
+pub fn write(
+    staging: &Staging,
+    limits: &StagingLimits,
+    stale_after: Duration,
+    t: &Target,
+    chunk: Chunk,
+) -> Result<Written, StagingError> {
+    let names = check_form(limits, t, &chunk)?;
+    let start = chunk.offset == 0;
+    let len = chunk.data.len() as u64;
+    let key = t.root.join(t.rel.to_path());
+    staging.files.with(&key, || {
+        let root = t.open_root()?;
+        // Directories are created only when an upload starts (after the quota check);
+        // later chunks must find the very same path (a component swapped for a symlink
+        // meanwhile is refused).
+        let dir = match root.open_dir(&names.parent) {
+            Ok(dir) => Some(dir),
+            Err(Denied::NotFound(_)) if start => None,
+            Err(d) => return Err(t.denied(d)),
+        };
+        let (expired, existing) = match &dir {
+            Some(dir) => {
+                let expired = if start {
+                    sweep(dir, &names.parent_path, stale_after, &names.temp)
+                } else {
+                    vec![]
+                };
+                (expired, existing_upload(t, dir, &names, &chunk)?)
+            }
+            None => (vec![], None),
+        };
+        let (dir, file) = staging.roots.with(&t.root, || {
+            store(&root, dir, t, &names, limits, &chunk, existing)
+        })?;
+        let mut written = Written {
+            bytes: len,
+            size: chunk.offset + len,
+            complete: false,
+            sha256: None,
+            temp_path: names.temp_display.clone(),
+            expired,
+        };
+        if let Some(expected) = &chunk.sha256 {
+            written.sha256 = Some(finalise(&dir, &file, t, &names, expected, written.size)?);
+            written.complete = true;
+        }
+        Ok(written)
+    })
+}
+
+/// Where an upload goes: the final name and its hidden temporary name.
+struct Names<'a> {
+    /// The directory of the file, below the root.
+    parent: RelPath,
+    /// The same, absolute (for messages and the sweep's report).
+    parent_path: PathBuf,
+    name: &'a OsStr,
+    temp: OsString,
+    temp_display: String,
+}
+
+/// Checks that need no file system: offsets, sizes, depth and names.
+fn check_form<'a>(
+    limits: &StagingLimits,
+    t: &'a Target,
+    chunk: &Chunk,
+) -> Result<Names<'a>, StagingError> {
+    let offset = chunk.offset;
+    if chunk.truncate && offset != 0 {
+        return Err(StagingError::TruncateNeedsZeroOffset(offset));
+    }
+    let len = chunk.data.len() as u64;
+    if len > limits.max_chunk_bytes {
+        return Err(StagingError::ChunkTooLarge {
+            bytes: len,
+            max: limits.max_chunk_bytes,
+        });
+    }
+    let end = offset.saturating_add(len);
+    if end > limits.max_file_bytes {
+        return Err(StagingError::FileTooLarge {
+            size: end,
+            max: limits.max_file_bytes,
+        });
+    }
+    if t.rel.len() as u64 > limits.max_depth {
+        return Err(StagingError::TooDeep {
+            path: t.display(),
+            depth: t.rel.len(),
+            max: limits.max_depth,
+        });
+    }
+    let (parent, name) = t.split_last()?;
+    let name_str = name.to_string_lossy();
+    if final_name_of(&name_str).is_some() {
+        return Err(StagingError::ReservedName {
+            name: name_str.into_owned(),
+        });
+    }
+    let temp = temp_name(name).ok_or_else(|| StagingError::BadPath {
+        path: t.display(),
+        reason: "the file name is too long (at most 239 bytes, to leave room for the upload's temporary name)",
+    })?;
+    let parent_path = t.root.join(parent.to_path());
+    Ok(Names {
+        temp_display: parent_path.join(&temp).display().to_string(),
+        parent,
+        parent_path,
+        name,
+        temp,
+    })
+}
+
+fn too_many_dirs(t: &Target, limits: &StagingLimits, count: usize) -> Result<(), StagingError> {
+    if count as u64 > limits.max_new_dirs_per_call {
+        return Err(StagingError::TooManyNewDirs {
+            path: t.display(),
+            count,
+            max: limits.max_new_dirs_per_call,
+        });
+    }
+    Ok(())
+}
+
+/// The size of the unfinished upload this chunk continues or restarts (`None`: there is
+/// none), after checking that the chunk fits it.
+fn existing_upload(
+    t: &Target,
+    dir: &Dir,
+    names: &Names<'_>,
+    chunk: &Chunk,
+) -> Result<Option<u64>, StagingError> {
+    if let Ok(Some(st)) = dir.stat(names.name)
+        && kind_of(&st) == Kind::Dir
+    {
+        return Err(StagingError::IsDirectory {
+            path: t.display(),
+            what: "write_file writes files: choose another name",
+        });
+    }
+    let existing = dir
+        .stat(&names.temp)
+        .map_err(|e| StagingError::io("inspecting", &names.temp_display, e))?;
+    if let Some(st) = &existing
+        && kind_of(st) != Kind::File
+    {
+        return Err(StagingError::NotRegular {
+            path: names.temp_display.clone(),
+            kind: kind_of(st).name(),
+        });
+    }
+    let have = existing.as_ref().map(|st| st.st_size as u64);
+    match (chunk.offset, have) {
+        (0, Some(have)) if have > 0 && !chunk.truncate => Err(StagingError::UploadInProgress {
+            path: t.display(),
+            have,
+        }),
+        (0, _) => Ok(have),
+        (_, None) => Err(StagingError::NoUpload { path: t.display() }),
+        (given, Some(have)) if have != given => Err(StagingError::WrongOffset {
+            path: t.display(),
+            given,
+            have,
+        }),
+        (_, have) => Ok(have),
+    }
+}
+
+/// The directory bound, the quota check and the write, as one step under the root's lock:
+/// the missing directories and the temporary file are created only once the bound and
+/// both quotas allow them.
+fn store(
+    root: &Dir,
+    dir: Option<Dir>,
+    t: &Target,
+    names: &Names<'_>,
+    limits: &StagingLimits,
+    chunk: &Chunk,
+    existing: Option<u64>,
+) -> Result<(Dir, File), StagingError> {
+    let start = chunk.offset == 0;
+    let missing = match &dir {
+        Some(_) => 0,
+        None => root.missing_dirs(&names.parent).map_err(|d| t.denied(d))?,
+    };
+    too_many_dirs(t, limits, missing)?;
+    let new_file = start && existing.is_none();
+    quota::check(
+        root,
+        &t.root,
+        limits,
+        Growth {
+            bytes: chunk.data.len() as u64,
+            freed: if start { existing.unwrap_or(0) } else { 0 },
+            entries: missing as u64 + u64::from(new_file),
+        },
+    )?;
+    let dir = match dir {
+        Some(dir) => dir,
+        None => {
+            let max = usize::try_from(limits.max_new_dirs_per_call).unwrap_or(usize::MAX);
+            root.create_dirs(&names.parent, max).map_err(|d| match d {
+                Denied::TooManyNew(_) => StagingError::TooManyNewDirs {
+                    path: t.display(),
+                    count: missing,
+                    max: limits.max_new_dirs_per_call,
+                },
+                d => t.denied(d),
+            })?
+        }
+    };
+    let file = open_temp(&dir, t, names, start)?;
+    let io = |op, e: std::io::Error| StagingError::Io {
+        op,
+        path: names.temp_display.clone(),
+        reason: e.to_string(),
+    };
+    if start {
+        file.set_len(0).map_err(|e| io("truncating", e))?;
+    } else {
+        let size = file.metadata().map_err(|e| io("inspecting", e))?.len();
+        if size != chunk.offset {
+            return Err(StagingError::WrongOffset {
+                path: t.display(),
+                given: chunk.offset,
+                have: size,
+            });
+        }
+    }
+    file.write_all_at(&chunk.data, chunk.offset)
+        .map_err(|e| io("writing", e))?;
+    Ok((dir, file))
+}
+
+/// Opens (at the start of an upload: creates) the temporary file, which must be a private
+/// regular file.
+fn open_temp(dir: &Dir, t: &Target, names: &Names<'_>, create: bool) -> Result<File, StagingError> {
+    let flags = if create {
+        OFlag::O_RDWR | OFlag::O_CREAT
+    } else {
+        OFlag::O_RDWR
+    };
+    let file = dir
+        .open_file(&names.temp, flags, 0o644)
+        .map_err(|e| match e {
+            Errno::ELOOP => StagingError::Symlink {
+                path: t.display(),
+                link: names.temp_display.clone(),
+            },
+            Errno::ENOENT => StagingError::NoUpload { path: t.display() },
+            e => StagingError::io("opening", &names.temp_display, e),
+        })?;
+    let st = nix::sys::stat::fstat(file.as_raw_fd())
+        .map_err(|e| StagingError::io("inspecting", &names.temp_display, e))?;
+    if kind_of(&st) != Kind::File {
+        return Err(StagingError::NotRegular {
+            path: names.temp_display.clone(),
+            kind: kind_of(&st).name(),
+        });
+    }
+    // A hard link planted under the temporary name would let writes land in a file
+    // elsewhere (even outside the root); only a private file is written.
+    if st.st_nlink != 1 {
+        return Err(StagingError::HardLinked {
+            path: names.temp_display.clone(),
+            links: st.st_nlink as u64,
+        });
+    }
+    Ok(file)
+}
+
+/// Hashes what is on disk and, when it matches, renames it into place; a mismatch
+/// discards the upload. Returns the verified hash.
+fn finalise(
+    dir: &Dir,
+    file: &File,
+    t: &Target,
+    names: &Names<'_>,
+    expected: &str,
+    size: u64,
+) -> Result<String, StagingError> {
+    let io = |op, e: std::io::Error| StagingError::Io {
+        op,
+        path: names.temp_display.clone(),
+        reason: e.to_string(),
+    };
+    file.sync_all().map_err(|e| io("syncing", e))?;
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| io("reading", e))?;
+    let actual = hash_reader(&mut reader).map_err(|e| io("reading", e))?;
+    if actual != expected {
+        let _ = dir.unlink(&names.temp);
+        return Err(StagingError::HashMismatch {
+            path: t.display(),
+            expected: expected.to_string(),
+            actual,
+            size,
+        });
+    }
+    dir.rename(&names.temp, names.name).map_err(|e| match e {
+        Errno::EISDIR | Errno::ENOTEMPTY => StagingError::IsDirectory {
+            path: t.display(),
+            what: "write_file writes files: choose another name",
+        },
+        e => StagingError::io("renaming into place", &t.display(), e),
+    })?;
+    dir.sync()
+        .map_err(|e| StagingError::io("syncing the directory of", &t.display(), e))?;
+    Ok(actual)
+}
+
+/// Removes temporary files in `dir` not modified for `stale_after` (except `keep`).
+fn sweep(
+    dir: &Dir,
+    dir_path: &std::path::Path,
+    stale_after: Duration,
+    keep: &OsStr,
+) -> Vec<String> {
+    let Ok(names) = dir.names() else {
+        return vec![];
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let cutoff = now.saturating_sub(stale_after.as_secs() as i64);
+    let mut out = Vec::new();
+    for n in names {
+        if n == keep || final_name_of(&n.to_string_lossy()).is_none() {
+            continue;
+        }
+        if let Ok(Some(st)) = dir.stat(&n)
+            && kind_of(&st) == Kind::File
+            && st.st_mtime < cutoff
+            && dir.unlink(&n).is_ok()
+        {
+            out.push(dir_path.join(&n).display().to_string());
+        }
+    }
+    out
+}

@@ -1,0 +1,424 @@
+//! `boot_board {board, to: maskrom|uboot|shell|off}`: drives a leased board to a state with
+//! what its configuration offers (src/boards/boot.rs plans the steps), each step a normal
+//! gatecmd action: the board key held for the whole call under the caller's lease, power
+//! and MaskROM commands through the executor and the sanitizer, every step audited.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolResult;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::board_run::{Leased, take_board, talk_refusal};
+use crate::tools::power::{action_spec, spec_for};
+use crate::tools::talk_errors::TalkRefusal;
+use crate::tools::{refusal, structured, structured_error};
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::refusal::{Refusal, RefusalReason};
+use gatecmd_devices::{DeviceId, RockchipMode};
+use gatecmd_domain::boards::PowerState;
+use gatecmd_domain::boards::boot::{Now, Step, Target, plan};
+use gatecmd_domain::config::{Config, MAX_BOOT_TIMEOUT_SECS};
+use gatecmd_domain::console::session::{self, TalkError, Wait, last_line_since, watch};
+use gatecmd_domain::console::shell::{Prompts, Seen};
+use gatecmd_domain::console::{Console, ConsoleState, uboot};
+use gatecmd_domain::exec::Spec;
+use gatecmd_domain::locks::SessionId;
+use gatecmd_domain::state::AppState;
+
+/// How long a newline is answered before the console counts as showing no prompt.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
+
+/// Arguments of `boot_board`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BootRequest {
+    /// A board name from list_boards; you must hold its lease.
+    pub board: String,
+    /// maskrom (the boot ROM's USB device), uboot (U-Boot's prompt), shell (a login or
+    /// shell prompt; board_run logs in), off.
+    pub to: Target,
+    /// Longest wait in seconds (default: the board's console.boot_timeout_secs, 120).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
+    #[serde(default)]
+    pub lease: Option<String>,
+}
+
+/// Result of `boot_board` (or a refusal in its place).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
+pub struct BootResult {
+    pub board: String,
+    /// The state reached (the one asked for, when the call succeeded).
+    pub state: Target,
+    pub took_ms: u64,
+    /// Console cursor where this call's console output begins (the boot log): pass it to
+    /// console_read. Null for a board without a console.
+    pub console_cursor: Option<u64>,
+    /// What was done, in order (`power_off`, `power_on`, `maskrom`, `await_maskrom`,
+    /// `stop_autoboot`, `await_shell`); empty when the board was there already.
+    pub steps: Vec<String>,
+}
+
+fn step_name(s: Step) -> &'static str {
+    match s {
+        Step::PowerOff => "power_off",
+        Step::PowerOn => "power_on",
+        Step::Maskrom => "maskrom",
+        Step::AwaitMaskrom => "await_maskrom",
+        Step::StopAutoboot => "stop_autoboot",
+        Step::AwaitShell => "await_shell",
+    }
+}
+
+/// What the board shows now: the rockusb mode at its port, and its console's answer.
+async fn look(state: &AppState, l: &Leased, target: Target, cancel: &CancellationToken) -> Now {
+    let rockusb = DeviceId::from_str(&l.board.usb)
+        .ok()
+        .and_then(|id| state.registry.get(&id))
+        .and_then(|d| d.mode);
+    let mut now = Now {
+        rockusb,
+        ..Now::default()
+    };
+    let wants_console = matches!(target, Target::Shell | Target::Uboot);
+    if let Some(c) = l
+        .console
+        .as_ref()
+        .filter(|c| wants_console && c.view().state == ConsoleState::Open)
+    {
+        let wait = Wait {
+            deadline: tokio::time::Instant::now() + PROBE_WAIT,
+            cancel,
+        };
+        match session::probe(c, &l.prompts, &wait).await {
+            Ok(Seen::Uboot) => now.at_uboot = true,
+            Ok(Seen::Shell(_) | Seen::Login) => now.at_shell = true,
+            _ => {}
+        }
+    }
+    now
+}
+
+/// `boot_board`.
+pub async fn boot(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: BootRequest,
+    cancel: &CancellationToken,
+) -> CallToolResult {
+    let started = Instant::now();
+    let record = |outcome: &str, detail: serde_json::Value| {
+        state.audit.record(&serde_json::json!({
+            "event": "boot_board",
+            "client": who.name,
+            "board": req.board,
+            "to": req.to.as_str(),
+            "outcome": outcome,
+            "detail": detail,
+        }));
+    };
+    let refuse = |r: Refusal| {
+        record(
+            "refused",
+            serde_json::json!({"reason": r.reason.as_str(), "message": r.message}),
+        );
+        refusal(r)
+    };
+    if let Some(secs) = req.timeout_secs
+        && (secs == 0 || secs > MAX_BOOT_TIMEOUT_SECS)
+    {
+        let e = TalkRefusal::TimeoutOutOfRange {
+            given: secs,
+            max: MAX_BOOT_TIMEOUT_SECS,
+        };
+        return refuse(e.into());
+    }
+    let config = state.config();
+    let leased = match take_board(
+        state,
+        &config,
+        who,
+        session,
+        &req.board,
+        req.lease.as_deref(),
+        "boot_board",
+    )
+    .await
+    {
+        Ok(l) => l,
+        Err(r) => return refuse(r),
+    };
+    let timeout = req
+        .timeout_secs
+        .map(Duration::from_secs)
+        .unwrap_or(leased.board.shell.boot_timeout);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let now = look(state, &leased, req.to, cancel).await;
+    let steps = match plan(&leased.board, req.to, now) {
+        Ok(s) => s,
+        Err(missing) => return refuse(TalkRefusal::from(missing).into()),
+    };
+    let cursor = leased.console.as_ref().map(|c| c.bounds().1);
+    let mut done = Vec::new();
+    // What a boot prints is looked for from just before the power comes on: an answer to
+    // the probe arriving late must not pass for the new boot's prompt.
+    let mut from = cursor.unwrap_or(0);
+    for step in steps {
+        if step == Step::PowerOn
+            && let Some(c) = &leased.console
+        {
+            from = c.bounds().1;
+        }
+        let r = run_step(state, &config, &leased, step, from, deadline, cancel).await;
+        record(
+            if r.is_ok() { "step" } else { "step_failed" },
+            serde_json::json!({"step": step_name(step), "error": r.as_ref().err().map(|e| e.message.clone())}),
+        );
+        match r {
+            Ok(()) => done.push(step_name(step).to_string()),
+            Err(e) => {
+                drop(leased.guard);
+                let mut result = BootResult {
+                    board: req.board.clone(),
+                    state: req.to,
+                    took_ms: started.elapsed().as_millis() as u64,
+                    console_cursor: cursor,
+                    steps: done,
+                };
+                result.state = reached(state, &req.board, req.to);
+                let text = format!(
+                    "boot_board {} to {}: step {} failed after {} ms: {}",
+                    req.board,
+                    req.to.as_str(),
+                    step_name(step),
+                    result.took_ms,
+                    e.message
+                );
+                return if e.reason == RefusalReason::NotConfigured {
+                    refusal(e)
+                } else {
+                    structured_error(&result, text)
+                };
+            }
+        }
+    }
+    drop(leased.guard);
+    let result = BootResult {
+        board: req.board.clone(),
+        state: req.to,
+        took_ms: started.elapsed().as_millis() as u64,
+        console_cursor: cursor,
+        steps: done,
+    };
+    record(
+        "reached",
+        serde_json::json!({"took_ms": result.took_ms, "steps": result.steps}),
+    );
+    let text = format!(
+        "boot_board {}: {} in {} ms ({}){}",
+        req.board,
+        req.to.as_str(),
+        result.took_ms,
+        if result.steps.is_empty() {
+            "already there".to_string()
+        } else {
+            result.steps.join(", ")
+        },
+        cursor
+            .map(|c| format!("; the console's output of this call starts at cursor {c}"))
+            .unwrap_or_default()
+    );
+    structured(&result, text)
+}
+
+/// The best description of where a failed call left the board.
+fn reached(state: &AppState, board: &str, asked: Target) -> Target {
+    match state.boards.power_state(board) {
+        PowerState::Off => Target::Off,
+        _ => asked,
+    }
+}
+
+async fn run_step(
+    state: &AppState,
+    config: &Config,
+    l: &Leased,
+    step: Step,
+    from: u64,
+    deadline: tokio::time::Instant,
+    cancel: &CancellationToken,
+) -> Result<(), Refusal> {
+    let name = &l.board.name;
+    let wait = Wait { deadline, cancel };
+    let console = || -> Result<&Console, Refusal> {
+        l.console.as_ref().ok_or_else(|| {
+            TalkRefusal::NoConsole {
+                board: name.clone(),
+            }
+            .into()
+        })
+    };
+    match step {
+        Step::PowerOff => {
+            run_power(
+                state,
+                name,
+                spec_for(config, &l.board, false).map_err(TalkRefusal::from)?,
+                PowerState::Off,
+                cancel,
+            )
+            .await
+        }
+        Step::PowerOn => {
+            run_power(
+                state,
+                name,
+                spec_for(config, &l.board, true).map_err(TalkRefusal::from)?,
+                PowerState::On,
+                cancel,
+            )
+            .await
+        }
+        Step::Maskrom => {
+            let Some(action) = &l.board.maskrom else {
+                let e = TalkRefusal::NoMaskrom {
+                    board: name.clone(),
+                };
+                return Err(e.into());
+            };
+            run_power(
+                state,
+                name,
+                action_spec(config, action).map_err(TalkRefusal::from)?,
+                PowerState::On,
+                cancel,
+            )
+            .await
+        }
+        Step::AwaitMaskrom => await_maskrom(state, &l.board.usb, name, &wait).await,
+        Step::StopAutoboot => {
+            let c = console()?;
+            uboot::stop_autoboot(c, &l.prompts, &l.board.shell.uboot.interrupt, from, &wait)
+                .await
+                .map_err(|e| talk_refusal(name, e))
+        }
+        Step::AwaitShell => {
+            let c = console()?;
+            await_shell(c, &l.prompts, from, &wait)
+                .await
+                .map_err(|e| talk_refusal(name, e))
+        }
+    }
+}
+
+/// One power or MaskROM command through the executor; the board's power state follows.
+async fn run_power(
+    state: &AppState,
+    board: &str,
+    spec: Spec,
+    after: PowerState,
+    cancel: &CancellationToken,
+) -> Result<(), Refusal> {
+    let argv: Vec<String> = std::iter::once(spec.binary.display().to_string())
+        .chain(spec.args.iter().cloned())
+        .collect();
+    let outcome = state.executor.run_with(&spec, cancel.clone(), None).await;
+    state.audit.record(&serde_json::json!({
+        "event": "power_board",
+        "via": "boot_board",
+        "board": board,
+        "argv": argv,
+        "exit_code": outcome.as_ref().ok().and_then(|o| o.exit_code),
+    }));
+    match outcome {
+        Ok(o) if o.exit_code == Some(0) && o.stopped.is_none() => {
+            state.boards.set_power_state(board, after);
+            Ok(())
+        }
+        Ok(o) => {
+            state.boards.set_power_state(board, PowerState::Unknown);
+            Err(TalkRefusal::PowerFailed {
+                argv: argv.join(" "),
+                exit_code: o.exit_code,
+                output: gatecmd_core::output::clean(&o.stdout)
+                    + &gatecmd_core::output::clean(&o.stderr),
+            }
+            .into())
+        }
+        Err(e) => {
+            state.boards.set_power_state(board, PowerState::Unknown);
+            Err(TalkRefusal::PowerStart {
+                argv: argv.join(" "),
+                error: e,
+            }
+            .into())
+        }
+    }
+}
+
+/// Waits for the rockusb device in MaskROM mode at `usb`.
+async fn await_maskrom(
+    state: &AppState,
+    usb: &str,
+    board: &str,
+    wait: &Wait<'_>,
+) -> Result<(), Refusal> {
+    let id = DeviceId::from_str(usb).map_err(|error| TalkRefusal::BadPort {
+        usb: usb.to_string(),
+        error,
+    })?;
+    let mut events = state.registry.subscribe();
+    loop {
+        if state.registry.get(&id).and_then(|d| d.mode) == Some(RockchipMode::MaskRom) {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = wait.cancel.cancelled() => {
+                return Err(TalkRefusal::CancelledWaitingMaskrom.into());
+            }
+            r = events.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                    // The monitor stopped: look again at the deadline only.
+                    tokio::time::sleep_until(wait.deadline).await;
+                }
+            }
+            _ = tokio::time::sleep_until(wait.deadline) => {
+                let now = state.registry.get(&id).map(|d| d.mode.map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
+                return Err(TalkRefusal::NoMaskromInTime {
+                    board: board.to_string(),
+                    usb: usb.to_string(),
+                    shows: now.unwrap_or_else(|| "nothing".into()),
+                }
+                .into());
+            }
+        }
+    }
+}
+
+/// Waits for a login or shell prompt in the output from `from` on.
+async fn await_shell(
+    console: &Console,
+    prompts: &Prompts,
+    from: u64,
+    wait: &Wait<'_>,
+) -> Result<(), TalkError> {
+    let awaited = format!(
+        "a login prompt /{}/ or shell prompt /{}/ after power-on",
+        prompts.login.as_str(),
+        prompts.shell.as_str()
+    );
+    watch(console, wait, &awaited, || {
+        matches!(
+            prompts.classify(&last_line_since(console, from)),
+            Some(Seen::Login | Seen::Shell(_))
+        )
+        .then_some(())
+    })
+    .await
+}

@@ -1,0 +1,168 @@
+//! What `execute_command` answers about jobs: the handle of a background call, the task
+//! of a task-augmented one, a foreground `cancel: detach` call waiting on its job (and
+//! leaving it running when the client gives up), and the detach notices a client's next
+//! call carries.
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, Task, TaskStatus,
+};
+use rmcp::service::RequestContext;
+
+use crate::tools::{structured, structured_error};
+use gatecmd_domain::jobs::{Job, JobView, Jobs};
+use gatecmd_domain::state::AppState;
+
+use super::background::stored_result;
+use super::interface::ExecuteResult;
+
+/// How often a task client should poll `tasks/get` (the job's progress moves about
+/// once a second for a flash).
+pub const TASK_POLL_MS: u64 = 1000;
+
+/// The answer to `background: true`: the command runs on as `job`.
+pub(super) fn job_handle(job: &Job, mut result: ExecuteResult) -> CallToolResult {
+    result.job = Some(job.id.0.clone());
+    result.started_at = Some(job.started_at.to_rfc3339());
+    let text = format!(
+        "started {} as job {}; it runs on. Follow it with wait_job {{\"job\": \"{}\"}} \
+         (each wait returns after at most 110 s), stop it with cancel_job.\n",
+        result.argv.join(" "),
+        job.id,
+        job.id
+    );
+    structured(&result, text)
+}
+
+/// The answer to a task-augmented call: a task whose id is the job's.
+pub(super) fn task_handle(job: &Job) -> CallToolResponse {
+    let at = job.started_at.to_rfc3339();
+    let task = Task::new(job.id.0.clone(), TaskStatus::Working, at.clone(), at)
+        .with_poll_interval_ms(TASK_POLL_MS)
+        .with_status_message(format!("running {}", job.spec.argv.join(" ")));
+    CallToolResponse::Task(CreateTaskResult::new(task))
+}
+
+/// Marks the job detached (and audits why) if the waiting call goes away unanswered:
+/// the client dropped its connection, so rmcp dropped the request's future.
+struct DetachOnDrop<'a> {
+    jobs: &'a Jobs,
+    audit: &'a gatecmd_domain::audit::Audit,
+    job: &'a Arc<Job>,
+    armed: bool,
+}
+
+impl DetachOnDrop<'_> {
+    fn detach(&mut self, why: &str) {
+        self.armed = false;
+        if !self.job.state().is_running() {
+            return;
+        }
+        self.job.mark_detached();
+        self.jobs.changed(&self.job.id);
+        self.audit
+            .record(&gatecmd_domain::audit::JobRecord::detached(
+                &self.job.spec.client,
+                &self.job.id.0,
+                why,
+            ));
+        tracing::info!(client = %self.job.spec.client, job = %self.job.id, why, "foreground command continues as a job");
+    }
+}
+
+impl Drop for DetachOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.detach("the request went away (connection dropped)");
+        }
+    }
+}
+
+/// A foreground call of a `cancel: detach` command: waits for its job and answers as a
+/// foreground call does. When the client gives up, the job runs on and the answer (which
+/// nobody reads) says so; the client's next call is told.
+pub(super) async fn wait_foreground(
+    state: &AppState,
+    job: &Arc<Job>,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let mut guard = DetachOnDrop {
+        jobs: &state.jobs,
+        audit: &state.audit,
+        job,
+        armed: true,
+    };
+    let mut changes = job.watch();
+    while job.state().is_running() {
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { break },
+            _ = ctx.ct.cancelled() => {
+                guard.detach("the client cancelled the call (notifications/cancelled)");
+                let v = job.view();
+                return structured_error(
+                    &serde_json::json!({"job": v.id.0, "state": "running"}),
+                    detached_text(&v),
+                );
+            }
+        }
+    }
+    guard.armed = false;
+    let answer = stored_result(job).unwrap_or_else(|| {
+        structured_error(
+            &serde_json::json!({"job": job.id.0}),
+            format!("job {} ended without a result", job.id),
+        )
+    });
+    // Answered: nobody needs the handle.
+    state.jobs.forget(&job.id);
+    answer
+}
+
+fn detached_text(v: &JobView) -> String {
+    format!(
+        "your {} continues as job {} after you gave up on the call; wait with wait_job {{\"job\": \"{}\"}}",
+        short(v),
+        v.id,
+        v.id
+    )
+}
+
+/// `wl` out of `rkdeveloptool wl 0x0 /x.img`: the command and its first argument.
+fn short(v: &JobView) -> String {
+    match v.spec.argv.get(1) {
+        Some(a) => format!("`{} {a}`", v.spec.command),
+        None => format!("`{}`", v.spec.command),
+    }
+}
+
+/// The detach notices for `client`'s next call, in words (told once).
+pub fn notices(state: &AppState, client: &str) -> Vec<String> {
+    state
+        .jobs
+        .take_notices(client)
+        .iter()
+        .map(|v| {
+            let mut s = detached_text(v);
+            if !v.state.is_running() {
+                s.push_str(&format!(" (it has since ended: {})", v.state.as_str()));
+            }
+            s
+        })
+        .collect()
+}
+
+/// Adds `notices` to an answer: a line of text each, and `notices` in its structured
+/// content.
+pub fn tell(r: &mut CallToolResult, notices: Vec<String>) {
+    if notices.is_empty() {
+        return;
+    }
+    for n in &notices {
+        r.content.push(ContentBlock::text(format!("note: {n}")));
+    }
+    if let Some(serde_json::Value::Object(o)) = &mut r.structured_content {
+        o.insert("notices".into(), notices.into());
+    }
+}

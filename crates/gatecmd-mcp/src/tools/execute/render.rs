@@ -1,0 +1,75 @@
+//! Text renderings of `execute_command` for people: the result, the isolated view, argv.
+
+use gatecmd_domain::isolation::{Privilege, View};
+
+use super::interface::ExecuteResult;
+
+/// The isolated view, for people (dry runs and results).
+pub fn render_view(v: &View) -> String {
+    let mut s = format!(
+        "isolated view of board {} (bus {:03} device {:03}; {}):\n  {} holds only: {}\n",
+        v.device,
+        v.busnum,
+        v.devnum,
+        match v.privilege {
+            Privilege::Root => "mount namespace",
+            Privilege::UserNamespace => "user + mount namespace",
+        },
+        v.sysfs_listing,
+        v.sysfs_entries.join(", ")
+    );
+    s.push_str(&format!(
+        "  {} holds only: {}\n",
+        v.usbfs_dir,
+        v.device_nodes.join(", ")
+    ));
+    s
+}
+
+pub fn render(r: &ExecuteResult) -> String {
+    let mut s = format!("$ {}\n", shell_words(&r.argv));
+    if let Some(v) = &r.isolated_view {
+        s.push_str(&render_view(v));
+    }
+    match (&r.stop_reason, r.exit_code, r.signal) {
+        (Some(why), _, _) if r.timed_out || r.cancelled => s.push_str(&format!("{why}\n")),
+        (_, Some(c), _) => s.push_str(&format!("exit code {c} after {} ms\n", r.duration_ms)),
+        (_, None, Some(sig)) => s.push_str(&format!(
+            "killed by signal {sig} after {} ms\n",
+            r.duration_ms
+        )),
+        _ => s.push_str(&format!("ended after {} ms\n", r.duration_ms)),
+    }
+    if let Some(left) = &r.device_left {
+        s.push_str(&format!("{}\n", left.message));
+    }
+    for (name, text, cut) in [
+        ("stdout", &r.stdout, r.stdout_truncated),
+        ("stderr", &r.stderr, r.stderr_truncated),
+    ] {
+        if !text.is_empty() {
+            s.push_str(&format!(
+                "--- {name}{} ---\n{text}",
+                if cut { " (truncated)" } else { "" }
+            ));
+            if !text.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+/// Argv as one line, quoting words with spaces (for display only; nothing is run through a shell).
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if a.contains(' ') || a.is_empty() {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,374 @@
+//! `power_board`: switch a board off, on, or off-wait-on, through the executor like any
+//! command (uhubctl, or the `commands:` entries its config names, checked by the
+//! sanitizer), under the caller's board lease, audited.
+
+use std::time::{Duration, Instant};
+
+use rmcp::RoleServer;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::tools::boards::unknown_board;
+use crate::tools::reasons::{args_reason, lock_reason};
+use crate::tools::{refusal, structured, structured_error};
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
+use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
+use gatecmd_core::sanitizer;
+use gatecmd_domain::audit::{PowerOutcome, PowerRecord};
+use gatecmd_domain::boards::PowerState;
+use gatecmd_domain::config::{BoardConfig, Config, PowerAction, PowerConfig};
+use gatecmd_domain::exec::Spec;
+use gatecmd_domain::locks::{
+    ClientName, CommandLockRequest, LeaseId, LockError, LockKey, SessionId,
+};
+use gatecmd_domain::state::AppState;
+
+/// How long one uhubctl call may take.
+const UHUBCTL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `off_secs` of a cycle.
+const MAX_OFF_SECS: u64 = 300;
+
+/// Why `power_board` (or a power step of `boot_board`) said no.
+#[derive(Debug, thiserror::Error)]
+pub enum PowerError {
+    #[error(transparent)]
+    UnknownBoard(#[from] UnknownBoard),
+    #[error("off_secs {off_secs} is more than the maximum of {max}")]
+    OffTooLong { off_secs: u64, max: u64 },
+    #[error(
+        "board {board:?} has no power switch configured (boards[].power: uhubctl or on/off commands)"
+    )]
+    NoSwitch { board: String },
+    #[error("power command {command:?} is no longer configured")]
+    CommandGone { command: String },
+    #[error("power command {command:?} cannot run: {why}")]
+    CommandUnavailable { command: String, why: String },
+    #[error("{0}")]
+    Args(#[from] sanitizer::Refusal),
+    #[error(transparent)]
+    Lease(#[from] LeaseInvalid),
+    #[error("{0}")]
+    Lock(#[from] LockError),
+}
+
+impl Classified for PowerError {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            PowerError::UnknownBoard(e) => e.reason(),
+            PowerError::OffTooLong { .. } => RefusalReason::Limit,
+            PowerError::NoSwitch { .. } | PowerError::CommandGone { .. } => {
+                RefusalReason::NotConfigured
+            }
+            PowerError::CommandUnavailable { .. } => RefusalReason::CommandUnavailable,
+            PowerError::Args(e) => args_reason(e),
+            PowerError::Lease(e) => e.reason(),
+            PowerError::Lock(e) => lock_reason(e),
+        }
+    }
+}
+
+/// What to do with the power.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerVerb {
+    On,
+    Off,
+    /// Off, wait `off_secs`, on.
+    Cycle,
+}
+
+/// Arguments of `power_board`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowerRequest {
+    /// A board name from list_boards.
+    pub board: String,
+    pub action: PowerVerb,
+    /// For cycle: seconds between off and on (default 2, at most 300).
+    #[serde(default)]
+    pub off_secs: Option<u64>,
+    /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
+    #[serde(default)]
+    pub lease: Option<String>,
+}
+
+/// Result of `power_board` (or a refusal in its place).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::tools::or_refusal)]
+pub struct PowerResult {
+    pub board: String,
+    pub action: PowerVerb,
+    /// The board's power state after the action: on, off or unknown (an action failed).
+    pub state: PowerState,
+    /// The command lines run, in order (two for a cycle).
+    pub argv: Vec<Vec<String>>,
+    /// Exit code of the last command run.
+    pub exit_code: Option<i32>,
+    /// Output of the commands, cleaned, for a failure's reason.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub output: String,
+    pub duration_ms: u64,
+}
+
+/// The spec that switches `board` on (`true`) or off.
+pub fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, PowerError> {
+    match &board.power {
+        None => Err(PowerError::NoSwitch {
+            board: board.name.clone(),
+        }),
+        Some(PowerConfig::Uhubctl { hub, port, binary }) => Ok(Spec {
+            binary: binary.clone(),
+            // Built from validated parts only (a port path and a number).
+            args: vec![
+                "-l".into(),
+                hub.clone(),
+                "-p".into(),
+                port.to_string(),
+                "-a".into(),
+                if on { "on" } else { "off" }.into(),
+            ],
+            env: Default::default(),
+            timeout: UHUBCTL_TIMEOUT,
+            isolation: None,
+            inherit: vec![],
+        }),
+        Some(PowerConfig::Commands {
+            on: a_on,
+            off: a_off,
+        }) => action_spec(config, if on { a_on } else { a_off }),
+    }
+}
+
+/// The spec of one configured power action (a `commands:` entry and its arguments),
+/// checked again by the sanitizer: files and binaries change after load.
+pub(crate) fn action_spec(config: &Config, action: &PowerAction) -> Result<Spec, PowerError> {
+    let Some(command) = config.command(&action.command) else {
+        return Err(PowerError::CommandGone {
+            command: action.command.clone(),
+        });
+    };
+    if let Some(why) = gatecmd_domain::config::binary_problem(&command.binary) {
+        return Err(PowerError::CommandUnavailable {
+            command: command.name.clone(),
+            why: why.to_string(),
+        });
+    }
+    let rules = gatecmd_core::sanitizer::FileRules {
+        roots: &config.file_roots,
+        allow_hardlinked_inputs: config.allow_hardlinked_inputs,
+    };
+    let approved = gatecmd_core::sanitizer::check_with(command, &action.args, rules)?;
+    let pattern = &command.patterns[approved.pattern_index];
+    Ok(Spec {
+        binary: command.binary.clone(),
+        args: approved.args,
+        env: command.env.clone(),
+        timeout: pattern.timeout.unwrap_or(command.timeout),
+        isolation: None,
+        inherit: approved.files.into_iter().map(|f| f.fd).collect(),
+    })
+}
+
+/// `power_board`.
+pub async fn power(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: PowerRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let config = state.config();
+    let Some(board) = config.board(&req.board) else {
+        return refusal(unknown_board(&config, &req.board).into());
+    };
+    let off_secs = req.off_secs.unwrap_or(2);
+    if off_secs > MAX_OFF_SECS {
+        let e = PowerError::OffTooLong {
+            off_secs,
+            max: MAX_OFF_SECS,
+        };
+        return refusal(e.into());
+    }
+    let steps: &[bool] = match req.action {
+        PowerVerb::On => &[true],
+        PowerVerb::Off => &[false],
+        PowerVerb::Cycle => &[false, true],
+    };
+    let specs = match steps
+        .iter()
+        .map(|on| spec_for(&config, board, *on))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(s) => s,
+        Err(e) => return refused(state, who, &req, e.into()),
+    };
+    let key = LockKey::Board(board.name.clone());
+    let presented = req.lease.is_some() || session.is_some();
+    if let Err(e) = holds_lease(state, who, &key, presented) {
+        return refused(state, who, &req, PowerError::from(e).into());
+    }
+    let argv: Vec<Vec<String>> = specs
+        .iter()
+        .map(|s| {
+            std::iter::once(s.binary.display().to_string())
+                .chain(s.args.iter().cloned())
+                .collect()
+        })
+        .collect();
+    // The board key is held for the whole action, under the caller's lease: no command of
+    // the same lease runs between off and on.
+    let lock = CommandLockRequest {
+        keys: vec![key],
+        shared: vec![],
+        client: ClientName(who.name.clone()),
+        session,
+        lease: req.lease.clone().map(LeaseId),
+        command: format!("power_board {}", name_of(&req.action)),
+    };
+    let guard = match state
+        .locks
+        .acquire_for_command_wait(lock, Duration::ZERO)
+        .await
+    {
+        Ok(g) => g,
+        Err(e) => return refused(state, who, &req, PowerError::from(e).into()),
+    };
+    let started = Instant::now();
+    let mut result = PowerResult {
+        board: board.name.clone(),
+        action: req.action,
+        state: state.boards.power_state(&board.name),
+        argv: argv.clone(),
+        exit_code: None,
+        output: String::new(),
+        duration_ms: 0,
+    };
+    let mut ok = true;
+    for (i, (spec, on)) in specs.iter().zip(steps).enumerate() {
+        if i > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(off_secs)) => {}
+                _ = ctx.ct.cancelled() => { ok = false; result.output.push_str("cancelled while off; the board stays off\n"); break; }
+            }
+        }
+        let outcome = state.executor.run_with(spec, ctx.ct.clone(), None).await;
+        match outcome {
+            Ok(o) => {
+                result.exit_code = o.exit_code;
+                result
+                    .output
+                    .push_str(&gatecmd_core::output::clean(&o.stdout));
+                result
+                    .output
+                    .push_str(&gatecmd_core::output::clean(&o.stderr));
+                if o.exit_code == Some(0) && o.stopped.is_none() {
+                    let s = if *on { PowerState::On } else { PowerState::Off };
+                    state.boards.set_power_state(&board.name, s);
+                    result.state = s;
+                } else {
+                    state
+                        .boards
+                        .set_power_state(&board.name, PowerState::Unknown);
+                    result.state = PowerState::Unknown;
+                    ok = false;
+                    break;
+                }
+            }
+            Err(e) => {
+                state
+                    .boards
+                    .set_power_state(&board.name, PowerState::Unknown);
+                result.state = PowerState::Unknown;
+                result.output.push_str(&format!("{e}\n"));
+                ok = false;
+                break;
+            }
+        }
+    }
+    drop(guard);
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    state.audit.record(&PowerRecord {
+        client: &who.name,
+        board: &board.name,
+        action: &name_of(&req.action),
+        outcome: PowerOutcome::Ran {
+            argv: &argv,
+            exit_code: result.exit_code,
+            state: &name_of(&result.state),
+            ok,
+            duration_ms: result.duration_ms,
+        },
+    });
+    let text = format!(
+        "power_board {} {}: {} (state {}, {} ms){}\n",
+        result.board,
+        name_of(&result.action),
+        if ok { "done" } else { "failed" },
+        name_of(&result.state),
+        result.duration_ms,
+        if result.output.is_empty() {
+            String::new()
+        } else {
+            format!("\n{}", result.output)
+        }
+    );
+    if ok {
+        structured(&result, text)
+    } else {
+        structured_error(&result, text)
+    }
+}
+
+/// The caller must hold the board's lease: power is never switched under someone else's
+/// feet, nor on a board nobody leased.
+fn holds_lease(
+    state: &AppState,
+    who: &ClientIdentity,
+    key: &LockKey,
+    presented: bool,
+) -> Result<(), LeaseInvalid> {
+    let st = state.locks.key_state(key);
+    match st.as_ref().and_then(|s| s.lease.as_ref()) {
+        Some(l) if l.holder.0 == who.name && !presented => Err(LeaseInvalid::NotPassed {
+            key: key.to_string(),
+            lease_id: l.lease_id.0.clone(),
+            tool: "power_board".into(),
+        }),
+        Some(l) if l.holder.0 == who.name => Ok(()),
+        // Someone else's lease: the lock manager words who, since when, time left, queue.
+        Some(_) => Ok(()),
+        None => Err(LeaseInvalid::Missing {
+            tool: "power_board".into(),
+            board: match key {
+                LockKey::Board(n) => n.clone(),
+                _ => String::new(),
+            },
+        }),
+    }
+}
+
+fn refused(
+    state: &AppState,
+    who: &ClientIdentity,
+    req: &PowerRequest,
+    r: Refusal,
+) -> CallToolResult {
+    state.audit.record(&PowerRecord {
+        client: &who.name,
+        board: &req.board,
+        action: &name_of(&req.action),
+        outcome: PowerOutcome::refused(r.reason.as_str(), &r.message),
+    });
+    refusal(r)
+}
+
+/// The wire name of a value (`on`, `cycle`, `unknown`).
+fn name_of(v: &impl Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
