@@ -14,10 +14,20 @@ use crate::image::stream::{Segments, StreamError};
 pub struct Chunk {
     /// Image byte offset (a multiple of the block size).
     pub offset: u64,
-    /// The bytes to write.
-    pub data: Vec<u8>,
-    /// SHA-256 of `data`.
+    /// A buffer of the chunk size whose first `len` bytes are the chunk (kept whole so it is
+    /// reused without being resized: a resize is a byte loop in an unoptimised build).
+    pub buf: Vec<u8>,
+    /// Bytes of the chunk.
+    pub len: usize,
+    /// SHA-256 of the chunk's bytes.
     pub sha256: [u8; 32],
+}
+
+impl Chunk {
+    /// The bytes to write.
+    pub fn data(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 /// Cuts a stream of runs into chunks.
@@ -51,9 +61,9 @@ impl Chunker {
         }
     }
 
-    /// The next chunk, built in `buf` (reused by the caller), or `None` at the end.
+    /// The next chunk, built in `buf` (reused by the caller; allocated, zeroed, at the chunk
+    /// size if it is smaller), or `None` at the end.
     pub fn next(&mut self, mut buf: Vec<u8>) -> Result<Option<Chunk>, ChunkError> {
-        buf.clear();
         let Some(start) = self.src.next_offset().map_err(ChunkError::Stream)? else {
             return Ok(None);
         };
@@ -63,34 +73,38 @@ impl Chunker {
                 block: self.block,
             });
         }
+        if buf.len() < self.chunk_size as usize {
+            buf = vec![0u8; self.chunk_size as usize];
+        }
         let cell_end = (start / self.chunk_size + 1) * self.chunk_size;
-        loop {
-            let here = start + buf.len() as u64;
-            if here == cell_end {
-                break;
-            }
-            if !buf.is_empty() {
+        let cap = (cell_end - start) as usize;
+        let mut len = 0usize;
+        while len < cap {
+            if len > 0 {
                 // Continue only while the next run is contiguous and in the same cell.
                 match self.src.next_offset().map_err(ChunkError::Stream)? {
-                    Some(o) if o == here => {}
+                    Some(o) if o == start + len as u64 => {}
                     _ => break,
                 }
             }
-            let old = buf.len();
-            let room = (cell_end - here) as usize;
-            buf.resize(old + room, 0);
-            let n = self.src.read(&mut buf[old..]).map_err(ChunkError::Stream)?;
-            buf.truncate(old + n);
+            let n = self
+                .src
+                .read(&mut buf[len..cap])
+                .map_err(ChunkError::Stream)?;
             if n == 0 {
                 break;
             }
+            len += n;
         }
-        let padded = (buf.len() as u64).div_ceil(self.block) * self.block;
-        buf.resize(padded as usize, 0);
-        let sha256 = Sha256::digest(&buf).into();
+        let padded = (len as u64).div_ceil(self.block) as usize * self.block as usize;
+        for b in &mut buf[len..padded] {
+            *b = 0;
+        }
+        let sha256 = Sha256::digest(&buf[..padded]).into();
         Ok(Some(Chunk {
             offset: start,
-            data: buf,
+            buf,
+            len: padded,
             sha256,
         }))
     }
@@ -134,8 +148,8 @@ mod tests {
         let mut c = Chunker::new(Box::new(Runs { runs, i: 0, pos: 0 }), size, block);
         let mut out = Vec::new();
         while let Some(ch) = c.next(Vec::new()).expect("chunk") {
-            assert_eq!(ch.sha256, <[u8; 32]>::from(Sha256::digest(&ch.data)));
-            out.push((ch.offset, ch.data.len()));
+            assert_eq!(ch.sha256, <[u8; 32]>::from(Sha256::digest(ch.data())));
+            out.push((ch.offset, ch.len));
         }
         out
     }

@@ -49,6 +49,11 @@ pub struct WriteReport {
     pub secs: f64,
     /// Part of `secs` spent reading back journalled chunks.
     pub compare_secs: f64,
+    /// Part of `secs` spent in the target's writes (USB commands): the board's share.
+    pub target_secs: f64,
+    /// Part of `secs` spent waiting for the next chunk from the decoding thread (reading,
+    /// decompressing, hashing): the host's share, when it is the slower side.
+    pub wait_secs: f64,
 }
 
 /// The verification: every chunk written in this run read back and hashed.

@@ -189,9 +189,7 @@ fn write_phase(
         s.spawn(move || {
             let mut chunker = Chunker::new(segments, chunk_size, bs);
             loop {
-                let buf = back_rx
-                    .try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(chunk_size as usize));
+                let buf = back_rx.try_recv().unwrap_or_default();
                 match chunker.next(buf) {
                     Ok(Some(c)) => {
                         if tx.send(Ok(c)).is_err() {
@@ -229,11 +227,16 @@ fn consume(
         ..WriteReport::default()
     };
     let mut written: Vec<Written> = Vec::new();
-    let mut scratch = Vec::new();
+    let mut scratch = vec![0u8; opts.chunk_size as usize];
     let mut done = 0u64;
     ctl.report(Phase::Write, 0, mapped);
     // `rx` is dropped on every return, which stops the decoding thread at its next send.
-    for fed in rx.iter() {
+    loop {
+        let tw = Instant::now();
+        let Ok(fed) = rx.recv() else {
+            break;
+        };
+        r.wait_secs += tw.elapsed().as_secs_f64();
         let chunk = match fed {
             Ok(c) => c,
             Err(ChunkError::Stream(e)) => return Err(stream_fault(e, r.bytes_written)),
@@ -263,12 +266,11 @@ fn consume(
                 },
             });
         }
-        let len = chunk.data.len() as u64;
+        let len = chunk.len as u64;
         let lba = opts.start_lba + chunk.offset / bs;
         if opts.resume && journal.lists(chunk.offset, len, &chunk.sha256) {
             let tc = Instant::now();
-            scratch.resize(len as usize, 0);
-            let back_hash = hash_back(target, lba, &mut scratch).map_err(|e| FlashError::Read {
+            let back_hash = hash_back(target, lba, &mut scratch[..len as usize]).map_err(|e| FlashError::Read {
                 phase: Phase::Write,
                 lba,
                 len,
@@ -284,12 +286,15 @@ fn consume(
                 r.bytes_skipped += len;
                 done += len;
                 ctl.report(Phase::Write, done.min(mapped), mapped);
-                let _ = back.send(chunk.data);
+                let _ = back.send(chunk.buf);
                 continue;
             }
             r.chunks_rewritten += 1;
         }
-        if let Err(e) = write_chunk(target, lba, &chunk.data) {
+        let tt = Instant::now();
+        let wrote = write_chunk(target, lba, chunk.data());
+        r.target_secs += tt.elapsed().as_secs_f64();
+        if let Err(e) = wrote {
             return Err(FlashError::Write {
                 lba,
                 len,
@@ -306,7 +311,7 @@ fn consume(
         r.bytes_written += len;
         done += len;
         ctl.report(Phase::Write, done.min(mapped), mapped);
-        let _ = back.send(chunk.data);
+        let _ = back.send(chunk.buf);
     }
     r.secs = t0.elapsed().as_secs_f64();
     Ok((r, written))
