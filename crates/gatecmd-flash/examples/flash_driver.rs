@@ -7,6 +7,8 @@
 //! flash_driver flash --port 1-1 --image IMG [--bmap BMAP] --board vb1 --state DIR
 //!                    [--chunk BYTES] [--transfer SECTORS] [--start-lba N]
 //!                    [--no-resume] [--no-verify] [--reset]
+//! flash_driver flash --file-target DISK --capacity BYTES --image IMG ...   (no board:
+//!                    a file as the target, to measure the host side alone)
 //! flash_driver reset --port 1-1 [--maskrom]
 //! flash_driver check --image IMG [--bmap BMAP]
 //! ```
@@ -116,6 +118,17 @@ fn printer() -> impl FnMut(Progress) {
     }
 }
 
+fn options(a: &Args) -> Result<FlashOptions, String> {
+    let mut o = FlashOptions::new(a.get("--board")?, a.get("--state")?);
+    if let Some(c) = a.num("--chunk")? {
+        o.chunk_size = c;
+    }
+    o.start_lba = a.num("--start-lba")?.unwrap_or(0);
+    o.resume = !a.flag("--no-resume");
+    o.verify = !a.flag("--no-verify");
+    Ok(o)
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let err = |e: FlashError| e.to_string();
     match a.cmd.as_str() {
@@ -141,21 +154,47 @@ fn run(a: &Args) -> Result<(), String> {
                 json(b.usb())
             );
         }
+        "flash" if a.opts.contains_key("--file-target") => {
+            let t0 = Instant::now();
+            let mut img = image(a)?;
+            let path = a.get("--file-target")?;
+            let disk = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| format!("{path}: {e}"))?;
+            let capacity = a
+                .num("--capacity")?
+                .ok_or("--file-target needs --capacity")?;
+            let mut target = gatecmd_flash::FileTarget::new(disk, capacity)
+                .map_err(|e| format!("{path}: {e}"))?
+                .with_max_transfer(a.num("--transfer")?.unwrap_or(128) as u32);
+            let o = options(a)?;
+            let cancel = AtomicBool::new(false);
+            let mut progress = printer();
+            let r = flash(
+                &mut target,
+                &mut img,
+                &o,
+                &mut Control::new(&mut progress, &cancel),
+            )
+            .map_err(err)?;
+            println!("TIME flash {:.3}", t0.elapsed().as_secs_f64());
+            println!("RESULT {}", json(&r));
+        }
         "flash" => {
             let t0 = Instant::now();
             let mut img = image(a)?;
+            println!("TIME image_open {:.3}", t0.elapsed().as_secs_f64());
             let b = RockusbBoard::open(&a.port()?).map_err(err)?;
             let mut target = b.into_target().map_err(err)?;
+            println!("TIME board_open {:.3}", t0.elapsed().as_secs_f64());
             if let Some(t) = a.num("--transfer")? {
                 target = target.with_transfer_blocks(t as u32).map_err(err)?;
             }
-            let mut o = FlashOptions::new(a.get("--board")?, a.get("--state")?);
-            if let Some(c) = a.num("--chunk")? {
-                o.chunk_size = c;
-            }
-            o.start_lba = a.num("--start-lba")?.unwrap_or(0);
-            o.resume = !a.flag("--no-resume");
-            o.verify = !a.flag("--no-verify");
+            let o = options(a)?;
             let cancel = AtomicBool::new(false);
             let mut progress = printer();
             let r = flash(

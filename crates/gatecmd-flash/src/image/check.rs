@@ -14,7 +14,9 @@
 
 use std::fs::File;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::thread;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -68,43 +70,10 @@ pub(crate) fn run(
     let (logical_size, mapped_bytes, sparse, image_bytes) = match (bmap, compression, layout) {
         (Some(b), Compression::None, _) => {
             // Each range where it lies: only the mapped bytes are read.
-            let total = b.mapped_bytes();
-            ctl.report(Phase::Check, 0, total);
-            let mut done = 0;
-            for (r, (start, end)) in b.ranges.iter().zip(b.byte_ranges()) {
-                let Some(want) = &r.checksum else {
-                    continue;
-                };
-                let mut at = FileAt::new(file.clone(), start);
-                let mut h = b.checksum.hasher();
-                let mut left = end - start;
-                while left > 0 {
-                    cancel_point(ctl, done, total)?;
-                    let k = left.min(BUF as u64) as usize;
-                    let got = read_full(&mut at, &mut buf[..k]).map_err(|source| {
-                        FlashError::ImageRead {
-                            what: "image (bmap check)",
-                            source,
-                        }
-                    })?;
-                    if got < k {
-                        return Err(FlashError::BmapSizeMismatch {
-                            bmap: human(b.image_size),
-                            bmap_bytes: b.image_size,
-                            image: human(start + (end - start - left) + got as u64),
-                            image_bytes: start + (end - start - left) + got as u64,
-                        });
-                    }
-                    h.update(&buf[..k]);
-                    left -= k as u64;
-                    done += k as u64;
-                    ctl.report(Phase::Check, done, total);
-                }
-                compare(b, r.first, r.last, want, h.finish())?;
-                ranges_checked += 1;
-            }
+            let (done, checked) = check_in_place(file, b, ctl)?;
+            ranges_checked = checked;
             consumed.store(done, Ordering::Relaxed);
-            (b.image_size, total, None, done)
+            (b.image_size, b.mapped_bytes(), None, done)
         }
         (Some(b), _, _) => {
             // Compressed: decompress it all, hashing the ranges on the way.
@@ -186,6 +155,136 @@ pub(crate) fn run(
             secs: t0.elapsed().as_secs_f64(),
         },
     })
+}
+
+/// What a range-hashing worker tells the caller's thread.
+enum Msg {
+    /// Bytes hashed.
+    Progress(u64),
+    /// A range did not match (its index, the error), or could not be read.
+    Failed(usize, FlashError),
+    /// The worker ran out of ranges.
+    Done,
+}
+
+/// The bmap's ranges of an uncompressed image, hashed where they lie on up to four threads
+/// at once (ranges are independent; one range's hash is sequential). The caller's thread
+/// reports progress and watches the cancel flag. Returns the bytes hashed and the ranges
+/// checked; a mismatch is the first one in the bmap's order.
+fn check_in_place(
+    file: &Arc<File>,
+    b: &Bmap,
+    ctl: &mut Control,
+) -> Result<(u64, usize), FlashError> {
+    let total = b.mapped_bytes();
+    ctl.report(Phase::Check, 0, total);
+    let jobs: Vec<Job> = b
+        .ranges
+        .iter()
+        .zip(b.byte_ranges())
+        .enumerate()
+        .filter_map(|(i, (r, bytes))| {
+            r.checksum.as_deref().map(|want| Job {
+                index: i,
+                bytes,
+                blocks: (r.first, r.last),
+                want,
+            })
+        })
+        .collect();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = channel::<Msg>();
+    let mut done = 0u64;
+    let mut failures: Vec<(usize, FlashError)> = Vec::new();
+    thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (jobs, next, stop) = (&jobs, &next, &stop);
+            s.spawn(move || {
+                let mut buf = vec![0u8; BUF];
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    if let Err(e) = hash_range(file, b, job, &mut buf, &tx, stop) {
+                        let _ = tx.send(Msg::Failed(job.index, e));
+                    }
+                }
+                let _ = tx.send(Msg::Done);
+            });
+        }
+        drop(tx);
+        let mut finished = 0;
+        while finished < workers {
+            match rx.recv() {
+                Ok(Msg::Progress(n)) => {
+                    done += n;
+                    ctl.report(Phase::Check, done, total);
+                }
+                Ok(Msg::Failed(i, e)) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failures.push((i, e));
+                }
+                Ok(Msg::Done) => finished += 1,
+                Err(_) => break,
+            }
+            if ctl.cancelled() {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+    });
+    failures.sort_by_key(|(i, _)| *i);
+    if let Some((_, e)) = failures.into_iter().next() {
+        return Err(e);
+    }
+    cancel_point(ctl, done, total)?;
+    Ok((done, jobs.len()))
+}
+
+/// One range to check: its index in the bmap, its bytes `[start, end)`, its blocks
+/// (inclusive) and its checksum.
+struct Job<'a> {
+    index: usize,
+    bytes: (u64, u64),
+    blocks: (u64, u64),
+    want: &'a [u8],
+}
+
+/// Hashes one range of the file and compares it with the bmap's checksum.
+fn hash_range(
+    file: &Arc<File>,
+    b: &Bmap,
+    job: &Job,
+    buf: &mut [u8],
+    tx: &Sender<Msg>,
+    stop: &AtomicBool,
+) -> Result<(), FlashError> {
+    let (start, end) = job.bytes;
+    let mut at = FileAt::new(file.clone(), start);
+    let mut h = b.checksum.hasher();
+    let mut pos = start;
+    while pos < end {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let k = (end - pos).min(buf.len() as u64) as usize;
+        let got = read_full(&mut at, &mut buf[..k]).map_err(|source| FlashError::ImageRead {
+            what: "image (bmap check)",
+            source,
+        })?;
+        if got < k {
+            return Err(size_mismatch(b, pos + got as u64));
+        }
+        h.update(&buf[..k]);
+        pos += k as u64;
+        let _ = tx.send(Msg::Progress(k as u64));
+    }
+    compare(b, job.blocks.0, job.blocks.1, job.want, h.finish())
 }
 
 fn drain(
