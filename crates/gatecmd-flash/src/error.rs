@@ -245,7 +245,7 @@ pub enum FlashError {
 
     /// Writing a chunk to the target failed: the flash stopped part-way.
     #[error(
-        "writing {len} bytes at LBA 0x{lba:x} failed: {reason}; {done} of {total} had been written before it; the journal {journal} keeps them: flash the same image again to resume"
+        "writing {len} bytes at LBA 0x{lba:x} failed: {reason}; {done} of {total} had been written before it and the journal {journal} lists them: get the board back into Loader mode (after a power loss or reset it is in MaskROM: download boot first) and flash the same image again; the chunks already written are read back and skipped"
     )]
     Write {
         /// First block of the failed write.

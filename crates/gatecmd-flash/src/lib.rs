@@ -40,6 +40,8 @@
 //! - [`progress`] — phases, progress reports, the cancel flag.
 //! - [`report`] — what a flash did. [`error`] — what went wrong, for the agent.
 
+#![warn(missing_docs)]
+
 pub mod boot_file;
 pub mod chunk;
 pub mod error;

@@ -407,11 +407,7 @@ fn a_cut_flash_resumes_writing_only_what_is_missing() {
     let mut image = Image::open(b.file("r.img", &img), None).expect("open");
     let e = flash_quiet(&mut t, &mut image, &b.opts(64 << 10)).expect_err("cut");
     assert!(matches!(e, FlashError::Write { lba: 2560, .. }), "{e}");
-    assert!(
-        e.to_string()
-            .contains("flash the same image again to resume"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("flash the same image again"), "{e}");
     assert!(journal_path(&b).exists());
     // Someone changed chunk 3 meanwhile: it is read back, found different, rewritten.
     let f = std::fs::OpenOptions::new()

@@ -569,7 +569,7 @@ fn usbvm_flash() {
         .iter()
         .find_map(|l| l.strip_prefix("ERROR "))
         .unwrap_or("");
-    assert!(cut_err.contains("resume"), "{cut_err}");
+    assert!(cut_err.contains("flash the same image again"), "{cut_err}");
     let res = r.ok("resume");
     let (written, skipped) = (
         res["write"]["bytes_written"].as_u64().unwrap_or(u64::MAX),

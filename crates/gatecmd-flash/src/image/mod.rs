@@ -209,7 +209,7 @@ impl Image {
         self.check.as_ref()
     }
 
-    /// The pre-pass before any write (see [`check`](check)): bmap range checksums, the
+    /// The pre-pass before any write (see the [`check`] module): bmap range checksums, the
     /// decompressed size of a compressed image, a compressed sparse image's structure. A
     /// mismatch or a damaged file is refused here, with nothing written. Runs once; later
     /// calls return the first report.

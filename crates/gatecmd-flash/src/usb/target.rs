@@ -4,9 +4,10 @@
 //! **Transfer size.** One command carries at most 128 sectors (64 KiB) by default: that is
 //! what rkdeveloptool (`DEFAULT_RW_LBA`), xrock and the `rockusb` crate's own `io()` send,
 //! so it is what every Rockchip loader is known to accept. The CB's sector count is 16
-//! bits (65535 sectors at most) and the crate's libusb transport gives each transfer 5 s;
-//! [`LoaderTarget::with_transfer_blocks`] raises the size for loaders known to take more
-//! (U-Boot's rockusb streams any size; the virtual board too — the README measures it).
+//! bits and the crate's libusb transport gives each transfer 5 s;
+//! [`LoaderTarget::with_transfer_blocks`] raises the size, up to 4 MiB, for loaders known to
+//! take more (U-Boot's rockusb streams any size; the virtual board too — the README
+//! measures it).
 
 use serde::Serialize;
 
@@ -17,8 +18,12 @@ use crate::target::{BlockTarget, TargetError};
 
 /// Sectors per `WRITE_LBA`/`READ_LBA` by default.
 pub const DEFAULT_TRANSFER_BLOCKS: u32 = 128;
-/// The CB's 16-bit sector count.
-pub const MAX_TRANSFER_BLOCKS: u32 = 65535;
+/// The largest transfer accepted: 4 MiB. The CB's sector count would allow 65535 (32 MiB),
+/// but Linux's usbfs caps the memory of a process's transfers in flight (`usbfs_memory_mb`,
+/// 16 MiB by default): a 16 MiB `WRITE_LBA` failed with "Insufficient memory" in the usbvm
+/// guest after its CBW had gone, and the board then waited for data that never came (every
+/// later command timed out until a power cycle).
+pub const MAX_TRANSFER_BLOCKS: u32 = 8192;
 
 /// What the loader says of the flash.
 #[derive(Debug, Clone, Serialize)]
@@ -87,7 +92,7 @@ impl LoaderTarget {
             return Err(FlashError::InvalidOption {
                 what: "transfer size",
                 reason: format!(
-                    "{blocks} sectors; a rockusb command carries 1 to {MAX_TRANSFER_BLOCKS}"
+                    "{blocks} sectors; 1 to {MAX_TRANSFER_BLOCKS} (4 MiB: Linux usbfs refuses larger transfers by default)"
                 ),
             });
         }
@@ -153,7 +158,12 @@ fn target_err(e: rockusb::device::Error<rusb::Error>) -> TargetError {
             "the device left the bus (reset, unplugged or powered off)".into(),
         ),
         rockusb::device::Error::UsbError(rusb::Error::Timeout) => {
-            TargetError::Transport("no answer within 5 s".into())
+            TargetError::Transport("no answer within 5 s (the board hangs)".into())
+        }
+        rockusb::device::Error::UsbError(e @ (rusb::Error::Io | rusb::Error::Pipe)) => {
+            TargetError::Transport(format!(
+                "{e}: the board stopped answering mid-command (powered off, reset or unplugged?)"
+            ))
         }
         other => TargetError::Transport(other.to_string()),
     }
