@@ -23,8 +23,10 @@ use crate::verify::{Written, hash_back, verify, write_chunk};
 /// Default chunk size: see the README's measurements (larger chunks cost nothing in speed
 /// and keep the journal short; smaller ones make cancel and resume finer).
 pub const DEFAULT_CHUNK_SIZE: u64 = 4 << 20;
-/// The largest chunk (each is held in memory, three at a time).
-pub const MAX_CHUNK_SIZE: u64 = 64 << 20;
+/// The largest chunk: a flash holds about five in memory at once (two queued, one being
+/// built, one being written, one read back for a resume check), so 16 MiB chunks cost
+/// 80 MiB; the speed does not depend on it (README).
+pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
 /// Chunks decoded ahead of the writes.
 const AHEAD: usize = 2;
 
@@ -227,7 +229,8 @@ fn consume(
         ..WriteReport::default()
     };
     let mut written: Vec<Written> = Vec::new();
-    let mut scratch = vec![0u8; opts.chunk_size as usize];
+    // Allocated at the first journalled chunk: most flashes never read back.
+    let mut scratch: Vec<u8> = Vec::new();
     let mut done = 0u64;
     ctl.report(Phase::Write, 0, mapped);
     // `rx` is dropped on every return, which stops the decoding thread at its next send.
@@ -270,6 +273,9 @@ fn consume(
         let lba = opts.start_lba + chunk.offset / bs;
         if opts.resume && journal.lists(chunk.offset, len, &chunk.sha256) {
             let tc = Instant::now();
+            if scratch.len() < len as usize {
+                scratch = vec![0u8; opts.chunk_size as usize];
+            }
             let back_hash = hash_back(target, lba, &mut scratch[..len as usize]).map_err(|e| FlashError::Read {
                 phase: Phase::Write,
                 lba,
