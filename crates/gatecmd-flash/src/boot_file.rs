@@ -61,6 +61,7 @@ impl BootFile {
             .map_err(|source| FlashError::ImageRead {
                 what: "loader file",
                 source,
+                written: "nothing was sent to the board".into(),
             })?;
         if bytes.len() as u64 > MAX_FILE {
             return Err(invalid(format!(

@@ -14,7 +14,7 @@ use crate::usb::{Mode, PortPath};
 pub enum FlashError {
     /// Reading the image (or its bmap) from the handle failed.
     #[error(
-        "reading the {what} failed: {source}: check that the file is readable and complete; nothing was written"
+        "reading the {what} failed: {source}: check that the file is readable and complete; {written}"
     )]
     ImageRead {
         /// Which file and step (`image header`, `bmap file`, …).
@@ -22,6 +22,8 @@ pub enum FlashError {
         /// The operating system's error.
         #[source]
         source: std::io::Error,
+        /// What reached the board (`nothing was written` before the write phase).
+        written: String,
     },
 
     /// The image uses a compression this engine does not read.
@@ -45,6 +47,19 @@ pub enum FlashError {
         /// The decoder's words.
         reason: String,
         /// What reached the board (`nothing was written` before the write phase).
+        written: String,
+    },
+
+    /// The image ended before the size measured when the flash began.
+    #[error(
+        "the image file changed while it was being flashed: it ended at byte {at}, before the {expected} bytes measured when the flash began; {written}: flash it again once the file is complete"
+    )]
+    ImageChanged {
+        /// Where the stream ended.
+        at: u64,
+        /// The size measured before the write.
+        expected: u64,
+        /// What reached the board.
         written: String,
     },
 

@@ -276,6 +276,7 @@ fn hash_range(
         let got = read_full(&mut at, &mut buf[..k]).map_err(|source| FlashError::ImageRead {
             what: "image (bmap check)",
             source,
+            written: "nothing was written".into(),
         })?;
         if got < k {
             return Err(size_mismatch(b, pos + got as u64));
@@ -385,15 +386,16 @@ pub(crate) fn stream_fault(e: StreamError, written: u64) -> FlashError {
         StreamError::Sparse(SparseFault::Io(source)) => FlashError::ImageRead {
             what: "sparse image",
             source,
+            written: note,
         },
-        StreamError::Short { at, expected } => FlashError::Decompress {
-            format: "image",
-            at: format!(" at byte {at}"),
-            reason: format!(
-                "the stream ended {} before the size measured when the flash began ({}): the file changed while it was being flashed",
-                human(expected - at),
-                human(expected)
-            ),
+        StreamError::Read(source) => FlashError::ImageRead {
+            what: "image",
+            source,
+            written: note,
+        },
+        StreamError::Short { at, expected } => FlashError::ImageChanged {
+            at,
+            expected,
             written: note,
         },
     }

@@ -67,7 +67,11 @@ pub struct Image {
 }
 
 fn read_err(what: &'static str) -> impl Fn(std::io::Error) -> FlashError {
-    move |source| FlashError::ImageRead { what, source }
+    move |source| FlashError::ImageRead {
+        what,
+        source,
+        written: "nothing was written".into(),
+    }
 }
 
 fn sparse_open_err(e: SparseFault, c: Compression) -> FlashError {
@@ -304,6 +308,7 @@ fn read_bmap(f: File) -> Result<Bmap, FlashError> {
                 FlashError::ImageRead {
                     what: "bmap file",
                     source: e,
+                    written: "nothing was written".into(),
                 }
             }
         })?;

@@ -24,6 +24,8 @@ pub enum StreamError {
     },
     /// The sparse structure is wrong.
     Sparse(SparseFault),
+    /// Reading the (uncompressed) file failed.
+    Read(std::io::Error),
     /// The stream ended before the size measured earlier (the file changed underneath).
     Short {
         /// Where it ended.
@@ -42,7 +44,11 @@ pub trait Segments: Send {
     fn read(&mut self, buf: &mut [u8]) -> Result<usize, StreamError>;
 }
 
+/// A read error of the stream: the decoder's, or the file's when it is not compressed.
 fn decode_err(format: Compression, at: u64, e: std::io::Error) -> StreamError {
+    if format == Compression::None {
+        return StreamError::Read(e);
+    }
     StreamError::Decompress {
         format: format.name(),
         at,
