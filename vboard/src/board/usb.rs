@@ -175,6 +175,15 @@ impl Board {
             };
             match commands::serve(&c, mode, &self.flash, &mut pipe, &mut say) {
                 Ok(After::Nothing) => {}
+                Ok(After::PowerOff) => {
+                    self.later(Duration::from_millis(50), State::Loader, |b| {
+                        // As `power_off`, under the `ops` lock `later` already holds.
+                        b.say(crate::console::Command::Silence);
+                        b.unplug_rockusb()?;
+                        b.set(State::Off);
+                        Ok(State::Off)
+                    })
+                }
                 Ok(After::Reset(3)) => self.later(Duration::from_millis(50), State::Loader, |b| {
                     b.enumerate(Mode::MaskRom).map(|_| State::MaskRom)
                 }),

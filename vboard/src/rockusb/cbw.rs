@@ -14,6 +14,8 @@ pub const WRITE_LBA: u8 = 0x15;
 pub const READ_FLASH_INFO: u8 = 0x1A;
 pub const READ_CHIP_INFO: u8 = 0x1B;
 pub const ERASE_LBA: u8 = 0x25;
+pub const CHANGE_STORAGE: u8 = 0x2A;
+pub const READ_STORAGE: u8 = 0x2B;
 pub const READ_CAPABILITY: u8 = 0xAA;
 pub const DEVICE_RESET: u8 = 0xFF;
 
@@ -133,8 +135,8 @@ pub fn opcode_name(op: u8) -> &'static str {
         0x21 => "READ_SPI_FLASH",
         0x22 => "WRITE_SPI_FLASH",
         ERASE_LBA => "ERASE_LBA",
-        0x2A => "CHANGE_STORAGE",
-        0x2B => "READ_STORAGE",
+        CHANGE_STORAGE => "CHANGE_STORAGE",
+        READ_STORAGE => "READ_STORAGE",
         READ_CAPABILITY => "READ_CAPABILITY",
         DEVICE_RESET => "DEVICE_RESET",
         _ => "unknown",

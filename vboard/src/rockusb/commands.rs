@@ -19,8 +19,11 @@ pub trait Bulk {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum After {
     Nothing,
-    /// `DEVICE_RESET` with this subcode.
+    /// `DEVICE_RESET` with this subcode (0 and anything not below: reboot from flash; 3:
+    /// into MaskROM).
     Reset(u8),
+    /// `DEVICE_RESET` subcode 2: the SoC powers itself off.
+    PowerOff,
     /// An erase reached the flash's last sector: the whole flash is blank.
     ErasedToEnd,
 }
@@ -32,8 +35,20 @@ const PIECE: usize = 64 * 1024;
 const BLOCK_SECTORS: u16 = 1024;
 /// 16 bytes of chip version, each 4-byte group reversed as a ROM keeps it.
 pub const CHIP_INFO: &[u8; 16] = b"8853001V\0\0\0\0\0\0\0\0";
-/// `READ_CAPABILITY` byte 0: bit 0 direct LBA (so `ef` erases by `ERASE_LBA`).
-const CAPABILITY: [u8; 8] = [0x01, 0, 0, 0, 0, 0, 0, 0];
+/// `READ_CAPABILITY` as a real RK3588 usbplug (v1.11) answers it, `3f 07 00 …`: byte 0
+/// direct LBA (so `ef` erases by `ERASE_LBA`), vendor storage, first 4M access, read LBA, new
+/// vendor storage, read com log; byte 1 new IDB, switch storage, LBA parity. rkdeveloptool
+/// 1.32 looks only at direct LBA (`ef`) and new IDB (`ul`, refused in Loader mode anyway);
+/// the `rockusb` crate reads every bit (`capability()`), and its `switch_storage`/`storage`
+/// are answered below.
+const CAPABILITY: [u8; 8] = [0x3f, 0x07, 0, 0, 0, 0, 0, 0];
+/// `READ_STORAGE` (rockusb `GetStorageMedia`): a one-hot u32, bit = U-Boot's `BOOT_TYPE_*`
+/// index; the board's flash is its eMMC (index 1).
+const STORAGE_EMMC: u8 = 1;
+/// `DEVICE_RESET` subcodes (rkdeveloptool `rd N`, the `rockusb` crate's `ResetOpcode`).
+const RESET_MSC: u8 = 1;
+const RESET_POWER_OFF: u8 = 2;
+const RESET_DISCONNECT: u8 = 4;
 
 /// Runs one command. `log` gets one line per protocol error, saying what was expected.
 pub fn serve(
@@ -83,10 +98,37 @@ pub fn serve(
                 }
             }
         }
-        cbw::DEVICE_RESET => ok(c, io, After::Reset(c.subcode)),
+        cbw::READ_STORAGE => reply(c, io, &(1u32 << STORAGE_EMMC).to_le_bytes()),
+        cbw::CHANGE_STORAGE => {
+            // As a real loader: the command has no failure status for a medium that is not
+            // there (the `rockusb` crate reads `READ_STORAGE` back to see what happened).
+            if c.subcode != STORAGE_EMMC {
+                log(format!(
+                    "rockusb: CHANGE_STORAGE to storage index {} refused quietly: the vboard has only eMMC (index {STORAGE_EMMC}); READ_STORAGE still says eMMC",
+                    c.subcode
+                ));
+            }
+            ok(c, io, After::Nothing)
+        }
+        cbw::DEVICE_RESET => match c.subcode {
+            RESET_POWER_OFF => ok(c, io, After::PowerOff),
+            RESET_MSC | RESET_DISCONNECT => {
+                log(format!(
+                    "rockusb: DEVICE_RESET subcode {} ({}) is not emulated: rebooting from flash as subcode 0",
+                    c.subcode,
+                    if c.subcode == RESET_MSC {
+                        "into USB mass storage"
+                    } else {
+                        "disconnect"
+                    }
+                ));
+                ok(c, io, After::Reset(0))
+            }
+            sub => ok(c, io, After::Reset(sub)),
+        },
         op => {
             log(format!(
-                "rockusb: {name} (0x{op:02x}) is not implemented by the vboard (it serves TEST_UNIT_READY, READ_FLASH_ID, READ_FLASH_INFO, READ_CHIP_INFO, READ_CAPABILITY, READ_LBA, WRITE_LBA, ERASE_LBA, DEVICE_RESET)"
+                "rockusb: {name} (0x{op:02x}) is not implemented by the vboard (it serves TEST_UNIT_READY, READ_FLASH_ID, READ_FLASH_INFO, READ_CHIP_INFO, READ_CAPABILITY, READ_STORAGE, CHANGE_STORAGE, READ_LBA, WRITE_LBA, ERASE_LBA, DEVICE_RESET)"
             ));
             fail(c, io)
         }
@@ -401,6 +443,44 @@ mod tests {
         rd.subcode = 3;
         let (after, _, _) = run(&rd, Mode::Loader, &f, vec![]);
         assert_eq!(after, After::Reset(3));
+    }
+
+    #[test]
+    fn storage_and_capability_answer_as_an_rk3588_usbplug() {
+        let (_d, f) = flash();
+        let mut cap = cbw(cbw::READ_CAPABILITY, 0, 0, 0x80);
+        cap.transfer_len = 8;
+        let (_, sent, _) = run(&cap, Mode::Loader, &f, vec![]);
+        assert_eq!(sent[0], vec![0x3f, 0x07, 0, 0, 0, 0, 0, 0]);
+        let mut st = cbw(cbw::READ_STORAGE, 0, 0, 0x80);
+        st.transfer_len = 4;
+        let (_, sent, _) = run(&st, Mode::Loader, &f, vec![]);
+        assert_eq!(sent[0], 2u32.to_le_bytes().to_vec(), "eMMC, one-hot bit 1");
+        assert_eq!(status(&sent), 0);
+        let mut sw = cbw(cbw::CHANGE_STORAGE, 0, 0, 0);
+        sw.subcode = 2; // SD: not there, no failure status, logged
+        let (_, sent, logs) = run(&sw, Mode::Loader, &f, vec![]);
+        assert_eq!(status(&sent), 0);
+        assert!(logs[0].contains("only eMMC"), "{logs:?}");
+        let (_, sent, _) = run(&st, Mode::MaskRom, &f, vec![]);
+        assert_eq!(status(&sent), 1, "the mask ROM has no storage commands");
+    }
+
+    #[test]
+    fn reset_subcodes_map_to_what_the_board_does() {
+        let (_d, f) = flash();
+        let mut rd = cbw(cbw::DEVICE_RESET, 0, 0, 0);
+        for (sub, want) in [
+            (0, After::Reset(0)),
+            (1, After::Reset(0)),
+            (2, After::PowerOff),
+            (3, After::Reset(3)),
+            (4, After::Reset(0)),
+        ] {
+            rd.subcode = sub;
+            let (after, sent, _) = run(&rd, Mode::Loader, &f, vec![]);
+            assert_eq!((after, status(&sent)), (want, 0), "subcode {sub}");
+        }
     }
 
     #[test]

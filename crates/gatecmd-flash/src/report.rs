@@ -1,0 +1,68 @@
+//! What a flash did, phase by phase, for the caller to show (structured, serialisable).
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::image::ImageInfo;
+use crate::image::check::CheckReport;
+
+/// The outcome of a successful flash.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlashReport {
+    /// The image, with its sizes known.
+    pub image: ImageInfo,
+    /// LBA of image offset 0.
+    pub start_lba: u64,
+    /// The chunk size (bytes per hash and journal entry).
+    pub chunk_size: u64,
+    /// Bytes per USB command.
+    pub transfer_size: u64,
+    /// The pre-pass, when one ran.
+    pub check: Option<CheckReport>,
+    /// The write phase.
+    pub write: WriteReport,
+    /// The verification, unless it was turned off.
+    pub verify: Option<VerifyReport>,
+    /// The journal file.
+    pub journal: PathBuf,
+}
+
+/// The write phase.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WriteReport {
+    /// Bytes the image maps (written + skipped).
+    pub bytes_total: u64,
+    /// Chunks written.
+    pub chunks_written: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Chunks the journal listed whose bytes the board still held (read back, equal): not
+    /// written again.
+    pub chunks_skipped: u64,
+    /// Their bytes.
+    pub bytes_skipped: u64,
+    /// Chunks the journal listed that had to be written after all (the board's bytes
+    /// differed).
+    pub chunks_rewritten: u64,
+    /// Wall time of the phase, seconds (reading, decompressing, hashing and writing overlap).
+    pub secs: f64,
+    /// Part of `secs` spent reading back journalled chunks.
+    pub compare_secs: f64,
+    /// Part of `secs` spent in the target's writes (USB commands): the board's share.
+    pub target_secs: f64,
+    /// Part of `secs` spent waiting for the next chunk from the decoding thread (reading,
+    /// decompressing, hashing): the host's share, when it is the slower side.
+    pub wait_secs: f64,
+}
+
+/// The verification: every chunk written in this run read back and hashed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyReport {
+    /// Chunks read back.
+    pub chunks: u64,
+    /// Bytes read back.
+    pub bytes: u64,
+    /// Wall time, seconds.
+    pub secs: f64,
+}

@@ -1,0 +1,328 @@
+//! The flash itself: pre-pass, size check, then the chunks written in order with a SHA-256
+//! each, the journal kept, and a read-back verification of everything written.
+//!
+//! Reading, decompressing and hashing run on a second thread, two chunks ahead of the USB
+//! writes on the caller's thread, so a slow decoder and the board work side by side.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, channel, sync_channel};
+use std::thread;
+use std::time::Instant;
+
+use crate::chunk::{ChunkError, Chunker};
+use crate::error::{FlashError, written_note};
+use crate::image::Image;
+use crate::image::check::stream_fault;
+use crate::journal::{Geometry, Journal, State};
+use crate::progress::{Control, Phase};
+use crate::report::{FlashReport, WriteReport};
+use crate::target::BlockTarget;
+use crate::units::{human, human_bin};
+use crate::verify::{Written, hash_back, verify, write_chunk};
+
+/// Default chunk size: see the README's measurements (larger chunks cost nothing in speed
+/// and keep the journal short; smaller ones make cancel and resume finer).
+pub const DEFAULT_CHUNK_SIZE: u64 = 4 << 20;
+/// The largest chunk: a flash holds about five in memory at once (two queued, one being
+/// built, one being written, one read back for a resume check), so 16 MiB chunks cost
+/// 80 MiB; the speed does not depend on it (README).
+pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
+/// Chunks decoded ahead of the writes.
+const AHEAD: usize = 2;
+
+/// How to flash.
+#[derive(Debug, Clone)]
+pub struct FlashOptions {
+    /// The board's name: the journal's key.
+    pub board: String,
+    /// The directory of the journals (created 0700 if missing).
+    pub state_dir: PathBuf,
+    /// LBA where image offset 0 goes (0: a whole-disk image).
+    pub start_lba: u64,
+    /// Bytes per chunk (a multiple of the block size, at most [`MAX_CHUNK_SIZE`]).
+    pub chunk_size: u64,
+    /// Read back the journal's chunks and skip those the board still holds.
+    pub resume: bool,
+    /// Read back and compare everything written.
+    pub verify: bool,
+}
+
+impl FlashOptions {
+    /// Defaults: LBA 0, [`DEFAULT_CHUNK_SIZE`], resume and verify on.
+    pub fn new(board: impl Into<String>, state_dir: impl Into<PathBuf>) -> FlashOptions {
+        FlashOptions {
+            board: board.into(),
+            state_dir: state_dir.into(),
+            start_lba: 0,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            resume: true,
+            verify: true,
+        }
+    }
+}
+
+/// Flashes `image` to `target`: the pre-pass if the image needs one, the size check, the
+/// write (skipping journalled chunks the board still holds), the verification. Progress
+/// goes to `ctl` after every chunk; its cancel flag is checked between chunks. Every stop
+/// (error, cancel) leaves the journal describing what was written, so the same call again
+/// resumes.
+pub fn flash(
+    target: &mut dyn BlockTarget,
+    image: &mut Image,
+    opts: &FlashOptions,
+    ctl: &mut Control,
+) -> Result<FlashReport, FlashError> {
+    let bs = target.block_size() as u64;
+    if opts.chunk_size < bs
+        || !opts.chunk_size.is_multiple_of(bs)
+        || opts.chunk_size > MAX_CHUNK_SIZE
+    {
+        return Err(FlashError::InvalidOption {
+            what: "chunk size",
+            reason: format!(
+                "{} bytes; it must be a multiple of the board's {bs}-byte blocks, up to {}",
+                opts.chunk_size,
+                human_bin(MAX_CHUNK_SIZE)
+            ),
+        });
+    }
+    let align = image.alignment();
+    if align > 1 && !align.is_multiple_of(bs) {
+        return Err(FlashError::InvalidOption {
+            what: "image block size",
+            reason: format!(
+                "the image's blocks are {align} bytes, not a multiple of the board's {bs}-byte blocks: convert it (img2simg -b 4096, bmaptool create)"
+            ),
+        });
+    }
+    let check = if image.needs_check() || image.check_report().is_some() {
+        Some(image.check(ctl)?)
+    } else {
+        None
+    };
+    let logical = image.logical_size().unwrap_or(0);
+    let mapped = image.mapped_bytes().unwrap_or(logical);
+    let capacity = target.capacity_blocks().saturating_mul(bs);
+    let need = opts
+        .start_lba
+        .saturating_mul(bs)
+        .saturating_add(logical.div_ceil(bs) * bs);
+    if need > capacity {
+        return Err(FlashError::ImageTooLarge {
+            image: human(logical),
+            flash: human(capacity),
+            offset: if opts.start_lba > 0 {
+                format!(" from LBA 0x{:x}", opts.start_lba)
+            } else {
+                String::new()
+            },
+        });
+    }
+    let geometry = Geometry {
+        block_size: bs as u32,
+        start_lba: opts.start_lba,
+        chunk_size: opts.chunk_size,
+    };
+    let described = serde_json::to_value(image.info()).unwrap_or_default();
+    let mut journal = Journal::open(&opts.state_dir, &opts.board, geometry, described)?;
+    if !opts.resume {
+        journal.clear();
+    }
+    journal.set_state(State::Writing);
+    // Written before the first chunk: a state directory that cannot take the journal is
+    // found out while the board is still untouched.
+    journal.flush()?;
+
+    let segments = image.segments()?;
+    let (write, written) = write_phase(target, segments, opts, mapped, &mut journal, ctl)?;
+    journal.set_state(State::Written);
+    journal.flush()?;
+
+    let verify_report = if opts.verify {
+        let (report, bad) = verify(target, opts.start_lba, &written, ctl).inspect_err(|_| {
+            let _ = journal.flush();
+        })?;
+        if let Some(&(first, first_len)) = bad.first() {
+            for &(offset, _) in &bad {
+                journal.forget(offset);
+            }
+            journal.flush()?;
+            return Err(FlashError::VerifyMismatch {
+                count: bad.len(),
+                first_lba: opts.start_lba + first / bs,
+                first_len,
+                chunks: bad,
+            });
+        }
+        journal.set_state(State::Verified);
+        journal.flush()?;
+        Some(report)
+    } else {
+        None
+    };
+    Ok(FlashReport {
+        image: image.info().clone(),
+        start_lba: opts.start_lba,
+        chunk_size: opts.chunk_size,
+        transfer_size: target.max_transfer_blocks() as u64 * bs,
+        check,
+        write,
+        verify: verify_report,
+        journal: journal.path().to_path_buf(),
+    })
+}
+
+/// What the decoding thread hands over.
+type Fed = Result<crate::chunk::Chunk, ChunkError>;
+
+fn write_phase(
+    target: &mut dyn BlockTarget,
+    segments: Box<dyn crate::image::stream::Segments>,
+    opts: &FlashOptions,
+    mapped: u64,
+    journal: &mut Journal,
+    ctl: &mut Control,
+) -> Result<(WriteReport, Vec<Written>), FlashError> {
+    let bs = target.block_size() as u64;
+    let chunk_size = opts.chunk_size;
+    let (tx, rx) = sync_channel::<Fed>(AHEAD);
+    let (back_tx, back_rx) = channel::<Vec<u8>>();
+    thread::scope(|s| {
+        s.spawn(move || {
+            let mut chunker = Chunker::new(segments, chunk_size, bs);
+            loop {
+                let buf = back_rx.try_recv().unwrap_or_default();
+                match chunker.next(buf) {
+                    Ok(Some(c)) => {
+                        if tx.send(Ok(c)).is_err() {
+                            return; // the writer stopped
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                }
+            }
+        });
+        let r = consume(target, rx, back_tx, opts, mapped, journal, ctl);
+        // Whatever happened, the journal on disk says what the board holds.
+        let _ = journal.flush();
+        r
+    })
+}
+
+fn consume(
+    target: &mut dyn BlockTarget,
+    rx: Receiver<Fed>,
+    back: std::sync::mpsc::Sender<Vec<u8>>,
+    opts: &FlashOptions,
+    mapped: u64,
+    journal: &mut Journal,
+    ctl: &mut Control,
+) -> Result<(WriteReport, Vec<Written>), FlashError> {
+    let bs = target.block_size() as u64;
+    let t0 = Instant::now();
+    let mut r = WriteReport {
+        bytes_total: mapped,
+        ..WriteReport::default()
+    };
+    let mut written: Vec<Written> = Vec::new();
+    // Allocated at the first journalled chunk: most flashes never read back.
+    let mut scratch: Vec<u8> = Vec::new();
+    let mut done = 0u64;
+    ctl.report(Phase::Write, 0, mapped);
+    // `rx` is dropped on every return, which stops the decoding thread at its next send.
+    loop {
+        let tw = Instant::now();
+        let Ok(fed) = rx.recv() else {
+            break;
+        };
+        r.wait_secs += tw.elapsed().as_secs_f64();
+        let chunk = match fed {
+            Ok(c) => c,
+            Err(ChunkError::Stream(e)) => return Err(stream_fault(e, r.bytes_written)),
+            Err(ChunkError::Unaligned { offset, block }) => {
+                return Err(FlashError::SparseInvalid {
+                    reason: format!(
+                        "data at image offset {offset} do not start on a {block}-byte block"
+                    ),
+                    written: written_note(r.bytes_written),
+                });
+            }
+        };
+        if ctl.cancelled() {
+            return Err(FlashError::Cancelled {
+                phase: Phase::Write,
+                done: human(done),
+                total: human(mapped),
+                at: chunk.offset,
+                after: if r.bytes_written == 0 {
+                    "nothing was written".into()
+                } else {
+                    format!(
+                        "{} were written; the journal {} lists them: flash the same image again to resume",
+                        human(r.bytes_written),
+                        journal.path().display()
+                    )
+                },
+            });
+        }
+        let len = chunk.len as u64;
+        let lba = opts.start_lba + chunk.offset / bs;
+        if opts.resume && journal.lists(chunk.offset, len, &chunk.sha256) {
+            let tc = Instant::now();
+            if scratch.len() < len as usize {
+                scratch = vec![0u8; opts.chunk_size as usize];
+            }
+            let back_hash = hash_back(target, lba, &mut scratch[..len as usize]).map_err(|e| FlashError::Read {
+                phase: Phase::Write,
+                lba,
+                len,
+                reason: e.to_string(),
+                written: format!(
+                    "{}; the journal keeps what was written: flash the same image again to resume",
+                    written_note(r.bytes_written)
+                ),
+            })?;
+            r.compare_secs += tc.elapsed().as_secs_f64();
+            if back_hash == chunk.sha256 {
+                r.chunks_skipped += 1;
+                r.bytes_skipped += len;
+                done += len;
+                ctl.report(Phase::Write, done.min(mapped), mapped);
+                let _ = back.send(chunk.buf);
+                continue;
+            }
+            r.chunks_rewritten += 1;
+        }
+        let tt = Instant::now();
+        let wrote = write_chunk(target, lba, chunk.data());
+        r.target_secs += tt.elapsed().as_secs_f64();
+        if let Err(e) = wrote {
+            return Err(FlashError::Write {
+                lba,
+                len,
+                reason: e.to_string(),
+                done: human(r.bytes_written),
+                total: human(mapped),
+                journal: journal.path().display().to_string(),
+            });
+        }
+        journal.record(chunk.offset, len, chunk.sha256);
+        journal.flush_if_due()?;
+        written.push((chunk.offset, len, chunk.sha256));
+        r.chunks_written += 1;
+        r.bytes_written += len;
+        done += len;
+        ctl.report(Phase::Write, done.min(mapped), mapped);
+        let _ = back.send(chunk.buf);
+    }
+    r.secs = t0.elapsed().as_secs_f64();
+    Ok((r, written))
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

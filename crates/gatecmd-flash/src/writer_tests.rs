@@ -1,0 +1,537 @@
+//! The writer end to end on a file-backed target: every format and compression, the bmap's
+//! ranges only, the refusals before any write, resume after a cut, cancel between chunks,
+//! a verification that catches a bad read-back. Real files in temporary directories.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::*;
+use crate::image::bmap::tests::write as write_bmap;
+use crate::image::sparse::tests::{TestChunk, build as build_sparse};
+use crate::image::{Compression, Layout};
+use crate::progress::Progress;
+use crate::target::{FileTarget, TargetError};
+
+const FILL: u8 = 0xAA;
+
+/// Pseudo-random bytes (an LCG): a misplaced sector changes everything after it.
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+struct Bench {
+    dir: tempfile::TempDir,
+    disk: PathBuf,
+    capacity: u64,
+}
+
+impl Bench {
+    /// A disk of `capacity` bytes, every byte `FILL` (so untouched areas are visible).
+    fn new(capacity: u64) -> Bench {
+        let dir = tempfile::tempdir().expect("tmp");
+        let disk = dir.path().join("disk");
+        std::fs::write(&disk, vec![FILL; capacity as usize]).expect("disk");
+        Bench {
+            dir,
+            disk,
+            capacity,
+        }
+    }
+
+    fn target(&self) -> FileTarget {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.disk)
+            .expect("open disk");
+        FileTarget::new(f, self.capacity).expect("target")
+    }
+
+    fn file(&self, name: &str, bytes: &[u8]) -> File {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).expect("write");
+        File::open(p).expect("open")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn opts(&self, chunk: u64) -> FlashOptions {
+        let mut o = FlashOptions::new("vb1", self.state());
+        o.chunk_size = chunk;
+        o
+    }
+
+    fn disk(&self) -> Vec<u8> {
+        std::fs::read(&self.disk).expect("read disk")
+    }
+
+    fn untouched(&self) -> bool {
+        self.disk().iter().all(|&b| b == FILL)
+    }
+}
+
+fn flash_quiet(
+    t: &mut dyn BlockTarget,
+    img: &mut Image,
+    o: &FlashOptions,
+) -> Result<FlashReport, FlashError> {
+    flash(t, img, o, &mut Control::none())
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(b).expect("gz");
+    e.finish().expect("gz")
+}
+
+fn zstd(b: &[u8]) -> Vec<u8> {
+    zstd::encode_all(b, 3).expect("zstd")
+}
+
+fn xz(b: &[u8]) -> Vec<u8> {
+    let mut w =
+        lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(1)).expect("xz");
+    w.write_all(b).expect("xz");
+    w.finish().expect("xz")
+}
+
+/// The expected disk: `FILL` everywhere, the image's runs (padded to 512) where mapped.
+fn expect_disk(capacity: u64, runs: &[(u64, &[u8])]) -> Vec<u8> {
+    let mut d = vec![FILL; capacity as usize];
+    for (off, data) in runs {
+        let padded = data.len().div_ceil(512) * 512;
+        let at = *off as usize;
+        d[at..at + padded].fill(0);
+        d[at..at + data.len()].copy_from_slice(data);
+    }
+    d
+}
+
+#[test]
+fn a_raw_image_is_written_padded_and_verified() {
+    let b = Bench::new(4 << 20);
+    let img = pattern((1 << 20) + 100, 1);
+    let mut image = Image::open(b.file("raw.img", &img), None).expect("open");
+    assert_eq!(image.info().layout, Layout::Raw);
+    assert_eq!(image.logical_size(), Some(img.len() as u64));
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(256 << 10)).expect("flash");
+    assert_eq!(b.disk(), expect_disk(b.capacity, &[(0, &img)]));
+    // Four full chunks and the 100-byte tail padded to one block.
+    assert_eq!(r.write.chunks_written, 5);
+    assert_eq!(r.write.bytes_written, (1 << 20) + 512);
+    let v = r.verify.expect("verified");
+    assert_eq!((v.chunks, v.bytes), (5, (1 << 20) + 512));
+    assert!(
+        r.check.is_none(),
+        "an uncompressed raw image needs no pre-pass"
+    );
+}
+
+#[test]
+fn each_compression_streams_to_the_same_bytes() {
+    let img = pattern(3 << 20, 2);
+    // Two gzip members and two zstd frames, as `cat a.gz b.gz` makes them.
+    let half = img.len() / 2;
+    let mut gz2 = gzip(&img[..half]);
+    gz2.extend(gzip(&img[half..]));
+    let mut zst2 = zstd(&img[..half]);
+    zst2.extend(zstd(&img[half..]));
+    for (name, bytes, c) in [
+        ("img.gz", gzip(&img), Compression::Gzip),
+        ("img2.gz", gz2, Compression::Gzip),
+        ("img.zst", zstd(&img), Compression::Zstd),
+        ("img2.zst", zst2, Compression::Zstd),
+        ("img.xz", xz(&img), Compression::Xz),
+    ] {
+        let b = Bench::new(4 << 20);
+        // A misleading name: detection is by magic.
+        let mut image = Image::open(b.file(&format!("{name}.img"), &bytes), None).expect(name);
+        assert_eq!(image.info().compression, c, "{name}");
+        assert_eq!(
+            image.logical_size(),
+            None,
+            "{name}: unknown before the check"
+        );
+        let r = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect(name);
+        assert_eq!(image.logical_size(), Some(img.len() as u64), "{name}");
+        let check = r.check.expect("a compressed image is checked first");
+        assert_eq!(check.file_bytes_read, bytes.len() as u64, "{name}");
+        assert_eq!(b.disk(), expect_disk(b.capacity, &[(0, &img)]), "{name}");
+    }
+}
+
+fn sparse_image() -> (Vec<u8>, Vec<Option<u8>>) {
+    build_sparse(
+        4096,
+        &[
+            TestChunk::Raw(pattern(3 * 4096, 3)),
+            TestChunk::Fill(0x1234_5678, 300),
+            TestChunk::DontCare(40),
+            TestChunk::Crc,
+            TestChunk::Raw(pattern(4096, 4)),
+            TestChunk::Fill(0, 2),
+            TestChunk::DontCare(1),
+            TestChunk::Crc,
+        ],
+    )
+}
+
+fn check_sparse_disk(b: &Bench, expanded: &[Option<u8>]) {
+    let disk = b.disk();
+    for (i, want) in expanded.iter().enumerate() {
+        assert_eq!(disk[i], want.unwrap_or(FILL), "byte {i}");
+    }
+    assert!(disk[expanded.len()..].iter().all(|&x| x == FILL));
+}
+
+#[test]
+fn an_android_sparse_image_writes_raw_and_fill_and_skips_dont_care() {
+    let (img, expanded) = sparse_image();
+    for (name, bytes) in [("s.simg", img.clone()), ("s.simg.zst", zstd(&img))] {
+        let b = Bench::new(4 << 20);
+        let mut image = Image::open(b.file(name, &bytes), None).expect(name);
+        assert_eq!(image.info().layout, Layout::AndroidSparse, "{name}");
+        assert_eq!(image.logical_size(), Some(expanded.len() as u64));
+        let r = flash_quiet(&mut b.target(), &mut image, &b.opts(256 << 10)).expect(name);
+        check_sparse_disk(&b, &expanded);
+        let mapped = (3 + 300 + 1 + 2) * 4096;
+        assert_eq!(image.mapped_bytes(), Some(mapped), "{name}");
+        assert_eq!(r.write.bytes_written, mapped, "{name}");
+        let chunks = image.info().sparse_chunks.expect("counted");
+        assert_eq!(
+            (chunks.raw, chunks.fill, chunks.dont_care, chunks.crc32),
+            (2, 2, 2, 2)
+        );
+    }
+}
+
+#[test]
+fn a_sparse_crc_error_is_refused_before_writing_when_compressed() {
+    let (img, _) = build_sparse(
+        512,
+        &[TestChunk::Raw(pattern(64 << 10, 5)), TestChunk::BadCrc],
+    );
+    let b = Bench::new(1 << 20);
+    let mut image = Image::open(b.file("bad.simg.gz", &gzip(&img)), None).expect("open");
+    let e = flash_quiet(&mut b.target(), &mut image, &b.opts(4096)).expect_err("crc");
+    assert!(matches!(e, FlashError::SparseCrc { .. }), "{e}");
+    assert!(e.to_string().contains("nothing was written"), "{e}");
+    assert!(b.untouched());
+    // Uncompressed, the CRC chunk is met while streaming: the error says what was written.
+    let mut image = Image::open(b.file("bad.simg", &img), None).expect("open");
+    let e = flash_quiet(&mut b.target(), &mut image, &b.opts(4096)).expect_err("crc");
+    assert!(e.to_string().contains("already been written"), "{e}");
+}
+
+/// A 4 MiB raw image whose blocks 0-63, 300-363, 700-763 and 1000-1023 (4 KiB blocks, about
+/// a quarter) hold data; the rest is zeros, as a filesystem image's free space.
+fn bmapped_image() -> (Vec<u8>, Vec<(u64, u64)>) {
+    let ranges = vec![(0u64, 63u64), (300, 363), (700, 763), (1000, 1023)];
+    let mut img = vec![0u8; 4 << 20];
+    for (i, &(a, z)) in ranges.iter().enumerate() {
+        let (s, e) = (a as usize * 4096, (z as usize + 1) * 4096);
+        img[s..e].copy_from_slice(&pattern(e - s, 10 + i as u32));
+    }
+    (img, ranges)
+}
+
+#[test]
+fn a_bmap_writes_only_its_ranges() {
+    let (img, ranges) = bmapped_image();
+    for sha1 in [false, true] {
+        let bmap = write_bmap(&img, 4096, &ranges, sha1);
+        for (name, bytes) in [("b.img", img.clone()), ("b.img.zst", zstd(&img))] {
+            let b = Bench::new(8 << 20);
+            let mut image = Image::open(
+                b.file(name, &bytes),
+                Some(b.file("b.bmap", bmap.as_bytes())),
+            )
+            .expect(name);
+            let r = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect(name);
+            let runs: Vec<(u64, &[u8])> = ranges
+                .iter()
+                .map(|&(a, z)| (a * 4096, &img[a as usize * 4096..(z as usize + 1) * 4096]))
+                .collect();
+            assert_eq!(
+                b.disk(),
+                expect_disk(b.capacity, &runs),
+                "{name} sha1={sha1}"
+            );
+            let mapped = 216 * 4096;
+            assert_eq!(r.write.bytes_written, mapped, "{name}");
+            let check = r.check.expect("a bmap is checked first");
+            assert_eq!(check.ranges_checked, 4, "{name}");
+            // 1 MiB cells hold 256 blocks: each range lies in one cell, one chunk each.
+            assert_eq!(r.write.chunks_written, 4, "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_bmap_that_does_not_match_is_refused_with_nothing_written() {
+    let (img, ranges) = bmapped_image();
+    let bmap = write_bmap(&img, 4096, &ranges, false);
+    let mut other = img.clone();
+    other[700 * 4096 + 5] ^= 0x40; // inside a mapped range
+    for (name, bytes) in [("o.img", other.clone()), ("o.img.xz", xz(&other))] {
+        let b = Bench::new(8 << 20);
+        let mut image = Image::open(
+            b.file(name, &bytes),
+            Some(b.file("b.bmap", bmap.as_bytes())),
+        )
+        .expect(name);
+        let e = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect_err(name);
+        match &e {
+            FlashError::BmapRangeMismatch { first, last, .. } => {
+                assert_eq!((*first, *last), (700, 763), "{name}")
+            }
+            other => panic!("{name}: {other}"),
+        }
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        assert!(b.untouched(), "{name}: the board was written");
+    }
+    // A different size: refused at open (uncompressed) or by the check (compressed).
+    let longer = [img.as_slice(), &[0u8; 4096]].concat();
+    let b = Bench::new(8 << 20);
+    let e = Image::open(
+        b.file("l.img", &longer),
+        Some(b.file("b.bmap", bmap.as_bytes())),
+    )
+    .err()
+    .expect("size");
+    assert!(matches!(e, FlashError::BmapSizeMismatch { .. }), "{e}");
+    let mut image = Image::open(
+        b.file("l.img.gz", &gzip(&longer)),
+        Some(b.file("b.bmap", bmap.as_bytes())),
+    )
+    .expect("open");
+    let e = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect_err("size");
+    assert!(matches!(e, FlashError::BmapSizeMismatch { .. }), "{e}");
+    assert!(b.untouched());
+    // With a sparse image: refused.
+    let (simg, _) = sparse_image();
+    let e = Image::open(
+        b.file("s.simg", &simg),
+        Some(b.file("b.bmap", bmap.as_bytes())),
+    )
+    .err()
+    .expect("sparse+bmap");
+    assert!(matches!(e, FlashError::BmapWithSparse { .. }), "{e}");
+}
+
+#[test]
+fn an_image_larger_than_the_flash_is_refused_before_a_byte() {
+    let img = pattern(3 << 20, 6);
+    for (name, bytes) in [("big.img", img.clone()), ("big.img.zst", zstd(&img))] {
+        let b = Bench::new(2 << 20);
+        let mut image = Image::open(b.file(name, &bytes), None).expect(name);
+        let e = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect_err(name);
+        assert!(matches!(e, FlashError::ImageTooLarge { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the image (3.1 MB) is larger than the board's flash (2.1 MB): nothing was written"
+        );
+        assert!(b.untouched());
+    }
+    // From an offset: fits at 0, not at 2 MiB.
+    let b = Bench::new(4 << 20);
+    let mut image = Image::open(b.file("x.img", &img), None).expect("open");
+    let mut o = b.opts(1 << 20);
+    o.start_lba = 4096;
+    let e = flash_quiet(&mut b.target(), &mut image, &o).expect_err("offset");
+    assert!(e.to_string().contains("from LBA 0x1000"), "{e}");
+}
+
+/// A target that fails its `fail_at`-th write, or corrupts reads of one LBA.
+struct Flaky {
+    inner: FileTarget,
+    writes: usize,
+    fail_at: Option<usize>,
+    corrupt_lba: Option<u64>,
+}
+
+impl BlockTarget for Flaky {
+    fn block_size(&self) -> u32 {
+        self.inner.block_size()
+    }
+    fn capacity_blocks(&self) -> u64 {
+        self.inner.capacity_blocks()
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        self.inner.max_transfer_blocks()
+    }
+    fn write_blocks(&mut self, lba: u64, data: &[u8]) -> Result<(), TargetError> {
+        self.writes += 1;
+        if Some(self.writes) == self.fail_at {
+            // Half of it lands, as a transfer cut by an unplug would.
+            let _ = self.inner.write_blocks(lba, &data[..data.len() / 2]);
+            return Err(TargetError::Transport("the device left the bus".into()));
+        }
+        self.inner.write_blocks(lba, data)
+    }
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        self.inner.read_blocks(lba, buf)?;
+        if Some(lba) == self.corrupt_lba {
+            buf[0] ^= 1;
+        }
+        Ok(())
+    }
+}
+
+fn journal_path(b: &Bench) -> PathBuf {
+    b.state().join(crate::journal::file_name("vb1"))
+}
+
+#[test]
+fn a_cut_flash_resumes_writing_only_what_is_missing() {
+    let img = pattern(2 << 20, 7);
+    let b = Bench::new(4 << 20);
+    // 64 KiB chunks of one 64 KiB transfer each: the 21st write fails, 20 chunks are in.
+    let mut t = Flaky {
+        inner: b.target(),
+        writes: 0,
+        fail_at: Some(21),
+        corrupt_lba: None,
+    };
+    let mut image = Image::open(b.file("r.img", &img), None).expect("open");
+    let e = flash_quiet(&mut t, &mut image, &b.opts(64 << 10)).expect_err("cut");
+    assert!(matches!(e, FlashError::Write { lba: 2560, .. }), "{e}");
+    assert!(e.to_string().contains("flash the same image again"), "{e}");
+    assert!(journal_path(&b).exists());
+    // Someone changed chunk 3 meanwhile: it is read back, found different, rewritten.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&b.disk)
+        .expect("disk");
+    f.write_all_at(b"other", 3 * (64 << 10)).expect("poke");
+    let mut image = Image::open(b.file("r.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(64 << 10)).expect("resume");
+    assert_eq!(r.write.chunks_skipped, 19);
+    assert_eq!(r.write.chunks_rewritten, 1);
+    assert_eq!(r.write.chunks_written, 32 - 19);
+    assert!(
+        r.write.bytes_written < img.len() as u64 / 2,
+        "{:?}",
+        r.write
+    );
+    assert_eq!(
+        r.verify.expect("verify").chunks,
+        13,
+        "only what was written is re-read"
+    );
+    assert_eq!(b.disk(), expect_disk(b.capacity, &[(0, &img)]));
+    // The same image again: everything is read back and skipped, nothing written.
+    let mut image = Image::open(b.file("r.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(64 << 10)).expect("again");
+    assert_eq!((r.write.chunks_written, r.write.chunks_skipped), (0, 32));
+    // Without resume: all of it.
+    let mut o = b.opts(64 << 10);
+    o.resume = false;
+    let mut image = Image::open(b.file("r.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &o).expect("no resume");
+    assert_eq!(r.write.chunks_written, 32);
+}
+
+#[test]
+fn cancel_stops_between_chunks_and_says_where() {
+    let img = pattern(1 << 20, 8);
+    let b = Bench::new(2 << 20);
+    let cancel = AtomicBool::new(false);
+    let mut seen = Vec::new();
+    let mut progress = |p: Progress| {
+        seen.push(p);
+        if p.phase == Phase::Write && p.done >= 3 * (64 << 10) {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    };
+    let mut image = Image::open(b.file("c.img", &img), None).expect("open");
+    let e = flash(
+        &mut b.target(),
+        &mut image,
+        &b.opts(64 << 10),
+        &mut Control::new(&mut progress, &cancel),
+    )
+    .expect_err("cancelled");
+    match &e {
+        FlashError::Cancelled { phase, at, .. } => {
+            assert_eq!(*phase, Phase::Write);
+            assert_eq!(*at, 3 * (64 << 10), "stopped before the 4th chunk");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("resume"), "{e}");
+    assert!(
+        seen.iter()
+            .any(|p| p.phase == Phase::Write && p.total == 1 << 20)
+    );
+    let disk = b.disk();
+    assert_eq!(&disk[..3 * (64 << 10)], &img[..3 * (64 << 10)]);
+    assert!(disk[3 * (64 << 10)..].iter().all(|&x| x == FILL));
+    let mut image = Image::open(b.file("c.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(64 << 10)).expect("resume");
+    assert_eq!(r.write.chunks_skipped, 3);
+}
+
+#[test]
+fn verification_catches_a_chunk_that_reads_back_wrong() {
+    let img = pattern(512 << 10, 9);
+    let b = Bench::new(1 << 20);
+    let mut t = Flaky {
+        inner: b.target(),
+        writes: 0,
+        fail_at: None,
+        corrupt_lba: Some(256), // the third 64 KiB chunk's first transfer
+    };
+    let mut image = Image::open(b.file("v.img", &img), None).expect("open");
+    let e = flash_quiet(&mut t, &mut image, &b.opts(64 << 10)).expect_err("mismatch");
+    match &e {
+        FlashError::VerifyMismatch {
+            count, first_lba, ..
+        } => assert_eq!((*count, *first_lba), (1, 256)),
+        other => panic!("{other}"),
+    }
+    // The journal no longer lists it: the next flash rewrites exactly that chunk.
+    let mut image = Image::open(b.file("v.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(64 << 10)).expect("again");
+    assert_eq!((r.write.chunks_written, r.write.chunks_skipped), (1, 7));
+}
+
+#[test]
+fn a_damaged_compressed_image_is_refused_before_writing() {
+    let img = pattern(1 << 20, 11);
+    for (name, mut bytes) in [
+        ("t.zst", zstd(&img)),
+        ("t.gz", gzip(&img)),
+        ("t.xz", xz(&img)),
+    ] {
+        bytes.truncate(bytes.len() * 3 / 4);
+        let b = Bench::new(2 << 20);
+        let mut image = Image::open(b.file(name, &bytes), None).expect(name);
+        let e = flash_quiet(&mut b.target(), &mut image, &b.opts(64 << 10)).expect_err(name);
+        assert!(matches!(e, FlashError::Decompress { .. }), "{name}: {e}");
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        assert!(b.untouched(), "{name}");
+    }
+}
+
+#[test]
+fn options_and_unsupported_formats_are_refused_with_the_reason() {
+    let b = Bench::new(1 << 20);
+    let mut image = Image::open(b.file("o.img", &pattern(4096, 1)), None).expect("open");
+    let e = flash_quiet(&mut b.target(), &mut image, &b.opts(1000)).expect_err("chunk");
+    assert!(e.to_string().contains("chunk size"), "{e}");
+    let bz = b"BZh91AY&SY\x00\x00\x00";
+    let e = Image::open(b.file("x.bz2", bz), None).err().expect("bzip2");
+    assert!(e.to_string().contains("bzip2"), "{e}");
+}
