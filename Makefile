@@ -28,7 +28,7 @@ lint:
 	cargo fmt --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The build without libudev (libusb backend only) must stay clean too.
-	cargo clippy --no-default-features --lib --locked -- -D warnings
+	cargo clippy -p gatecmd -p gatecmd-devices --no-default-features --lib --locked -- -D warnings
 
 test: test-setup lint
 	# cargo test, its test binaries two at a time (scripts/cargo-tests.sh says why).

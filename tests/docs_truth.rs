@@ -1,11 +1,9 @@
-//! Keeps the prose honest: every `` `symbol` in `src/file.rs` `` reference in
-//! docs/REQUEST-PATH.md and docs/ARCHITECTURE.md must name something defined in that file,
-//! and the invariants docs/ARCHITECTURE.md states (who spawns, who writes the device
-//! registry) must hold in the source. A rename or move that the docs miss fails CI. The
-//! layer table of docs/ARCHITECTURE.md is held to the one `tests/structure.rs` enforces and
-//! to the import graph it reads (`tests/modgraph/mod.rs`).
-
-mod modgraph;
+//! Keeps the prose honest: every `` `symbol` in `path/file.rs` `` reference in
+//! docs/REQUEST-PATH.md, docs/ARCHITECTURE.md and docs/SECURITY.md must name something
+//! defined in that file (a Rust item, or a Python test), and the invariants
+//! docs/ARCHITECTURE.md states (who spawns, who writes the device registry) must hold in
+//! the source. A rename or move that the docs miss fails CI. The crate table of
+//! docs/ARCHITECTURE.md is held to the manifests and `lib.rs` files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -180,15 +178,18 @@ fn request_path_covers_every_stage() {
         ("serve", "src/transport/http.rs"),
         ("guard", "src/transport/http.rs"),
         ("authenticate", "src/transport/auth.rs"),
-        ("execute_command", "src/server.rs"),
-        ("run", "src/tools/execute/run.rs"),
-        ("prepare", "src/tools/execute/prepare.rs"),
-        ("check", "src/sanitizer/check.rs"),
-        ("open_file_arg", "src/sanitizer/files.rs"),
-        ("run", "src/exec.rs"),
-        ("GroupGuard", "src/exec.rs"),
-        ("clean", "src/output.rs"),
-        ("spawn_reporter", "src/progress.rs"),
+        ("execute_command", "crates/gatecmd-mcp/src/server.rs"),
+        ("run", "crates/gatecmd-mcp/src/tools/execute/run.rs"),
+        ("prepare", "crates/gatecmd-mcp/src/tools/execute/prepare.rs"),
+        ("check", "crates/gatecmd-core/src/sanitizer/check.rs"),
+        (
+            "open_file_arg",
+            "crates/gatecmd-core/src/sanitizer/files.rs",
+        ),
+        ("run", "crates/gatecmd-domain/src/exec.rs"),
+        ("GroupGuard", "crates/gatecmd-domain/src/exec.rs"),
+        ("clean", "crates/gatecmd-core/src/output.rs"),
+        ("spawn_reporter", "crates/gatecmd-mcp/src/progress.rs"),
     ] {
         assert!(
             refs.iter()
@@ -204,8 +205,9 @@ fn request_path_covers_every_stage() {
 
 #[test]
 fn a_broken_reference_fails_and_names_its_line() {
-    let doc = "intro\nthe executor is `run` in `src/exec.rs`, then `no_such_fn` in `src/exec.rs`\n\
-               `run` in `src/no_such_file.rs`\n`GroupGuard::no_such_method` in `src/exec.rs`\n";
+    let doc = "intro\nthe executor is `run` in `crates/gatecmd-domain/src/exec.rs`, then `no_such_fn` in \
+               `crates/gatecmd-domain/src/exec.rs`\n`run` in `src/no_such_file.rs`\n\
+               `GroupGuard::no_such_method` in `crates/gatecmd-domain/src/exec.rs`\n";
     let errors = check_document(Path::new(REPO), "test.md", doc);
     assert_eq!(errors.len(), 3, "{errors:#?}");
     assert!(
@@ -269,19 +271,32 @@ fn a_directory_reference_searches_its_files() {
     let errors = check_document(
         Path::new(REPO),
         "t.md",
-        "`LockManager::subscribe` in `src/locks/`\n",
+        "`LockManager::subscribe` in `crates/gatecmd-domain/src/locks/`\n",
     );
     assert!(errors.is_empty(), "{errors:?}");
 }
 
-/// ARCHITECTURE.md: only src/exec.rs spawns processes.
+/// The Rust files of the server: the binary's `src/` and every crate under `crates/`.
+fn server_files() -> Vec<PathBuf> {
+    let repo = Path::new(REPO);
+    let mut files = rust_files(&repo.join("src"));
+    files.extend(rust_files(&repo.join("crates")));
+    files
+}
+
+/// ARCHITECTURE.md: only the executor spawns processes.
 #[test]
 fn only_the_executor_spawns_processes() {
-    let src = Path::new(REPO).join("src");
+    let exec = Path::new(REPO).join("crates/gatecmd-domain/src/exec.rs");
     let spawn = Regex::new(r"\b(?:Command::new|process::Command|fork\(|execv)").expect("regex");
-    let offenders: Vec<String> = rust_files(&src)
+    let offenders: Vec<String> = server_files()
         .into_iter()
-        .filter(|f| !f.ends_with("src/exec.rs"))
+        .filter(|f| {
+            *f != exec
+                && !f
+                    .components()
+                    .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "examples")
+        })
         .filter(|f| {
             std::fs::read_to_string(f)
                 .is_ok_and(|t| spawn.is_match(&strip_comments(production_code(&t))))
@@ -290,18 +305,18 @@ fn only_the_executor_spawns_processes() {
         .collect();
     assert!(
         offenders.is_empty(),
-        "only src/exec.rs may spawn processes (docs/ARCHITECTURE.md); found in {offenders:?}"
+        "only crates/gatecmd-domain/src/exec.rs may spawn processes (docs/ARCHITECTURE.md); found in {offenders:?}"
     );
 }
 
-/// ARCHITECTURE.md: only the device layer writes the registry.
+/// ARCHITECTURE.md: only the device crate writes the registry.
 #[test]
 fn only_the_device_layer_writes_the_registry() {
-    let src = Path::new(REPO).join("src");
+    let devices = Path::new(REPO).join("crates/gatecmd-devices");
     let write = Regex::new(r"\.(?:upsert|reconcile|set_source)\(").expect("regex");
-    let offenders: Vec<String> = rust_files(&src)
+    let offenders: Vec<String> = server_files()
         .into_iter()
-        .filter(|f| !f.starts_with(src.join("devices")))
+        .filter(|f| !f.starts_with(&devices))
         .filter(|f| {
             std::fs::read_to_string(f)
                 .is_ok_and(|t| write.is_match(&strip_comments(production_code(&t))))
@@ -310,33 +325,33 @@ fn only_the_device_layer_writes_the_registry() {
         .collect();
     assert!(
         offenders.is_empty(),
-        "only src/devices/ may write the registry (docs/ARCHITECTURE.md); found in {offenders:?}"
+        "only crates/gatecmd-devices may write the registry (docs/ARCHITECTURE.md); found in {offenders:?}"
     );
 }
 
-/// The rows of the table under `## Layers`: (layer, modules, layers it imports).
-fn layer_table(doc: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
-    let Some(start) = doc.find("\n## Layers\n") else {
+/// The rows of the table under `## Crates`: (crate, modules, gatecmd crates it depends on).
+fn crate_table(doc: &str) -> Vec<(String, BTreeSet<String>, BTreeSet<String>)> {
+    let Some(start) = doc.find("\n## Crates\n") else {
         return Vec::new();
     };
     let section = &doc[start + 1..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |n| n + 3)];
     let tick = Regex::new(r"`([a-z_]+)`").expect("tick regex");
+    let krate = Regex::new(r"`(gatecmd[a-z-]*)`").expect("crate regex");
     section
         .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| layer ") && !l.starts_with("|---"))
+        .filter(|l| l.starts_with("| `"))
         .filter_map(|l| {
             let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            let [layer, modules, imports] = cells[..] else {
+            let [name, _layer, modules, deps] = cells[..] else {
                 return None;
             };
             Some((
-                layer.to_string(),
+                krate.captures(name)?[1].to_string(),
                 tick.captures_iter(modules)
                     .map(|c| c[1].to_string())
                     .collect(),
-                imports
-                    .split(',')
+                deps.split(',')
                     .map(|x| x.trim().to_string())
                     .filter(|x| !x.is_empty())
                     .collect(),
@@ -345,96 +360,135 @@ fn layer_table(doc: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
         .collect()
 }
 
-/// What is wrong with a document's layer table, against the enforced `layers` and the
-/// module graph `edges` (the "imports" column is measured: the layers whose modules the
-/// layer's modules import).
-fn layer_table_errors(
-    doc: &str,
-    layers: &[(&str, &[&str])],
-    edges: &BTreeMap<String, BTreeMap<String, String>>,
-) -> Vec<String> {
-    let table = layer_table(doc);
-    if table.is_empty() {
-        return vec!["no `## Layers` table (| layer | modules | imports |)".into()];
+/// A crate as its files say it is: its top-level modules (every `mod` of `lib.rs`, test
+/// modules left out) and the gatecmd crates among its `[dependencies]`.
+struct CrateFacts {
+    modules: BTreeSet<String>,
+    deps: BTreeSet<String>,
+}
+
+fn crate_facts(manifest: &str, lib_rs: &str) -> CrateFacts {
+    let module = Regex::new(r"(?m)^(?:pub(?:\([a-z]+\))? )?mod ([a-z_]+);").expect("mod regex");
+    let code = production_code(lib_rs);
+    let deps_section = manifest
+        .split("\n[")
+        .find(|s| s.starts_with("dependencies]"))
+        .unwrap_or("");
+    let dep = Regex::new(r"(?m)^(gatecmd[a-z-]*)\s*=").expect("dep regex");
+    CrateFacts {
+        modules: module
+            .captures_iter(code)
+            .map(|c| c[1].to_string())
+            .collect(),
+        deps: dep
+            .captures_iter(deps_section)
+            .map(|c| c[1].to_string())
+            .collect(),
     }
-    let rank = |m: &str| layers.iter().position(|(_, ms)| ms.contains(&m));
-    let mut imports: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-    for (a, targets) in edges {
-        for b in targets.keys() {
-            if let (Some(ra), Some(rb)) = (rank(a), rank(b)) {
-                imports.entry(ra).or_default().insert(rb);
-            }
-        }
+}
+
+/// What is wrong with a document's crate table, against `facts` (by crate name).
+fn crate_table_errors(doc: &str, facts: &BTreeMap<String, CrateFacts>) -> Vec<String> {
+    let table = crate_table(doc);
+    if table.is_empty() {
+        return vec!["no `## Crates` table (| crate | layer | modules | depends on |)".into()];
     }
     let mut errors = Vec::new();
-    let doc_names: Vec<&str> = table.iter().map(|r| r.0.as_str()).collect();
-    let names: Vec<&str> = layers.iter().map(|l| l.0).collect();
-    if doc_names != names {
+    let listed: BTreeSet<&str> = table.iter().map(|r| r.0.as_str()).collect();
+    let real: BTreeSet<&str> = facts.keys().map(String::as_str).collect();
+    if listed != real {
         errors.push(format!(
-            "layers {doc_names:?}, but tests/modgraph/mod.rs (LAYERS) has {names:?}"
+            "the table lists {listed:?}, the workspace has {real:?}"
         ));
     }
-    for (i, (name, modules)) in layers.iter().enumerate() {
-        let Some((_, doc_modules, doc_imports)) = table.iter().find(|r| r.0 == *name) else {
-            continue;
-        };
-        let want: BTreeSet<&str> = modules.iter().copied().collect();
-        let got: BTreeSet<&str> = doc_modules.iter().map(String::as_str).collect();
-        if want != got {
+    for (name, modules, deps) in &table {
+        let Some(f) = facts.get(name) else { continue };
+        if *modules != f.modules {
             errors.push(format!(
-                "layer {name}: the table lists {got:?}, LAYERS has {want:?}"
+                "{name}: the table lists modules {modules:?}, its lib.rs declares {:?}",
+                f.modules
             ));
         }
-        let measured: Vec<&str> = imports
-            .get(&i)
-            .into_iter()
-            .flatten()
-            .map(|r| layers[*r].0)
-            .collect();
-        let written: Vec<&str> = doc_imports.iter().map(String::as_str).collect();
-        if measured != written {
+        if *deps != f.deps {
             errors.push(format!(
-                "layer {name} imports {measured:?} (measured), the table says {written:?}"
+                "{name}: the table says it depends on {deps:?}, its Cargo.toml on {:?}",
+                f.deps
             ));
         }
     }
     errors
 }
 
-/// ARCHITECTURE.md: the layer table is the enforced one, and says truly what each layer
-/// imports.
-#[test]
-fn the_layer_table_is_the_enforced_one_and_its_imports_are_measured() {
-    let graph = modgraph::src_graph(Path::new(REPO));
-    let errors = layer_table_errors(
-        &read_doc("docs/ARCHITECTURE.md"),
-        modgraph::LAYERS,
-        &graph.module_edges(),
+/// The server's crates: the root package and every crate under `crates/`.
+fn workspace_facts() -> BTreeMap<String, CrateFacts> {
+    let repo = Path::new(REPO);
+    let mut dirs = vec![repo.to_path_buf()];
+    dirs.extend(
+        std::fs::read_dir(repo.join("crates"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path()),
     );
+    let name = Regex::new(r#"(?m)^name = "([a-z-]+)""#).expect("name regex");
+    dirs.into_iter()
+        .filter_map(|d| {
+            let manifest = std::fs::read_to_string(d.join("Cargo.toml")).ok()?;
+            let lib = std::fs::read_to_string(d.join("src/lib.rs")).ok()?;
+            let n = name.captures(&manifest)?[1].to_string();
+            Some((n, crate_facts(&manifest, &lib)))
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md: the crate table says what each crate holds and depends on.
+#[test]
+fn the_crate_table_is_the_workspace() {
+    let facts = workspace_facts();
+    assert!(
+        facts.len() >= 6,
+        "the crates were not read: {:?}",
+        facts.keys()
+    );
+    let errors = crate_table_errors(&read_doc("docs/ARCHITECTURE.md"), &facts);
     assert!(
         errors.is_empty(),
-        "docs/ARCHITECTURE.md, Layers:\n{}",
+        "docs/ARCHITECTURE.md, Crates:\n{}",
         errors.join("\n")
     );
 }
 
 #[test]
-fn a_wrong_layer_table_fails() {
-    let layers: &[(&str, &[&str])] = &[("top", &["a"]), ("low", &["b"])];
-    let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    edges
-        .entry("a".into())
-        .or_default()
-        .insert("b".into(), "src/a.rs → src/b.rs".into());
-    let good = "x\n## Layers\n\n| layer | modules | imports |\n|---|---|---|\n| top | `a` | low |\n| low | `b` | |\n\n## Next\n";
-    assert!(layer_table_errors(good, layers, &edges).is_empty());
-    let claims_more = good.replace("| top | `a` | low |", "| top | `a` | top, low |");
-    let e = layer_table_errors(&claims_more, layers, &edges);
-    assert!(e.len() == 1 && e[0].contains("measured"), "{e:?}");
-    let moved = good.replace("| low | `b` |", "| low | `b`, `c` |");
-    let e = layer_table_errors(&moved, layers, &edges);
-    assert!(e.len() == 1 && e[0].contains("LAYERS has"), "{e:?}");
-    assert_eq!(layer_table_errors("no table", layers, &edges).len(), 1);
+fn a_wrong_crate_table_fails() {
+    let facts = BTreeMap::from([
+        (
+            "gatecmd-a".to_string(),
+            crate_facts(
+                "[package]\nname = \"gatecmd-a\"\n[dependencies]\ngatecmd-b = { path = \"../b\" }\nregex = \"1\"\n[dev-dependencies]\ngatecmd-c = { path = \"../c\" }\n",
+                "pub mod x;\nmod y;\n#[cfg(test)]\nmod tests;\n",
+            ),
+        ),
+        (
+            "gatecmd-b".to_string(),
+            crate_facts("[package]\nname = \"gatecmd-b\"\n", "pub mod z;\n"),
+        ),
+    ]);
+    let good = "x\n## Crates\n\n| crate | layer | modules | depends on |\n|---|---|---|---|\n| `gatecmd-a` | top | `x`, `y` | gatecmd-b |\n| `gatecmd-b` | low | `z` | |\n\n## Next\n";
+    assert!(
+        crate_table_errors(good, &facts).is_empty(),
+        "{:?}",
+        crate_table_errors(good, &facts)
+    );
+    let e = crate_table_errors(
+        &good.replace("| gatecmd-b |\n", "| gatecmd-b, gatecmd-c |\n"),
+        &facts,
+    );
+    assert!(e.len() == 1 && e[0].contains("depends on"), "{e:?}");
+    let e = crate_table_errors(&good.replace("`x`, `y`", "`x`"), &facts);
+    assert!(e.len() == 1 && e[0].contains("modules"), "{e:?}");
+    let e = crate_table_errors(&good.replace("| `gatecmd-b` | low | `z` | |\n", ""), &facts);
+    assert!(e.len() == 1 && e[0].contains("workspace has"), "{e:?}");
+    assert_eq!(crate_table_errors("no table", &facts).len(), 1);
 }
 
 /// The reasons named in the first column of docs/TOOLS.md's refusal table (the table

@@ -13,6 +13,11 @@ use crate::transport::auth::{AuthError, Credentials, OriginPolicy};
 use crate::transport::conn_limits::ConnTicket;
 use gatecmd_core::identity::ClientIdentity;
 
+/// Put in a request's extensions by [`admit`] under `--no-auth`: nobody has a name, so
+/// `metrics.clients` cannot restrict anyone (the bind is loopback-only then).
+#[derive(Clone, Copy, Debug)]
+pub struct Unrestricted;
+
 /// Who may call `/mcp`.
 #[derive(Clone)]
 pub enum Access {
@@ -84,8 +89,7 @@ pub fn admit(
     }
     let identity = match access {
         Access::Open => {
-            req.extensions_mut()
-                .insert(crate::transport::metrics::Unrestricted);
+            req.extensions_mut().insert(Unrestricted);
             ClientIdentity::local("anonymous")
         }
         Access::Tokens(creds) => {

@@ -1,6 +1,6 @@
-//! The import graph of `src/`, read from the source text as a newcomer reads it, shared by
-//! `tests/structure.rs` (no cycle, layers one way down) and `tests/docs_truth.rs` (what
-//! docs/ARCHITECTURE.md says about who imports whom).
+//! The import graph inside one crate's `src/`, read from the source text as a newcomer reads
+//! it, for `tests/structure.rs` (no import cycle inside a crate: between crates, Cargo
+//! already refuses one, and a crate cannot import the layers above it).
 //!
 //! Every `use crate::…`, `use super::…`, `use self::…` and every inline `crate::…` path is an
 //! edge from the file that writes it to the file that *defines* the item, with `pub use`
@@ -512,48 +512,6 @@ pub fn module_cycles_of(edges: &BTreeMap<String, BTreeMap<String, String>>) -> V
         .collect()
 }
 
-/// The layer table's verdict on a module graph: every top-level module must have a layer
-/// (`layers` lists them top first), and a module may import only modules of its own layer
-/// or of a layer below. One line per breach, naming the file-level edge that makes it.
-pub fn layer_violations(
-    tops: &BTreeSet<String>,
-    edges: &BTreeMap<String, BTreeMap<String, String>>,
-    layers: &[(&str, &[&str])],
-) -> Vec<String> {
-    let rank: BTreeMap<&str, usize> = layers
-        .iter()
-        .enumerate()
-        .flat_map(|(i, (_, ms))| ms.iter().map(move |m| (*m, i)))
-        .collect();
-    let mut out = Vec::new();
-    for t in tops {
-        if !rank.contains_key(t.as_str()) {
-            out.push(format!("`{t}` is in no layer: add it to the layer table"));
-        }
-    }
-    for m in rank.keys() {
-        if !tops.contains(*m) {
-            out.push(format!(
-                "the layer table names `{m}`, which is not a module of src/"
-            ));
-        }
-    }
-    for (a, targets) in edges {
-        for (b, why) in targets {
-            if let (Some(&ra), Some(&rb)) = (rank.get(a.as_str()), rank.get(b.as_str()))
-                && rb < ra
-            {
-                out.push(format!(
-                    "`{a}` ({} layer) imports `{b}` ({} layer, above it): {why}",
-                    layers[ra].0, layers[rb].0
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// Strongly connected sets of more than one node (Tarjan).
 fn strongly_connected(n: usize, adj: &BTreeMap<usize, BTreeSet<usize>>) -> Vec<Vec<usize>> {
     struct Tarjan<'a> {
         adj: &'a BTreeMap<usize, BTreeSet<usize>>,
@@ -634,50 +592,18 @@ pub fn graph_of(files: &[(&str, &str)]) -> Graph {
     Graph::new(modules)
 }
 
-/// The layers of `src/`, top first: a top-level module may import modules of its own layer
-/// or of a layer below, never above (docs/ARCHITECTURE.md, "Layers", mirrors this table;
-/// `tests/docs_truth.rs` holds the two equal).
-pub const LAYERS: &[(&str, &[&str])] = &[
-    ("entry", &["cli"]),
-    ("transport", &["transport", "page", "lab"]),
-    (
-        "mcp",
-        &[
-            "server",
-            "tools",
-            "resources",
-            "notify",
-            "subscriptions",
-            "pace",
-        ],
-    ),
-    ("views", &["views"]),
-    (
-        "domain",
-        &[
-            "state", "boards", "locks", "console", "staging", "exec", "jobs", "running",
-            "progress", "capture", "quotas", "permits",
-        ],
-    ),
-    (
-        "core",
-        &[
-            "config",
-            "devices",
-            "isolation",
-            "sanitizer",
-            "beneath",
-            "audit",
-            "metrics",
-            "refusal",
-            "output",
-            "identity",
-            "throttle",
-        ],
-    ),
-];
-
-/// The module graph of this repository's `src/`.
-pub fn src_graph(repo: &Path) -> Graph {
-    Graph::new(modules(&repo.join("src")))
+/// The source folders of the server's crates: the binary's `src/` and each library under
+/// `crates/` (gatecmd-vboard is a separate program and not read).
+pub fn crate_sources(repo: &Path) -> Vec<PathBuf> {
+    let mut out = vec![repo.join("src")];
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(repo.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    out.extend(crates);
+    out
 }

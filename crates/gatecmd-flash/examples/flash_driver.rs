@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use gatecmd_flash::{
-    BootFile, Control, FlashError, FlashOptions, Image, PortPath, Progress, Reset, RockusbBoard,
+    BootFile, Control, DeviceId, FlashError, FlashOptions, Image, Progress, Reset, RockusbBoard,
     flash,
 };
 
@@ -81,7 +81,7 @@ impl Args {
         self.flags.iter().any(|x| x == f)
     }
 
-    fn port(&self) -> Result<PortPath, String> {
+    fn port(&self) -> Result<DeviceId, String> {
         self.get("--port")?.parse().map_err(|e| format!("{e}"))
     }
 }

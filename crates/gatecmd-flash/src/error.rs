@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::progress::Phase;
 use crate::units::human;
-use crate::usb::{Mode, PortPath};
+use gatecmd_devices::{DeviceId, RockchipMode as Mode};
 
 /// A flashing step's failure.
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +185,7 @@ pub enum FlashError {
     )]
     NoDevice {
         /// The port path asked for.
-        port: PortPath,
+        port: DeviceId,
     },
 
     /// The device at the port is not a Rockchip rockusb device.
@@ -194,7 +194,7 @@ pub enum FlashError {
     )]
     NotRockusb {
         /// The port path.
-        port: PortPath,
+        port: DeviceId,
         /// Its vendor id.
         vid: u16,
         /// Its product id.
@@ -207,7 +207,7 @@ pub enum FlashError {
     #[error("opening the rockusb device at port {port} failed: {source}{hint}")]
     DeviceOpen {
         /// The port path.
-        port: PortPath,
+        port: DeviceId,
         /// libusb's error.
         #[source]
         source: rusb::Error,
@@ -219,7 +219,7 @@ pub enum FlashError {
     #[error("the board at port {port} is in {found} mode, but {step} needs {needed}: {advice}")]
     WrongMode {
         /// The port path.
-        port: PortPath,
+        port: DeviceId,
         /// What it is in.
         found: Mode,
         /// What the step needs.
@@ -236,7 +236,7 @@ pub enum FlashError {
     )]
     Timeout {
         /// The port path.
-        port: PortPath,
+        port: DeviceId,
         /// What was awaited (`come back in Loader mode after the loader download`).
         what: &'static str,
         /// How long.
@@ -249,7 +249,7 @@ pub enum FlashError {
     #[error("{step} failed at port {port}: {reason}; {advice}")]
     Usb {
         /// The port path.
-        port: PortPath,
+        port: DeviceId,
         /// The command (`READ_FLASH_INFO`, `download boot (0x472)`).
         step: String,
         /// The transport's or the board's words.

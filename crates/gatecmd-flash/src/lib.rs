@@ -6,10 +6,10 @@
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
 //! use std::time::Duration;
-//! use gatecmd_flash::{BootFile, Control, FlashOptions, Image, Mode, PortPath, RockusbBoard, flash};
+//! use gatecmd_flash::{BootFile, Control, FlashOptions, Image, Mode, DeviceId, RockusbBoard, flash};
 //!
 //! # fn main() -> Result<(), gatecmd_flash::FlashError> {
-//! let port: PortPath = "1-1".parse().expect("a port path");
+//! let port: DeviceId = "1-1".parse().expect("a port path");
 //! let mut board = RockusbBoard::open(&port)?;
 //! if board.mode() == Mode::MaskRom {
 //!     let loader = BootFile::read(std::fs::File::open("loader.bin").expect("open"))?;
@@ -63,6 +63,6 @@ pub use progress::{Control, Phase, Progress};
 pub use report::{FlashReport, VerifyReport, WriteReport};
 pub use target::{BlockTarget, FileTarget, TargetError};
 pub use usb::{
-    ChipInfo, DownloadReport, FlashInfo, LoaderTarget, Mode, PortPath, Reset, RockusbBoard, UsbInfo,
+    ChipInfo, DeviceId, DownloadReport, FlashInfo, LoaderTarget, Mode, Reset, RockusbBoard, UsbInfo,
 };
 pub use writer::{DEFAULT_CHUNK_SIZE, FlashOptions, MAX_CHUNK_SIZE, flash};

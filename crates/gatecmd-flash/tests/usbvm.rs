@@ -500,20 +500,20 @@ fn usbvm_flash() {
 
     // MaskROM: the mode from bcdUSB, the chip, and a write refused before a loader runs.
     let info = r.ok("info_maskrom");
-    assert_eq!(info["usb"]["mode"], "MaskRom", "{info}");
+    assert_eq!(info["usb"]["mode"], "maskrom", "{info}");
     assert_eq!(info["chip"]["text"], "3588V100", "{info}");
     let e = r.error("flash_in_maskrom");
     assert!(
-        e.contains("MaskROM") && e.contains("send a loader first"),
+        e.contains("maskrom mode") && e.contains("send a loader first"),
         "{e}"
     );
     let db = r.ok("db");
-    assert_eq!(db["usb"]["mode"], "Loader", "{db}");
+    assert_eq!(db["usb"]["mode"], "loader", "{db}");
     assert_eq!(
         db["usb"]["port"], "1-1",
         "the Loader came back at the same port: {db}"
     );
-    assert_eq!(r.ok("info_loader")["usb"]["mode"], "Loader");
+    assert_eq!(r.ok("info_loader")["usb"]["mode"], "loader");
 
     // (a)-(d): written, verified, and the vboard's record equals the expected content.
     let cases: [(&str, Runs); 4] = [

@@ -16,4 +16,4 @@ mod encode;
 mod route;
 
 pub use encode::Format;
-pub use route::{PATH, Unrestricted, answer, bind_router, count_status, scrape};
+pub use route::{PATH, answer, bind_router, count_status, scrape};

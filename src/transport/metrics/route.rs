@@ -16,18 +16,13 @@ use axum::response::{IntoResponse, Response};
 use super::census;
 use super::encode::Format;
 use crate::transport::auth::OriginPolicy;
-use crate::transport::gate::{Access, Gate, admit};
+use crate::transport::gate::{Access, Gate, Unrestricted, admit};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::metrics::{counters, http_answer, route_of};
 use gatecmd_domain::state::AppState;
 
 /// The path both binds serve.
 pub const PATH: &str = "/metrics";
-
-/// Put in a request's extensions by the guard under `--no-auth`: nobody has a name, so
-/// `metrics.clients` cannot restrict anyone (the bind is loopback-only then).
-#[derive(Clone, Copy, Debug)]
-pub struct Unrestricted;
 
 /// The main bind's `/metrics` handler; mount it inside the request guard.
 pub async fn scrape(State(state): State<Arc<AppState>>, req: Request) -> Response {

@@ -9,7 +9,7 @@ use rockusb::protocol::ResetOpcode;
 use rusb::UsbContext;
 use serde::Serialize;
 
-use super::{Mode, PortPath, ROCKCHIP_VID};
+use super::{DeviceId, Mode, ROCKCHIP_VID};
 use crate::error::FlashError;
 
 /// How often a port is looked at while waiting for a re-enumeration.
@@ -19,7 +19,7 @@ const POLL: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Serialize)]
 pub struct UsbInfo {
     /// The port path.
-    pub port: PortPath,
+    pub port: DeviceId,
     /// Vendor id.
     pub vid: u16,
     /// Product id (the SoC: 0x350b is RK3588).
@@ -78,7 +78,7 @@ fn bcd(v: rusb::Version) -> u16 {
     ((major / 10) << 12) | ((major % 10) << 8) | ((v.minor() as u16) << 4) | v.sub_minor() as u16
 }
 
-fn list_err(e: rusb::Error, port: &PortPath) -> FlashError {
+fn list_err(e: rusb::Error, port: &DeviceId) -> FlashError {
     FlashError::Usb {
         port: port.clone(),
         step: "listing USB devices".into(),
@@ -89,13 +89,13 @@ fn list_err(e: rusb::Error, port: &PortPath) -> FlashError {
 
 /// The device libusb lists at `port`, and what its descriptor says (not opened).
 pub fn probe(
-    port: &PortPath,
+    port: &DeviceId,
 ) -> Result<Option<(rusb::Device<rusb::GlobalContext>, UsbInfo)>, FlashError> {
     let list = rusb::GlobalContext::default()
         .devices()
         .map_err(|e| list_err(e, port))?;
     for d in list.iter() {
-        if PortPath::of(&d).as_ref() != Some(port) {
+        if super::port_of(&d).as_ref() != Some(port) {
             continue;
         }
         let desc = d.device_descriptor().map_err(|e| list_err(e, port))?;
@@ -105,7 +105,7 @@ pub fn probe(
             vid: desc.vendor_id(),
             pid: desc.product_id(),
             bcd_usb,
-            mode: Mode::from_bcd_usb(bcd_usb),
+            mode: super::mode_of(bcd_usb),
             bus: d.bus_number(),
             address: d.address(),
         };
@@ -131,7 +131,7 @@ fn has_rockusb_interface(d: &rusb::Device<rusb::GlobalContext>) -> bool {
 
 impl RockusbBoard {
     /// Opens the rockusb device at `port`.
-    pub fn open(port: &PortPath) -> Result<RockusbBoard, FlashError> {
+    pub fn open(port: &DeviceId) -> Result<RockusbBoard, FlashError> {
         let Some((d, usb)) = probe(port)? else {
             return Err(FlashError::NoDevice { port: port.clone() });
         };
@@ -179,7 +179,7 @@ impl RockusbBoard {
     /// re-enumerates after a loader download or a reset), and opens it. An open refused while
     /// udev is still applying permissions is retried until the deadline.
     pub fn wait(
-        port: &PortPath,
+        port: &DeviceId,
         mode: Mode,
         timeout: Duration,
     ) -> Result<RockusbBoard, FlashError> {
@@ -262,7 +262,7 @@ impl RockusbBoard {
 /// A rockusb command's failure, worded for the agent: the board's refusal (failed status) or
 /// the transport's error.
 pub(crate) fn usb_err(
-    port: &PortPath,
+    port: &DeviceId,
     step: &str,
     e: rockusb::device::Error<rusb::Error>,
     written: &str,

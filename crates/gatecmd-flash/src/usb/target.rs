@@ -12,7 +12,7 @@
 use serde::Serialize;
 
 use super::board::{ChipInfo, RockusbBoard, UsbInfo, usb_err};
-use super::{Mode, PortPath};
+use super::{DeviceId, Mode};
 use crate::error::FlashError;
 use crate::target::{BlockTarget, TargetError};
 
@@ -111,7 +111,7 @@ impl LoaderTarget {
     }
 
     /// The port path.
-    pub fn port(&self) -> &PortPath {
+    pub fn port(&self) -> &DeviceId {
         &self.board.usb.port
     }
 
