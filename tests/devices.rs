@@ -117,8 +117,8 @@ mod scenarios {
             (rk.vid, rk.pid, rk.bcd_usb, rk.bcd_device),
             (0x2207, 0x350b, 0x0200, 0x0100)
         );
-        assert_eq!(rk.soc.as_deref(), Some("RK3588"));
-        assert_eq!(rk.mode, Some(RockchipMode::MaskRom));
+        assert_eq!(rk.soc, Some("RK3588"));
+        assert_eq!(rk.rockusb_mode(), Some(RockchipMode::MaskRom));
         assert_eq!(rk.kind, DeviceKind::Rockusb);
         assert_eq!((rk.busnum, rk.devnum), (1, 2));
         assert_eq!(rk.speed.as_deref(), Some("480"));
@@ -132,7 +132,7 @@ mod scenarios {
         let ftdi = &all[1];
         assert_eq!((ftdi.vid, ftdi.pid), (0x0403, 0x6001));
         assert_eq!(ftdi.kind, DeviceKind::Other);
-        assert_eq!((ftdi.soc.as_deref(), ftdi.mode), (None, None));
+        assert_eq!((ftdi.soc, ftdi.mode, ftdi.family), (None, None, None));
         assert_eq!(ftdi.manufacturer.as_deref(), Some("FTDI"));
         assert_eq!(ftdi.product.as_deref(), Some("FT232R USB UART"));
         assert_eq!(ftdi.serial.as_deref(), Some("A10KZP3X"));
@@ -160,7 +160,7 @@ mod scenarios {
         tb.add_from_string(RK3588_MASKROM_1_2);
         let d = expect_added(&mut rx, "1-2 added").await;
         assert_eq!(d.id, id("1-2"));
-        assert_eq!(d.mode, Some(RockchipMode::MaskRom));
+        assert_eq!(d.rockusb_mode(), Some(RockchipMode::MaskRom));
         assert_eq!(d.serial.as_deref(), Some("RK3588-EVB-0001"));
         assert_eq!(d.syspath, SYS_1_2);
 
@@ -200,8 +200,8 @@ mod scenarios {
         let (old, new) = expect_changed(&mut rx, "1-2 changed in place").await;
         assert_eq!(new.id, id("1-2"));
         assert_eq!((old.devnum, new.devnum), (2, 2), "same device number");
-        assert_eq!(old.mode, Some(RockchipMode::MaskRom));
-        assert_eq!(new.mode, Some(RockchipMode::Loader));
+        assert_eq!(old.rockusb_mode(), Some(RockchipMode::MaskRom));
+        assert_eq!(new.rockusb_mode(), Some(RockchipMode::Loader));
         assert_eq!(new.bcd_usb, 0x0201);
         assert_eq!(
             new.first_seen, before.first_seen,
@@ -232,8 +232,8 @@ mod scenarios {
         assert_eq!(old.id, new.id);
         assert_eq!(new.id, id("1-2"));
         assert_eq!((old.devnum, new.devnum), (2, 5));
-        assert_eq!(old.mode, Some(RockchipMode::MaskRom));
-        assert_eq!(new.mode, Some(RockchipMode::Loader));
+        assert_eq!(old.rockusb_mode(), Some(RockchipMode::MaskRom));
+        assert_eq!(new.rockusb_mode(), Some(RockchipMode::Loader));
         assert_eq!(new.bcd_usb, 0x0201);
         assert_eq!(new.devnode.as_deref(), Some("/dev/bus/usb/001/005"));
         assert_eq!(
@@ -301,7 +301,7 @@ mod scenarios {
         barrier(&tb, &mut rx, "unplugging 1-2 within the grace").await;
         tb.add_from_string(RK3588_LOADER_1_2);
         let (_, new) = expect_changed(&mut rx, "1-2 changed").await;
-        assert_eq!(new.mode, Some(RockchipMode::Loader));
+        assert_eq!(new.rockusb_mode(), Some(RockchipMode::Loader));
         tb.unplug(SYS_1_2);
         let d = expect_removed(&mut rx, "1-2 removed").await;
         assert_eq!(d.id, id("1-2"));

@@ -220,3 +220,61 @@ pub fn rk3588_maskrom_at(port: u32) -> String {
         .replace("devpath=2\n", &format!("devpath={port}\n"))
         .replace("RK3588-EVB-0001", &format!("RK3588-EVB-{port:04}"))
 }
+
+/// A device at port `1-{port}` with the given ids and interface classes, in umockdev's
+/// text form: the attributes sysfs shows and the `descriptors` blob (device descriptor,
+/// one configuration, each interface with two bulk endpoints) the kernel and libusb read.
+pub fn device_at(
+    port: u32,
+    vid: u16,
+    pid: u16,
+    bcd_usb: u16,
+    bcd_device: u16,
+    interfaces: &[(u8, u8, u8)],
+) -> String {
+    let le = |v: u16| [(v & 0xff) as u8, (v >> 8) as u8];
+    let mut d: Vec<u8> = vec![18, 1];
+    d.extend(le(bcd_usb));
+    d.extend([0, 0, 0, 64]);
+    d.extend(le(vid));
+    d.extend(le(pid));
+    d.extend(le(bcd_device));
+    d.extend([1, 2, 3, 1]);
+    let total = 9 + interfaces.len() * (9 + 14);
+    d.extend([9, 2]);
+    d.extend(le(total as u16));
+    d.extend([interfaces.len() as u8, 1, 0, 0x80, 0xfa]);
+    for (i, (c, s, p)) in interfaces.iter().enumerate() {
+        d.extend([9, 4, i as u8, 0, 2, *c, *s, *p, 0]);
+        d.extend([7, 5, 0x81 + i as u8, 2, 0, 2, 0]);
+        d.extend([7, 5, 0x01 + i as u8, 2, 0, 2, 0]);
+    }
+    let hex: String = d.iter().map(|b| format!("{b:02X}")).collect();
+    format!(
+        "P: /devices/pci0000:00/0000:00:14.0/usb1/1-{port}\n\
+         N: bus/usb/001/{port:03}\n\
+         E: DEVNAME=/dev/bus/usb/001/{port:03}\n\
+         E: DEVTYPE=usb_device\n\
+         E: DRIVER=usb\n\
+         E: PRODUCT={vid:x}/{pid:x}/{bcd_device:x}\n\
+         E: BUSNUM=001\n\
+         E: DEVNUM={port:03}\n\
+         E: MAJOR=189\n\
+         E: MINOR={port}\n\
+         E: SUBSYSTEM=usb\n\
+         A: bConfigurationValue=1\n\
+         A: bNumInterfaces= {n}\n\
+         A: bcdDevice={bcd_device:04x}\n\
+         A: busnum=1\n\
+         A: devnum={port}\n\
+         A: devpath={port}\n\
+         A: idProduct={pid:04x}\n\
+         A: idVendor={vid:04x}\n\
+         A: speed=480\n\
+         A: version={major:2x}.{minor:02x}\n\
+         H: descriptors={hex}\n",
+        n = interfaces.len(),
+        major = bcd_usb >> 8,
+        minor = bcd_usb & 0xff,
+    )
+}

@@ -2,7 +2,9 @@
 //! shared registry with its change stream, and the backends that keep it current.
 //!
 //! - [`model`]: `Device`, `DeviceId` (the physical port path), `VidPid`, events.
-//! - [`rockchip`]: SoC from the PID table, MaskROM/Loader from bcdUSB.
+//! - [`families`]: which SoC family's recovery or flashing mode a device is in (rockusb,
+//!   fastboot, DFU, i.MX SDP, sunxi FEL, …): the table of USB identities with their
+//!   sources, interface classes from the descriptors, and the rule that picks a row.
 //! - [`registry`]: the one source of truth (dashmap) and its broadcast channel.
 //! - `udev` (feature `udev`): libudev enumeration + netlink monitor on tokio.
 //! - `libusb`: rusb enumeration + hotplug, for hosts or builds without udev.
@@ -14,11 +16,11 @@
 
 mod action;
 mod error;
+pub mod families;
 mod libusb;
 pub mod model;
 mod monitor;
 pub mod registry;
-pub mod rockchip;
 mod sysfs;
 #[cfg(feature = "udev")]
 mod udev;

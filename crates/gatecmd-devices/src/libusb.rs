@@ -19,7 +19,6 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::action::Action;
 use super::error::DeviceError;
 use super::model::{Device, DeviceId};
-use super::rockchip;
 use super::sysfs;
 
 /// How long a string-descriptor read may take when there is no sysfs.
@@ -38,6 +37,28 @@ pub(crate) fn open_context() -> Result<Context, DeviceError> {
 fn id_of<T: UsbContext>(dev: &rusb::Device<T>) -> Option<DeviceId> {
     let ports = dev.port_numbers().ok()?;
     DeviceId::from_ports(dev.bus_number(), &ports).ok()
+}
+
+/// The interface classes of the active configuration (what the kernel's `descriptors`
+/// attribute holds on Linux); none when the configuration cannot be read.
+fn interfaces_of<T: UsbContext>(dev: &rusb::Device<T>) -> Vec<crate::families::Class> {
+    let Ok(config) = dev.active_config_descriptor() else {
+        return Vec::new();
+    };
+    let mut out: Vec<crate::families::Class> = Vec::new();
+    for interface in config.interfaces() {
+        for alt in interface.descriptors() {
+            let c = crate::families::Class {
+                class: alt.class_code(),
+                subclass: alt.sub_class_code(),
+                protocol: alt.protocol_code(),
+            };
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// libusb decodes BCD into (major, minor, sub-minor); put the digits back.
@@ -76,7 +97,6 @@ pub(crate) fn device_from_usb<T: UsbContext>(
     })?;
     let (vid, pid) = (desc.vendor_id(), desc.product_id());
     let bcd_usb = bcd(desc.usb_version());
-    let ident = rockchip::identify(vid, pid, bcd_usb);
     let mut device = Device {
         id,
         vid,
@@ -93,10 +113,13 @@ pub(crate) fn device_from_usb<T: UsbContext>(
         devnode: None,
         driver: None,
         first_seen: Utc::now(),
-        soc: ident.soc.map(str::to_owned),
-        mode: ident.mode,
-        kind: ident.kind,
+        interfaces: interfaces_of(dev),
+        family: None,
+        soc: None,
+        mode: None,
+        kind: super::model::DeviceKind::Other,
     };
+    device.identify();
     match sysfs::read_device(sysfs_root, &device.id) {
         // Only trust sysfs if it describes this very device, not a predecessor on the port.
         Ok(Some(s)) if s.busnum == device.busnum && s.devnum == device.devnum => {

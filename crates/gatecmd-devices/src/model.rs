@@ -15,6 +15,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::error::DeviceError;
+use crate::families::Class;
 
 /// A device's physical port path, the sysfs name: `<bus>-<port>[.<port>…]`, e.g. `1-2.3`.
 ///
@@ -165,6 +166,25 @@ pub enum RockchipMode {
     Loader,
 }
 
+impl RockchipMode {
+    /// Bit 0 of bcdUSB: 0 is the mask ROM, 1 a loader (rkdeveloptool's `RKScan.cpp`).
+    pub fn from_bcd_usb(bcd_usb: u16) -> RockchipMode {
+        if bcd_usb & 1 == 0 {
+            RockchipMode::MaskRom
+        } else {
+            RockchipMode::Loader
+        }
+    }
+
+    /// Its name in the families table's vocabulary (`maskrom`, `loader`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RockchipMode::MaskRom => crate::families::MASKROM,
+            RockchipMode::Loader => crate::families::LOADER,
+        }
+    }
+}
+
 impl fmt::Display for RockchipMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -230,13 +250,55 @@ pub struct Device {
     /// When the device now on this port first appeared; a re-enumeration (Changed) keeps it.
     #[schemars(schema_with = "date_time_schema")]
     pub first_seen: DateTime<Utc>,
-    /// Rockchip SoC family from the PID table, e.g. "RK3588".
-    pub soc: Option<String>,
-    pub mode: Option<RockchipMode>,
+    /// The interface classes of its active configuration (`ff/42/03`, …), from its
+    /// descriptors; empty when they could not be read.
+    pub interfaces: Vec<Class>,
+    /// The SoC family's recovery/flashing protocol it speaks now (`rockusb`, `fastboot`,
+    /// `dfu`, `imx_sdp`, `sunxi_fel`, …; docs/FAMILIES.md), from its ids and interfaces.
+    pub family: Option<&'static str>,
+    /// The mode within the family (`maskrom`, `loader`, `fastboot`, `dfu`, `sdps`, `fel`,
+    /// …), where the ids say it.
+    pub mode: Option<&'static str>,
+    /// The SoC (or chip) the ids name, e.g. "RK3588".
+    pub soc: Option<&'static str>,
+    /// The coarse kind of the metrics' labels: rockusb, rockchip_other or other.
     pub kind: DeviceKind,
 }
 
 impl Device {
+    /// A device's family, mode, SoC and kind from its ids and interfaces (the families
+    /// table, `crate::families`).
+    pub fn identify(&mut self) {
+        let ident = crate::families::identify(&crate::families::Ids {
+            vid: self.vid,
+            pid: self.pid,
+            bcd_usb: self.bcd_usb,
+            bcd_device: self.bcd_device,
+            interfaces: &self.interfaces,
+        });
+        self.family = ident.map(|i| i.family);
+        self.mode = ident.and_then(|i| i.mode);
+        self.soc = ident.and_then(|i| i.soc);
+        self.kind = match self.family {
+            Some(crate::families::ROCKUSB) => DeviceKind::Rockusb,
+            Some("rockchip_gadget") => DeviceKind::RockchipOther,
+            _ => DeviceKind::Other,
+        };
+    }
+
+    /// The rockusb state of a device of the rockusb family (what rkdeveloptool and the
+    /// rockusb crate act on).
+    pub fn rockusb_mode(&self) -> Option<RockchipMode> {
+        if self.family != Some(crate::families::ROCKUSB) {
+            return None;
+        }
+        match self.mode {
+            Some(crate::families::MASKROM) => Some(RockchipMode::MaskRom),
+            Some(crate::families::LOADER) => Some(RockchipMode::Loader),
+            _ => None,
+        }
+    }
+
     pub fn vid_pid(&self) -> VidPid {
         VidPid {
             vid: self.vid,
@@ -323,6 +385,8 @@ impl Device {
             devnode: None,
             driver: None,
             first_seen: Utc::now(),
+            interfaces: vec![],
+            family: None,
             soc: None,
             mode: None,
             kind: DeviceKind::Other,
@@ -417,11 +481,23 @@ mod tests {
             devnode: None,
             driver: None,
             first_seen: Utc::now(),
-            soc: Some("RK3588".into()),
-            mode: Some(RockchipMode::MaskRom),
-            kind: DeviceKind::Rockusb,
+            interfaces: vec![Class {
+                class: 0xff,
+                subclass: 0x06,
+                protocol: 0x05,
+            }],
+            family: None,
+            soc: None,
+            mode: None,
+            kind: DeviceKind::Other,
         };
+        let mut d = d;
+        d.identify();
         let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["family"], "rockusb");
+        assert_eq!(v["soc"], "RK3588");
+        assert_eq!(v["interfaces"], serde_json::json!(["ff/06/05"]));
+        assert_eq!(d.rockusb_mode(), Some(RockchipMode::MaskRom));
         assert_eq!(v["id"], "1-2");
         assert_eq!(v["vid"], "2207");
         assert_eq!(v["pid"], "350b");

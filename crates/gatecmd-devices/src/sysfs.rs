@@ -13,12 +13,19 @@ use chrono::Utc;
 
 use super::error::DeviceError;
 use super::model::{Device, DeviceId};
-use super::rockchip;
 
 /// Where a device's attributes come from: a libudev device or a sysfs directory.
 pub(crate) trait Attributes {
     /// The attribute's text without the trailing newline; `None` when absent.
     fn attr(&self, name: &str) -> Option<String>;
+}
+
+/// The interface classes in the `descriptors` attribute of the device at `syspath` (read
+/// as a file: a binary attribute, which libudev's text values would cut at the first NUL).
+pub(crate) fn interfaces_at(syspath: &Path) -> Vec<crate::families::Class> {
+    fs::read(syspath.join("descriptors"))
+        .map(|raw| crate::families::interfaces_of_descriptors(&raw))
+        .unwrap_or_default()
 }
 
 /// Facts that do not come from plain attributes.
@@ -62,7 +69,6 @@ pub(crate) fn device_from_attributes(
     let bcd_device = hex("bcdDevice")?;
     let version = required("version")?;
     let bcd_usb = parse_version(&version).ok_or_else(|| bad("version", &version))?;
-    let ident = rockchip::identify(vid, pid, bcd_usb);
     let text = |name: &str| attrs.attr(name).filter(|s| !s.trim().is_empty());
     // Chosen by the device's maker (or an attacker): cleaned for every sink.
     let descriptor = |name: &str| {
@@ -71,7 +77,8 @@ pub(crate) fn device_from_attributes(
             .and_then(|s| super::model::descriptor_string(&s))
     };
 
-    Ok(Device {
+    let interfaces = interfaces_at(Path::new(&at.syspath));
+    let mut device = Device {
         vid,
         pid,
         bcd_usb,
@@ -86,11 +93,15 @@ pub(crate) fn device_from_attributes(
         devnode: at.devnode,
         driver: at.driver,
         first_seen: Utc::now(),
-        soc: ident.soc.map(str::to_owned),
-        mode: ident.mode,
-        kind: ident.kind,
+        interfaces,
+        family: None,
+        soc: None,
+        mode: None,
+        kind: super::model::DeviceKind::Other,
         id: at.id,
-    })
+    };
+    device.identify();
+    Ok(device)
 }
 
 /// The kernel writes bcdUSB as `"%2x.%02x"` (" 2.01" is 0x0201): both halves are hex.
@@ -257,7 +268,8 @@ mod tests {
         let d = &found[0];
         assert_eq!(d.id.as_str(), "1-2");
         assert_eq!((d.vid, d.pid, d.bcd_usb), (0x2207, 0x350b, 0x0201));
-        assert_eq!(d.mode, Some(RockchipMode::Loader));
+        assert_eq!(d.mode, Some("loader"));
+        assert_eq!(d.rockusb_mode(), Some(RockchipMode::Loader));
         assert_eq!(d.kind, DeviceKind::Rockusb);
         assert_eq!(d.devnode.as_deref(), Some("/dev/bus/usb/001/007"));
         assert_eq!(d.serial.as_deref(), Some("abc"));

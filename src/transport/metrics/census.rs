@@ -18,7 +18,10 @@ struct ClientLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DeviceLabels {
     kind: &'static str,
-    /// `maskrom`, `loader`, or `none` (not a rockusb device).
+    /// A family of the families table (`rockusb`, `fastboot`, `dfu`, …) or `none`: bounded
+    /// by the table, never device text.
+    family: &'static str,
+    /// A mode of the families table (`maskrom`, `loader`, `fastboot`, …) or `none`.
     mode: &'static str,
 }
 
@@ -71,21 +74,17 @@ pub fn registry(state: &AppState) -> Registry {
 
     let devices = Family::<DeviceLabels, Gauge>::default();
     for d in state.registry.snapshot() {
-        let mode = match d.mode {
-            Some(gatecmd_devices::RockchipMode::MaskRom) => "maskrom",
-            Some(gatecmd_devices::RockchipMode::Loader) => "loader",
-            None => "none",
-        };
         devices
             .get_or_create(&DeviceLabels {
                 kind: d.kind.label(),
-                mode,
+                family: d.family.unwrap_or("none"),
+                mode: d.mode.unwrap_or("none"),
             })
             .inc();
     }
     r.register(
         "devices_attached",
-        "USB devices attached now, by kind (rockusb, rockchip_other, other) and rockusb mode",
+        "USB devices attached now, by kind (rockusb, rockchip_other, other), family and mode",
         devices,
     );
 

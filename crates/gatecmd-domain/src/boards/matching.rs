@@ -6,16 +6,21 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::config::BoardConfig;
-use gatecmd_devices::{Device, RockchipMode};
+use gatecmd_devices::{Device, families};
 
-/// A board selection: every given tag equal, and the device at its port in `mode` /
-/// attached when asked. `soc` is also read from the attached rockusb device when the
+/// A board selection: every given tag equal, and the device at its port of `family` / in
+/// `mode` / attached when asked. `soc` is also read from the attached device when the
 /// board's config has no `soc` tag.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct BoardMatch {
-    /// The device at the board's usb port must be in this rockusb mode.
-    #[serde(default)]
-    pub mode: Option<RockchipMode>,
+    /// The device at the board's usb port must be of this family (rockusb, fastboot, dfu,
+    /// imx_sdp, sunxi_fel, …; docs/FAMILIES.md).
+    #[serde(default, deserialize_with = "family")]
+    pub family: Option<String>,
+    /// The device at the board's usb port must be in this mode (maskrom, loader, fastboot,
+    /// dfu, …; docs/FAMILIES.md).
+    #[serde(default, deserialize_with = "mode")]
+    pub mode: Option<String>,
     /// Whether a device must (true) or must not (false) be attached at the board's port.
     #[serde(default)]
     pub attached: Option<bool>,
@@ -32,22 +37,30 @@ impl BoardMatch {
                 Some(t) => t.eq_ignore_ascii_case(v),
                 // A board without a `soc` tag is what its rockusb device says it is.
                 None if k == "soc" => device
-                    .and_then(|d| d.soc.as_deref())
+                    .and_then(|d| d.soc)
                     .is_some_and(|s| s.eq_ignore_ascii_case(v)),
                 None => false,
             }
         });
         let mode_ok = self
             .mode
+            .as_deref()
             .is_none_or(|m| device.and_then(|d| d.mode) == Some(m));
+        let family_ok = self
+            .family
+            .as_deref()
+            .is_none_or(|f| device.and_then(|d| d.family) == Some(f));
         let attached_ok = self.attached.is_none_or(|a| device.is_some() == a);
-        tags_ok && mode_ok && attached_ok
+        tags_ok && mode_ok && family_ok && attached_ok
     }
 
     /// The match in words, for refusals.
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        if let Some(m) = self.mode {
+        if let Some(f) = &self.family {
+            parts.push(format!("family={f}"));
+        }
+        if let Some(m) = &self.mode {
             parts.push(format!("mode={m}"));
         }
         if let Some(a) = self.attached {
@@ -59,6 +72,36 @@ impl BoardMatch {
             parts.join(", ")
         }
     }
+}
+
+/// A family name, parsed against the families table (an unknown one says what is known).
+fn family<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let Some(name) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    families::family_named(&name)
+        .map(|f| Some(f.to_string()))
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown family {name:?}; known: {}",
+                families::families().join(", ")
+            ))
+        })
+}
+
+/// A mode name, parsed against the families table.
+fn mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let Some(name) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    families::mode_named(&name)
+        .map(|m| Some(m.to_string()))
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown mode {name:?}; known: {}",
+                families::modes().join(", ")
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -97,5 +140,12 @@ mod tests {
             m(serde_json::json!({"soc": "rk3588", "mode": "loader"})).describe(),
             "soc=rk3588, mode=loader"
         );
+        // Family and mode come from the families table; an unknown one is refused whole.
+        let fb = m(serde_json::json!({"family": "fastboot"}));
+        assert_eq!(fb.family.as_deref(), Some("fastboot"));
+        assert!(!fb.matches(&b, None));
+        let e = serde_json::from_value::<BoardMatch>(serde_json::json!({"mode": "flying"}))
+            .expect_err("unknown mode");
+        assert!(e.to_string().contains("known: maskrom, loader"), "{e}");
     }
 }

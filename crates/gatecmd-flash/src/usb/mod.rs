@@ -28,5 +28,5 @@ pub fn port_of<T: rusb::UsbContext>(device: &rusb::Device<T>) -> Option<DeviceId
 
 /// The mode a device descriptor's bcdUSB says (bit 0, rkdeveloptool's `RKScan.cpp`).
 pub fn mode_of(bcd_usb: u16) -> Mode {
-    gatecmd_devices::rockchip::mode(bcd_usb)
+    Mode::from_bcd_usb(bcd_usb)
 }

@@ -80,7 +80,7 @@ async fn look(state: &AppState, l: &Leased, target: Target, cancel: &Cancellatio
     let rockusb = DeviceId::from_str(&l.board.usb)
         .ok()
         .and_then(|id| state.registry.get(&id))
-        .and_then(|d| d.mode);
+        .and_then(|d| d.rockusb_mode());
     let mut now = Now {
         rockusb,
         ..Now::default()
@@ -375,7 +375,7 @@ async fn await_maskrom(
     })?;
     let mut events = state.registry.subscribe();
     loop {
-        if state.registry.get(&id).and_then(|d| d.mode) == Some(RockchipMode::MaskRom) {
+        if state.registry.get(&id).and_then(|d| d.rockusb_mode()) == Some(RockchipMode::MaskRom) {
             return Ok(());
         }
         tokio::select! {
@@ -389,7 +389,7 @@ async fn await_maskrom(
                 }
             }
             _ = tokio::time::sleep_until(wait.deadline) => {
-                let now = state.registry.get(&id).map(|d| d.mode.map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
+                let now = state.registry.get(&id).map(|d| d.rockusb_mode().map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
                 return Err(TalkRefusal::NoMaskromInTime {
                     board: board.to_string(),
                     usb: usb.to_string(),

@@ -13,7 +13,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::list_cache::{ListCache, Stamp};
 use crate::views::{DeviceView, render_device};
 use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_devices::{Device, RockchipMode};
+use gatecmd_devices::{Device, families};
 use gatecmd_domain::config::Config;
 use gatecmd_domain::locks::class_of;
 use gatecmd_domain::state::AppState;
@@ -23,8 +23,10 @@ use gatecmd_domain::state::AppState;
 pub enum DevicesError {
     #[error("{field} {value:?} is not 4 hex digits (e.g. \"2207\")")]
     NotHex { field: &'static str, value: String },
-    #[error("mode {0:?} is not one of \"maskrom\", \"loader\"")]
+    #[error("mode {given:?} is not a mode of the families table; modes: {}", families::modes().join(", "), given = .0)]
     BadMode(String),
+    #[error("family {given:?} is not in the families table; families: {}", families::families().join(", "), given = .0)]
+    BadFamily(String),
     #[error(
         "unknown device class {class:?}; classes: {}",
         if known.is_empty() { "none configured".to_string() } else { known.join(", ") }
@@ -41,6 +43,7 @@ impl Classified for DevicesError {
         match self {
             DevicesError::NotHex { .. }
             | DevicesError::BadMode(_)
+            | DevicesError::BadFamily(_)
             | DevicesError::UnknownClass { .. } => RefusalReason::InvalidRequest,
             DevicesError::MonitorStopped => RefusalReason::ShuttingDown,
             DevicesError::Cancelled => RefusalReason::Cancelled,
@@ -64,17 +67,28 @@ pub struct DeviceFilter {
     /// Device class name from the server's config (e.g. "rockusb").
     #[serde(default)]
     pub class: Option<String>,
-    /// Rockchip mode: "maskrom" or "loader".
+    /// Mode within the device's family: "maskrom" or "loader" (rockusb), "fastboot",
+    /// "dfu", "sdps", "fel", … (docs/FAMILIES.md).
     #[serde(default)]
     pub mode: Option<String>,
+    /// Family: "rockusb", "fastboot", "dfu", "imx_sdp", "sunxi_fel", … (docs/FAMILIES.md).
+    #[serde(default)]
+    pub family: Option<String>,
 }
 
 impl DeviceFilter {
     /// No filter given: every device matches.
     pub fn is_empty(&self) -> bool {
-        [&self.id, &self.vid, &self.pid, &self.class, &self.mode]
-            .iter()
-            .all(|v| v.is_none())
+        [
+            &self.id,
+            &self.vid,
+            &self.pid,
+            &self.class,
+            &self.mode,
+            &self.family,
+        ]
+        .iter()
+        .all(|v| v.is_none())
     }
 
     /// Checks the filter's values; the error tells the agent the valid forms.
@@ -90,10 +104,14 @@ impl DeviceFilter {
             }
         }
         if let Some(m) = &self.mode
-            && m != "maskrom"
-            && m != "loader"
+            && families::mode_named(m).is_none()
         {
             return Err(DevicesError::BadMode(m.clone()));
+        }
+        if let Some(f) = &self.family
+            && families::family_named(f).is_none()
+        {
+            return Err(DevicesError::BadFamily(f.clone()));
         }
         if let Some(c) = &self.class
             && config.device_class(c).is_none()
@@ -119,14 +137,8 @@ impl DeviceFilter {
                 .class
                 .as_ref()
                 .is_none_or(|c| class_of(config, d).is_some_and(|k| &k.name == c))
-            && self.mode.as_ref().is_none_or(|m| {
-                let mode = match d.mode {
-                    Some(RockchipMode::MaskRom) => "maskrom",
-                    Some(RockchipMode::Loader) => "loader",
-                    None => "",
-                };
-                m == mode
-            })
+            && self.mode.as_deref().is_none_or(|m| d.mode == Some(m))
+            && self.family.as_deref().is_none_or(|f| d.family == Some(f))
     }
 
     fn describe(&self) -> String {

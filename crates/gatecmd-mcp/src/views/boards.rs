@@ -8,7 +8,6 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::devices::{DeviceView, LockView, device_at};
-use gatecmd_devices::RockchipMode;
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::{BoardConfig, Config};
 use gatecmd_domain::locks::LockKey;
@@ -26,8 +25,10 @@ pub struct BoardView {
     /// The `soc` tag, else the attached rockusb device's SoC in lower case (as tags are
     /// written; `match` compares either way).
     pub soc: Option<String>,
-    /// The attached device's rockusb mode, if it is in one.
-    pub mode: Option<RockchipMode>,
+    /// The attached device's family (rockusb, fastboot, dfu, …; docs/FAMILIES.md).
+    pub family: Option<&'static str>,
+    /// The attached device's mode within its family (maskrom, loader, fastboot, dfu, …).
+    pub mode: Option<&'static str>,
     /// The serial console: the capture's view when it runs, else the configuration
     /// (`{configured: true, port|path, baud}`); null when the board has none.
     pub console: Option<serde_json::Value>,
@@ -64,9 +65,10 @@ pub fn board_view(
     let dev = device_at(state, &board.usb);
     let soc = board.tags.get("soc").cloned().or_else(|| {
         dev.as_ref()
-            .and_then(|d| d.soc.as_deref().map(str::to_ascii_lowercase))
+            .and_then(|d| d.soc.map(str::to_ascii_lowercase))
     });
     let mode = dev.as_ref().and_then(|d| d.mode);
+    let family = dev.as_ref().and_then(|d| d.family);
     let console = board.console.as_ref().map(|c| {
         state.boards.console_view(&board.name).unwrap_or_else(|| {
             let mut v = serde_json::json!({"configured": true, "baud": c.baud});
@@ -85,6 +87,7 @@ pub fn board_view(
         usb: board.usb.clone(),
         device: dev.map(|d| DeviceView::new(state, config, d, caller)),
         soc,
+        family,
         mode,
         console,
         power: board.power.as_ref().map(|p| PowerView {

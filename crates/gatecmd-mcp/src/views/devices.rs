@@ -165,10 +165,16 @@ pub fn render_device(v: &DeviceView) -> String {
     if let Some(soc) = &d.soc {
         s.push_str(&format!("  {soc}"));
     }
-    match (d.kind, d.mode) {
-        (DeviceKind::Rockusb, Some(RockchipMode::MaskRom)) => s.push_str(" MaskROM"),
-        (DeviceKind::Rockusb, Some(RockchipMode::Loader)) => s.push_str(" Loader"),
-        (DeviceKind::RockchipOther, _) => s.push_str(" (Rockchip, not rockusb)"),
+    match (d.rockusb_mode(), d.kind, d.family) {
+        (Some(RockchipMode::MaskRom), ..) => s.push_str(" MaskROM"),
+        (Some(RockchipMode::Loader), ..) => s.push_str(" Loader"),
+        (None, DeviceKind::RockchipOther, _) => s.push_str(" (Rockchip, not rockusb)"),
+        (None, _, Some(family)) => {
+            s.push_str(&format!("  {family}"));
+            if let Some(mode) = d.mode {
+                s.push_str(&format!(" {mode}"));
+            }
+        }
         _ => {}
     }
     for part in [&d.manufacturer, &d.product].into_iter().flatten() {
