@@ -12,6 +12,7 @@ mod metrics_rows;
 mod umockdev;
 
 mod console_rows;
+mod live_rows;
 mod shell_rows;
 #[path = "../tests/sim_board/mod.rs"]
 mod sim_board;
@@ -803,6 +804,11 @@ fn main() {
         print(&rt.block_on(console_rows::rows(&z)));
         return;
     }
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "live") {
+        // The live-output rows alone.
+        print(&rt.block_on(live_rows::rows(&z)));
+        return;
+    }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
         // A/B runs of the overhead rows alone (GATECMD_BIN names the server binary).
         let mut rows = rt.block_on(exec_overhead(&z));
@@ -844,6 +850,7 @@ fn main() {
     rows.push(rt.block_on(lock_handoff(&z)));
     rows.extend(rt.block_on(console_rows::rows(&z)));
     rows.extend(rt.block_on(shell_rows::rows(&z)));
+    rows.extend(rt.block_on(live_rows::rows(&z)));
     let (start, idle) = startup(&z);
     rows.push(start);
     rows.push(idle);

@@ -28,6 +28,8 @@ if [ "${1:-}" = "--test" ]; then
   # The other families' real tools, run against gatecmd-vboard's fastboot and DFU boards in
   # the usbvm guest (vboard/tests/usbvm_families.rs).
   packages+=(fastboot dfu-util)
+  # gcc: tests/exec.rs builds a C program that prints progress the way rkdeveloptool does.
+  packages+=(gcc)
 fi
 
 missing=()

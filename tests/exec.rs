@@ -18,6 +18,7 @@ fn spec(binary: impl Into<PathBuf>, args: &[&str], timeout_ms: u64) -> Spec {
         timeout: Duration::from_millis(timeout_ms),
         isolation: None,
         inherit: vec![],
+        live_output: false,
     }
 }
 
@@ -300,4 +301,81 @@ async fn output_is_kept_when_an_escaped_process_holds_the_pipe() {
         started.elapsed() < Duration::from_secs(2),
         "waited for the escaped process"
     );
+}
+
+/// rkdeveloptool's way of printing progress (`RKComm`/`main.cpp`: `printf("...(%d%%)\r\n")`,
+/// never `fflush`), in C, so that glibc's stdio buffers it exactly as it buffers the real
+/// tool's: 4 KiB blocks into a pipe.
+const PRINTS_LIKE_RKDEVELOPTOOL: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    for (int i = 1; i <= 10; i++) {
+        printf("Write LBA from file (%d%%)\r\n", i * 10);
+        usleep(100000);
+    }
+    return 0;
+}
+"#;
+
+/// A C compiler, to build the program above (the machine's gcc; CI installs it).
+fn compile(dir: &std::path::Path) -> Option<PathBuf> {
+    let src = dir.join("progress.c");
+    let bin = dir.join("progress");
+    std::fs::write(&src, PRINTS_LIKE_RKDEVELOPTOOL).expect("write");
+    let ok = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(bin)
+}
+
+/// Issue 31: a command with `progress:` runs with its output made live (coreutils'
+/// libstdbuf preloaded), so its progress lines arrive while it runs, not in one block at
+/// its exit; the same program without it is read only when it ends.
+#[tokio::test]
+async fn live_output_reaches_the_server_as_the_tool_prints_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(bin) = compile(dir.path()) else {
+        harness::skip(
+            "live_output_reaches_the_server_as_the_tool_prints_it",
+            harness::Unavailable::InstalledByCi,
+            "no C compiler (cc) to build the rkdeveloptool-like program",
+        );
+        return;
+    };
+    assert!(
+        std::path::Path::new(gatecmd_domain::exec::LIVE_OUTPUT_LIB).exists(),
+        "coreutils' libstdbuf is missing"
+    );
+    let ex = executor();
+    for live in [true, false] {
+        let mut s = spec(&bin, &[], 10_000);
+        s.live_output = live;
+        let started = std::time::Instant::now();
+        let mut arrivals: Vec<Duration> = Vec::new();
+        let out = ex
+            .run(&s, CancellationToken::new(), |_, line| {
+                if line.contains('%') {
+                    arrivals.push(started.elapsed());
+                }
+            })
+            .await
+            .expect("run");
+        let ran = out.duration;
+        assert_eq!(arrivals.len(), 10, "{arrivals:?}");
+        let early = arrivals.iter().filter(|t| **t < ran / 2).count();
+        if live {
+            // The first lines come while the tool still runs.
+            assert!(
+                early >= 3,
+                "live: {early} of 10 lines before half the run ({arrivals:?}, ran {ran:?})"
+            );
+        } else {
+            // A pipe: the whole output in one block at the exit.
+            assert_eq!(early, 0, "buffered: {arrivals:?}, ran {ran:?}");
+        }
+    }
 }

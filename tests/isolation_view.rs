@@ -132,6 +132,7 @@ async fn view_test(privilege: Privilege) {
         timeout: Duration::from_secs(10),
         isolation: Some(Arc::clone(&plan.setup)),
         inherit: vec![],
+        live_output: false,
     };
     let ex = Executor::new(2, 64 * 1024, Duration::from_millis(300));
     let out = ex

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,6 +43,37 @@ pub struct Spec {
     /// sanitizer opened, named in `args` as `/proc/self/fd/N`. Everything else the server
     /// holds stays close-on-exec.
     pub inherit: Vec<Arc<OwnedFd>>,
+    /// Make the child's output arrive as it prints it (see [`LIVE_OUTPUT_LIB`]): set for
+    /// commands whose progress someone watches.
+    pub live_output: bool,
+}
+
+/// coreutils' library behind `stdbuf -o0 -e0`: preloaded into a dynamically linked glibc
+/// program, it turns its stdout unbuffered before `main`, so a tool that prints progress
+/// with `printf` and no `fflush` (rkdeveloptool: lines end in `\r\n`, 4 KiB blocks reach a
+/// pipe only when full) is read as it prints. A pseudo-terminal was measured and rejected:
+/// glibc line-buffers a tty, and a `\r`-only progress line is not flushed by that either
+/// (docs/DECISIONS.md, "Live progress"). Programs that are statically linked, not C, or set
+/// their own buffering are not changed; they are as live as they make themselves.
+pub const LIVE_OUTPUT_LIB: &str = "/usr/libexec/coreutils/libstdbuf.so";
+
+/// The environment that makes a child's output live: the library above with its two
+/// settings, and Python's own switch (esptool is Python).
+fn live_output_env(preload: Option<&str>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("_STDBUF_O".to_owned(), "0".to_owned()),
+        ("_STDBUF_E".to_owned(), "0".to_owned()),
+        ("PYTHONUNBUFFERED".to_owned(), "1".to_owned()),
+    ];
+    if Path::new(LIVE_OUTPUT_LIB).exists() {
+        // Beside a preload the server itself runs under (umockdev's, in tests): both load.
+        let list = match preload {
+            Some(p) if !p.is_empty() => format!("{p} {LIVE_OUTPUT_LIB}"),
+            _ => LIVE_OUTPUT_LIB.to_owned(),
+        };
+        env.push(("LD_PRELOAD".to_owned(), list));
+    }
+    env
 }
 
 /// Why a run was stopped before the child exited by itself.
@@ -217,6 +248,13 @@ impl Executor {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if spec.live_output {
+            let preload = umockdev_env()
+                .iter()
+                .find(|(k, _)| k == "LD_PRELOAD")
+                .map(|(_, v)| v.as_str());
+            cmd.envs(live_output_env(preload));
+        }
         if spec.isolation.is_none() && spec.inherit.is_empty() {
             // A fixed, documented directory: a relative name in an argument never reaches
             // the server's own working directory. (Here std can still use posix_spawn,

@@ -134,6 +134,7 @@ pub fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, 
             timeout: UHUBCTL_TIMEOUT,
             isolation: None,
             inherit: vec![],
+            live_output: false,
         }),
         Some(PowerConfig::Commands {
             on: a_on,
@@ -169,6 +170,7 @@ pub(crate) fn action_spec(config: &Config, action: &PowerAction) -> Result<Spec,
         timeout: pattern.timeout.unwrap_or(command.timeout),
         isolation: None,
         inherit: approved.files.into_iter().map(|f| f.fd).collect(),
+        live_output: false,
     })
 }
 

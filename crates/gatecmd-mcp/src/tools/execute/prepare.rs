@@ -153,6 +153,10 @@ pub fn prepare<'a>(
             max: MAX_WAIT_SECS,
         });
     }
+    let progress = pattern
+        .progress
+        .clone()
+        .or_else(|| command.progress.clone());
     Ok(Prepared {
         snapshot: snap,
         command,
@@ -168,11 +172,10 @@ pub fn prepare<'a>(
             timeout,
             isolation: None,
             inherit: approved.files.into_iter().map(|f| f.fd).collect(),
+            // Progress is read from the output as it is printed, not when a buffer fills.
+            live_output: progress.is_some(),
         },
-        progress: pattern
-            .progress
-            .clone()
-            .or_else(|| command.progress.clone()),
+        progress,
         cancel: pattern.cancel.unwrap_or(command.cancel),
         dry_run: req.dry_run,
         wait: Duration::from_secs(wait_secs),
