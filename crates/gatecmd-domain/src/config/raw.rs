@@ -197,7 +197,8 @@ pub(crate) fn parse_sha256(s: &str) -> Result<[u8; 32], ValueError> {
     Ok(out)
 }
 
-/// A progress regex: its first capture group must give the percentage.
+/// A progress regex: its first capture group gives the percentage, or with a second group
+/// the two give a count of a total (`3/8`).
 pub(crate) fn parse_progress(s: &str) -> Result<Regex, ValueError> {
     let re = Regex::new(s).map_err(|error| ValueError::BadRegex {
         pattern: s.to_string(),
