@@ -1,8 +1,9 @@
 //! The Debian package (issue 30), for real: scripts/deb.sh packages the binary under test
 //! with cargo-deb, dpkg installs it on this machine, `gatecmd check` runs on the installed
-//! configuration (named, and found by the search order, and as the service's user), the
-//! files are where the package promises with the owners and modes it promises, then
-//! `dpkg --remove` keeps the conffile and `dpkg --purge` leaves nothing behind.
+//! configuration (named, found by the search order, and as the service's user), `gatecmd
+//! serve` starts as the unit starts it, the files are where the package promises with the
+//! owners and modes it promises, then `dpkg --remove` keeps the conffile and the state and
+//! `dpkg --purge` leaves nothing behind.
 //!
 //! It changes the machine, so it is `#[ignore]`d in the parallel lanes of
 //! scripts/cargo-tests.sh (an installed /etc/gatecmd/allowed_commands.yaml would change
@@ -177,14 +178,70 @@ impl Drop for Restore {
     }
 }
 
+/// /usr/bin/gatecmd run as `user` with its groups, as the unit's User= and Group= run it
+/// (setpriv execs it: the pid is the server's).
+fn as_user(user: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid",
+        user,
+        "--regid",
+        user,
+        "--init-groups",
+        "/usr/bin/gatecmd",
+    ]);
+    c
+}
+
+/// Serves the installed configuration as the unit does, in the state directory systemd's
+/// StateDirectory= would make, until it says it listens; returns its log.
+fn serve_as_the_unit() -> String {
+    for dir in ["/var/lib/gatecmd", "/var/lib/gatecmd/images"] {
+        std::fs::create_dir(dir).expect(dir);
+        let chown = run(Command::new("chown").args(["gatecmd:gatecmd", dir]));
+        assert!(chown.status.success(), "{}", text(&chown));
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750)).expect(dir);
+    }
+    let mut child = as_user("gatecmd")
+        .args(["serve", "--config", CONF, "--bind", "127.0.0.1:0"])
+        .env_clear()
+        .env("STATE_DIRECTORY", "/var/lib/gatecmd")
+        .env("GATECMD_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gatecmd serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = Vec::new();
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let up = line.starts_with("gatecmd: listening on ");
+        log.push(line);
+        if up {
+            break;
+        }
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let _ = child.wait();
+    log.join("\n")
+}
+
 /// `gatecmd check` on the installed config; `who` runs it as that user (as the unit does).
 fn check(config: Option<&str>, who: Option<&str>) -> (i32, String, String) {
     let mut cmd = match who {
-        Some(user) => {
-            let mut c = Command::new("runuser");
-            c.args(["-u", user, "--", "/usr/bin/gatecmd"]);
-            c
-        }
+        Some(user) => as_user(user),
         None => Command::new("/usr/bin/gatecmd"),
     };
     cmd.arg("check").env_remove("GATECMD_CONFIG");
@@ -429,6 +486,26 @@ fn the_package_installs_checks_and_purges_cleanly() {
         found.1
     );
     assert_valid("check as gatecmd", &check(Some(CONF), Some("gatecmd")));
+    // The server as the unit starts it: the installed config, as gatecmd, its state in
+    // /var/lib/gatecmd (which the purge below must delete).
+    let log = serve_as_the_unit();
+    assert!(
+        log.contains("gatecmd: listening on http://127.0.0.1:"),
+        "gatecmd serve as the unit runs it did not start:\n{log}"
+    );
+    assert!(
+        log.contains("/etc/gatecmd/allowed_commands.yaml"),
+        "the log names no config:\n{log}"
+    );
+    assert_eq!(
+        mode_owner("/var/lib/gatecmd/token"),
+        (0o600, "gatecmd".into(), "gatecmd".into()),
+        "the generated token"
+    );
+    say(log
+        .lines()
+        .find(|l| l.starts_with("gatecmd: listening on "))
+        .unwrap_or_default());
     // An admin adds a client with an inline token: the file's owner-only mode is what lets
     // the server accept it. Writing in place keeps the owner and mode, as an editor would.
     let mut edited = std::fs::read_to_string(CONF).expect("conf");
@@ -448,6 +525,10 @@ fn the_package_installs_checks_and_purges_cleanly() {
     assert_eq!(
         std::fs::read_to_string(CONF).expect("conf after remove"),
         edited
+    );
+    assert!(
+        Path::new("/var/lib/gatecmd/token").exists(),
+        "remove keeps the state"
     );
 
     // Purge: nothing is left but the user and group (Debian leaves system users).
