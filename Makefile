@@ -5,7 +5,8 @@
 #               serving them; needs root and dummy_hcd, says why in one line where it cannot
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
-.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install bench bench-smoke bench-vboard bench-lab screenshot-vboard soak soak-smoke
+#   make deb    the Debian package (cargo-deb, release build): target/debian/gatecmd_*.deb
+.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-lab screenshot-vboard soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -33,11 +34,18 @@ lint:
 test: test-setup lint
 	# cargo test, its test binaries two at a time (scripts/cargo-tests.sh says why).
 	./scripts/cargo-tests.sh
+	# The Debian package installed, checked and purged on this machine: alone, since it
+	# changes what the other tests would find in /etc (tests/deb_package.rs).
+	cargo test --locked --test deb_package -- --ignored
 	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
 	cargo test --locked -p gatecmd-vboard
 	# pytest and the TypeScript SDK tests side by side, then the conformance suites.
 	./scripts/client-tests.sh
 	GATECMD_BENCH_SMOKE=1 cargo test --locked --bench gatecmd
+
+# Only the Debian package's test: build, dpkg -i, gatecmd check, dpkg --purge (as root).
+test-deb: test-setup
+	cargo test --locked --test deb_package -- --ignored
 
 # The MCP Python SDK against the real binary (tests/python, own .venv).
 test-python: test-setup
@@ -54,6 +62,12 @@ conformance: test-setup
 # Not dependent on `build`: `sudo make install` should not run cargo as root.
 install:
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" ./scripts/install.sh
+
+# The Debian package of the release build (scripts/deb.sh; README.md "Install the Debian
+# package"). As yourself, not root: `sudo apt install ./target/debian/gatecmd_*.deb` after.
+deb:
+	./scripts/setup.sh --deb
+	./scripts/deb.sh
 
 # Benchmarks (not part of `make test`): starts the release server itself, prints one table.
 bench: test-setup

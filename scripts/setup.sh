@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build, run and test gatecmd.
 # Idempotent: installs only missing packages. Needs a Rust toolchain (rustup) already.
+#   scripts/setup.sh          build and run
+#   scripts/setup.sh --deb    also what `make deb` needs (dpkg-dev, cargo-deb)
+#   scripts/setup.sh --test   everything `make test` needs (the --deb part included:
+#                             tests/deb_package.rs builds and installs the package)
 set -euo pipefail
 
 packages=(pkg-config libudev-dev libusb-1.0-0-dev umockdev libumockdev-dev usbutils rkdeveloptool)
+deb=false
+case "${1:-}" in --deb | --test) deb=true ;; esac
+# dpkg-shlibdeps (dpkg-dev): how cargo-deb finds the package's library dependencies.
+if $deb; then packages+=(dpkg-dev); fi
 if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
@@ -62,6 +70,16 @@ fi
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found. Install Rust (1.89 or newer) with rustup, then run this again." >&2
   exit 1
+fi
+
+# cargo-deb builds the Debian package (scripts/deb.sh). From crates.io, because Debian 12
+# does not package it (its dh-cargo and debcargo package crates for Debian's own archive,
+# not a workspace's binary with its unit and maintainer scripts). Pinned, with --locked,
+# so that every machine builds the same tool; about 70 s here, once per machine.
+cargo_deb_version=3.8.0
+if $deb && [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $cargo_deb_version" ]; then
+  echo "setup: installing cargo-deb $cargo_deb_version (cargo install, about a minute)"
+  cargo install cargo-deb --version "$cargo_deb_version" --locked --quiet
 fi
 
 if [ "${1:-}" = "--test" ]; then
