@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::audit::Audit;
 use gatecmd_domain::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, NoLease};
+use gatecmd_mcp::console_access;
 use gatecmd_mcp::tools::console::{self, ConsoleReadRequest, ConsoleWriteRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -460,11 +461,11 @@ async fn changes_are_announced_at_most_ten_times_a_second() {
     assert!(!gatecmd_mcp::resources::is_known(
         "gatecmd://boards//console"
     ));
-    let snap = console::snapshot(&c, &boards(), &who("alice"), BOARD).expect("snapshot");
+    let snap = console_access::snapshot(&c, &boards(), &who("alice"), BOARD).expect("snapshot");
     assert_eq!(snap.console.state, ConsoleState::Open);
     assert!(snap.text.ends_with("a kernel line\n"), "{:?}", snap.text);
     assert_eq!(snap.next_cursor, snap.console.end_cursor);
-    assert!(console::snapshot(&c, &boards(), &who("bob"), BOARD).is_err());
+    assert!(console_access::snapshot(&c, &boards(), &who("bob"), BOARD).is_err());
 }
 
 /// Over HTTP with the real binary: the tools are listed with output schemas; a board that

@@ -24,19 +24,21 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use crate::device_filter::DeviceFilter;
 use crate::list_cache::ListCache;
 use crate::notify::{self, Subscriptions};
 use crate::resources;
 use crate::tools::console::{
     ConsoleReadRequest, ConsoleReadResult, ConsoleWriteRequest, ConsoleWriteResult,
 };
-use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
+use crate::tools::devices::{WaitRequest, WaitResult};
 use crate::tools::files::{
     ListFilesRequest, ListFilesResult, RemoveFileRequest, RemoveFileResult, StatFileRequest,
     StatFileResult, WriteFileRequest, WriteFileResult,
 };
-use crate::tools::locks::{LeaseResult, LockList, LockRequest, UnlockRequest, UnlockResult};
-use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
+use crate::tools::locks::{LeaseResult, LockRequest, UnlockRequest, UnlockResult};
+use crate::tools::{self, execute::ExecuteRequest, execute::ExecuteResult};
+use crate::views::{CommandList, DeviceList, LockList};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;
 
@@ -103,7 +105,7 @@ impl GatecmdServer {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
             .get_or_init(|| {
-                tools::schema::standardize(
+                crate::schema::standardize(
                     Self::tool_router()
                         + Self::board_router()
                         + Self::job_router()
@@ -293,7 +295,7 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        let boards = tools::console::board_names(&self.state.config());
+        let boards = self.state.config().board_names();
         Ok(
             tools::console::write(&self.state.consoles, &boards, &self.state.audit, &who, req)
                 .await,
@@ -484,7 +486,7 @@ impl ServerHandler for GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let who = self.identity(&ctx)?;
-        tools::tasks::get(&self.state, &who, &request.task_id)
+        crate::tasks::get(&self.state, &who, &request.task_id)
     }
 
     async fn cancel_task(
@@ -493,7 +495,7 @@ impl ServerHandler for GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let who = self.identity(&ctx)?;
-        tools::tasks::cancel(&self.state, &who, &request.task_id)
+        crate::tasks::cancel(&self.state, &who, &request.task_id)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
@@ -516,7 +518,7 @@ mod tests {
             match v {
                 serde_json::Value::Object(o) => {
                     if let Some(serde_json::Value::String(f)) = o.get("format")
-                        && !tools::schema::STANDARD_FORMATS.contains(&f.as_str())
+                        && !crate::schema::STANDARD_FORMATS.contains(&f.as_str())
                     {
                         bad.push(format!("{at}: format {f:?}"));
                     }

@@ -9,9 +9,8 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use super::{GatecmdServer, answers_at_once};
 use crate::tools;
-use crate::tools::jobs::{
-    CancelJobRequest, JobList, JobSummary, ListJobsRequest, WaitJobRequest, WaitJobResult,
-};
+use crate::tools::jobs::{CancelJobRequest, ListJobsRequest, WaitJobRequest, WaitJobResult};
+use crate::views::{JobList, JobSummary};
 
 /// Whether a call's client declared the MCP tasks extension (per request in 2026-07-28,
 /// at `initialize` in a session): then a long `execute_command` is answered as a task.

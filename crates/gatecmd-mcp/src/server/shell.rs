@@ -9,7 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use super::{GatecmdServer, session_id};
-use crate::tools::board_run::{At, BoardRunRequest, BoardRunResult};
+use crate::board_talk::{At, BoardRunRequest, BoardRunResult};
 use crate::tools::boot_board::{BootRequest, BootResult};
 
 #[tool_router(router = shell_router, vis = "pub(super)")]
@@ -31,15 +31,10 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(crate::tools::board_run::run(
-            &self.state,
-            &who,
-            session_id(&ctx),
-            req,
-            At::Shell,
-            &ctx.ct,
+        Ok(
+            crate::board_talk::run(&self.state, &who, session_id(&ctx), req, At::Shell, &ctx.ct)
+                .await,
         )
-        .await)
     }
 
     /// Runs one command at a leased board's U-Boot prompt.
@@ -56,15 +51,10 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(crate::tools::board_run::run(
-            &self.state,
-            &who,
-            session_id(&ctx),
-            req,
-            At::Uboot,
-            &ctx.ct,
+        Ok(
+            crate::board_talk::run(&self.state, &who, session_id(&ctx), req, At::Uboot, &ctx.ct)
+                .await,
         )
-        .await)
     }
 
     /// Drives a leased board to maskrom, uboot, shell or off.

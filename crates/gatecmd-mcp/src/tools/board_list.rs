@@ -49,5 +49,5 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
     if v.boards.is_empty() {
         text.push_str("No boards are configured (the server's config has no boards: section).\n");
     }
-    super::structured(&v, text)
+    crate::answer::structured(&v, text)
 }

@@ -12,17 +12,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::tools::locks::MAX_WAIT_SECS;
-use crate::tools::reasons::lock_reason;
-use crate::tools::refusal;
+use crate::answer::{refusal, structured};
+use crate::reasons::{lock_reason, unknown_board};
 use crate::views::device_at;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_domain::boards::{BoardMatch, QueueFull};
+use gatecmd_domain::boards::{BoardMatch, QueueFull, lease_shared_keys};
 use gatecmd_domain::config::{BoardConfig, Config};
-use gatecmd_domain::locks::lock_key_of;
-use gatecmd_domain::locks::{ClientName, LeaseInfo, LeaseRequest, LockError, LockKey, SessionId};
+use gatecmd_domain::locks::{
+    ClientName, LeaseInfo, LeaseRequest, LockError, LockKey, MAX_WAIT_SECS, SessionId,
+};
 use gatecmd_domain::state::AppState;
 
 /// How often a match waiter looks again when nothing told it to: a device arriving in the
@@ -55,7 +55,7 @@ pub struct LockBoardRequest {
 
 /// Result of `lock_board` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct BoardLeaseResult {
     /// Pass this as `lease` with execute_command and power_board; end it with unlock_device.
     pub lease_id: String,
@@ -125,8 +125,8 @@ impl Classified for LockBoardError {
 }
 
 /// The lease request for `board`: `board:NAME`, holding its port key and the key of the
-/// device at its port shared (docs/LOCKS.md "Boards").
-pub fn board_lease_request(
+/// device at its port shared (`lease_shared_keys`).
+fn board_lease_request(
     state: &AppState,
     config: &Config,
     board: &BoardConfig,
@@ -135,10 +135,6 @@ pub fn board_lease_request(
     req: &LockBoardRequest,
     wait: Duration,
 ) -> LeaseRequest {
-    let mut shared = vec![LockKey::Port(board.usb.clone())];
-    if let Some(dev) = device_at(state, &board.usb) {
-        shared.push(lock_key_of(config, &dev));
-    }
     LeaseRequest {
         key: LockKey::Board(board.name.clone()),
         client: client.clone(),
@@ -146,7 +142,7 @@ pub fn board_lease_request(
         ttl: req.ttl_secs.map(Duration::from_secs),
         note: req.note.clone().filter(|n| !n.trim().is_empty()),
         wait,
-        shared,
+        shared: lease_shared_keys(config, board, device_at(state, &board.usb).as_ref()),
     }
 }
 
@@ -212,14 +208,6 @@ fn tags_only(m: &BoardMatch) -> BoardMatch {
     BoardMatch {
         tags: m.tags.clone(),
         ..BoardMatch::default()
-    }
-}
-
-/// The refusal for a board name that is not configured.
-pub fn unknown_board(config: &Config, name: &str) -> UnknownBoard {
-    UnknownBoard {
-        name: name.to_string(),
-        known: config.board_names(),
     }
 }
 
@@ -362,10 +350,10 @@ fn all_busy(
 fn answer(state: &AppState, board: &BoardConfig, info: &LeaseInfo) -> CallToolResult {
     let config = state.config();
     let dev = device_at(state, &board.usb);
-    let mut shared_keys = vec![LockKey::Port(board.usb.clone()).to_string()];
-    if let Some(d) = &dev {
-        shared_keys.push(lock_key_of(&config, d).to_string());
-    }
+    let shared_keys = lease_shared_keys(&config, board, dev.as_ref())
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
     let r = BoardLeaseResult {
         lease_id: info.lease_id.0.clone(),
         board: board.name.clone(),
@@ -393,5 +381,5 @@ fn answer(state: &AppState, board: &BoardConfig, info: &LeaseInfo) -> CallToolRe
         r.lease_id,
         r.board
     );
-    super::structured(&r, text)
+    structured(&r, text)
 }

@@ -10,86 +10,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::{refusal, structured};
+use crate::answer::{refusal, structured};
+use crate::console_access::{ConsoleError, console_of};
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_core::refusal::common::UnknownBoard;
-use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
+use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::audit::{Audit, ConsoleWriteRecord};
-use gatecmd_domain::console::{
-    Console, ConsoleState, Consoles, NoLease, ReadError, ReadSpec, WriteError,
-};
-use gatecmd_domain::quotas::Full;
-
-/// Why `console_read` or `console_write` (or the console resource) said no.
-#[derive(Debug, thiserror::Error)]
-pub enum ConsoleError {
-    /// No board of that name at all: `not_found`, as from every tool.
-    #[error("{0}")]
-    UnknownBoard(#[from] UnknownBoard),
-    /// A configured board without a `console:`.
-    #[error(
-        "board {board:?} has no console here ({}); list_boards shows every board",
-        if with_console.is_empty() {
-            "no board has a console configured".to_string()
-        } else {
-            format!("boards with a console: {}", with_console.join(", "))
-        }
-    )]
-    NoConsole {
-        board: String,
-        with_console: Vec<String>,
-    },
-    /// The caller does not hold the board (`held_by_other`: someone else does).
-    #[error("{}", .0.message)]
-    NoLease(NoLease),
-    #[error("max_bytes must be at least 1")]
-    ZeroMaxBytes,
-    #[error("timeout_secs must be at least 1")]
-    ZeroTimeout,
-    #[error(
-        "timeout_secs {given} is above the maximum {max}; wait again with the returned next_cursor"
-    )]
-    TimeoutTooLong { given: u64, max: u64 },
-    #[error("wait_for is longer than {max} characters")]
-    PatternTooLong { max: usize },
-    #[error("wait_for is not a valid regex: {0}")]
-    BadPattern(regex::Error),
-    #[error(
-        "console_read with wait_for refused: {0}; wait for one of them to answer, or read without wait_for"
-    )]
-    WaitingReadsFull(Full),
-    #[error("{0}")]
-    Read(#[from] ReadError),
-    #[error("text is empty; nothing to write")]
-    EmptyText,
-    #[error("text is {bytes} bytes; one console_write sends at most {max}")]
-    TextTooLong { bytes: usize, max: usize },
-    #[error("{0}")]
-    Write(#[from] WriteError),
-}
-
-impl Classified for ConsoleError {
-    fn reason(&self) -> RefusalReason {
-        use RefusalReason as R;
-        match self {
-            ConsoleError::UnknownBoard(e) => e.reason(),
-            ConsoleError::NoConsole { .. } => R::NotConfigured,
-            ConsoleError::NoLease(e) if e.held_by_other => R::DeviceBusy,
-            ConsoleError::NoLease(_) => R::NotPermitted,
-            ConsoleError::ZeroMaxBytes
-            | ConsoleError::ZeroTimeout
-            | ConsoleError::PatternTooLong { .. }
-            | ConsoleError::BadPattern(_)
-            | ConsoleError::EmptyText
-            | ConsoleError::Read(ReadError::CursorAhead { .. }) => R::InvalidRequest,
-            ConsoleError::TimeoutTooLong { .. } => R::TimeoutTooLong,
-            ConsoleError::WaitingReadsFull(_) | ConsoleError::TextTooLong { .. } => R::Limit,
-            ConsoleError::Read(ReadError::Cancelled) => R::Cancelled,
-            ConsoleError::Write(WriteError::NotOpen { .. }) => R::DeviceAbsent,
-            ConsoleError::Write(WriteError::Stalled { .. } | WriteError::Io { .. }) => R::IoError,
-        }
-    }
-}
+use gatecmd_domain::console::{ConsoleState, Consoles, ReadSpec};
 
 /// Default and longest `timeout_secs` of a `wait_for`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
@@ -127,7 +53,7 @@ pub struct ConsoleReadRequest {
 
 /// Result of `console_read` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct ConsoleReadResult {
     pub board: String,
     /// Output from cursor to next_cursor, ANSI codes removed and `\r` overwrites applied.
@@ -159,37 +85,12 @@ pub struct ConsoleWriteRequest {
 
 /// Result of `console_write`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct ConsoleWriteResult {
     pub board: String,
     pub bytes_written: usize,
     /// Read the board's answer from here (console_read cursor).
     pub cursor: u64,
-}
-
-/// The board's console, or why not: no such board (`boards`: the configured boards'
-/// names), or a board without a console.
-fn console_of(
-    consoles: &Consoles,
-    boards: &[String],
-    board: &str,
-) -> Result<Console, ConsoleError> {
-    if !boards.iter().any(|b| b == board) {
-        return Err(UnknownBoard {
-            name: board.to_string(),
-            known: boards.to_vec(),
-        }
-        .into());
-    }
-    consoles.get(board).ok_or_else(|| ConsoleError::NoConsole {
-        board: board.to_string(),
-        with_console: consoles.boards(),
-    })
-}
-
-/// The configured boards' names, in config order.
-pub fn board_names(config: &gatecmd_domain::config::Config) -> Vec<String> {
-    config.boards.iter().map(|b| b.name.clone()).collect()
 }
 
 /// Builds the read from the request, or the refusal.
@@ -255,7 +156,7 @@ pub async fn read_for(
     };
     read(
         &state.consoles,
-        &board_names(&state.config()),
+        &state.config().board_names(),
         who,
         req,
         cancel,
@@ -386,44 +287,4 @@ pub async fn write(
         }
         Err(e) => refuse(e.into()),
     }
-}
-
-/// The `gatecmd://boards/{name}/console` resource: the console's state and its recent
-/// output (the last 4 KiB, cleaned), with the cursors to go on with `console_read`.
-#[derive(Debug, Serialize)]
-pub struct ConsoleSnapshot {
-    pub board: String,
-    pub console: gatecmd_domain::console::ConsoleView,
-    pub text: String,
-    pub cursor: u64,
-    pub next_cursor: u64,
-}
-
-/// The console resource of `board` for `who` (the lease, or `admin`, as for `console_read`).
-pub fn snapshot(
-    consoles: &Consoles,
-    boards: &[String],
-    who: &ClientIdentity,
-    board: &str,
-) -> Result<ConsoleSnapshot, Refusal> {
-    let console = console_of(consoles, boards, board)?;
-    if !who.admin {
-        consoles
-            .access()
-            .check_lease(&who.name, board)
-            .map_err(ConsoleError::NoLease)?;
-    }
-    let (start, end) = console.bounds();
-    let tail = console.slice(
-        end.saturating_sub(gatecmd_domain::console::read::DEFAULT_TAIL_BYTES)
-            .max(start),
-        usize::MAX,
-    );
-    Ok(ConsoleSnapshot {
-        board: board.to_string(),
-        console: console.view(),
-        text: gatecmd_core::output::clean(&tail.bytes),
-        cursor: tail.from,
-        next_cursor: tail.to,
-    })
 }

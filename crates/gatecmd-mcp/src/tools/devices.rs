@@ -10,152 +10,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::answer::{refusal, structured, structured_error};
+use crate::device_filter::{DeviceFilter, DevicesError};
 use crate::list_cache::{ListCache, Stamp};
-use crate::views::{DeviceView, render_device};
-use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_devices::{Device, RockchipMode};
+use crate::views::{DeviceList, DeviceView, render_device};
+use gatecmd_devices::Device;
 use gatecmd_domain::config::Config;
-use gatecmd_domain::locks::class_of;
 use gatecmd_domain::state::AppState;
-
-/// Why `list_devices` or `wait_for_device` said no.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DevicesError {
-    #[error("{field} {value:?} is not 4 hex digits (e.g. \"2207\")")]
-    NotHex { field: &'static str, value: String },
-    #[error("mode {0:?} is not one of \"maskrom\", \"loader\"")]
-    BadMode(String),
-    #[error(
-        "unknown device class {class:?}; classes: {}",
-        if known.is_empty() { "none configured".to_string() } else { known.join(", ") }
-    )]
-    UnknownClass { class: String, known: Vec<String> },
-    #[error("the device monitor stopped; try again later")]
-    MonitorStopped,
-    #[error("cancelled")]
-    Cancelled,
-}
-
-impl Classified for DevicesError {
-    fn reason(&self) -> RefusalReason {
-        match self {
-            DevicesError::NotHex { .. }
-            | DevicesError::BadMode(_)
-            | DevicesError::UnknownClass { .. } => RefusalReason::InvalidRequest,
-            DevicesError::MonitorStopped => RefusalReason::ShuttingDown,
-            DevicesError::Cancelled => RefusalReason::Cancelled,
-        }
-    }
-}
-
-/// Filters of `list_devices` (all optional; all must match).
-#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceFilter {
-    /// Device id (physical port path, e.g. "1-2").
-    #[serde(default)]
-    pub id: Option<String>,
-    /// Vendor id, 4 hex digits (e.g. "2207").
-    #[serde(default)]
-    pub vid: Option<String>,
-    /// Product id, 4 hex digits (e.g. "350b").
-    #[serde(default)]
-    pub pid: Option<String>,
-    /// Device class name from the server's config (e.g. "rockusb").
-    #[serde(default)]
-    pub class: Option<String>,
-    /// Rockchip mode: "maskrom" or "loader".
-    #[serde(default)]
-    pub mode: Option<String>,
-}
-
-impl DeviceFilter {
-    /// No filter given: every device matches.
-    pub fn is_empty(&self) -> bool {
-        [&self.id, &self.vid, &self.pid, &self.class, &self.mode]
-            .iter()
-            .all(|v| v.is_none())
-    }
-
-    /// Checks the filter's values; the error tells the agent the valid forms.
-    pub fn validate(&self, config: &Config) -> Result<(), DevicesError> {
-        for (field, v) in [("vid", &self.vid), ("pid", &self.pid)] {
-            if let Some(v) = v
-                && (u16::from_str_radix(v, 16).is_err() || v.len() != 4)
-            {
-                return Err(DevicesError::NotHex {
-                    field,
-                    value: v.clone(),
-                });
-            }
-        }
-        if let Some(m) = &self.mode
-            && m != "maskrom"
-            && m != "loader"
-        {
-            return Err(DevicesError::BadMode(m.clone()));
-        }
-        if let Some(c) = &self.class
-            && config.device_class(c).is_none()
-        {
-            return Err(DevicesError::UnknownClass {
-                class: c.clone(),
-                known: config.devices.iter().map(|d| d.name.clone()).collect(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Whether `d` passes the filter.
-    pub fn matches(&self, config: &Config, d: &Device) -> bool {
-        let hex = |v: &Option<String>, x: u16| {
-            v.as_ref()
-                .is_none_or(|v| u16::from_str_radix(v, 16).is_ok_and(|n| n == x))
-        };
-        self.id.as_ref().is_none_or(|i| i == d.id.as_str())
-            && hex(&self.vid, d.vid)
-            && hex(&self.pid, d.pid)
-            && self
-                .class
-                .as_ref()
-                .is_none_or(|c| class_of(config, d).is_some_and(|k| &k.name == c))
-            && self.mode.as_ref().is_none_or(|m| {
-                let mode = match d.mode {
-                    Some(RockchipMode::MaskRom) => "maskrom",
-                    Some(RockchipMode::Loader) => "loader",
-                    None => "",
-                };
-                m == mode
-            })
-    }
-
-    fn describe(&self) -> String {
-        let parts: Vec<String> = [
-            ("id", &self.id),
-            ("vid", &self.vid),
-            ("pid", &self.pid),
-            ("class", &self.class),
-            ("mode", &self.mode),
-        ]
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
-        .collect();
-        if parts.is_empty() {
-            "any device".into()
-        } else {
-            parts.join(", ")
-        }
-    }
-}
-
-/// Result of `list_devices`.
-#[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = super::or_refusal)]
-pub struct DeviceList {
-    pub devices: Vec<DeviceView>,
-    /// Which event source keeps the list current (udev monitor, kernel uevents, rescan…).
-    pub event_source: String,
-}
 
 /// `list_devices`. The unfiltered answer comes from `lists` while nothing it shows has
 /// changed.
@@ -184,7 +45,7 @@ fn build_list(
     filter: DeviceFilter,
 ) -> CallToolResult {
     if let Err(e) = filter.validate(config) {
-        return super::refusal(e.into());
+        return refusal(e.into());
     }
     let devices: Vec<DeviceView> = state
         .registry
@@ -205,7 +66,7 @@ fn build_list(
     };
     let source = state.registry.source().to_string();
     text.push_str(&format!("(event source: {source})\n"));
-    super::structured(
+    structured(
         &DeviceList {
             devices,
             event_source: source,
@@ -238,7 +99,7 @@ pub enum WaitState {
 
 /// Result of `wait_for_device`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = super::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct WaitResult {
     /// The matching device (attached), or the one that left (detached) if seen leaving.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,7 +119,7 @@ pub async fn wait(
 ) -> CallToolResult {
     let config = state.config();
     if let Err(e) = req.filter.validate(&config) {
-        return super::refusal(e.into());
+        return refusal(e.into());
     }
     let timeout = Duration::from_secs(req.timeout_secs.unwrap_or(30).clamp(1, 3600));
     // Subscribe before looking, so an event between the look and the wait is not lost.
@@ -285,7 +146,7 @@ pub async fn wait(
             ev = events.recv() => match ev {
                 Ok(gatecmd_devices::DeviceEvent::Removed(d)) if req.filter.matches(&config, &d) => left = Some(d),
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => return super::refusal(DevicesError::MonitorStopped.into()),
+                Err(RecvError::Closed) => return refusal(DevicesError::MonitorStopped.into()),
             },
             _ = tick.tick() => {
                 if let Some(t) = &token {
@@ -306,9 +167,9 @@ pub async fn wait(
                     if req.state == WaitState::Attached { "attached" } else { "detached" },
                     if attached.is_empty() { "nothing".into() } else { attached.join(", ") }
                 );
-                return super::structured_error(&result, text);
+                return structured_error(&result, text);
             }
-            _ = ctx.ct.cancelled() => return super::refusal(DevicesError::Cancelled.into()),
+            _ = ctx.ct.cancelled() => return refusal(DevicesError::Cancelled.into()),
         }
     };
     let device = found.map(|d| DeviceView::new(state, &config, d, caller));
@@ -323,5 +184,5 @@ pub async fn wait(
         satisfied: true,
         waited_ms: started.elapsed().as_millis() as u64,
     };
-    super::structured(&result, text)
+    structured(&result, text)
 }

@@ -9,9 +9,9 @@ use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::tools::reasons::staging_reason;
+use crate::answer::structured;
+use crate::file_staging::{blocking, refused, rfc3339};
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::config::Config;
 use gatecmd_domain::staging::upload::{self, Chunk};
 use gatecmd_domain::staging::{self, AuditRecord, RootSel, StagingError, Target};
@@ -104,7 +104,7 @@ pub struct FileLimits {
 
 /// Result of `list_files`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = super::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct ListFilesResult {
     /// The root listed (as configured).
     pub root: String,
@@ -124,7 +124,7 @@ pub struct ListFilesResult {
 
 /// Result of `stat_file`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = super::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct StatFileResult {
     /// Absolute path (usable as a command's file argument).
     pub path: String,
@@ -137,7 +137,7 @@ pub struct StatFileResult {
 
 /// Result of `write_file`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = super::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct WriteFileResult {
     /// Absolute final path.
     pub path: String,
@@ -159,54 +159,12 @@ pub struct WriteFileResult {
 
 /// Result of `remove_file`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = super::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct RemoveFileResult {
     pub path: String,
     pub root: String,
     /// Size of the removed file.
     pub removed_bytes: u64,
-}
-
-fn rfc3339((secs, nanos): (i64, i64)) -> String {
-    chrono::DateTime::from_timestamp(secs, nanos.clamp(0, 999_999_999) as u32)
-        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-        .unwrap_or_default()
-}
-
-/// Runs blocking file work off the async workers.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StagingError> + Send + 'static,
-) -> Result<T, StagingError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(StagingError::Io {
-            op: "file operation",
-            path: String::new(),
-            reason: format!("internal error: {e}"),
-        })
-    })
-}
-
-/// Audits and renders a refusal.
-fn refused(
-    log: &gatecmd_domain::audit::Audit,
-    who: &ClientIdentity,
-    action: &'static str,
-    path: &str,
-    e: &StagingError,
-) -> CallToolResult {
-    let r = Refusal::from_error(staging_reason(e), e);
-    staging::audit(
-        log,
-        &AuditRecord {
-            client: &who.name,
-            action,
-            path,
-            bytes: None,
-            sha256: None,
-            refused: Some(&r.message),
-        },
-    );
-    super::refusal(r)
 }
 
 /// `list_files`.
@@ -296,7 +254,7 @@ pub async fn list(
         })
         .collect();
     text.push_str(&format!("roots: {}", roots.join(", ")));
-    super::structured(&result, text)
+    structured(&result, text)
 }
 
 /// `stat_file`.
@@ -324,7 +282,7 @@ pub async fn stat(
                 "{}: {} bytes, sha256 {}, modified {}",
                 result.path, result.size, result.sha256, result.modified
             );
-            super::structured(&result, text)
+            structured(&result, text)
         }
         Err(e) => refused(&state.audit, who, "stat", &target.display(), &e),
     }
@@ -418,7 +376,7 @@ pub async fn write(
             result.next_offset
         )
     };
-    super::structured(&result, text)
+    structured(&result, text)
 }
 
 /// Checks that need no file system: rights, hash form, chunk size and encoding.
@@ -481,7 +439,7 @@ pub async fn remove(
                 removed_bytes: bytes,
             };
             let text = format!("removed {} ({} bytes)", result.path, result.removed_bytes);
-            super::structured(&result, text)
+            structured(&result, text)
         }
         Err(e) => refused(&state.audit, who, "remove", &shown, &e),
     }

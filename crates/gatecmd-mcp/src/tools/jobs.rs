@@ -12,12 +12,12 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::tools::execute::job_calls::{notices, tell};
-use crate::tools::{refusal, structured};
+use crate::answer::{refusal, structured};
+use crate::jobs::{JobsRefusal, job_refusal, notices, tell};
+use crate::views::{JobList, JobSummary};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::output;
-use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
-use gatecmd_domain::jobs::{Job, JobError, JobState, JobView, Origin};
+use gatecmd_domain::jobs::{Job, JobState};
 use gatecmd_domain::state::AppState;
 
 /// `wait_job`'s default wait.
@@ -69,69 +69,9 @@ pub struct ListJobsRequest {
     pub state: Option<JobState>,
 }
 
-/// One job as `list_jobs`, `cancel_job` and the resources show it.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct JobSummary {
-    pub job: String,
-    pub client: String,
-    pub command: String,
-    pub argv: Vec<String>,
-    pub state: JobState,
-    pub origin: Origin,
-    /// The highest percentage its output reported (the command's `progress:` regex).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub progress: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    pub lock_keys: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub board: Option<String>,
-    pub started_at: String,
-    /// Run time so far, or in all once ended.
-    pub duration_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
-    /// Who ended it early: a client name, `timeout`, `server shutdown`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ended_by: Option<String>,
-    /// The device left the bus while the job ran (unplugged, powered off, reset): as in
-    /// `execute_command`'s result.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device_left: Option<crate::tools::execute::device_left::DeviceLeft>,
-}
-
-impl JobSummary {
-    pub fn of(v: &JobView) -> JobSummary {
-        JobSummary {
-            job: v.id.0.clone(),
-            client: v.spec.client.clone(),
-            command: v.spec.command.clone(),
-            argv: v.spec.argv.clone(),
-            state: v.state,
-            origin: v.origin,
-            progress: v.progress,
-            exit_code: v.end.exit_code,
-            lock_keys: v.spec.lock_keys.clone(),
-            device: v.spec.device.clone(),
-            board: v.spec.board.clone(),
-            started_at: v.started_at.to_rfc3339(),
-            duration_ms: v.elapsed_ms,
-            stop_reason: v.end.stop_reason.clone(),
-            ended_by: v.end.ended_by.clone(),
-            device_left: v
-                .end
-                .device_left
-                .clone()
-                .and_then(|d| serde_json::from_value(d).ok()),
-        }
-    }
-}
-
 /// Result of `wait_job`. Field names are part of the interface (docs/TOOLS.md).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct WaitJobResult {
     #[serde(flatten)]
     pub summary: JobSummary,
@@ -150,42 +90,6 @@ pub struct WaitJobResult {
     pub more_output: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
-}
-
-/// Result of `list_jobs`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct JobList {
-    pub jobs: Vec<JobSummary>,
-    /// Jobs of yours that continued after you gave up on their call (told once).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notices: Vec<String>,
-}
-
-/// Why a job tool said no.
-#[derive(Debug, thiserror::Error)]
-pub enum JobsRefusal {
-    #[error("{0}")]
-    Job(#[from] JobError),
-    #[error(
-        "timeout_secs {given} is more than wait_job's maximum of {max} s (clients give up on \
-         calls after one to two minutes); wait in steps of at most {max} s"
-    )]
-    WaitTooLong { given: u64, max: u64 },
-}
-
-impl Classified for JobsRefusal {
-    fn reason(&self) -> RefusalReason {
-        match self {
-            JobsRefusal::Job(JobError::Unknown { .. }) => RefusalReason::NotFound,
-            JobsRefusal::Job(JobError::Uncancellable { .. }) => RefusalReason::NotPermitted,
-            JobsRefusal::WaitTooLong { .. } => RefusalReason::Limit,
-        }
-    }
-}
-
-/// A job error as a refusal.
-pub fn job_refusal(e: JobError) -> Refusal {
-    JobsRefusal::Job(e).into()
 }
 
 /// `wait_job`: returns when the job ends or after `timeout_secs`, with its output since
@@ -389,23 +293,4 @@ pub fn list(state: &AppState, who: &ClientIdentity, req: ListJobsRequest) -> Cal
     );
     tell(&mut r, notices(state, &who.name));
     r
-}
-
-/// `gatecmd://jobs`: the caller's jobs.
-pub fn list_view(state: &AppState, who: &ClientIdentity) -> JobList {
-    JobList {
-        jobs: state
-            .jobs
-            .list(&who.name)
-            .iter()
-            .map(JobSummary::of)
-            .collect(),
-        notices: vec![],
-    }
-}
-
-/// `gatecmd://jobs/{id}`: one of the caller's jobs.
-pub fn one_view(state: &AppState, who: &ClientIdentity, id: &str) -> Option<JobSummary> {
-    let job = state.jobs.get(&who.name, id).ok()?;
-    Some(JobSummary::of(&job.view()))
 }

@@ -9,21 +9,20 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::tools::reasons::lock_refusal;
-use crate::tools::refusal;
-use crate::views::LockView;
+use crate::answer::{refusal, structured};
+use crate::reasons::{lock_refusal, unknown_board};
+use crate::views::{device_at, locks_view};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_devices::DeviceId;
+use gatecmd_domain::boards::lease_shared_keys;
 use gatecmd_domain::locks::{
-    ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, ParseLockKeyError, SessionId,
+    ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, MAX_WAIT_SECS,
+    ParseLockKeyError, SessionId,
 };
 use gatecmd_domain::locks::{class_of, lock_key_of};
 use gatecmd_domain::state::AppState;
-
-/// Longest a caller may queue for a key.
-pub const MAX_WAIT_SECS: u64 = 3600;
 
 /// Arguments of `lock_device`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -50,9 +49,9 @@ pub struct LockRequest {
     pub note: Option<String>,
 }
 
-/// Result of `lock_device` (or a refusal in its place, see [`crate::tools::or_refusal`]).
+/// Result of `lock_device` (or a refusal in its place, see [`crate::answer::or_refusal`]).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct LeaseResult {
     /// Pass this as `lease` with each execute_command on the device, and to unlock_device.
     pub lease_id: String,
@@ -158,16 +157,9 @@ fn key_for(
                 // The same holds as lock_board's, so that both ways lease the same thing.
                 LockKey::Board(name) => {
                     let Some(b) = config.board(name) else {
-                        return Err(KeyError::UnknownBoard(UnknownBoard {
-                            name: name.clone(),
-                            known: config.board_names(),
-                        }));
+                        return Err(unknown_board(&config, name).into());
                     };
-                    let mut shared = vec![LockKey::Port(b.usb.clone())];
-                    if let Ok(id) = b.usb.parse::<DeviceId>() {
-                        shared.extend(board_shared(&id));
-                    }
-                    shared
+                    lease_shared_keys(&config, b, device_at(state, &b.usb).as_ref())
                 }
                 _ => vec![],
             };
@@ -236,7 +228,7 @@ pub async fn lock(
                 r.ttl_secs,
                 r.lease_id
             );
-            super::structured(&r, text)
+            structured(&r, text)
         }
         Err(e) => refusal(lock_refusal(&e)),
     }
@@ -252,7 +244,7 @@ pub struct UnlockRequest {
 
 /// Result of `unlock_device` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct UnlockResult {
     pub lease_id: String,
     pub key: String,
@@ -274,42 +266,15 @@ pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> Cal
                 released: true,
             };
             let text = format!("released lease {} on {}\n", res.lease_id, res.key);
-            super::structured(&res, text)
+            structured(&res, text)
         }
         Err(e) => refusal(lock_refusal(&e)),
     }
 }
 
-/// Result of `list_locks`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct LockList {
-    /// Keys that are leased, in use or waited for.
-    pub locks: Vec<LockView>,
-    /// Keys in use beyond the listing limit (`leases.max_listed`), not in `locks`.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub omitted: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-/// The lock table as `caller` may see it.
-pub fn view(state: &AppState, caller: &str) -> LockList {
-    let snapshot = state.locks.snapshot();
-    LockList {
-        locks: snapshot
-            .keys
-            .iter()
-            .map(|k| LockView::from_state(&k.key, Some(k), caller))
-            .collect(),
-        omitted: snapshot.omitted,
-    }
-}
-
 /// `list_locks`.
 pub fn list(state: &AppState, caller: &str) -> CallToolResult {
-    let v = view(state, caller);
+    let v = locks_view(state, caller);
     let mut text = String::new();
     for l in &v.locks {
         text.push_str(&format!("{}: ", l.key));
@@ -343,5 +308,5 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
     if v.locks.is_empty() && v.omitted == 0 {
         text.push_str("No device is locked.\n");
     }
-    super::structured(&v, text)
+    structured(&v, text)
 }

@@ -10,9 +10,8 @@ use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::tools::boards::unknown_board;
-use crate::tools::reasons::{args_reason, lock_reason};
-use crate::tools::{refusal, structured, structured_error};
+use crate::answer::{refusal, structured, structured_error};
+use crate::reasons::{args_reason, lock_reason, unknown_board};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
@@ -97,7 +96,7 @@ pub struct PowerRequest {
 
 /// Result of `power_board` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct PowerResult {
     pub board: String,
     pub action: PowerVerb,

@@ -12,8 +12,8 @@ use regex::Regex;
 use rmcp::model::CallToolResult;
 use tokio_util::sync::CancellationToken;
 
+use crate::answer::{refusal, structured, structured_error};
 use crate::progress;
-use crate::tools::{refusal, structured, structured_error};
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::audit;

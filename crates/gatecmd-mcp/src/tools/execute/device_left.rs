@@ -9,27 +9,12 @@
 
 use std::path::PathBuf;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
+use crate::views::DeviceLeft;
 use gatecmd_devices::{DeviceEvent, DeviceId, Registry};
 use gatecmd_domain::config::Config;
 use gatecmd_domain::state::AppState;
-
-/// `device_left` of an `execute_command` result.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct DeviceLeft {
-    /// The device (port path) the command ran on.
-    pub device: String,
-    /// Whether a device is attached on that port again at the end of the command.
-    pub attached_now: bool,
-    /// Its rockusb mode then, when it is a Rockchip board.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode_now: Option<String>,
-    /// The same in words.
-    pub message: String,
-}
 
 /// Watches one device from just before the spawn to the end of the run.
 pub struct Watch {

@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::views::DeviceLeft;
 use gatecmd_core::sanitizer::Args;
 use gatecmd_domain::isolation::View;
 
@@ -46,9 +47,9 @@ pub struct ExecuteRequest {
 }
 
 /// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
-/// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::tools::or_refusal`]).
+/// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::answer::or_refusal`]).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct ExecuteResult {
     pub command: String,
     /// The argv as executed: absolute binary, then arguments, each file argument as the path
@@ -104,5 +105,5 @@ pub struct ExecuteResult {
     /// Present when the device the command ran on left the bus while it ran (unplugged,
     /// powered off, reset): whether it is back, and in which mode.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub device_left: Option<super::device_left::DeviceLeft>,
+    pub device_left: Option<DeviceLeft>,
 }

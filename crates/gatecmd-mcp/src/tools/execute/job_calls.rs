@@ -1,26 +1,20 @@
 //! What `execute_command` answers about jobs: the handle of a background call, the task
-//! of a task-augmented one, a foreground `cancel: detach` call waiting on its job (and
-//! leaving it running when the client gives up), and the detach notices a client's next
-//! call carries.
+//! of a task-augmented one, and a foreground `cancel: detach` call waiting on its job (and
+//! leaving it running when the client gives up; its notice is `crate::jobs`').
 
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, Task, TaskStatus,
-};
+use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, Task, TaskStatus};
 use rmcp::service::RequestContext;
 
-use crate::tools::{structured, structured_error};
-use gatecmd_domain::jobs::{Job, JobView, Jobs};
+use crate::answer::{structured, structured_error};
+use crate::jobs::{TASK_POLL_MS, detached_text};
+use gatecmd_domain::jobs::{Job, Jobs};
 use gatecmd_domain::state::AppState;
 
 use super::background::stored_result;
 use super::interface::ExecuteResult;
-
-/// How often a task client should poll `tasks/get` (the job's progress moves about
-/// once a second for a flash).
-pub const TASK_POLL_MS: u64 = 1000;
 
 /// The answer to `background: true`: the command runs on as `job`.
 pub(super) fn job_handle(job: &Job, mut result: ExecuteResult) -> CallToolResult {
@@ -118,51 +112,4 @@ pub(super) async fn wait_foreground(
     // Answered: nobody needs the handle.
     state.jobs.forget(&job.id);
     answer
-}
-
-fn detached_text(v: &JobView) -> String {
-    format!(
-        "your {} continues as job {} after you gave up on the call; wait with wait_job {{\"job\": \"{}\"}}",
-        short(v),
-        v.id,
-        v.id
-    )
-}
-
-/// `wl` out of `rkdeveloptool wl 0x0 /x.img`: the command and its first argument.
-fn short(v: &JobView) -> String {
-    match v.spec.argv.get(1) {
-        Some(a) => format!("`{} {a}`", v.spec.command),
-        None => format!("`{}`", v.spec.command),
-    }
-}
-
-/// The detach notices for `client`'s next call, in words (told once).
-pub fn notices(state: &AppState, client: &str) -> Vec<String> {
-    state
-        .jobs
-        .take_notices(client)
-        .iter()
-        .map(|v| {
-            let mut s = detached_text(v);
-            if !v.state.is_running() {
-                s.push_str(&format!(" (it has since ended: {})", v.state.as_str()));
-            }
-            s
-        })
-        .collect()
-}
-
-/// Adds `notices` to an answer: a line of text each, and `notices` in its structured
-/// content.
-pub fn tell(r: &mut CallToolResult, notices: Vec<String>) {
-    if notices.is_empty() {
-        return;
-    }
-    for n in &notices {
-        r.content.push(ContentBlock::text(format!("note: {n}")));
-    }
-    if let Some(serde_json::Value::Object(o)) = &mut r.structured_content {
-        o.insert("notices".into(), notices.into());
-    }
 }

@@ -6,14 +6,12 @@
 
 use std::time::Duration;
 
-use crate::tools::locks::MAX_WAIT_SECS;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::sanitizer;
 use gatecmd_devices::DeviceId;
 use gatecmd_domain::config::{CancelPolicy, CommandConfig, Config};
 use gatecmd_domain::exec::Spec;
-use gatecmd_domain::locks::LockKey;
-use gatecmd_domain::locks::lock_key_of;
+use gatecmd_domain::locks::{LockKey, MAX_WAIT_SECS, lock_key_of};
 
 use super::interface::ExecuteRequest;
 

@@ -125,7 +125,7 @@ fn a_board_named_by_the_call_is_looked_up_in_the_snapshot() {
 #[test]
 fn the_wait_limit_is_a_check_of_prepare_dry_run_or_not() {
     let snap = snapshot(vec![]);
-    let max = crate::tools::locks::MAX_WAIT_SECS;
+    let max = gatecmd_domain::locks::MAX_WAIT_SECS;
     for dry_run in [false, true] {
         let r = prepare(
             &snap,

@@ -8,8 +8,8 @@ use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
+use crate::answer::{refusal, structured, structured_error};
 use crate::progress;
-use crate::tools::{refusal, structured, structured_error};
 use crate::views::LockView;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::metrics;
@@ -39,10 +39,10 @@ pub async fn run(
     ctx: &RequestContext<RoleServer>,
     task: bool,
 ) -> CallToolResponse {
-    let notices = super::job_calls::notices(state, &who.name);
+    let notices = crate::jobs::notices(state, &who.name);
     let mut answer = run_call(state, who, session, req, ctx, task).await;
     if let CallToolResponse::Complete(r) = &mut answer {
-        super::job_calls::tell(r, notices);
+        crate::jobs::tell(r, notices);
     }
     answer
 }

@@ -1,15 +1,12 @@
-//! Why `board_run`, `uboot_run` or `boot_board` said no: one enum for the three console
-//! conversation tools (they share `take_board` and the conversation's errors), each
-//! variant classified once.
+//! Why `board_run`, `uboot_run` or `boot_board` said no: the refusals the three console
+//! conversation tools share (taking the board, the command line, the conversation), each
+//! variant classified once. What only `boot_board` refuses is its own (`BootRefusal`).
 
-use crate::tools::power::PowerError;
-use crate::tools::reasons::lock_reason;
+use crate::reasons::lock_reason;
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_devices::DeviceError;
 use gatecmd_domain::console::WriteError;
 use gatecmd_domain::console::session::TalkError;
-use gatecmd_domain::exec::ExecError;
 use gatecmd_domain::locks::LockError;
 
 /// A refusal of a console conversation tool.
@@ -44,34 +41,6 @@ pub enum TalkRefusal {
     /// A conversation error before the command ran.
     #[error("board {board}: {error}")]
     Talk { board: String, error: TalkError },
-    /// What `boot_board` would need is not configured (`plan` names it).
-    #[error("{0}")]
-    CannotReach(#[from] gatecmd_domain::boards::boot::Unreachable),
-    #[error("board {board:?} has no power.maskrom")]
-    NoMaskrom { board: String },
-    #[error("{0}")]
-    Power(#[from] PowerError),
-    /// A power or MaskROM command ran and failed.
-    #[error("{argv} exited with {exit_code:?}: {output}")]
-    PowerFailed {
-        argv: String,
-        exit_code: Option<i32>,
-        output: String,
-    },
-    #[error("{argv}: {error}")]
-    PowerStart { argv: String, error: ExecError },
-    #[error("usb port {usb:?}: {error}")]
-    BadPort { usb: String, error: DeviceError },
-    #[error("cancelled while waiting for MaskROM")]
-    CancelledWaitingMaskrom,
-    #[error(
-        "board {board}: waited for the rockusb device in MaskROM mode at usb port {usb}; the port shows {shows}"
-    )]
-    NoMaskromInTime {
-        board: String,
-        usb: String,
-        shows: String,
-    },
 }
 
 impl Classified for TalkRefusal {
@@ -79,23 +48,14 @@ impl Classified for TalkRefusal {
         use RefusalReason as R;
         match self {
             TalkRefusal::UnknownBoard(e) => e.reason(),
-            TalkRefusal::BadPrompts { .. }
-            | TalkRefusal::NoConsole { .. }
-            | TalkRefusal::CannotReach(_)
-            | TalkRefusal::NoMaskrom { .. } => R::NotConfigured,
+            TalkRefusal::BadPrompts { .. } | TalkRefusal::NoConsole { .. } => R::NotConfigured,
             TalkRefusal::Lease(e) => e.reason(),
             TalkRefusal::Lock(e) => lock_reason(e),
             TalkRefusal::BadCommand { control: true, .. } => R::ForbiddenCharacter,
-            TalkRefusal::BadCommand { control: false, .. } | TalkRefusal::BadPort { .. } => {
-                R::InvalidRequest
-            }
+            TalkRefusal::BadCommand { control: false, .. } => R::InvalidRequest,
             TalkRefusal::TimeoutOutOfRange { .. } => R::TimeoutTooLong,
             TalkRefusal::WrongState { .. } => R::WrongState,
             TalkRefusal::Talk { error, .. } => talk_reason(error),
-            TalkRefusal::Power(e) => e.reason(),
-            TalkRefusal::PowerFailed { .. } | TalkRefusal::PowerStart { .. } => R::StartFailed,
-            TalkRefusal::CancelledWaitingMaskrom => R::Cancelled,
-            TalkRefusal::NoMaskromInTime { .. } => R::Timeout,
         }
     }
 }

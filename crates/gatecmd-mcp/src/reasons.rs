@@ -1,9 +1,11 @@
-//! The stable [`RefusalReason`] of each lower layer's error, mapped here in the tools
-//! layer so that the lock manager, the staging code and the isolation code need not know
-//! about refusals.
+//! The stable [`RefusalReason`] of each lower layer's error, mapped here in the MCP surface
+//! so that the lock manager, the staging code and the isolation code need not know about
+//! refusals; and the refusal every board tool words the same (an unknown board name).
 
+use gatecmd_core::refusal::common::UnknownBoard;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_core::sanitizer;
+use gatecmd_domain::config::Config;
 use gatecmd_domain::isolation::IsolationError;
 use gatecmd_domain::locks::LockError;
 use gatecmd_domain::staging::StagingError;
@@ -81,5 +83,13 @@ pub fn args_reason(e: &sanitizer::Refusal) -> RefusalReason {
             RefusalReason::Symlink
         }
         sanitizer::Refusal::NoMatch { .. } => RefusalReason::NoPatternMatched,
+    }
+}
+
+/// The refusal for a board name that is not configured: it lists the boards that are.
+pub fn unknown_board(config: &Config, name: &str) -> UnknownBoard {
+    UnknownBoard {
+        name: name.to_string(),
+        known: config.board_names(),
     }
 }

@@ -1,8 +1,8 @@
-//! `board_run` and `uboot_run`: one command line on a leased board's console — at its
-//! shell (logging in when a login prompt shows) or at U-Boot's prompt — with its exact
-//! output and exit status (framing: src/console/shell.rs). Each call holds the board's
-//! key like a command, so two calls never interleave on one console; every call is
-//! audited with the command line, the exit code and the output's length and SHA-256.
+//! One command line at a leased board's prompt, its shell (logging in when a login prompt
+//! shows) or U-Boot's: the request, the result and the conversation that `board_run` and
+//! `uboot_run` share (framing: `gatecmd_domain::console::shell`). Each call holds the
+//! board's key like a command; every call is audited with the command line, the exit code
+//! and the output's length and SHA-256.
 
 use std::time::{Duration, Instant};
 
@@ -12,19 +12,15 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::boards::unknown_board;
-use crate::tools::talk_errors::TalkRefusal;
-use crate::tools::{refusal, structured, structured_error};
+use super::access::{take_board, talk_refusal};
+use super::refusal::TalkRefusal;
+use crate::answer::{refusal, structured, structured_error};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
-use gatecmd_core::refusal::common::LeaseInvalid;
-use gatecmd_domain::config::{BoardConfig, Config};
 use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
-use gatecmd_domain::console::shell::{Marker, Prompts, Seen, command_problem};
-use gatecmd_domain::console::{Console, uboot};
-use gatecmd_domain::locks::{
-    ClientName, CommandGuard, CommandLockRequest, LeaseId, LockKey, SessionId,
-};
+use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
+use gatecmd_domain::console::uboot;
+use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::state::AppState;
 
 /// Default and longest `timeout_secs` of one command.
@@ -56,7 +52,7 @@ pub struct BoardRunRequest {
 
 /// Result of `board_run` / `uboot_run` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct BoardRunResult {
     pub board: String,
     pub command: String,
@@ -88,89 +84,13 @@ pub enum At {
 }
 
 impl At {
-    fn tool(self) -> &'static str {
+    /// The tool that runs a command at this prompt.
+    pub fn tool(self) -> &'static str {
         match self {
             At::Shell => "board_run",
             At::Uboot => "uboot_run",
         }
     }
-}
-
-/// The board, its console and prompts, and the held board key: what every console
-/// conversation starts with. Shared with `boot_board`.
-pub struct Leased {
-    pub board: BoardConfig,
-    pub console: Option<Console>,
-    pub prompts: Prompts,
-    pub guard: CommandGuard,
-}
-
-/// Looks the board up and takes its key under the caller's lease (refusing at once when
-/// another call holds it: no waiting, no interleaving).
-pub async fn take_board(
-    state: &AppState,
-    config: &Config,
-    who: &ClientIdentity,
-    session: Option<SessionId>,
-    board: &str,
-    lease: Option<&str>,
-    what: &str,
-) -> Result<Leased, Refusal> {
-    let Some(b) = config.board(board) else {
-        return Err(TalkRefusal::from(unknown_board(config, board)).into());
-    };
-    let prompts = Prompts::new(&b.shell).map_err(|why| TalkRefusal::BadPrompts {
-        board: board.to_string(),
-        why,
-    })?;
-    let key = LockKey::Board(b.name.clone());
-    match state.locks.key_state(&key).and_then(|s| s.lease) {
-        None => {
-            let e = LeaseInvalid::Missing {
-                tool: what.to_string(),
-                board: board.to_string(),
-            };
-            return Err(TalkRefusal::from(e).into());
-        }
-        Some(l) if l.holder.0 == who.name && lease.is_none() && session.is_none() => {
-            let e = LeaseInvalid::NotPassed {
-                key: key.to_string(),
-                lease_id: l.lease_id.0.clone(),
-                tool: what.to_string(),
-            };
-            return Err(TalkRefusal::from(e).into());
-        }
-        // Someone else's lease: the lock manager words who, since when, time left.
-        Some(_) => {}
-    }
-    let req = CommandLockRequest {
-        keys: vec![key],
-        shared: vec![],
-        client: ClientName(who.name.clone()),
-        session,
-        lease: lease.map(|l| LeaseId(l.to_string())),
-        command: what.to_string(),
-    };
-    let guard = state
-        .locks
-        .acquire_for_command_wait(req, Duration::ZERO)
-        .await
-        .map_err(TalkRefusal::from)?;
-    Ok(Leased {
-        console: state.consoles.get(&b.name),
-        board: b.clone(),
-        prompts,
-        guard,
-    })
-}
-
-/// The refusal for a conversation error before the command ran.
-pub fn talk_refusal(board: &str, error: TalkError) -> Refusal {
-    TalkRefusal::Talk {
-        board: board.to_string(),
-        error,
-    }
-    .into()
 }
 
 /// `board_run` (`At::Shell`) and `uboot_run` (`At::Uboot`).
