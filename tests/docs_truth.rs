@@ -178,9 +178,15 @@ fn request_path_covers_every_stage() {
         ("serve", "src/transport/http.rs"),
         ("guard", "src/transport/http.rs"),
         ("authenticate", "src/transport/auth.rs"),
-        ("execute_command", "crates/gatecmd-mcp/src/server.rs"),
-        ("run", "crates/gatecmd-mcp/src/tools/execute/run.rs"),
-        ("prepare", "crates/gatecmd-mcp/src/tools/execute/prepare.rs"),
+        (
+            "execute_command",
+            "crates/gatecmd-mcp/src/tools/execute_command/mod.rs",
+        ),
+        ("run", "crates/gatecmd-mcp/src/tools/execute_command/run.rs"),
+        (
+            "prepare",
+            "crates/gatecmd-mcp/src/tools/execute_command/prepare.rs",
+        ),
         ("check", "crates/gatecmd-core/src/sanitizer/check.rs"),
         (
             "open_file_arg",

@@ -5,6 +5,7 @@ pub mod board_talk;
 pub mod console_access;
 pub mod device_filter;
 pub mod file_staging;
+pub mod handler;
 pub mod jobs;
 pub mod list_cache;
 pub mod notify;

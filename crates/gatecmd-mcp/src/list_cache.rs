@@ -92,7 +92,7 @@ mod tests {
 
     use super::*;
     use crate::device_filter::DeviceFilter;
-    use crate::tools::devices::list;
+    use crate::tools::list_devices::list;
     use gatecmd_devices::Device;
     use gatecmd_domain::locks::{ClientName, LeaseRequest, LockKey};
     use gatecmd_domain::state::AppState;

@@ -6,13 +6,18 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{refusal, structured, structured_error};
 use crate::board_talk::{Leased, TalkRefusal, take_board, talk_refusal};
+use crate::handler::{GatecmdServer, session_id};
 // The power specs are the power tool's until they move to the domain's power backends
 // (issue 30); the one tool-to-tool import left, named in tests/structure.rs.
 use crate::tools::power::{PowerError, action_spec, spec_for};
@@ -63,6 +68,28 @@ pub struct BootResult {
     /// What was done, in order (`power_off`, `power_on`, `maskrom`, `await_maskrom`,
     /// `stop_autoboot`, `await_shell`); empty when the board was there already.
     pub steps: Vec<String>,
+}
+
+#[tool_router(router = boot_board_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Drives a leased board to maskrom, uboot, shell or off.
+    #[tool(
+        description = "Bring a leased board to a state: maskrom (its rockusb device in MaskROM mode, through \
+                       power.maskrom), uboot (power cycle, autoboot interrupted, U-Boot's prompt), shell (power \
+                       cycle unless a login or shell prompt already answers, then the login prompt awaited), or \
+                       off. Uses only what the board's config offers and says what is missing when a state cannot \
+                       be reached. Returns the state, took_ms and the console cursor where the boot log starts.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
+        output_schema = schema_for_output::<BootResult>()
+    )]
+    async fn boot_board(
+        &self,
+        Parameters(req): Parameters<BootRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(boot(&self.state, &who, session_id(&ctx), req, &ctx.ct).await)
+    }
 }
 
 /// Why `boot_board` said no, beyond what every console conversation tool may answer

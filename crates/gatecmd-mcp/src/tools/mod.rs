@@ -1,16 +1,54 @@
-//! One file per MCP tool (or per family of tools, until they are cut apart): its request
-//! and result types and its logic. `server.rs` holds the `#[tool_router]` list that
-//! dispatches to them. No tool imports another's code: what several share lives below
-//! them (`views`, `answer`, `reasons`, `board_talk`, …).
+//! The MCP tools, one file each, named after the tool (a folder for one whose logic is
+//! large: `execute_command/`). A tool's file holds its request and result types, its
+//! registration (the `#[tool]` method on `GatecmdServer` with its description, annotations
+//! and output schema, in a `#[tool_router(router = <name>_router)]` impl) and its logic.
+//!
+//! The `pub mod` lines below are the one list of tools: `build.rs` reads them and pairs each
+//! with its router ([`TOOLS`]); [`router`] sums them and `server.rs` serves the sum
+//! (standardized and cached). Adding a tool is one new file and one line here (and its
+//! section in docs/TOOLS.md).
+//!
+//! No tool imports another: what several share lives below them, beside `tools/` (`answer`,
+//! `reasons`, `views`, `board_talk`, …) or in gatecmd-domain; `tests/structure.rs` holds
+//! this. (`power` is `power_board`'s file until its logic moves to the domain's power
+//! backends, issue 30; `boot_board` still takes its power specs from it meanwhile.)
 
-pub mod board_list;
-pub mod boards;
+use rmcp::handler::server::router::tool::ToolRouter;
+
+use crate::handler::GatecmdServer;
+
+pub mod board_run;
 pub mod boot_board;
-pub mod commands;
-pub mod console;
-pub mod devices;
-pub mod execute;
-pub mod files;
-pub mod jobs;
-pub mod locks;
+pub mod cancel_job;
+pub mod console_read;
+pub mod console_write;
+pub mod execute_command;
+pub mod list_boards;
+pub mod list_commands;
+pub mod list_devices;
+pub mod list_files;
+pub mod list_jobs;
+pub mod list_locks;
+pub mod lock_board;
+pub mod lock_device;
 pub mod power;
+pub mod remove_file;
+pub mod stat_file;
+pub mod uboot_run;
+pub mod unlock_device;
+pub mod wait_for_device;
+pub mod wait_job;
+pub mod write_file;
+
+/// The router a tool's file registers (`#[tool_router(router = <name>_router)]`).
+pub(crate) type Router = fn() -> ToolRouter<GatecmdServer>;
+
+/// Each tool module of the list above with its router (written by `build.rs` from the list).
+pub(crate) const TOOLS: &[(&str, Router)] = include!(concat!(env!("OUT_DIR"), "/tools.rs"));
+
+/// Every tool of the list, one router each, summed.
+pub(crate) fn router() -> ToolRouter<GatecmdServer> {
+    TOOLS
+        .iter()
+        .fold(ToolRouter::new(), |sum, (_, router)| sum + router())
+}

@@ -1,23 +1,26 @@
-//! `wait_job`, `cancel_job`, `list_jobs`: following the jobs a client started
-//! (`execute_command {background: true}`, a detached foreground call, an MCP task).
-//! A job is its client's by name: any session of that client finds it, no other
-//! client does.
+//! `wait_job`: follows a job the client started (`execute_command {background: true}`, a
+//! foreground call that continued as a job, an MCP task) until it ends or the wait is up,
+//! with its output since a cursor and progress notifications meanwhile. A job is its
+//! client's by name: any session of that client finds it, no other client does.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::RoleServer;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ProgressNotificationParam};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured};
-use crate::jobs::{JobsRefusal, job_refusal, notices, tell};
-use crate::views::{JobList, JobSummary};
+use crate::handler::GatecmdServer;
+use crate::jobs::{JobsRefusal, job_refusal, notices};
+use crate::views::JobSummary;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::output;
-use gatecmd_domain::jobs::{Job, JobState};
+use gatecmd_domain::jobs::Job;
 use gatecmd_domain::state::AppState;
 
 /// `wait_job`'s default wait.
@@ -53,22 +56,6 @@ pub struct WaitJobRequest {
     pub output_cursor: Option<OutputCursor>,
 }
 
-/// Arguments of `cancel_job`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CancelJobRequest {
-    pub job: String,
-}
-
-/// Arguments of `list_jobs`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListJobsRequest {
-    /// Only jobs in this state.
-    #[serde(default)]
-    pub state: Option<JobState>,
-}
-
 /// Result of `wait_job`. Field names are part of the interface (docs/TOOLS.md).
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(transform = crate::answer::or_refusal)]
@@ -90,6 +77,28 @@ pub struct WaitJobResult {
     pub more_output: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+}
+
+#[tool_router(router = wait_job_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Waits for a job.
+    #[tool(
+        description = "Wait for a job (from execute_command {background: true}, list_jobs, or a notice that \
+                       your call continues as a job) until it ends or timeout_secs pass (default 30, at most \
+                       110): state (running|succeeded|failed|timed_out|cancelled|lost), progress, exit code \
+                       and the output since output_cursor; pass the returned output_cursor to read on. \
+                       Progress notifications while it waits if you send a progress token.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<WaitJobResult>()
+    )]
+    async fn wait_job(
+        &self,
+        Parameters(req): Parameters<WaitJobRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(wait(&self.state, &who, req, &ctx).await)
+    }
 }
 
 /// `wait_job`: returns when the job ends or after `timeout_secs`, with its output since
@@ -211,86 +220,4 @@ fn log_text(bytes: &[u8]) -> String {
             None => output::strip_ansi(l),
         })
         .collect()
-}
-
-/// `cancel_job`: stops a running job's process group (SIGTERM, then SIGKILL after the
-/// grace) and answers once it ended, or after the grace and a second.
-pub async fn cancel(
-    state: &AppState,
-    who: &ClientIdentity,
-    req: CancelJobRequest,
-) -> CallToolResult {
-    let job = match state.jobs.cancel(&who.name, &req.job) {
-        Ok(j) => j,
-        Err(e) => {
-            let r = job_refusal(e);
-            state.audit.execute_refused(
-                &gatecmd_domain::audit::ExecuteCall::new(&who.name, None, "cancel_job"),
-                std::slice::from_ref(&req.job),
-                r.reason.as_str(),
-                &r.message,
-            );
-            return refusal(r);
-        }
-    };
-    let was_running = job.state().is_running();
-    if was_running {
-        state
-            .audit
-            .record(&gatecmd_domain::audit::JobRecord::cancel_requested(
-                &job.spec.client,
-                &job.id.0,
-                &who.name,
-            ));
-        let limit = state.executor.grace() + Duration::from_secs(1);
-        let mut changes = job.watch();
-        let _ = tokio::time::timeout(limit, async {
-            while job.state().is_running() {
-                if changes.changed().await.is_err() {
-                    break;
-                }
-            }
-        })
-        .await;
-    }
-    let v = job.view();
-    let text = if was_running {
-        format!("job {} cancelled: {}\n", v.id, v.state.as_str())
-    } else {
-        format!("job {} had already ended: {}\n", v.id, v.state.as_str())
-    };
-    structured(&JobSummary::of(&v), text)
-}
-
-/// `list_jobs`: the caller's jobs, oldest first.
-pub fn list(state: &AppState, who: &ClientIdentity, req: ListJobsRequest) -> CallToolResult {
-    let jobs: Vec<JobSummary> = state
-        .jobs
-        .list(&who.name)
-        .iter()
-        .filter(|v| req.state.is_none_or(|s| v.state == s))
-        .map(JobSummary::of)
-        .collect();
-    let mut text = String::new();
-    if jobs.is_empty() {
-        text.push_str("no jobs\n");
-    }
-    for j in &jobs {
-        text.push_str(&format!(
-            "{} {} {}{}\n",
-            j.job,
-            j.state.as_str(),
-            j.argv.join(" "),
-            j.progress.map(|p| format!(" ({p}%)")).unwrap_or_default()
-        ));
-    }
-    let mut r = structured(
-        &JobList {
-            jobs,
-            notices: vec![],
-        },
-        text,
-    );
-    tell(&mut r, notices(state, &who.name));
-    r
 }

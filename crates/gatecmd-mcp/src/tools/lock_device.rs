@@ -1,25 +1,28 @@
-//! `lock_device`, `unlock_device`, `list_locks`: leases that hold a device across commands.
+//! `lock_device`: a lease that holds a device (or a board's port, or any lock key) across
+//! commands; `unlock_device` ends it, `list_locks` shows it.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rmcp::RoleServer;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured};
+use crate::handler::{GatecmdServer, session_id};
 use crate::reasons::{lock_refusal, unknown_board};
-use crate::views::{device_at, locks_view};
+use crate::views::device_at;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_devices::DeviceId;
 use gatecmd_domain::boards::lease_shared_keys;
 use gatecmd_domain::locks::{
-    ClientName, LeaseId, LeaseInfo, LeaseRequest, LockError, LockKey, MAX_WAIT_SECS,
-    ParseLockKeyError, SessionId,
+    ClientName, LeaseInfo, LeaseRequest, LockKey, MAX_WAIT_SECS, ParseLockKeyError, SessionId,
 };
 use gatecmd_domain::locks::{class_of, lock_key_of};
 use gatecmd_domain::state::AppState;
@@ -79,6 +82,27 @@ impl From<&LeaseInfo> for LeaseResult {
             note: l.note.clone(),
             shared_keys: vec![],
         }
+    }
+}
+
+#[tool_router(router = lock_device_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Takes a lease on a device's lock.
+    #[tool(
+        description = "Lease a device (by device id, or by lock key such as usb:2207:350b) so that only you \
+                       run commands on it across several calls, e.g. db → re-enumeration → wl → rd. Pass \
+                       the returned lease_id as `lease` to execute_command. The lease renews with each \
+                       command and expires after ttl_secs of inactivity. wait_secs queues fairly if busy.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<LeaseResult>()
+    )]
+    async fn lock_device(
+        &self,
+        Parameters(req): Parameters<LockRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(lock(&self.state, &who, session_id(&ctx), req, &ctx).await)
     }
 }
 
@@ -232,81 +256,4 @@ pub async fn lock(
         }
         Err(e) => refusal(lock_refusal(&e)),
     }
-}
-
-/// Arguments of `unlock_device`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UnlockRequest {
-    /// The lease id lock_device returned.
-    pub lease: String,
-}
-
-/// Result of `unlock_device` (or a refusal in its place).
-#[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
-pub struct UnlockResult {
-    pub lease_id: String,
-    pub key: String,
-    pub released: bool,
-}
-
-/// `unlock_device`. An admin client may release another client's lease (logged).
-pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> CallToolResult {
-    let lease = LeaseId(req.lease);
-    let mut r = state.locks.unlock(&lease, &ClientName(who.name.clone()));
-    if who.admin && matches!(r, Err(LockError::NotYourLease { .. })) {
-        r = state.locks.force_unlock(&lease, &who.name);
-    }
-    match r {
-        Ok(info) => {
-            let res = UnlockResult {
-                lease_id: info.lease_id.0.clone(),
-                key: info.key.to_string(),
-                released: true,
-            };
-            let text = format!("released lease {} on {}\n", res.lease_id, res.key);
-            structured(&res, text)
-        }
-        Err(e) => refusal(lock_refusal(&e)),
-    }
-}
-
-/// `list_locks`.
-pub fn list(state: &AppState, caller: &str) -> CallToolResult {
-    let v = locks_view(state, caller);
-    let mut text = String::new();
-    for l in &v.locks {
-        text.push_str(&format!("{}: ", l.key));
-        match (&l.holder, &l.held_by) {
-            (Some(h), Some(by)) => text.push_str(&format!("held by {h} ({by})")),
-            _ => text.push_str("free"),
-        }
-        if let Some(e) = l.lease_expires_at {
-            text.push_str(&format!(
-                ", lease expires {}",
-                e.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            ));
-        }
-        if let Some(r) = &l.running {
-            text.push_str(&format!(", running {r:?}"));
-        }
-        for h in &l.shared_by {
-            text.push_str(&format!(
-                ", shared by {} ({} {})",
-                h.via, h.holder, h.held_by
-            ));
-        }
-        text.push_str(&format!(", {} waiting\n", l.queue_len));
-    }
-    if v.omitted > 0 {
-        text.push_str(&format!(
-            "{} more keys in use are not listed (the limit leases.max_listed); list_devices shows the lock of each attached device.\n",
-            v.omitted
-        ));
-    }
-    if v.locks.is_empty() && v.omitted == 0 {
-        text.push_str("No device is locked.\n");
-    }
-    structured(&v, text)
 }

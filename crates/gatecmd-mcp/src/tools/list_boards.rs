@@ -1,10 +1,35 @@
 //! `list_boards`: every configured board as the caller may see it (the view is
-//! `BoardView` in `src/views/boards.rs`), rendered as text for people.
+//! `BoardView` in `views/boards.rs`, which the board resources show too), rendered as text
+//! for people.
 
+use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
-use crate::views::boards_view;
+use crate::answer::structured;
+use crate::handler::{GatecmdServer, answers_at_once};
+use crate::views::{BoardList, boards_view};
 use gatecmd_domain::state::AppState;
+
+#[tool_router(router = list_boards_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Lists the configured boards.
+    #[tool(
+        description = "List the configured boards: name, tags, the device at its usb port (or null) with SoC and \
+                       mode, its console, its power switch and state, and who holds its lease.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<BoardList>(),
+        meta = answers_at_once()
+    )]
+    async fn list_boards(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(list(&self.state, &who.name))
+    }
+}
 
 /// `list_boards`.
 pub fn list(state: &AppState, caller: &str) -> CallToolResult {
@@ -49,5 +74,5 @@ pub fn list(state: &AppState, caller: &str) -> CallToolResult {
     if v.boards.is_empty() {
         text.push_str("No boards are configured (the server's config has no boards: section).\n");
     }
-    crate::answer::structured(&v, text)
+    structured(&v, text)
 }

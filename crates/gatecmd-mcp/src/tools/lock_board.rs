@@ -5,14 +5,17 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rmcp::RoleServer;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::answer::{refusal, structured};
+use crate::handler::{GatecmdServer, session_id};
 use crate::reasons::{lock_reason, unknown_board};
 use crate::views::device_at;
 use gatecmd_core::identity::ClientIdentity;
@@ -74,6 +77,29 @@ pub struct BoardLeaseResult {
     /// Keys the lease holds shared: the board's `port:` key and the VID:PID (or group) key
     /// of the device at its port, so that nobody else's command or lease reaches the board.
     pub shared_keys: Vec<String>,
+}
+
+#[tool_router(router = lock_board_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Leases a board (by name, or the first free one of a match).
+    #[tool(
+        description = "Lease a board: its flashing USB port (whatever enumerates there, in any mode), its \
+                       console and its power switch, under one lease. Give board (a name from list_boards) or \
+                       match ({soc: \"rk3588\", mode?: maskrom|loader, attached?: bool, other tags...}) for the \
+                       first free matching board; wait_secs queues in arrival order for the first one freed. \
+                       Pass the lease_id as lease to execute_command {board} and power_board; release with \
+                       unlock_device.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<BoardLeaseResult>()
+    )]
+    async fn lock_board(
+        &self,
+        Parameters(req): Parameters<LockBoardRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(lock(&self.state, &who, session_id(&ctx), req, &ctx).await)
+    }
 }
 
 /// Why `lock_board` said no.

@@ -1,79 +1,24 @@
-//! `list_devices` and `wait_for_device`: the device registry as agents see it, with the
-//! class label from the config and the lock state of each device's key.
+//! `wait_for_device`: waits until a device matching a filter is attached, or until none
+//! is, answered from the registry's change stream (no polling), with a progress
+//! notification each second when the call carries a progress token.
 
 use std::time::Duration;
 
-use rmcp::RoleServer;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ProgressNotificationParam};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::answer::{refusal, structured, structured_error};
 use crate::device_filter::{DeviceFilter, DevicesError};
-use crate::list_cache::{ListCache, Stamp};
-use crate::views::{DeviceList, DeviceView, render_device};
+use crate::handler::GatecmdServer;
+use crate::views::{DeviceView, render_device};
 use gatecmd_devices::Device;
-use gatecmd_domain::config::Config;
 use gatecmd_domain::state::AppState;
-
-/// `list_devices`. The unfiltered answer comes from `lists` while nothing it shows has
-/// changed.
-pub fn list(
-    state: &AppState,
-    lists: &ListCache,
-    caller: &str,
-    filter: DeviceFilter,
-) -> CallToolResult {
-    if !filter.is_empty() {
-        return build_list(state, &state.config(), caller, filter);
-    }
-    let stamp = Stamp::now(state.config(), &state.registry, &state.locks);
-    if let Some(answer) = lists.get(&stamp, caller) {
-        return answer;
-    }
-    let answer = build_list(state, &stamp.config().clone(), caller, filter);
-    lists.put(stamp, caller, &answer);
-    answer
-}
-
-fn build_list(
-    state: &AppState,
-    config: &Config,
-    caller: &str,
-    filter: DeviceFilter,
-) -> CallToolResult {
-    if let Err(e) = filter.validate(config) {
-        return refusal(e.into());
-    }
-    let devices: Vec<DeviceView> = state
-        .registry
-        .snapshot()
-        .into_iter()
-        .filter(|d| filter.matches(config, d))
-        .map(|d| DeviceView::new(state, config, d, caller))
-        .collect();
-    let mut text = if devices.is_empty() {
-        format!("No device matches ({}).\n", filter.describe())
-    } else {
-        devices
-            .iter()
-            .map(render_device)
-            .collect::<Vec<_>>()
-            .join("\n")
-            + "\n"
-    };
-    let source = state.registry.source().to_string();
-    text.push_str(&format!("(event source: {source})\n"));
-    structured(
-        &DeviceList {
-            devices,
-            event_source: source,
-        },
-        text,
-    )
-}
 
 /// Arguments of `wait_for_device`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -108,6 +53,26 @@ pub struct WaitResult {
     /// False when the timeout passed first.
     pub satisfied: bool,
     pub waited_ms: u64,
+}
+
+#[tool_router(router = wait_for_device_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Waits until a matching device is attached or detached.
+    #[tool(
+        description = "Wait until a device matching {id?, vid?, pid?, class?, mode?} is attached, or until none \
+                       is (state: attached|detached), up to timeout_secs (default 30). Use it after a command \
+                       that makes a board re-enumerate (rkdeveloptool db, rd). Returns the device.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<WaitResult>()
+    )]
+    async fn wait_for_device(
+        &self,
+        Parameters(req): Parameters<WaitRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(wait(&self.state, &who.name, req, &ctx).await)
+    }
 }
 
 /// `wait_for_device`: answers from the registry's change stream, no polling.
