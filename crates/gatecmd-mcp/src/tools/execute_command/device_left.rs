@@ -31,6 +31,8 @@ impl Watch {
         let id = device?.clone();
         // Subscribed before the look, so that a removal between the two is an event.
         let events = state.registry.subscribe();
+        // The registry now, not the call's snapshot: the call may have queued for its locks
+        // while the board re-enumerated, and what counts is the device the child gets.
         let devnum = state.registry.get(&id)?.devnum;
         let devnum_file = config
             .monitor

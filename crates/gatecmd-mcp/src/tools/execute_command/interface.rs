@@ -2,10 +2,11 @@
 //! of the interface (docs/TOOLS.md).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::views::DeviceLeft;
 use gatecmd_core::sanitizer::Args;
+use gatecmd_devices::{DeviceError, DeviceId};
 use gatecmd_domain::isolation::View;
 
 /// Arguments of `execute_command`.
@@ -28,7 +29,9 @@ pub struct ExecuteRequest {
     /// attached device of the class. An isolated command runs on exactly this board and sees
     /// no other; it may be omitted only when exactly one board of its class is attached.
     #[serde(default)]
-    pub device: Option<String>,
+    // On the wire it is the string it was: the same schema as an `Option<String>` field.
+    #[schemars(with = "Option<String>", extend("default" = null))]
+    pub device: Option<DeviceArg>,
     /// A board name (from list_boards) instead of `device`: the command runs on the device
     /// at the board's usb port now, whatever mode it is in.
     #[serde(default)]
@@ -44,6 +47,26 @@ pub struct ExecuteRequest {
     /// held; the command runs on. Follow it with wait_job, stop it with cancel_job.
     #[serde(default)]
     pub background: bool,
+}
+
+/// `device` of a request, parsed into a port path as the request is read. A text that is
+/// no port path is kept with the reason, so that `prepare` refuses it in its turn among the
+/// call's checks (audited, `invalid_request`, the same first reason for a call wrong in
+/// several ways) rather than rmcp as arguments that do not deserialize.
+#[derive(Debug)]
+pub enum DeviceArg {
+    Id(DeviceId),
+    Invalid(DeviceError),
+}
+
+impl<'de> Deserialize<'de> for DeviceArg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(match text.parse() {
+            Ok(id) => DeviceArg::Id(id),
+            Err(e) => DeviceArg::Invalid(e),
+        })
+    }
 }
 
 /// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).

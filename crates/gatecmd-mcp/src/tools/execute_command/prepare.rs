@@ -2,18 +2,21 @@
 //! runs (client rights, binary, sanitizer, timeout, wait, devices and their lock keys), and
 //! the typed refusals of the whole call (`Rejected`, in `rejected.rs`). It decides on one
 //! [`Snapshot`] of the configuration and the devices and is given nothing else of the
-//! shared state, so no check can read a later moment than another.
+//! shared state, so no check can read a later moment than another. Each thing it needs is
+//! looked up once: the command by name, its device class, the board a call names, and the
+//! device the call runs on (its id was parsed as the request was read, `DeviceArg`), which
+//! what it returns carries by reference into the snapshot.
 
 use std::time::Duration;
 
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::sanitizer;
-use gatecmd_devices::DeviceId;
-use gatecmd_domain::config::{CancelPolicy, CommandConfig, Config};
+use gatecmd_devices::{Device, DeviceId};
+use gatecmd_domain::config::{BoardConfig, CancelPolicy, CommandConfig, Config, DeviceClass};
 use gatecmd_domain::exec::Spec;
 use gatecmd_domain::locks::{LockKey, MAX_WAIT_SECS, lock_key_of};
 
-use super::interface::ExecuteRequest;
+use super::interface::{DeviceArg, ExecuteRequest};
 
 pub use super::rejected::Rejected;
 pub use super::snapshot::Snapshot;
@@ -26,9 +29,12 @@ pub struct Prepared<'a> {
     pub keys: Vec<LockKey>,
     /// Held shared: an isolated command's board VID:PID key.
     pub shared_keys: Vec<LockKey>,
-    pub device: Option<DeviceId>,
-    /// The board an isolated command runs on (its view holds only this one).
-    pub isolate: Option<DeviceId>,
+    /// The device the call runs on, when it names one (or its isolated command has one).
+    pub device: Option<&'a Device>,
+    /// The configured board whose usb port holds `device`, if any.
+    pub board: Option<&'a BoardConfig>,
+    /// Whether the command runs isolated, seeing only `device` (then always set).
+    pub isolated: bool,
     pub spec: Spec,
     /// `spec.args` for people: a file argument as the path it resolved to, where the child
     /// gets `/proc/self/fd/N`.
@@ -57,6 +63,11 @@ impl Prepared<'_> {
             .chain(self.spec.args.iter().cloned())
             .collect()
     }
+
+    /// The board an isolated command runs on (its view holds only this one).
+    pub fn isolate(&self) -> Option<&DeviceId> {
+        self.device.filter(|_| self.isolated).map(|d| &d.id)
+    }
 }
 
 /// Every check that can refuse the call, in order; nothing has run when this fails.
@@ -66,11 +77,10 @@ pub fn prepare<'a>(
     req: ExecuteRequest,
 ) -> Result<Prepared<'a>, Rejected> {
     let config: &'a Config = &snap.config;
-    let Some(command) = config
-        .command(&req.command)
-        .filter(|c| who.may_run(&c.name))
-    else {
+    let named = config.command(&req.command);
+    let Some(command) = named.filter(|c| who.may_run(&c.name)) else {
         return Err(Rejected::UnknownCommand {
+            configured: named.is_some(),
             name: req.command,
             visible: config
                 .commands
@@ -108,37 +118,16 @@ pub fn prepare<'a>(
         Some(t) => Duration::from_secs(t),
     };
     let isolated = command.isolates(approved.pattern_index);
-    let asked = device_of_board(snap, req.board.as_deref(), req.device)?;
+    let asked = asked(snap, req.board.as_deref(), req.device)?;
     let Locks {
         mut keys,
         shared_keys,
         device,
-    } = if isolated {
-        board_keys(snap, command, asked.as_deref())?
-    } else {
-        let (keys, device) = device_keys(snap, command, asked.as_deref())?;
-        Locks {
-            keys,
-            shared_keys: vec![],
-            device,
-        }
-    };
+        touched,
+    } = locks(snap, command, asked, isolated)?;
     // A device on a board's port is the board's: its command takes `board:NAME` too, so a
     // board lease held by another client keeps it out (docs/LOCKS.md "Boards").
-    let touched: Vec<gatecmd_devices::Device> = match &device {
-        Some(id) => snap.device(id).cloned().into_iter().collect(),
-        None => command
-            .device
-            .as_deref()
-            .and_then(|c| config.device_class(c))
-            .map(|class| {
-                (snap.devices().iter())
-                    .filter(|d| class.matches(d.vid, d.pid))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
+    let touched: Vec<Device> = touched.into_iter().cloned().collect();
     keys.extend(gatecmd_domain::boards::board_keys(config, &touched));
     keys.sort();
     keys.dedup();
@@ -156,8 +145,9 @@ pub fn prepare<'a>(
         command,
         keys,
         shared_keys,
-        isolate: device.clone().filter(|_| isolated),
+        board: device.and_then(|d| config.board_at(d.id.as_str())),
         device,
+        isolated,
         shown_args: approved.shown,
         spec: Spec {
             binary: command.binary.clone(),
@@ -178,91 +168,25 @@ pub fn prepare<'a>(
     })
 }
 
-/// The lock keys a command takes: those of the device it names, or of every attached device
-/// of its class. A command with a class and no such device attached is refused.
-pub fn device_keys(
-    snap: &Snapshot,
-    command: &CommandConfig,
-    device: Option<&str>,
-) -> Result<(Vec<LockKey>, Option<DeviceId>), Rejected> {
-    let config = &snap.config;
-    let Some(class_name) = &command.device else {
-        return match device {
-            Some(_) => Err(Rejected::NoDeviceClass {
-                command: command.name.clone(),
-            }),
-            None => Ok((vec![], None)),
-        };
-    };
-    let Some(class) = config.device_class(class_name) else {
-        return Err(Rejected::ClassNotConfigured {
-            class: class_name.clone(),
-        });
-    };
-    let all = snap.devices();
-    let attached_list = || {
-        let v: Vec<String> = all
-            .iter()
-            .map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid))
-            .collect();
-        if v.is_empty() {
-            "nothing".to_string()
-        } else {
-            v.join(", ")
-        }
-    };
-    let class_pid = class
-        .pid
-        .map(|p| format!("{p:04x}"))
-        .unwrap_or_else(|| "*".into());
-    if let Some(d) = device {
-        let id: DeviceId = d.parse()?;
-        let Some(dev) = all.iter().find(|x| x.id == id) else {
-            return Err(Rejected::NotAttached {
-                device: d.to_string(),
-                attached: attached_list(),
-            });
-        };
-        if !class.matches(dev.vid, dev.pid) {
-            return Err(Rejected::NotOfClass {
-                device: d.to_string(),
-                vid: dev.vid,
-                pid: dev.pid,
-                class: class_name.clone(),
-                class_vid: class.vid,
-                class_pid,
-                command: command.name.clone(),
-            });
-        }
-        return Ok((vec![lock_key_of(config, dev)], Some(id)));
-    }
-    let mut keys: Vec<LockKey> = all
-        .iter()
-        .filter(|d| class.matches(d.vid, d.pid))
-        .map(|d| lock_key_of(config, d))
-        .collect();
-    if keys.is_empty() {
-        return Err(Rejected::NoneAttached {
-            class: class_name.clone(),
-            class_vid: class.vid,
-            class_pid,
-            command: command.name.clone(),
-            attached: attached_list(),
-        });
-    }
-    keys.sort();
-    keys.dedup();
-    Ok((keys, None))
+/// What a call asks to run on, as its request names it.
+enum Asked<'a> {
+    /// Neither `device` nor `board`: every attached device of the command's class.
+    Any,
+    /// `device`, parsed as the request was read (or why it is no port path).
+    Device(DeviceArg),
+    /// `board`: the device attached at its usb port now, found in the snapshot.
+    Board(&'a Device),
 }
 
-/// The device a call names: `device` as given, or the port of the board named `board`.
-fn device_of_board(
-    snap: &Snapshot,
+/// Reads `board` and `device`: a board is looked up in the configuration and the device
+/// at its port in the snapshot, once each.
+fn asked<'a>(
+    snap: &'a Snapshot,
     board: Option<&str>,
-    device: Option<String>,
-) -> Result<Option<String>, Rejected> {
+    device: Option<DeviceArg>,
+) -> Result<Asked<'a>, Rejected> {
     let Some(name) = board else {
-        return Ok(device);
+        return Ok(device.map_or(Asked::Any, Asked::Device));
     };
     if device.is_some() {
         return Err(Rejected::BoardAndDevice);
@@ -274,86 +198,161 @@ fn device_of_board(
             known: config.boards.iter().map(|b| b.name.clone()).collect(),
         });
     };
-    let attached = b
-        .usb
-        .parse::<DeviceId>()
-        .ok()
-        .is_some_and(|id| snap.device(&id).is_some());
-    if !attached {
-        return Err(Rejected::BoardEmpty {
+    let at_port = (b.usb.parse::<DeviceId>().ok()).and_then(|id| snap.device(&id));
+    match at_port {
+        Some(dev) => Ok(Asked::Board(dev)),
+        None => Err(Rejected::BoardEmpty {
             board: b.name.clone(),
             usb: b.usb.clone(),
-        });
+        }),
     }
-    Ok(Some(b.usb.clone()))
 }
 
-/// What a command locks: keys taken exclusively, keys held shared, and its board.
-struct Locks {
+/// What a command locks and runs on, all of it read from the snapshot.
+struct Locks<'a> {
+    /// Taken exclusively.
     keys: Vec<LockKey>,
+    /// Held shared (an isolated command's board VID:PID key).
     shared_keys: Vec<LockKey>,
-    device: Option<DeviceId>,
+    /// The device the call runs on, when it names one (or its isolated command has one).
+    device: Option<&'a Device>,
+    /// Every device the command touches: whose board keys it takes too.
+    touched: Vec<&'a Device>,
 }
 
-/// The locks of an isolated command: its board's `port:` key exclusively and the board's
-/// VID:PID (or group) key shared. The board is `device`, or the only attached board of
-/// the command's class.
-fn board_keys(
-    snap: &Snapshot,
+/// The locks of a call: the command's class (looked up once) and the device it names (found
+/// once in the snapshot) give the keys. A command without a class locks nothing and names
+/// no device; one with a class but no such device attached is refused. An isolated command
+/// takes its board's `port:` key exclusively and the board's VID:PID (or group) key shared;
+/// its board is the device named, or the only attached device of its class.
+fn locks<'a>(
+    snap: &'a Snapshot,
     command: &CommandConfig,
-    device: Option<&str>,
-) -> Result<Locks, Rejected> {
+    asked: Asked<'a>,
+    isolated: bool,
+) -> Result<Locks<'a>, Rejected> {
     let config = &snap.config;
     let Some(class_name) = &command.device else {
-        // Validation makes an isolated command name a class.
-        return Err(Rejected::IsolatedWithoutClass {
-            command: command.name.clone(),
-        });
+        if isolated {
+            // Validation makes an isolated command name a class.
+            return Err(Rejected::IsolatedWithoutClass {
+                command: command.name.clone(),
+            });
+        }
+        return match asked {
+            Asked::Any => Ok(Locks {
+                keys: vec![],
+                shared_keys: vec![],
+                device: None,
+                touched: vec![],
+            }),
+            _ => Err(Rejected::NoDeviceClass {
+                command: command.name.clone(),
+            }),
+        };
     };
     let Some(class) = config.device_class(class_name) else {
         return Err(Rejected::ClassNotConfigured {
             class: class_name.clone(),
         });
     };
-    let dev = match device {
-        Some(d) => {
-            // The same checks as for any device command: attached, of the class. The look
-            // is in the same snapshot, so what device_keys found is there (`Vanished` was
-            // a hotplug between two reads of the registry, before it was read once).
-            let (_, id) = device_keys(snap, command, device)?;
-            id.and_then(|id| snap.device(&id).cloned())
-                .ok_or_else(|| Rejected::Vanished {
-                    device: d.to_string(),
-                })?
-        }
-        None => {
-            let boards: Vec<_> = (snap.devices().iter())
-                .filter(|d| class.matches(d.vid, d.pid))
-                .collect();
-            match boards.as_slice() {
-                [one] => (*one).clone(),
-                [] => {
-                    // device_keys words the "nothing attached" refusal.
-                    device_keys(snap, command, None)?;
-                    return Err(Rejected::NoBoard {
-                        class: class_name.clone(),
-                    });
-                }
-                many => {
-                    return Err(Rejected::Ambiguous {
-                        class: class_name.clone(),
-                        command: command.name.clone(),
-                        ids: many.iter().map(|d| d.id.to_string()).collect(),
-                    });
-                }
+    let named = match asked {
+        Asked::Any => None,
+        Asked::Device(DeviceArg::Invalid(e)) => return Err(e.into()),
+        Asked::Device(DeviceArg::Id(id)) => match snap.device(&id) {
+            Some(dev) => Some(dev),
+            None => {
+                return Err(Rejected::NotAttached {
+                    device: id.to_string(),
+                    attached: attached_list(snap),
+                });
             }
-        }
+        },
+        Asked::Board(dev) => Some(dev),
     };
+    if let Some(dev) = named
+        && !class.matches(dev.vid, dev.pid)
+    {
+        return Err(Rejected::NotOfClass {
+            device: dev.id.to_string(),
+            vid: dev.vid,
+            pid: dev.pid,
+            class: class_name.clone(),
+            class_vid: class.vid,
+            class_pid: class_pid(class),
+            command: command.name.clone(),
+        });
+    }
+    let of_class: Vec<&Device> = (snap.devices().iter())
+        .filter(|d| class.matches(d.vid, d.pid))
+        .collect();
+    let none_attached = || Rejected::NoneAttached {
+        class: class_name.clone(),
+        class_vid: class.vid,
+        class_pid: class_pid(class),
+        command: command.name.clone(),
+        attached: attached_list(snap),
+    };
+    if isolated {
+        let dev = match (named, of_class.as_slice()) {
+            (Some(dev), _) => dev,
+            (None, [one]) => one,
+            (None, []) => return Err(none_attached()),
+            (None, many) => {
+                return Err(Rejected::Ambiguous {
+                    class: class_name.clone(),
+                    command: command.name.clone(),
+                    ids: many.iter().map(|d| d.id.to_string()).collect(),
+                });
+            }
+        };
+        return Ok(Locks {
+            keys: vec![LockKey::Port(dev.id.to_string())],
+            shared_keys: vec![lock_key_of(config, dev)],
+            device: Some(dev),
+            touched: vec![dev],
+        });
+    }
+    if let Some(dev) = named {
+        return Ok(Locks {
+            keys: vec![lock_key_of(config, dev)],
+            shared_keys: vec![],
+            device: Some(dev),
+            touched: vec![dev],
+        });
+    }
+    if of_class.is_empty() {
+        return Err(none_attached());
+    }
+    let mut keys: Vec<LockKey> = of_class.iter().map(|d| lock_key_of(config, d)).collect();
+    keys.sort();
+    keys.dedup();
     Ok(Locks {
-        keys: vec![LockKey::Port(dev.id.to_string())],
-        shared_keys: vec![lock_key_of(config, &dev)],
-        device: Some(dev.id),
+        keys,
+        shared_keys: vec![],
+        device: None,
+        touched: of_class,
     })
+}
+
+/// A class's PID as a refusal words it: four hex digits, or `*` for any.
+fn class_pid(class: &DeviceClass) -> String {
+    class
+        .pid
+        .map(|p| format!("{p:04x}"))
+        .unwrap_or_else(|| "*".into())
+}
+
+/// What is attached now, for a refusal: `1-2 (2207:350b), …`, or `nothing`.
+fn attached_list(snap: &Snapshot) -> String {
+    let v: Vec<String> = (snap.devices().iter())
+        .map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid))
+        .collect();
+    if v.is_empty() {
+        "nothing".to_string()
+    } else {
+        v.join(", ")
+    }
 }
 
 #[cfg(test)]

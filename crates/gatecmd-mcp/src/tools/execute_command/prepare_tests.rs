@@ -1,6 +1,7 @@
 //! `prepare` decides on the snapshot it is given, and what it returns carries that
-//! snapshot: the lock keys and the isolation target come from its devices, and the wait
-//! limit is checked there, dry run or not.
+//! snapshot: the lock keys, the device and the isolation target come from its devices (the
+//! device by reference, looked up once), and the wait limit is checked there, dry run or
+//! not. A device id is parsed as the request is read, and refused in its turn.
 
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_devices::Device;
@@ -69,8 +70,8 @@ fn lock_keys_and_board_come_from_the_snapshot_it_carries() {
         [LockKey::usb(0x2207, 0x350b), LockKey::Board("rk1".into())],
         "keys of the snapshot's devices (the board at 1-2 among them)"
     );
-    assert_eq!(p.device, None);
-    assert_eq!(p.isolate, None);
+    assert!(p.device.is_none());
+    assert_eq!(p.isolate(), None);
 }
 
 #[test]
@@ -82,7 +83,7 @@ fn an_isolated_command_runs_on_the_snapshot_s_only_board() {
         request(serde_json::json!({"command": "iso", "args": ["ld"]})),
     )
     .expect("prepared");
-    assert_eq!(p.isolate.as_ref().map(|d| d.as_str()), Some("1-3"));
+    assert_eq!(p.isolate().map(|d| d.as_str()), Some("1-3"));
     assert_eq!(p.keys, [LockKey::Port("1-3".into())]);
     assert_eq!(p.shared_keys, [LockKey::usb(0x2207, 0x350b)]);
     // The same snapshot with a second board: which one is ambiguous, from it alone.
@@ -119,7 +120,12 @@ fn a_board_named_by_the_call_is_looked_up_in_the_snapshot() {
         request(serde_json::json!({"command": "ld", "args": ["ld"], "board": "rk1"})),
     )
     .expect("prepared");
-    assert_eq!(p.device.as_ref().map(|d| d.as_str()), Some("1-2"));
+    let dev = p.device.expect("the board's device");
+    assert!(
+        std::ptr::eq(dev, &snap.devices()[0]),
+        "the snapshot's device itself, not a second look"
+    );
+    assert_eq!(p.board.map(|b| b.name.as_str()), Some("rk1"));
 }
 
 #[test]
@@ -150,4 +156,77 @@ fn the_wait_limit_is_a_check_of_prepare_dry_run_or_not() {
         .expect("the maximum itself is allowed");
         assert_eq!(p.wait, std::time::Duration::from_secs(max));
     }
+}
+
+#[test]
+fn a_device_id_is_parsed_as_the_request_is_read_and_refused_in_its_turn() {
+    let snap = snapshot(vec![Device::sample("1-2", 7)]);
+    // Wrong arguments and a malformed id: the arguments are the first reason, as before.
+    let r = prepare(
+        &snap,
+        &who(),
+        request(serde_json::json!({"command": "ld", "args": ["nope"], "device": "usb1"})),
+    );
+    assert!(matches!(r, Err(Rejected::Args(_))), "{:?}", r.err());
+    // Right arguments: the malformed id is refused (not the request as a whole).
+    let r = prepare(
+        &snap,
+        &who(),
+        request(serde_json::json!({"command": "ld", "args": ["ld"], "device": "usb1"})),
+    );
+    assert!(matches!(r, Err(Rejected::BadDeviceId(_))), "{:?}", r.err());
+    // A port path: the device on it, by reference into the snapshot, and its board.
+    let p = prepare(
+        &snap,
+        &who(),
+        request(serde_json::json!({"command": "ld", "args": ["ld"], "device": "1-2"})),
+    )
+    .expect("prepared");
+    assert!(
+        p.device
+            .is_some_and(|d| std::ptr::eq(d, &snap.devices()[0]))
+    );
+    assert_eq!(p.board.map(|b| b.name.as_str()), Some("rk1"));
+    assert_eq!(
+        p.keys,
+        [LockKey::usb(0x2207, 0x350b), LockKey::Board("rk1".into())]
+    );
+    let r = prepare(
+        &snap,
+        &who(),
+        request(serde_json::json!({"command": "ld", "args": ["ld"], "device": "1-9"})),
+    );
+    assert!(
+        matches!(r, Err(Rejected::NotAttached { .. })),
+        "{:?}",
+        r.err()
+    );
+}
+
+#[test]
+fn an_unknown_command_says_whether_it_is_configured_for_others() {
+    let snap = snapshot(vec![]);
+    let only_plain = ClientIdentity {
+        commands: Some(["plain".to_string()].into()),
+        ..who()
+    };
+    let mut messages = Vec::new();
+    for (command, configured) in [("ld", true), ("nope", false)] {
+        let r = prepare(
+            &snap,
+            &only_plain,
+            request(serde_json::json!({"command": command, "args": []})),
+        );
+        match r {
+            Err(e @ Rejected::UnknownCommand { .. }) => {
+                assert_eq!(e.names_configured_command(), configured, "{command}");
+                messages.push(e.to_string().replace(command, "NAME"));
+            }
+            other => panic!("{command}: {:?}", other.err()),
+        }
+    }
+    assert_eq!(
+        messages[0], messages[1],
+        "the message does not tell them apart"
+    );
 }

@@ -18,7 +18,12 @@ pub enum Rejected {
         "unknown command {name:?}. Commands you may run: {}. Call list_commands for their argument patterns.",
         or_none(visible)
     )]
-    UnknownCommand { name: String, visible: Vec<String> },
+    UnknownCommand {
+        name: String,
+        visible: Vec<String>,
+        /// The name is configured, but not for this client (the message does not tell).
+        configured: bool,
+    },
     #[error(
         "command {name:?} is configured but unavailable on this host: {why}. Ask the bench operator to install it."
     )]
@@ -47,9 +52,6 @@ pub enum Rejected {
         "device {device} is not attached. Attached now: {attached}. Call list_devices, or wait_for_device for a board that is re-enumerating."
     )]
     NotAttached { device: String, attached: String },
-    /// The board went away between the look and the lookup.
-    #[error("device {device} is not attached")]
-    Vanished { device: String },
     #[error(
         "device {device} ({vid:04x}:{pid:04x}) is not a {class} device ({class_vid:04x}:{class_pid}); {command:?} runs only on those"
     )]
@@ -73,8 +75,6 @@ pub enum Rejected {
         command: String,
         attached: String,
     },
-    #[error("no {class} device is attached")]
-    NoBoard { class: String },
     #[error(
         "{} {class} boards are attached ({}); {command:?} runs on one board at a time and sees only that one: \
          pass `device` (one of {}). list_devices shows which is which.",
@@ -142,9 +142,7 @@ impl Rejected {
                 R::NotConfigured
             }
             Rejected::NotAttached { .. }
-            | Rejected::Vanished { .. }
             | Rejected::NoneAttached { .. }
-            | Rejected::NoBoard { .. }
             | Rejected::BoardEmpty { .. } => R::DeviceAbsent,
             Rejected::NotOfClass { .. } => R::DeviceMismatch,
             Rejected::Ambiguous { .. } => R::DeviceAmbiguous,
@@ -155,6 +153,18 @@ impl Rejected {
             Rejected::Start(ExecError::ShuttingDown) => R::ShuttingDown,
             Rejected::Start(ExecError::Isolation(e)) => isolation_reason(e),
             Rejected::Start(_) | Rejected::Task(_) => R::StartFailed,
+        }
+    }
+}
+
+impl Rejected {
+    /// Whether the call named a configured command: every refusal after the command was
+    /// found, and an unknown name that is configured for other clients. (The metrics label
+    /// a refusal by its command only then, so that the label set stays the configured one.)
+    pub fn names_configured_command(&self) -> bool {
+        match self {
+            Rejected::UnknownCommand { configured, .. } => *configured,
+            _ => true,
         }
     }
 }

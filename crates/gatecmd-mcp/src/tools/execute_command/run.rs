@@ -64,7 +64,6 @@ async fn run_call(
     let refuser = Refuser {
         state,
         who,
-        snapshot: &snap,
         call: audit::ExecuteCall::new(
             &who.name,
             session.as_ref().map(|s| s.0.as_str()),
@@ -87,7 +86,7 @@ async fn run_call(
         Err(e) => return refuser.refuse(e).into(),
     };
     let mut spec = prepared.spec.clone();
-    if let Some(id) = &prepared.isolate {
+    if let Some(id) = prepared.isolate() {
         // Built now, under the lock: a board that re-enumerated since `prepare` (or since
         // the last command) is seen with its current bus and device number.
         match Plan::new(&roots, id, Privilege::current()) {
@@ -111,24 +110,18 @@ async fn run_call(
         },
     );
     // Listed on the bench page until the run (and with it `held`) is gone.
-    held.board = (result.device.as_deref())
-        .and_then(|d| config.board_at(d))
-        .map(|b| b.name.clone());
-    held.run = Some(
-        state.running.start(gatecmd_domain::running::NewRun {
-            client: who.name.clone(),
-            command: result.command.clone(),
-            argv: result.argv.clone(),
-            device: result.device.clone(),
-            board: (result.device.as_deref())
-                .and_then(|d| config.board_at(d))
-                .map(|b| b.name.clone()),
-            progress: prepared.progress.clone(),
-        }),
-    );
+    held.board = prepared.board.map(|b| b.name.clone());
+    held.run = Some(state.running.start(gatecmd_domain::running::NewRun {
+        client: who.name.clone(),
+        command: result.command.clone(),
+        argv: result.argv.clone(),
+        device: result.device.clone(),
+        board: held.board.clone(),
+        progress: prepared.progress.clone(),
+    }));
     // Dropped unfinished (the request went away mid-run), it counts as cancelled.
     let running = metrics::command_running(&result.command, &who.name);
-    let left = Watch::start(state, config, prepared.device.as_ref());
+    let left = Watch::start(state, config, prepared.device.map(|d| &d.id));
     let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
     if as_job || prepared.cancel == CancelPolicy::Detach {
         let origin = match (as_job, task) {
@@ -195,8 +188,6 @@ async fn run_call(
 struct Refuser<'a> {
     state: &'a AppState,
     who: &'a ClientIdentity,
-    /// The call's snapshot: a refusal is labelled by the configuration it was decided on.
-    snapshot: &'a Snapshot,
     call: audit::ExecuteCall,
     /// The caller's arguments, unresolved.
     asked: Vec<String>,
@@ -204,6 +195,8 @@ struct Refuser<'a> {
 
 impl Refuser<'_> {
     fn refuse(&self, why: Rejected) -> CallToolResult {
+        // An unknown name is counted as `other`: the label set stays the configured one.
+        let configured = why.names_configured_command();
         let r = Refusal::from(why);
         tracing::info!(
             client = %self.who.name, command = %self.call.command, verdict = "refused",
@@ -214,8 +207,6 @@ impl Refuser<'_> {
         self.state
             .audit
             .execute_refused(&self.call, &self.asked, r.reason.as_str(), &r.message);
-        // An unknown name is counted as `other`: the label set stays the configured one.
-        let configured = (self.snapshot.config.command(&self.call.command)).is_some();
         metrics::command_done(
             &self.call.command,
             configured,
@@ -244,7 +235,7 @@ fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
         cancelled: false,
         timeout_secs: prepared.spec.timeout.as_secs(),
         dry_run: prepared.dry_run,
-        device: prepared.device.as_ref().map(|d| d.to_string()),
+        device: prepared.device.map(|d| d.id.to_string()),
         lock_keys: prepared.keys.iter().map(|k| k.to_string()).collect(),
         shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
         isolated_view: None,
@@ -269,7 +260,7 @@ fn dry_run(
         shell_words(&result.argv),
         result.timeout_secs
     );
-    if let Some(id) = &prepared.isolate {
+    if let Some(id) = prepared.isolate() {
         match Plan::new(roots, id, Privilege::current()) {
             Ok(plan) => {
                 text.push_str(&render_view(&plan.view));
