@@ -28,12 +28,12 @@ for n in 0 1; do
   logs+=("$log")
   (
     if [ "$n" = 0 ]; then
-      cargo test --locked "${server[@]}" --exclude gatecmd
+      cargo test --locked --no-fail-fast "${server[@]}" --exclude gatecmd
     else
-      cargo test --locked -p gatecmd --lib --bins
+      cargo test --locked --no-fail-fast -p gatecmd --lib --bins
     fi
     # shellcheck disable=SC2086 # the lane is a list of cargo arguments
-    cargo test --locked -p gatecmd ${lanes[$n]}
+    cargo test --locked --no-fail-fast -p gatecmd ${lanes[$n]}
   ) >"$log" 2>&1 &
   pids+=($!)
 done

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::audit::Audit;
 use gatecmd_domain::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, NoLease};
-use gatecmd_mcp::tools::console::{self, ConsoleReadRequest, ConsoleWriteRequest};
+use gatecmd_mcp::console_access;
+use gatecmd_mcp::tools::console_read::{self, ConsoleReadRequest};
+use gatecmd_mcp::tools::console_write::{self, ConsoleWriteRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -120,7 +122,7 @@ fn read_req(cursor: Option<u64>, wait_for: Option<&str>) -> ConsoleReadRequest {
 }
 
 async fn read(c: &Consoles, client: &ClientIdentity, req: ConsoleReadRequest) -> Value {
-    let r = console::read(c, &boards(), client, req, &CancellationToken::new()).await;
+    let r = console_read::read(c, &boards(), client, req, &CancellationToken::new()).await;
     let v = r.structured_content.expect("structured");
     assert_ne!(r.is_error, Some(true), "{v}");
     v
@@ -205,7 +207,7 @@ async fn reading_and_writing_need_the_board_lease() {
     let audit = Audit::open(state_dir.path(), &Default::default()).expect("audit");
 
     // Ctrl-C reaches the board side as one byte, untranslated.
-    let r = console::write(
+    let r = console_write::write(
         &c,
         &boards(),
         &audit,
@@ -222,7 +224,7 @@ async fn reading_and_writing_need_the_board_lease() {
     assert_eq!(got, [3]);
 
     // A command line goes out as given, \n not turned into \r\n (raw mode).
-    let r = console::write(
+    let r = console_write::write(
         &c,
         &boards(),
         &audit,
@@ -239,7 +241,7 @@ async fn reading_and_writing_need_the_board_lease() {
     assert_eq!(&got, b"printenv\n");
 
     // Bob holds no lease: refused both ways, with the reason; as admin he may read.
-    let r = console::write(
+    let r = console_write::write(
         &c,
         &boards(),
         &audit,
@@ -253,7 +255,7 @@ async fn reading_and_writing_need_the_board_lease() {
     assert_eq!(r.is_error, Some(true));
     let refusal = &r.structured_content.expect("structured")["refusal"];
     assert_eq!(refusal["reason"], "device_busy", "{refusal}");
-    let r = console::read(
+    let r = console_read::read(
         &c,
         &boards(),
         &who("bob"),
@@ -269,7 +271,7 @@ async fn reading_and_writing_need_the_board_lease() {
     // An unknown board is named as such: not_found, as from every tool (issue 29).
     let mut req = read_req(None, None);
     req.board = "nope".into();
-    let r = console::read(&c, &boards(), &admin, req, &CancellationToken::new()).await;
+    let r = console_read::read(&c, &boards(), &admin, req, &CancellationToken::new()).await;
     let refusal = &r.structured_content.expect("structured")["refusal"];
     assert_eq!(refusal["reason"], "not_found", "{refusal}");
     assert!(
@@ -282,7 +284,7 @@ async fn reading_and_writing_need_the_board_lease() {
     let mut req = read_req(None, None);
     req.board = "quiet".into();
     let with_quiet = [BOARD.to_string(), "quiet".to_string()];
-    let r = console::read(&c, &with_quiet, &admin, req, &CancellationToken::new()).await;
+    let r = console_read::read(&c, &with_quiet, &admin, req, &CancellationToken::new()).await;
     assert_eq!(
         r.structured_content.expect("structured")["refusal"]["reason"],
         "not_configured"
@@ -389,7 +391,7 @@ async fn capture_resumes_when_the_adapter_comes_back() {
     wait_state(&c, ConsoleState::Absent).await;
     let view = c.view(BOARD).expect("view");
     assert!(view.error.is_some(), "{view:?}");
-    let r = console::write(
+    let r = console_write::write(
         &c,
         &boards(),
         &Audit::disabled(),
@@ -414,7 +416,7 @@ async fn capture_resumes_when_the_adapter_comes_back() {
     assert_eq!(v["text"], "first boot\nsecond boot\n");
 
     // And writing works on the new tty.
-    let r = console::write(
+    let r = console_write::write(
         &c,
         &boards(),
         &Audit::disabled(),
@@ -460,11 +462,11 @@ async fn changes_are_announced_at_most_ten_times_a_second() {
     assert!(!gatecmd_mcp::resources::is_known(
         "gatecmd://boards//console"
     ));
-    let snap = console::snapshot(&c, &boards(), &who("alice"), BOARD).expect("snapshot");
+    let snap = console_access::snapshot(&c, &boards(), &who("alice"), BOARD).expect("snapshot");
     assert_eq!(snap.console.state, ConsoleState::Open);
     assert!(snap.text.ends_with("a kernel line\n"), "{:?}", snap.text);
     assert_eq!(snap.next_cursor, snap.console.end_cursor);
-    assert!(console::snapshot(&c, &boards(), &who("bob"), BOARD).is_err());
+    assert!(console_access::snapshot(&c, &boards(), &who("bob"), BOARD).is_err());
 }
 
 /// Over HTTP with the real binary: the tools are listed with output schemas; a board that

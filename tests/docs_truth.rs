@@ -3,7 +3,8 @@
 //! defined in that file (a Rust item, or a Python test), and the invariants
 //! docs/ARCHITECTURE.md states (who spawns, who writes the device registry) must hold in
 //! the source. A rename or move that the docs miss fails CI. The crate table of
-//! docs/ARCHITECTURE.md is held to the manifests and `lib.rs` files.
+//! docs/ARCHITECTURE.md is held to the manifests and `lib.rs` files, and a `lib.rs`'s
+//! `# Layout` to its modules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -178,9 +179,15 @@ fn request_path_covers_every_stage() {
         ("serve", "src/transport/http.rs"),
         ("guard", "src/transport/http.rs"),
         ("authenticate", "src/transport/auth.rs"),
-        ("execute_command", "crates/gatecmd-mcp/src/server.rs"),
-        ("run", "crates/gatecmd-mcp/src/tools/execute/run.rs"),
-        ("prepare", "crates/gatecmd-mcp/src/tools/execute/prepare.rs"),
+        (
+            "execute_command",
+            "crates/gatecmd-mcp/src/tools/execute_command/mod.rs",
+        ),
+        ("run", "crates/gatecmd-mcp/src/tools/execute_command/run.rs"),
+        (
+            "prepare",
+            "crates/gatecmd-mcp/src/tools/execute_command/prepare.rs",
+        ),
         ("check", "crates/gatecmd-core/src/sanitizer/check.rs"),
         (
             "open_file_arg",
@@ -439,6 +446,57 @@ fn workspace_facts() -> BTreeMap<String, CrateFacts> {
             Some((n, crate_facts(&manifest, &lib)))
         })
         .collect()
+}
+
+/// The modules a `lib.rs`'s `# Layout` section leaves out: each of its `mod`s must open a
+/// bullet there (`` //! - `name`: … ``). Empty for a `lib.rs` without the section.
+fn layout_gaps(lib_rs: &str) -> Vec<String> {
+    let Some(at) = lib_rs.find("//! # Layout") else {
+        return Vec::new();
+    };
+    let layout: String = lib_rs[at..]
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let bullet = Regex::new(r"(?m)^//! - \[?`([a-z_]+)`").expect("bullet regex");
+    let named: BTreeSet<String> = bullet
+        .captures_iter(&layout)
+        .map(|c| c[1].to_string())
+        .collect();
+    crate_facts("", lib_rs)
+        .modules
+        .into_iter()
+        .filter(|m| !named.contains(m))
+        .collect()
+}
+
+/// ARCHITECTURE.md: each crate's `lib.rs` says in `# Layout` what each of its modules
+/// holds. Held where the section is written (gatecmd-mcp's, so far).
+#[test]
+fn each_layout_names_every_module() {
+    let mcp = std::fs::read_to_string(Path::new(REPO).join("crates/gatecmd-mcp/src/lib.rs"))
+        .expect("gatecmd-mcp's lib.rs");
+    assert!(
+        mcp.contains("//! # Layout"),
+        "gatecmd-mcp's lib.rs has no # Layout"
+    );
+    for dir in std::fs::read_dir(Path::new(REPO).join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        let Ok(lib) = std::fs::read_to_string(dir.path().join("src/lib.rs")) else {
+            continue;
+        };
+        let gaps = layout_gaps(&lib);
+        assert!(
+            gaps.is_empty(),
+            "{}/src/lib.rs: # Layout does not say what {gaps:?} hold",
+            dir.path().display()
+        );
+    }
+    let lib = "//! X.\n//!\n//! # Layout\n//!\n//! - `a`: one.\n//! - [`b`]: two.\n\npub mod a;\npub mod b;\nmod c;\n";
+    assert_eq!(layout_gaps(lib), ["c"], "a module left out is found");
 }
 
 /// ARCHITECTURE.md: the crate table says what each crate holds and depends on.

@@ -2,9 +2,10 @@
 //! and every library under `crates/`), the file-level import graph has no cycle and no two
 //! top-level modules import each other. Between crates Cargo refuses a cycle and an upward
 //! import does not compile (crates/gatecmd-core/tests/upward_import.rs shows it), so the
-//! layers need no reading of imports here. The graph reader (which paths make an edge,
-//! how re-exports are followed, what counts as test code) is `tests/modgraph/mod.rs`,
-//! tested below on made-up crates.
+//! layers need no reading of imports here. In gatecmd-mcp, no tool imports another tool
+//! and nothing but the tool list imports a tool (`tool_files_import_no_other_tool`). The
+//! graph reader (which paths make an edge, how re-exports are followed, what counts as
+//! test code) is `tests/modgraph/mod.rs`; both checks are tested below on made-up crates.
 
 mod modgraph;
 
@@ -140,5 +141,228 @@ fn a_module_level_cycle_is_found_though_no_file_cycle_exists() {
             .iter()
             .any(|l| l.starts_with("a → b: src/a/x.rs → src/b.rs")),
         "{cycles:?}"
+    );
+}
+
+// One tool, one file, and no tool leans on another (issue 30): in gatecmd-mcp, a file of a
+// tool (`src/tools/<tool>.rs`, or any file of the folder `src/tools/<tool>/`) imports no
+// other tool's file, and nothing outside `src/tools/` imports a tool (the list,
+// `src/tools/mod.rs`, is neither: it only names them); the binary (`src/`) imports no tool
+// of gatecmd-mcp either. What several tools share lives below them (views, board_talk,
+// answer, … or gatecmd-domain), so a tool can be read, changed or removed on its own.
+
+/// Imports that break the rule and are known, each to go with a move already under way:
+/// (importing tool or binary file, tool imported, why). Each must still occur; when its move
+/// lands the check fails until the line goes.
+const PENDING_TOOL_IMPORTS: &[(&str, &str, &str)] = &[
+    (
+        "tools/boot_board.rs",
+        "power",
+        "power specs move to gatecmd-domain's power backends (issue 30)",
+    ),
+    (
+        "lab/power.rs",
+        "power",
+        "spec_for moves to gatecmd-domain's power backends (issue 30)",
+    ),
+];
+
+/// The tool a file belongs to: `lock_board` for `tools/lock_board.rs`, `execute_command`
+/// for `tools/execute_command/run.rs`; `None` outside `tools/` and for the list itself.
+fn tool_of(file: &Path) -> Option<String> {
+    let mut parts = file.components().map(|c| c.as_os_str().to_string_lossy());
+    if parts.next()? != "tools" {
+        return None;
+    }
+    let first = parts.next()?;
+    if first == "mod.rs" {
+        return None;
+    }
+    Some(first.trim_end_matches(".rs").to_string())
+}
+
+/// Every import in `graph` (one crate) that reaches a tool's file from another tool or
+/// from outside `tools/`: (importing file, tool, the path that makes the edge).
+fn tool_imports(graph: &Graph) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (from, targets) in graph.edges() {
+        let file = &graph.modules[from].file;
+        let in_list = file == Path::new("tools/mod.rs");
+        let own = tool_of(file);
+        for (to, why) in targets {
+            let Some(tool) = tool_of(&graph.modules[to].file) else {
+                continue;
+            };
+            if !in_list && own.as_deref() != Some(tool.as_str()) {
+                out.push((file.display().to_string(), tool, why));
+            }
+        }
+    }
+    out
+}
+
+/// Every `gatecmd_mcp::tools::<tool>` path in the production code of `files` (path relative
+/// to the binary's `src/`, text): (file, tool, path).
+fn binary_tool_imports(files: &[(String, String)]) -> Vec<(String, String, String)> {
+    let inline = regex::Regex::new(r"\bgatecmd_mcp(?:::[A-Za-z_][A-Za-z0-9_]*)+").expect("regex");
+    let mut out = Vec::new();
+    for (name, text) in files {
+        let code = production(text);
+        let mut paths: Vec<String> = use_decls(&code).into_iter().flat_map(|(_, p)| p).collect();
+        paths.extend(inline.find_iter(&code).map(|m| m.as_str().to_string()));
+        for p in paths {
+            if let Some(rest) = p.strip_prefix("gatecmd_mcp::tools::") {
+                let tool = rest.split("::").next().unwrap_or(rest).to_string();
+                out.push((name.clone(), tool, p.clone()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What is wrong: each import not in `pending`, and each pending entry that no longer occurs.
+fn tool_import_errors(
+    found: &[(String, String, String)],
+    pending: &[(&str, &str, &str)],
+) -> Vec<String> {
+    let mut errors: Vec<String> = found
+        .iter()
+        .filter(|(file, tool, _)| !pending.iter().any(|(f, t, _)| f == file && t == tool))
+        .map(|(file, tool, why)| format!("{file} imports the tool `{tool}` (via `{why}`)"))
+        .collect();
+    for (file, tool, why) in pending {
+        if !found.iter().any(|(f, t, _)| f == file && t == tool) {
+            errors.push(format!(
+                "{file} no longer imports `{tool}` ({why}): remove it from PENDING_TOOL_IMPORTS"
+            ));
+        }
+    }
+    errors
+}
+
+/// The binary's source files, relative to `src/`, with their text.
+fn binary_files() -> Vec<(String, String)> {
+    let src = Path::new(REPO).join("src");
+    modules(&src)
+        .into_iter()
+        .map(|m| {
+            let text = std::fs::read_to_string(src.join(&m.file)).unwrap_or_default();
+            (m.file.display().to_string(), text)
+        })
+        .collect()
+}
+
+#[test]
+fn tool_files_import_no_other_tool() {
+    let mcp = Graph::new(modules(&Path::new(REPO).join("crates/gatecmd-mcp/src")));
+    assert!(
+        mcp.modules
+            .iter()
+            .filter(|m| tool_of(&m.file).is_some())
+            .count()
+            >= 20,
+        "the tool files of gatecmd-mcp were not read"
+    );
+    let mut found = tool_imports(&mcp);
+    found.extend(binary_tool_imports(&binary_files()));
+    let errors = tool_import_errors(&found, PENDING_TOOL_IMPORTS);
+    assert!(
+        errors.is_empty(),
+        "a tool is imported by another tool or from outside tools/ (move what they share \
+         below them: a view, a module beside tools/, or gatecmd-domain):\n{}",
+        errors.join("\n")
+    );
+}
+
+// The tool check on made-up crates.
+
+#[test]
+fn a_tool_importing_another_tool_is_found() {
+    let g = graph_of(&[
+        ("lib.rs", "pub mod shared;\npub mod tools;\n"),
+        (
+            "tools/mod.rs",
+            "pub mod a;\npub mod b;\nfn list() { crate::tools::a::x(); }\n",
+        ),
+        ("tools/a.rs", "use crate::shared::Common;\npub fn x() {}\n"),
+        (
+            "tools/b.rs",
+            "use crate::tools::a::x;\nuse crate::shared::Common;\n",
+        ),
+        ("shared.rs", "pub struct Common;\n"),
+    ]);
+    let found = tool_imports(&g);
+    assert_eq!(
+        found,
+        [(
+            "tools/b.rs".to_string(),
+            "a".to_string(),
+            "crate::tools::a::x".to_string()
+        )],
+        "b → a is found; the list naming a and both tools using shared.rs are not"
+    );
+}
+
+#[test]
+fn a_tool_reached_from_outside_tools_or_through_a_re_export_is_found() {
+    let g = graph_of(&[
+        (
+            "lib.rs",
+            "pub mod resources;\npub mod shared;\npub mod tools;\n",
+        ),
+        ("tools/mod.rs", "pub mod a;\npub mod big;\n"),
+        ("tools/a.rs", "pub fn view() {}\npub struct Thing;\n"),
+        // A folder is one tool: its files import each other freely.
+        ("tools/big/mod.rs", "mod run;\nuse self::run::go;\n"),
+        ("tools/big/run.rs", "pub fn go() {}\n"),
+        ("resources.rs", "fn read() { crate::tools::a::view(); }\n"),
+        // A re-export does not launder a tool's item: the edge goes to the defining file.
+        ("shared.rs", "pub use crate::tools::a::Thing;\n"),
+        ("tools/big/use_it.rs", "use crate::shared::Thing;\n"),
+    ]);
+    let mut found: Vec<String> = tool_imports(&g)
+        .into_iter()
+        .map(|(f, t, _)| format!("{f} → {t}"))
+        .collect();
+    found.sort();
+    assert_eq!(found, ["resources.rs → a", "tools/big/use_it.rs → a"]);
+}
+
+#[test]
+fn the_binary_importing_a_tool_is_found_and_a_stale_exception_fails() {
+    let files = [
+        (
+            "lab/holds.rs".to_string(),
+            "use gatecmd_mcp::views::device_at;\nuse gatecmd_mcp::{server::GatecmdServer, tools::lock_board::LockBoardRequest};\n".to_string(),
+        ),
+        (
+            "cli/x.rs".to_string(),
+            "fn f() { gatecmd_mcp::tools::list_devices::list(); }\n#[cfg(test)]\nmod tests {\n    use gatecmd_mcp::tools::wait_job::wait;\n}\n".to_string(),
+        ),
+    ];
+    let found = binary_tool_imports(&files);
+    let tools: Vec<(&str, &str)> = found
+        .iter()
+        .map(|(f, t, _)| (f.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(
+        tools,
+        [("cli/x.rs", "list_devices"), ("lab/holds.rs", "lock_board")]
+    );
+    let pending = [
+        ("cli/x.rs", "list_devices", "moving"),
+        ("lab/gone.rs", "power", "moved"),
+    ];
+    let errors = tool_import_errors(&found, &pending);
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("lab/holds.rs imports the tool `lock_board`"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].contains("lab/gone.rs no longer imports `power`"),
+        "{errors:#?}"
     );
 }

@@ -12,8 +12,7 @@ pub(super) async fn devices(
     json: bool,
     watch: bool,
 ) -> Result<(), String> {
-    use gatecmd_mcp::tools::devices::DeviceList;
-    use gatecmd_mcp::views::{DeviceView, render_device};
+    use gatecmd_mcp::views::{DeviceList, DeviceView, render_device};
     let (config, _) = load(config)?;
     let config = Arc::new(config);
     // `devices` only looks: it decides nothing, so it records nothing.

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LockKey};
+use gatecmd_domain::boards::lease_shared_keys;
+use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LeaseRequest, LockKey};
 use gatecmd_domain::state::AppState;
-use gatecmd_mcp::tools::boards::{LockBoardRequest, board_lease_request};
+use gatecmd_mcp::views::device_at;
 
 /// The holder prefix of leases taken for labgrid places. Configured client names are
 /// `[A-Za-z0-9_.-]`, so no MCP client can be named like this.
@@ -150,23 +151,17 @@ impl Holds {
             user,
         };
         let settings = state.locks.settings();
-        let req = LockBoardRequest {
-            board: Some(board.to_string()),
-            matches: None,
+        // The lease `lock_board` takes: the board's key, its port and the device there shared.
+        let lease = LeaseRequest {
+            key: LockKey::Board(cfg.name.clone()),
+            client: holder_of(place),
+            session: None,
             // The longest a lease may live; renewed while the coordinator is there.
-            ttl_secs: Some(settings.max_ttl.as_secs()),
-            wait_secs: Some(0),
-            note: Some(hold.note(settings.max_note_bytes)),
+            ttl: Some(settings.max_ttl),
+            note: Some(hold.note(settings.max_note_bytes)).filter(|n| !n.trim().is_empty()),
+            wait: Duration::ZERO,
+            shared: lease_shared_keys(&config, cfg, device_at(state, &cfg.usb).as_ref()),
         };
-        let lease = board_lease_request(
-            state,
-            &config,
-            cfg,
-            &holder_of(place),
-            None,
-            &req,
-            Duration::ZERO,
-        );
         match state.locks.lock(lease).await {
             Ok(info) => {
                 hold.lease = info.lease_id;

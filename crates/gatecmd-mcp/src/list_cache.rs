@@ -91,7 +91,8 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::tools::devices::{DeviceFilter, list};
+    use crate::device_filter::DeviceFilter;
+    use crate::tools::list_devices::list;
     use gatecmd_devices::Device;
     use gatecmd_domain::locks::{ClientName, LeaseRequest, LockKey};
     use gatecmd_domain::state::AppState;

@@ -175,11 +175,11 @@ pub fn read(
                 &serde_json::json!({ "devices": devices, "event_source": state.registry.source().to_string() }),
             )
         }
-        LOCKS => json_contents(uri, &crate::tools::locks::view(state, &who.name)),
-        JOBS => json_contents(uri, &crate::tools::jobs::list_view(state, who)),
+        LOCKS => json_contents(uri, &crate::views::locks_view(state, &who.name)),
+        JOBS => json_contents(uri, &crate::views::jobs_view(state, who)),
         _ if uri.starts_with(JOB_PREFIX) => {
             let id = &uri[JOB_PREFIX.len()..];
-            let v = crate::tools::jobs::one_view(state, who, id)
+            let v = crate::views::job_view(state, who, id)
                 .ok_or_else(|| not_found(uri, "no such job of yours; see gatecmd://jobs"))?;
             json_contents(uri, &v)
         }
@@ -192,14 +192,11 @@ pub fn read(
                 .ok_or_else(|| not_found(uri, "no board of that name; see gatecmd://boards"))?;
             json_contents(uri, &crate::views::board_view(state, &config, b, &who.name))
         }
-        COMMANDS => {
-            let r = crate::tools::commands::list(&config, who);
-            json_contents(uri, &r.structured_content.unwrap_or_default())
-        }
+        COMMANDS => json_contents(uri, &crate::views::commands_view(&config, who)),
         _ if console_board(uri).is_some() => {
             let board = console_board(uri).unwrap_or_default();
-            let boards = crate::tools::console::board_names(&config);
-            match crate::tools::console::snapshot(&state.consoles, &boards, who, board) {
+            let boards = config.board_names();
+            match crate::console_access::snapshot(&state.consoles, &boards, who, board) {
                 Ok(s) => json_contents(uri, &s),
                 Err(r)
                     if matches!(

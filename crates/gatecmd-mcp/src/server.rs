@@ -1,57 +1,32 @@
-//! The MCP handler: the tool list (rmcp's `#[tool_router]` is the single list), server info,
-//! and who the caller is. Each tool's logic lives in its own file under `tools/`.
-
-mod boards;
-mod caller;
-mod jobs;
-mod shell;
-
-pub use caller::session_id;
+//! Serving MCP: a handler for each transport (`GatecmdServer::new`, `new_stdio`), the tool
+//! list built once from the tools' routers (`tools::router`, every schema standardized),
+//! which tools answer at once (`GatecmdServer::quick_tools`, read from that list), and the
+//! rest of the protocol in the `ServerHandler` impl: server info, resources and their
+//! subscriptions in both protocol eras, tasks. The tools are under `tools/`, one file each;
+//! the handler's state and what the tools ask of it are `handler.rs`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::schema_for_output;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    CancelTaskParams, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
+use crate::handler::ANSWERS_AT_ONCE;
 use crate::list_cache::ListCache;
 use crate::notify::{self, Subscriptions};
-use crate::resources;
-use crate::tools::console::{
-    ConsoleReadRequest, ConsoleReadResult, ConsoleWriteRequest, ConsoleWriteResult,
-};
-use crate::tools::devices::{DeviceFilter, DeviceList, WaitRequest, WaitResult};
-use crate::tools::files::{
-    ListFilesRequest, ListFilesResult, RemoveFileRequest, RemoveFileResult, StatFileRequest,
-    StatFileResult, WriteFileRequest, WriteFileResult,
-};
-use crate::tools::locks::{LeaseResult, LockList, LockRequest, UnlockRequest, UnlockResult};
-use crate::tools::{self, commands::CommandList, execute::ExecuteRequest, execute::ExecuteResult};
+use crate::{resources, tools};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;
 
-/// One MCP handler; rmcp makes one per session (legacy) or per request (stateless).
-#[derive(Clone)]
-pub struct GatecmdServer {
-    pub(crate) state: Arc<AppState>,
-    /// Kept `list_devices` answers, shared by every handler of one transport.
-    lists: Arc<ListCache>,
-    /// Who the stdio transport's client is (HTTP clients are identified per request).
-    local_identity: Option<ClientIdentity>,
-    /// URIs this (legacy) session subscribed to with `resources/subscribe`.
-    subscriptions: Subscriptions,
-    tool_router: ToolRouter<Self>,
-}
+/// The handler (defined in `handler.rs`, where the tools reach it), served from here.
+pub use crate::handler::GatecmdServer;
 
 impl GatecmdServer {
     /// A handler for HTTP: the caller's identity comes from each request. `lists` lives as
@@ -75,41 +50,15 @@ impl GatecmdServer {
     }
 }
 
-/// The `_meta` key that marks a tool answering at once (no waiting, no child process, no
-/// hashing of a whole file). A 2026-07-28 call to such a tool is answered by rmcp directly
-/// as JSON (`is_quick` in `src/transport/json_answer.rs`); every other call streams, so that a long
-/// one is never silent. A tool left unmarked is only slower; a slow tool marked could sit
-/// silent past a client's read timeout. Clients see the mark in `tools/list` too.
-pub const ANSWERS_AT_ONCE: &str = "gatecmd/answersAtOnce";
-
-/// The `meta` of a `#[tool]` that answers at once. It also says that the tool never
-/// becomes an MCP task (rmcp 3.11's `Tool` has no 2025-11-25 `execution.taskSupport`
-/// field, so the same word travels in `_meta`; docs/TOOLS.md).
-fn answers_at_once() -> MetaObject {
-    let mut meta = MetaObject::new();
-    meta.0.insert(ANSWERS_AT_ONCE.into(), true.into());
-    meta.0.insert(
-        rmcp::model::TASKS_EXTENSION_ID.into(),
-        serde_json::json!({ "taskSupport": "forbidden" }),
-    );
-    meta
-}
-
 impl GatecmdServer {
-    /// The tool list, built once: rmcp makes a handler per stateless request, and building
+    /// The tool list, built once from the tools' routers (`tools::router`, summed from the
+    /// one list in `tools/mod.rs`): rmcp makes a handler per stateless request, and building
     /// the router (every tool's schemas) for each would be wasted work on the hot path.
-    /// Every schema in it is standard JSON Schema (`standardize` in src/tools/schema.rs).
+    /// Every schema in it is standard JSON Schema (`standardize` in `schema.rs`).
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| {
-                tools::schema::standardize(
-                    Self::tool_router()
-                        + Self::board_router()
-                        + Self::job_router()
-                        + Self::shell_router(),
-                )
-            })
+            .get_or_init(|| crate::schema::standardize(tools::router()))
             .clone()
     }
 
@@ -126,249 +75,6 @@ impl GatecmdServer {
             })
             .map(|t| t.name.into_owned())
             .collect()
-    }
-}
-
-#[tool_router]
-impl GatecmdServer {
-    /// Lists the allowlisted commands with every allowed argument pattern.
-    #[tool(
-        description = "List the host commands you may run, each with its allowed argument patterns \
-                       ({slot} = a value you choose), timeout and the device class it touches. \
-                       Call this before execute_command.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<CommandList>(),
-        meta = answers_at_once()
-    )]
-    async fn list_commands(
-        &self,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::commands::list(&self.state.config(), &who))
-    }
-
-    /// Runs one allowlisted command.
-    #[tool(
-        description = "Run one allowlisted host command with arguments that match one of its patterns \
-                       (see list_commands). No shell is involved. A command that touches a device class \
-                       locks that device while it runs: pass lease (from lock_device) if you hold one, \
-                       wait_secs to queue if it is busy, device to pick one board. Returns exit code, \
-                       stdout, stderr and timing. With dry_run: true, validates and shows the exact argv \
-                       and lock keys without running.",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<ExecuteResult>()
-    )]
-    async fn execute_command(
-        &self,
-        Parameters(req): Parameters<ExecuteRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let who = self.identity(&ctx)?;
-        let task = jobs::wants_task(&ctx);
-        Ok(tools::execute::run(&self.state, &who, session_id(&ctx), req, &ctx, task).await)
-    }
-
-    /// Lists attached USB devices.
-    #[tool(
-        description = "List the USB devices attached to the host: id (physical port path, stable across \
-                       re-enumeration), vid/pid, Rockchip SoC and mode (maskrom/loader), strings, bus and \
-                       device numbers, the config's device class and who holds the device's lock. \
-                       Optional filters: id, vid, pid, class, mode.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<DeviceList>(),
-        meta = answers_at_once()
-    )]
-    async fn list_devices(
-        &self,
-        Parameters(filter): Parameters<DeviceFilter>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::devices::list(
-            &self.state,
-            &self.lists,
-            &who.name,
-            filter,
-        ))
-    }
-
-    /// Waits until a matching device is attached or detached.
-    #[tool(
-        description = "Wait until a device matching {id?, vid?, pid?, class?, mode?} is attached, or until none \
-                       is (state: attached|detached), up to timeout_secs (default 30). Use it after a command \
-                       that makes a board re-enumerate (rkdeveloptool db, rd). Returns the device.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<WaitResult>()
-    )]
-    async fn wait_for_device(
-        &self,
-        Parameters(req): Parameters<WaitRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::devices::wait(&self.state, &who.name, req, &ctx).await)
-    }
-
-    /// Takes a lease on a device's lock.
-    #[tool(
-        description = "Lease a device (by device id, or by lock key such as usb:2207:350b) so that only you \
-                       run commands on it across several calls, e.g. db → re-enumeration → wl → rd. Pass \
-                       the returned lease_id as `lease` to execute_command. The lease renews with each \
-                       command and expires after ttl_secs of inactivity. wait_secs queues fairly if busy.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<LeaseResult>()
-    )]
-    async fn lock_device(
-        &self,
-        Parameters(req): Parameters<LockRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::locks::lock(&self.state, &who, session_id(&ctx), req, &ctx).await)
-    }
-
-    /// Releases a lease.
-    #[tool(
-        description = "Release a lease taken with lock_device; the next waiter gets the device.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<UnlockResult>(),
-        meta = answers_at_once()
-    )]
-    async fn unlock_device(
-        &self,
-        Parameters(req): Parameters<UnlockRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::locks::unlock(&self.state, &who, req))
-    }
-
-    /// Lists leases, running commands and waiters.
-    #[tool(
-        description = "List every device lock that is leased, in use or waited for: holder, note, since, \
-                       lease expiry, running command and queue length.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<LockList>(),
-        meta = answers_at_once()
-    )]
-    async fn list_locks(
-        &self,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::locks::list(&self.state, &who.name))
-    }
-
-    /// Reads a board's serial console.
-    #[tool(
-        description = "Read a board's serial console (captured continuously by the server): text since \
-                       cursor (default: the last 4 KiB), ANSI codes and \\r overwrites cleaned. wait_for \
-                       (a regex, e.g. \"Hit any key\" or \"login:\") waits up to timeout_secs for it in \
-                       new output. Pass next_cursor as cursor to read on; dropped_bytes says what the \
-                       buffer lost. Needs the board's lease (lock_board) unless you are admin.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<ConsoleReadResult>()
-    )]
-    async fn console_read(
-        &self,
-        Parameters(req): Parameters<ConsoleReadRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::console::read_for(&self.state, &who, req, &ctx.ct).await)
-    }
-
-    /// Writes to a board's serial console.
-    #[tool(
-        description = "Write text to a board's serial console as given, control characters included \
-                       (\"\\u0003\" = Ctrl-C stops U-Boot's autoboot; end a command with \"\\n\"). Needs \
-                       the board's lease (lock_board). Returns the cursor to read the answer from.",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<ConsoleWriteResult>()
-    )]
-    async fn console_write(
-        &self,
-        Parameters(req): Parameters<ConsoleWriteRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        let boards = tools::console::board_names(&self.state.config());
-        Ok(
-            tools::console::write(&self.state.consoles, &boards, &self.state.audit, &who, req)
-                .await,
-        )
-    }
-
-    // File staging: agents have no shared folder, so images travel through these tools.
-
-    /// Lists a directory inside a file root.
-    #[tool(
-        description = "List a directory inside a file root (the directories where command file \
-                       arguments live): name, type, size, modified; symlinks are shown, never followed. \
-                       Also returns the roots (which you may write) and your upload limits.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<ListFilesResult>(),
-        meta = answers_at_once()
-    )]
-    async fn list_files(
-        &self,
-        Parameters(req): Parameters<ListFilesRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::files::list(self.state.clone(), &who, req).await)
-    }
-
-    /// Size and SHA-256 of a file inside a file root.
-    #[tool(
-        description = "Size, modification time and SHA-256 of a regular file inside a file root: \
-                       confirm the host has exactly the image you built before flashing it.",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<StatFileResult>()
-    )]
-    async fn stat_file(
-        &self,
-        Parameters(req): Parameters<StatFileRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::files::stat(self.state.clone(), &who, req).await)
-    }
-
-    /// Uploads one chunk of a file.
-    #[tool(
-        description = "Upload a file into a file root in base64 chunks: offset 0 starts (truncate: true \
-                       restarts an unfinished upload), each next chunk at the returned next_offset; give \
-                       sha256 of the whole file with the last chunk: it is verified, then the file appears \
-                       under its name (never before). Chunk size limit: see list_files.",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<WriteFileResult>()
-    )]
-    async fn write_file(
-        &self,
-        Parameters(req): Parameters<WriteFileRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::files::write(self.state.clone(), &who, req).await)
-    }
-
-    /// Removes a file.
-    #[tool(
-        description = "Remove a regular file inside a file root you may write (files only; also aborts \
-                       an unfinished upload when given its .<name>.gatecmd-upload name).",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<RemoveFileResult>(),
-        meta = answers_at_once()
-    )]
-    async fn remove_file(
-        &self,
-        Parameters(req): Parameters<RemoveFileRequest>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let who = self.identity(&ctx)?;
-        Ok(tools::files::remove(self.state.clone(), &who, req).await)
     }
 }
 
@@ -484,7 +190,7 @@ impl ServerHandler for GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let who = self.identity(&ctx)?;
-        tools::tasks::get(&self.state, &who, &request.task_id)
+        crate::tasks::get(&self.state, &who, &request.task_id)
     }
 
     async fn cancel_task(
@@ -493,7 +199,7 @@ impl ServerHandler for GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let who = self.identity(&ctx)?;
-        tools::tasks::cancel(&self.state, &who, &request.task_id)
+        crate::tasks::cancel(&self.state, &who, &request.task_id)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
@@ -516,7 +222,7 @@ mod tests {
             match v {
                 serde_json::Value::Object(o) => {
                     if let Some(serde_json::Value::String(f)) = o.get("format")
-                        && !tools::schema::STANDARD_FORMATS.contains(&f.as_str())
+                        && !crate::schema::STANDARD_FORMATS.contains(&f.as_str())
                     {
                         bad.push(format!("{at}: format {f:?}"));
                     }
@@ -549,7 +255,7 @@ mod tests {
         }
         assert!(bad.is_empty(), "non-standard formats: {bad:#?}");
         // The check can fail: the router as the macros build it has schemars' formats.
-        let raw = GatecmdServer::tool_router() + GatecmdServer::board_router();
+        let raw = tools::router();
         let mut raw_bad = Vec::new();
         for t in raw.list_all() {
             let input = serde_json::Value::Object((*t.input_schema).clone());
@@ -588,5 +294,47 @@ mod tests {
                 "unlock_device"
             ]
         );
+    }
+
+    /// One tool, one file: each module of the list in `tools/mod.rs` registers exactly one
+    /// tool, named after it, and every file or folder under `src/tools/` is on the list (a
+    /// file left off it is never compiled, so its tool would silently be missing).
+    #[test]
+    fn each_module_of_the_tool_list_is_one_tool_named_after_it() {
+        // `power.rs` keeps its name until its logic moves to the domain (issue 30).
+        let tool_of = |module: &str| match module {
+            "power" => "power_board".to_string(),
+            m => m.to_string(),
+        };
+        for (module, router) in tools::TOOLS {
+            let names: Vec<String> = router()
+                .list_all()
+                .into_iter()
+                .map(|t| t.name.into_owned())
+                .collect();
+            assert_eq!(
+                names,
+                [tool_of(module)],
+                "tools/{module}: one tool, named after it"
+            );
+        }
+        let served = GatecmdServer::shared_router().list_all().len();
+        assert_eq!(
+            served,
+            tools::TOOLS.len(),
+            "a tool registered outside the list"
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .expect("src/tools")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "mod.rs")
+            .map(|n| n.trim_end_matches(".rs").to_string())
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = tools::TOOLS.iter().map(|(m, _)| m.to_string()).collect();
+        listed.sort();
+        assert_eq!(on_disk, listed, "src/tools/ and the list in tools/mod.rs");
     }
 }

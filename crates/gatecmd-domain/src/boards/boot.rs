@@ -1,7 +1,7 @@
 //! `boot_board`'s plan: which steps take a board from where it is to the state asked for,
 //! with what its configuration offers — or what is missing from that configuration. Pure:
-//! the tool (src/tools/boot_board.rs) looks at the board, asks for a plan, and runs each
-//! step as a normal gatecmd action.
+//! the tool (gatecmd-mcp's `boot_board`) looks at the board, asks for a plan, and runs
+//! each step as a normal gatecmd action.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,8 @@
 //! Boards at run time (docs/BOARDS.md): which configured boards a `lock_board {match}`
 //! request may take, the fair queue of such requests across every matching board, each
 //! board's last known power state, and the hook through which the console capture shows
-//! itself in `list_boards`. Configuration is in `src/config/boards.rs`; the tools are
-//! `src/tools/boards.rs` and `src/tools/power.rs`.
+//! itself in `list_boards`, and what a lease on a board holds. Configuration is in
+//! `src/config/boards.rs`; the tools are gatecmd-mcp's `lock_board` and `power_board`.
 //!
 //! - `matching`: a `match` and whether a board (with the device at its port) satisfies it.
 //! - `queue`: FIFO across boards for match waiters.
@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::locks::LockKey;
+use crate::config::{BoardConfig, Config};
+use crate::locks::{LockKey, lock_key_of};
 use gatecmd_devices::Device;
 
 pub use matching::BoardMatch;
@@ -34,6 +34,21 @@ pub fn board_keys(config: &Config, devices: &[Device]) -> Vec<LockKey> {
         .filter_map(|d| config.board_at(&d.id.to_string()))
         .map(|b| LockKey::Board(b.name.clone()))
         .collect()
+}
+
+/// The keys a lease on `board` holds shared besides its own `board:NAME`: the board's
+/// `port:` key and the VID:PID (or group) key of `attached`, the device at its usb port
+/// now, so that nobody else's command or lease reaches the board while it is leased
+/// (docs/LOCKS.md "Boards"). `lock_board`, `lock_device {key: "board:NAME"}` and a labgrid
+/// place's lease all take these.
+pub fn lease_shared_keys(
+    config: &Config,
+    board: &BoardConfig,
+    attached: Option<&Device>,
+) -> Vec<LockKey> {
+    let mut shared = vec![LockKey::Port(board.usb.clone())];
+    shared.extend(attached.map(|d| lock_key_of(config, d)));
+    shared
 }
 
 /// What `list_boards` shows of a board's console, given its name; `None` when the

@@ -1,7 +1,7 @@
 //! `boards[].console` keys for talking to the board rather than only capturing it: the
 //! shell prompt, the login, U-Boot's prompt and autoboot interrupt, how long a boot may
 //! take. Read by `board_run`, `uboot_run` and `boot_board` (src/console/session.rs,
-//! src/tools/board_run.rs, src/tools/boot_board.rs); validated in `validate/shell.rs`.
+//! gatecmd-mcp's board_talk/ and tools/boot_board.rs); validated in `validate/shell.rs`.
 //! Kept apart from [`super::ConsoleConfig`] on purpose: a reload that changes a prompt
 //! must not restart the capture (and empty the ring) the way a new tty or baud does.
 

@@ -1,9 +1,10 @@
 //! Board serial consoles: each configured console is captured continuously by its own task
 //! into a per-board ring with absolute cursors (the server owns the tty; clients never open
 //! it), reopened when the adapter re-enumerates, read with an optional regex wait and
-//! written under the board's lease (the tools are in src/tools/console.rs), and talked to:
-//! a shell or U-Boot conversation with framed exit statuses (`shell`, `session`, `uboot`;
-//! the tools are src/tools/board_run.rs and src/tools/boot_board.rs).
+//! written under the board's lease (the tools are gatecmd-mcp's `console_read` and
+//! `console_write`), and talked to: a shell or U-Boot conversation with framed exit
+//! statuses (`shell`, `session`, `uboot`; the tools are gatecmd-mcp's `board_run`,
+//! `uboot_run` and `boot_board`).
 //!
 //! Wiring: [`Consoles::new`] takes the [`BoardAccess`] check (does a client hold a board's
 //! lease); [`Consoles::start`] takes every `(board, ConsoleConfig)` and starts, keeps or

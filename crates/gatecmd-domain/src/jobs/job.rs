@@ -1,9 +1,9 @@
 //! One job: a command that runs apart from the call that started it, its state, the
 //! newest output in two rings with absolute cursors, and how it ended.
 //!
-//! The job's task holds the run's slot, lock guards and page row (`Held` in
-//! `src/tools/execute/background.rs`), so locks and leases live exactly as long as the
-//! child; this value is what callers read, and it outlives the run by the retention time.
+//! The job's task holds the run's slot, lock guards and page row (`Held` in gatecmd-mcp's
+//! `tools/execute_command/held.rs`), so locks and leases live exactly as long as the child;
+//! this value is what callers read, and it outlives the run by the retention time.
 
 use std::sync::Mutex;
 use std::time::Instant;

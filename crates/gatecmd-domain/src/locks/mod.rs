@@ -78,5 +78,5 @@ pub use guard::CommandGuard;
 pub use ids::{ClientName, LeaseId, LockKey, ParseLockKeyError, SessionId};
 pub use manager::LockManager;
 pub use request::{CommandLockRequest, LeaseRequest};
-pub use settings::LockSettings;
+pub use settings::{LockSettings, MAX_WAIT_SECS};
 pub use view::{KeyState, LeaseInfo, LockEvent, LockEventKind, LocksView, RunInfo, SharedInfo};

@@ -4,6 +4,11 @@
 
 use std::time::Duration;
 
+/// Longest a caller may queue for a key (`wait_secs` of `execute_command`, `lock_device`
+/// and `lock_board`). The manager's waits have no deadline of their own; each caller caps
+/// the one it asks for with this.
+pub const MAX_WAIT_SECS: u64 = 3600;
+
 /// How long leases live, and the limits on what one client may hold or queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockSettings {

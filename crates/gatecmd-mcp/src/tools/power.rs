@@ -4,15 +4,17 @@
 
 use std::time::{Duration, Instant};
 
-use rmcp::RoleServer;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::tools::boards::unknown_board;
-use crate::tools::reasons::{args_reason, lock_reason};
-use crate::tools::{refusal, structured, structured_error};
+use crate::answer::{refusal, structured, structured_error};
+use crate::handler::{GatecmdServer, session_id};
+use crate::reasons::{args_reason, lock_reason, unknown_board};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
@@ -97,7 +99,7 @@ pub struct PowerRequest {
 
 /// Result of `power_board` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::tools::or_refusal)]
+#[schemars(transform = crate::answer::or_refusal)]
 pub struct PowerResult {
     pub board: String,
     pub action: PowerVerb,
@@ -111,6 +113,26 @@ pub struct PowerResult {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub output: String,
     pub duration_ms: u64,
+}
+
+#[tool_router(router = power_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Switches a board's power.
+    #[tool(
+        description = "Switch a leased board's power: on, off, or cycle (off, wait off_secs (default 2), on), \
+                       through its configured switch (uhubctl or on/off commands). Needs your lock_board lease. \
+                       Returns the state and the command lines run.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<PowerResult>()
+    )]
+    async fn power_board(
+        &self,
+        Parameters(req): Parameters<PowerRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(power(&self.state, &who, session_id(&ctx), req, &ctx).await)
+    }
 }
 
 /// The spec that switches `board` on (`true`) or off.

@@ -1,9 +1,11 @@
 //! A device and a lock key as every surface shows them: `list_devices`, the device
-//! resources, the bench page, `gatecmd devices` and the board views render these.
+//! resources, the bench page, `gatecmd devices` and the board views render these; and what
+//! became of the device a command ran on (`device_left`, in `execute_command`'s result and
+//! in a job's summary).
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use gatecmd_devices::{Device, DeviceId, DeviceKind, RockchipMode};
 use gatecmd_domain::config::Config;
@@ -156,6 +158,29 @@ impl DeviceView {
             device: d,
         }
     }
+}
+
+/// Result of `list_devices` (and what `gatecmd devices --json` prints).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::answer::or_refusal)]
+pub struct DeviceList {
+    pub devices: Vec<DeviceView>,
+    /// Which event source keeps the list current (udev monitor, kernel uevents, rescan…).
+    pub event_source: String,
+}
+
+/// `device_left` of an `execute_command` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceLeft {
+    /// The device (port path) the command ran on.
+    pub device: String,
+    /// Whether a device is attached on that port again at the end of the command.
+    pub attached_now: bool,
+    /// Its rockusb mode then, when it is a Rockchip board.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode_now: Option<String>,
+    /// The same in words.
+    pub message: String,
 }
 
 /// One line per device, for people.

@@ -1,0 +1,291 @@
+//! One command line at a leased board's prompt, its shell (logging in when a login prompt
+//! shows) or U-Boot's: the request, the result and the conversation that `board_run` and
+//! `uboot_run` share (framing: `gatecmd_domain::console::shell`). Each call holds the
+//! board's key like a command; every call is audited with the command line, the exit code
+//! and the output's length and SHA-256.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolResult;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::access::{take_board, talk_refusal};
+use super::refusal::TalkRefusal;
+use crate::answer::{refusal, structured, structured_error};
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::refusal::Refusal;
+use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
+use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
+use gatecmd_domain::console::uboot;
+use gatecmd_domain::locks::SessionId;
+use gatecmd_domain::state::AppState;
+
+/// Default and longest `timeout_secs` of one command.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+pub const MAX_TIMEOUT_SECS: u64 = 1800;
+/// Longest wait for the first prompt (and for a login), within the call's timeout.
+const PROMPT_WAIT: Duration = Duration::from_secs(10);
+/// Most raw bytes of output returned; the rest is in the console ring (`output_cursor`).
+pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// Longest command line (a Linux tty's canonical line holds 4095 bytes).
+pub const MAX_COMMAND_BYTES: usize = 4000;
+
+/// Arguments of `board_run` and `uboot_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoardRunRequest {
+    /// A board name from list_boards; you must hold its lease.
+    pub board: String,
+    /// One command line, printable text only (no line ends, tabs or other control
+    /// characters), e.g. "uname -a".
+    pub command: String,
+    /// Longest run in seconds (default 30, at most 1800); then Ctrl-C is sent.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
+    #[serde(default)]
+    pub lease: Option<String>,
+}
+
+/// Result of `board_run` / `uboot_run` (or a refusal in its place).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::answer::or_refusal)]
+pub struct BoardRunResult {
+    pub board: String,
+    pub command: String,
+    /// The command's exit status; null when it did not end (timed_out, cancelled) or the
+    /// shell cannot say (U-Boot without `$?`).
+    pub exit_code: Option<i32>,
+    /// Exactly what the command printed (not its echo, not the prompt), cleaned like
+    /// console_read's text: `\r\n` → `\n`, ANSI codes removed.
+    pub output: String,
+    pub duration_ms: u64,
+    /// This call logged in at a login prompt first.
+    pub logged_in: bool,
+    /// The output is longer than 262144 bytes (or the console buffer lost part of it);
+    /// console_read from output_cursor has what the buffer holds.
+    pub truncated: bool,
+    /// Console cursor of the output's first byte.
+    pub output_cursor: u64,
+    /// The command did not end within timeout_secs; Ctrl-C was sent.
+    pub timed_out: bool,
+    /// The call was cancelled; Ctrl-C was sent.
+    pub cancelled: bool,
+}
+
+/// Which prompt the command runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    Shell,
+    Uboot,
+}
+
+impl At {
+    /// The tool that runs a command at this prompt.
+    pub fn tool(self) -> &'static str {
+        match self {
+            At::Shell => "board_run",
+            At::Uboot => "uboot_run",
+        }
+    }
+}
+
+/// `board_run` (`At::Shell`) and `uboot_run` (`At::Uboot`).
+pub async fn run(
+    state: &AppState,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: BoardRunRequest,
+    at: At,
+    cancel: &CancellationToken,
+) -> CallToolResult {
+    let started = Instant::now();
+    let audit = |outcome: &str, detail: serde_json::Value| {
+        state.audit.record(&serde_json::json!({
+            "event": at.tool(),
+            "client": who.name,
+            "board": req.board,
+            "command": req.command,
+            "outcome": outcome,
+            "detail": detail,
+        }));
+    };
+    let refuse = |r: Refusal| {
+        audit(
+            "refused",
+            serde_json::json!({"reason": r.reason.as_str(), "message": r.message}),
+        );
+        refusal(r)
+    };
+    if let Some(why) = command_problem(&req.command, MAX_COMMAND_BYTES) {
+        let control = req.command.chars().any(char::is_control);
+        return refuse(TalkRefusal::BadCommand { why, control }.into());
+    }
+    let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if secs == 0 || secs > MAX_TIMEOUT_SECS {
+        let e = TalkRefusal::TimeoutOutOfRange {
+            given: secs,
+            max: MAX_TIMEOUT_SECS,
+        };
+        return refuse(e.into());
+    }
+    let config = state.config();
+    let leased = match take_board(
+        state,
+        &config,
+        who,
+        session,
+        &req.board,
+        req.lease.as_deref(),
+        at.tool(),
+    )
+    .await
+    {
+        Ok(l) => l,
+        Err(r) => return refuse(r),
+    };
+    let Some(console) = leased.console.clone() else {
+        let e = TalkRefusal::NoConsole {
+            board: req.board.clone(),
+        };
+        return refuse(e.into());
+    };
+    let timeout = Duration::from_secs(secs);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let first = Wait {
+        deadline: tokio::time::Instant::now() + PROMPT_WAIT.min(timeout),
+        cancel,
+    };
+    let prompts = &leased.prompts;
+    // Where is the board? A newline tells.
+    let seen = match session::probe(&console, prompts, &first).await {
+        Ok(s) => s,
+        Err(e) => return refuse(talk_refusal(&req.board, e)),
+    };
+    let mut logged_in = false;
+    let seen = match (at, seen) {
+        (At::Shell, Seen::Login) => {
+            match session::login(&console, prompts, leased.board.shell.login.as_ref(), &first).await
+            {
+                Ok(s) => {
+                    logged_in = true;
+                    s
+                }
+                Err(e) => return refuse(talk_refusal(&req.board, e)),
+            }
+        }
+        (At::Shell, Seen::Shell(p)) => Seen::Shell(p),
+        (At::Uboot, Seen::Uboot) => Seen::Uboot,
+        (_, other) => {
+            let next = match at {
+                At::Shell => "board_run needs a shell: boot_board {to: \"shell\"} boots the system",
+                At::Uboot => {
+                    "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there"
+                }
+            };
+            let e = TalkRefusal::WrongState {
+                board: req.board.clone(),
+                shows: other.describe().to_string(),
+                next,
+            };
+            return refuse(e.into());
+        }
+    };
+    let wait = Wait { deadline, cancel };
+    let ran = match at {
+        At::Shell => {
+            let marker = Marker::random();
+            let seen_prompt = match &seen {
+                Seen::Shell(p) => Some(p.clone()),
+                _ => None,
+            };
+            let shell_re = prompts.shell.clone();
+            let m = marker.clone();
+            let cut = move |region: &[u8]| m.output(region, &shell_re, seen_prompt.as_deref());
+            let frame = Frame {
+                typed: format!("{}\n{}\n", req.command, marker.status_line()),
+                marker: &marker,
+                cut: &cut,
+                prompt_ends: None,
+            };
+            session::run_framed(&console, prompts, frame, MAX_OUTPUT_BYTES, &wait).await
+        }
+        At::Uboot => uboot::run(&console, prompts, &req.command, MAX_OUTPUT_BYTES, &wait).await,
+    };
+    drop(leased.guard);
+    let (ran, stopped): (Ran, Option<Box<Stopped>>) = match ran {
+        Ok(r) => (r, None),
+        Err(s) => (s.partial.clone(), Some(s)),
+    };
+    let result = BoardRunResult {
+        board: req.board.clone(),
+        command: req.command.clone(),
+        exit_code: ran.exit_code,
+        duration_ms: started.elapsed().as_millis() as u64,
+        logged_in,
+        truncated: ran.truncated,
+        output_cursor: ran.output_cursor,
+        timed_out: matches!(
+            stopped.as_deref(),
+            Some(Stopped {
+                why: TalkError::Timeout { .. },
+                ..
+            })
+        ),
+        cancelled: matches!(
+            stopped.as_deref(),
+            Some(Stopped {
+                why: TalkError::Cancelled { .. },
+                ..
+            })
+        ),
+        output: ran.output,
+    };
+    let sha256 = hex::encode(Sha256::digest(result.output.as_bytes()));
+    audit(
+        if stopped.is_some() { "stopped" } else { "ran" },
+        serde_json::json!({
+            "exit_code": result.exit_code,
+            "output_bytes": result.output.len(),
+            "output_sha256": sha256,
+            "truncated": result.truncated,
+            "logged_in": logged_in,
+            "duration_ms": result.duration_ms,
+            "stopped": stopped.as_ref().map(|s| s.why.to_string()),
+        }),
+    );
+    let head = match (&stopped, result.exit_code) {
+        (Some(s), _) => format!(
+            "{} {}: {}; Ctrl-C sent, {}",
+            at.tool(),
+            req.board,
+            s.why,
+            if s.prompt_back {
+                "the prompt is back"
+            } else {
+                "no prompt came back after it (console_read shows the board)"
+            }
+        ),
+        (None, Some(code)) => format!("{} {}: exit {code}", at.tool(), req.board),
+        (None, None) => format!("{} {}: done (no exit status)", at.tool(), req.board),
+    };
+    let text = format!(
+        "{head}, {} ms{}{}\n{}",
+        result.duration_ms,
+        if logged_in { ", logged in" } else { "" },
+        if result.truncated {
+            ", output truncated"
+        } else {
+            ""
+        },
+        result.output
+    );
+    if stopped.is_some() || result.exit_code.is_some_and(|c| c != 0) {
+        structured_error(&result, text)
+    } else {
+        structured(&result, text)
+    }
+}

@@ -1,0 +1,90 @@
+//! What the MCP surface says about jobs, shared by `execute_command` (whose long calls
+//! become jobs), the job tools (`wait_job`, `cancel_job`, `list_jobs`) and the tasks
+//! extension (`tasks.rs`): why a job id is refused, the notices of calls that continued as
+//! jobs after their client gave up (told once, with the client's next call), and how often
+//! a task client should poll. The jobs themselves are [`gatecmd_domain::jobs`].
+
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
+use gatecmd_domain::jobs::{JobError, JobView};
+use gatecmd_domain::state::AppState;
+
+/// How often a task client should poll `tasks/get` (the job's progress moves about
+/// once a second for a flash).
+pub const TASK_POLL_MS: u64 = 1000;
+
+/// Why a job tool said no.
+#[derive(Debug, thiserror::Error)]
+pub enum JobsRefusal {
+    #[error("{0}")]
+    Job(#[from] JobError),
+    #[error(
+        "timeout_secs {given} is more than wait_job's maximum of {max} s (clients give up on \
+         calls after one to two minutes); wait in steps of at most {max} s"
+    )]
+    WaitTooLong { given: u64, max: u64 },
+}
+
+impl Classified for JobsRefusal {
+    fn reason(&self) -> RefusalReason {
+        match self {
+            JobsRefusal::Job(JobError::Unknown { .. }) => RefusalReason::NotFound,
+            JobsRefusal::Job(JobError::Uncancellable { .. }) => RefusalReason::NotPermitted,
+            JobsRefusal::WaitTooLong { .. } => RefusalReason::Limit,
+        }
+    }
+}
+
+/// A job error as a refusal.
+pub fn job_refusal(e: JobError) -> Refusal {
+    JobsRefusal::Job(e).into()
+}
+
+/// A job that continues after its client gave up on the call, in words.
+pub fn detached_text(v: &JobView) -> String {
+    format!(
+        "your {} continues as job {} after you gave up on the call; wait with wait_job {{\"job\": \"{}\"}}",
+        short(v),
+        v.id,
+        v.id
+    )
+}
+
+/// `wl` out of `rkdeveloptool wl 0x0 /x.img`: the command and its first argument.
+fn short(v: &JobView) -> String {
+    match v.spec.argv.get(1) {
+        Some(a) => format!("`{} {a}`", v.spec.command),
+        None => format!("`{}`", v.spec.command),
+    }
+}
+
+/// The detach notices for `client`'s next call, in words (told once).
+pub fn notices(state: &AppState, client: &str) -> Vec<String> {
+    state
+        .jobs
+        .take_notices(client)
+        .iter()
+        .map(|v| {
+            let mut s = detached_text(v);
+            if !v.state.is_running() {
+                s.push_str(&format!(" (it has since ended: {})", v.state.as_str()));
+            }
+            s
+        })
+        .collect()
+}
+
+/// Adds `notices` to an answer: a line of text each, and `notices` in its structured
+/// content.
+pub fn tell(r: &mut CallToolResult, notices: Vec<String>) {
+    if notices.is_empty() {
+        return;
+    }
+    for n in &notices {
+        r.content.push(ContentBlock::text(format!("note: {n}")));
+    }
+    if let Some(serde_json::Value::Object(o)) = &mut r.structured_content {
+        o.insert("notices".into(), notices.into());
+    }
+}

@@ -1,0 +1,115 @@
+//! What `execute_command` answers about jobs: the handle of a background call, the task
+//! of a task-augmented one, and a foreground `cancel: detach` call waiting on its job (and
+//! leaving it running when the client gives up; its notice is `crate::jobs`').
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, Task, TaskStatus};
+use rmcp::service::RequestContext;
+
+use crate::answer::{structured, structured_error};
+use crate::jobs::{TASK_POLL_MS, detached_text};
+use gatecmd_domain::jobs::{Job, Jobs};
+use gatecmd_domain::state::AppState;
+
+use super::background::stored_result;
+use super::interface::ExecuteResult;
+
+/// The answer to `background: true`: the command runs on as `job`.
+pub(super) fn job_handle(job: &Job, mut result: ExecuteResult) -> CallToolResult {
+    result.job = Some(job.id.0.clone());
+    result.started_at = Some(job.started_at.to_rfc3339());
+    let text = format!(
+        "started {} as job {}; it runs on. Follow it with wait_job {{\"job\": \"{}\"}} \
+         (each wait returns after at most 110 s), stop it with cancel_job.\n",
+        result.argv.join(" "),
+        job.id,
+        job.id
+    );
+    structured(&result, text)
+}
+
+/// The answer to a task-augmented call: a task whose id is the job's.
+pub(super) fn task_handle(job: &Job) -> CallToolResponse {
+    let at = job.started_at.to_rfc3339();
+    let task = Task::new(job.id.0.clone(), TaskStatus::Working, at.clone(), at)
+        .with_poll_interval_ms(TASK_POLL_MS)
+        .with_status_message(format!("running {}", job.spec.argv.join(" ")));
+    CallToolResponse::Task(CreateTaskResult::new(task))
+}
+
+/// Marks the job detached (and audits why) if the waiting call goes away unanswered:
+/// the client dropped its connection, so rmcp dropped the request's future.
+struct DetachOnDrop<'a> {
+    jobs: &'a Jobs,
+    audit: &'a gatecmd_domain::audit::Audit,
+    job: &'a Arc<Job>,
+    armed: bool,
+}
+
+impl DetachOnDrop<'_> {
+    fn detach(&mut self, why: &str) {
+        self.armed = false;
+        if !self.job.state().is_running() {
+            return;
+        }
+        self.job.mark_detached();
+        self.jobs.changed(&self.job.id);
+        self.audit
+            .record(&gatecmd_domain::audit::JobRecord::detached(
+                &self.job.spec.client,
+                &self.job.id.0,
+                why,
+            ));
+        tracing::info!(client = %self.job.spec.client, job = %self.job.id, why, "foreground command continues as a job");
+    }
+}
+
+impl Drop for DetachOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.detach("the request went away (connection dropped)");
+        }
+    }
+}
+
+/// A foreground call of a `cancel: detach` command: waits for its job and answers as a
+/// foreground call does. When the client gives up, the job runs on and the answer (which
+/// nobody reads) says so; the client's next call is told.
+pub(super) async fn wait_foreground(
+    state: &AppState,
+    job: &Arc<Job>,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let mut guard = DetachOnDrop {
+        jobs: &state.jobs,
+        audit: &state.audit,
+        job,
+        armed: true,
+    };
+    let mut changes = job.watch();
+    while job.state().is_running() {
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { break },
+            _ = ctx.ct.cancelled() => {
+                guard.detach("the client cancelled the call (notifications/cancelled)");
+                let v = job.view();
+                return structured_error(
+                    &serde_json::json!({"job": v.id.0, "state": "running"}),
+                    detached_text(&v),
+                );
+            }
+        }
+    }
+    guard.armed = false;
+    let answer = stored_result(job).unwrap_or_else(|| {
+        structured_error(
+            &serde_json::json!({"job": job.id.0}),
+            format!("job {} ended without a result", job.id),
+        )
+    });
+    // Answered: nobody needs the handle.
+    state.jobs.forget(&job.id);
+    answer
+}

@@ -1,0 +1,363 @@
+//! Policy for `execute_command`: every check that can refuse the call before anything
+//! runs (client rights, binary, sanitizer, timeout, wait, devices and their lock keys), and
+//! the typed refusals of the whole call (`Rejected`, in `rejected.rs`). It decides on one
+//! [`Snapshot`] of the configuration and the devices and is given nothing else of the
+//! shared state, so no check can read a later moment than another. Each thing it needs is
+//! looked up once: the command by name, its device class, the board a call names, and the
+//! device the call runs on (its id was parsed as the request was read, `DeviceArg`), which
+//! what it returns carries by reference into the snapshot.
+
+use std::time::Duration;
+
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::sanitizer;
+use gatecmd_devices::{Device, DeviceId};
+use gatecmd_domain::config::{BoardConfig, CancelPolicy, CommandConfig, Config, DeviceClass};
+use gatecmd_domain::exec::Spec;
+use gatecmd_domain::locks::{LockKey, MAX_WAIT_SECS, lock_key_of};
+
+use super::interface::{DeviceArg, ExecuteRequest};
+
+pub use super::rejected::Rejected;
+pub use super::snapshot::Snapshot;
+
+/// A call that passed every check: what to run and what to lock.
+pub struct Prepared<'a> {
+    /// What every check read: the run, its refusals and its record use the same.
+    pub snapshot: &'a Snapshot,
+    pub command: &'a CommandConfig,
+    pub keys: Vec<LockKey>,
+    /// Held shared: an isolated command's board VID:PID key.
+    pub shared_keys: Vec<LockKey>,
+    /// The device the call runs on, when it names one (or its isolated command has one).
+    pub device: Option<&'a Device>,
+    /// The configured board whose usb port holds `device`, if any.
+    pub board: Option<&'a BoardConfig>,
+    /// Whether the command runs isolated, seeing only `device` (then always set).
+    pub isolated: bool,
+    pub spec: Spec,
+    /// `spec.args` for people: a file argument as the path it resolved to, where the child
+    /// gets `/proc/self/fd/N`.
+    pub shown_args: Vec<String>,
+    pub progress: Option<regex::Regex>,
+    pub cancel: CancelPolicy,
+    pub dry_run: bool,
+    /// How long to queue for busy locks (at most `MAX_WAIT_SECS`).
+    pub wait: Duration,
+    /// Answer with a job handle once the locks are held (`background: true`).
+    pub background: bool,
+}
+
+impl Prepared<'_> {
+    /// The argv for people (results, logs, the audit record): file arguments as the paths
+    /// they resolved to.
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.spec.binary.display().to_string())
+            .chain(self.shown_args.iter().cloned())
+            .collect()
+    }
+
+    /// The argv exactly as the child receives it.
+    pub fn passed_argv(&self) -> Vec<String> {
+        std::iter::once(self.spec.binary.display().to_string())
+            .chain(self.spec.args.iter().cloned())
+            .collect()
+    }
+
+    /// The board an isolated command runs on (its view holds only this one).
+    pub fn isolate(&self) -> Option<&DeviceId> {
+        self.device.filter(|_| self.isolated).map(|d| &d.id)
+    }
+}
+
+/// Every check that can refuse the call, in order; nothing has run when this fails.
+pub fn prepare<'a>(
+    snap: &'a Snapshot,
+    who: &ClientIdentity,
+    req: ExecuteRequest,
+) -> Result<Prepared<'a>, Rejected> {
+    let config: &'a Config = &snap.config;
+    let named = config.command(&req.command);
+    let Some(command) = named.filter(|c| who.may_run(&c.name)) else {
+        return Err(Rejected::UnknownCommand {
+            configured: named.is_some(),
+            name: req.command,
+            visible: config
+                .commands
+                .iter()
+                .filter(|c| who.may_run(&c.name))
+                .map(|c| c.name.clone())
+                .collect(),
+        });
+    };
+    super::power_guard::check(config, &command.name)?;
+    // Checked now, not at load: a tool may be installed (or removed) while the server runs.
+    if let Some(why) = gatecmd_domain::config::binary_problem(&command.binary) {
+        return Err(Rejected::Unavailable {
+            name: command.name.clone(),
+            why,
+        });
+    }
+    let args = req.args.into_vec();
+    let rules = sanitizer::FileRules {
+        roots: &config.file_roots,
+        allow_hardlinked_inputs: config.allow_hardlinked_inputs,
+    };
+    let approved = sanitizer::check_with(command, &args, rules)?;
+    let pattern = &command.patterns[approved.pattern_index];
+    let limit = pattern.timeout.unwrap_or(command.timeout);
+    let timeout = match req.timeout_secs {
+        None => limit,
+        Some(0) => return Err(Rejected::ZeroTimeout),
+        Some(t) if Duration::from_secs(t) > limit => {
+            return Err(Rejected::TimeoutTooLong {
+                asked: t,
+                limit: limit.as_secs(),
+            });
+        }
+        Some(t) => Duration::from_secs(t),
+    };
+    let isolated = command.isolates(approved.pattern_index);
+    let asked = asked(snap, req.board.as_deref(), req.device)?;
+    let Locks {
+        mut keys,
+        shared_keys,
+        device,
+        touched,
+    } = locks(snap, command, asked, isolated)?;
+    // A device on a board's port is the board's: its command takes `board:NAME` too, so a
+    // board lease held by another client keeps it out (docs/LOCKS.md "Boards").
+    let touched: Vec<Device> = touched.into_iter().cloned().collect();
+    keys.extend(gatecmd_domain::boards::board_keys(config, &touched));
+    keys.sort();
+    keys.dedup();
+    // Last, as before it moved here from the lock step: a call wrong in several ways is
+    // told the same first reason, dry run or not.
+    let wait_secs = req.wait_secs.unwrap_or(0);
+    if wait_secs > MAX_WAIT_SECS {
+        return Err(Rejected::WaitTooLong {
+            wait: wait_secs,
+            max: MAX_WAIT_SECS,
+        });
+    }
+    let progress = pattern
+        .progress
+        .clone()
+        .or_else(|| command.progress.clone());
+    Ok(Prepared {
+        snapshot: snap,
+        command,
+        keys,
+        shared_keys,
+        board: device.and_then(|d| config.board_at(d.id.as_str())),
+        device,
+        isolated,
+        shown_args: approved.shown,
+        spec: Spec {
+            binary: command.binary.clone(),
+            args: approved.args,
+            env: command.env.clone(),
+            timeout,
+            isolation: None,
+            inherit: approved.files.into_iter().map(|f| f.fd).collect(),
+            // Progress is read from the output as it is printed, not when a buffer fills.
+            live_output: progress.is_some(),
+        },
+        progress,
+        cancel: pattern.cancel.unwrap_or(command.cancel),
+        dry_run: req.dry_run,
+        wait: Duration::from_secs(wait_secs),
+        background: req.background,
+    })
+}
+
+/// What a call asks to run on, as its request names it.
+enum Asked<'a> {
+    /// Neither `device` nor `board`: every attached device of the command's class.
+    Any,
+    /// `device`, parsed as the request was read (or why it is no port path).
+    Device(DeviceArg),
+    /// `board`: the device attached at its usb port now, found in the snapshot.
+    Board(&'a Device),
+}
+
+/// Reads `board` and `device`: a board is looked up in the configuration and the device
+/// at its port in the snapshot, once each.
+fn asked<'a>(
+    snap: &'a Snapshot,
+    board: Option<&str>,
+    device: Option<DeviceArg>,
+) -> Result<Asked<'a>, Rejected> {
+    let Some(name) = board else {
+        return Ok(device.map_or(Asked::Any, Asked::Device));
+    };
+    if device.is_some() {
+        return Err(Rejected::BoardAndDevice);
+    }
+    let config = &snap.config;
+    let Some(b) = config.board(name) else {
+        return Err(Rejected::UnknownBoard {
+            name: name.to_string(),
+            known: config.boards.iter().map(|b| b.name.clone()).collect(),
+        });
+    };
+    let at_port = (b.usb.parse::<DeviceId>().ok()).and_then(|id| snap.device(&id));
+    match at_port {
+        Some(dev) => Ok(Asked::Board(dev)),
+        None => Err(Rejected::BoardEmpty {
+            board: b.name.clone(),
+            usb: b.usb.clone(),
+        }),
+    }
+}
+
+/// What a command locks and runs on, all of it read from the snapshot.
+struct Locks<'a> {
+    /// Taken exclusively.
+    keys: Vec<LockKey>,
+    /// Held shared (an isolated command's board VID:PID key).
+    shared_keys: Vec<LockKey>,
+    /// The device the call runs on, when it names one (or its isolated command has one).
+    device: Option<&'a Device>,
+    /// Every device the command touches: whose board keys it takes too.
+    touched: Vec<&'a Device>,
+}
+
+/// The locks of a call: the command's class (looked up once) and the device it names (found
+/// once in the snapshot) give the keys. A command without a class locks nothing and names
+/// no device; one with a class but no such device attached is refused. An isolated command
+/// takes its board's `port:` key exclusively and the board's VID:PID (or group) key shared;
+/// its board is the device named, or the only attached device of its class.
+fn locks<'a>(
+    snap: &'a Snapshot,
+    command: &CommandConfig,
+    asked: Asked<'a>,
+    isolated: bool,
+) -> Result<Locks<'a>, Rejected> {
+    let config = &snap.config;
+    let Some(class_name) = &command.device else {
+        if isolated {
+            // Validation makes an isolated command name a class.
+            return Err(Rejected::IsolatedWithoutClass {
+                command: command.name.clone(),
+            });
+        }
+        return match asked {
+            Asked::Any => Ok(Locks {
+                keys: vec![],
+                shared_keys: vec![],
+                device: None,
+                touched: vec![],
+            }),
+            _ => Err(Rejected::NoDeviceClass {
+                command: command.name.clone(),
+            }),
+        };
+    };
+    let Some(class) = config.device_class(class_name) else {
+        return Err(Rejected::ClassNotConfigured {
+            class: class_name.clone(),
+        });
+    };
+    let named = match asked {
+        Asked::Any => None,
+        Asked::Device(DeviceArg::Invalid(e)) => return Err(e.into()),
+        Asked::Device(DeviceArg::Id(id)) => match snap.device(&id) {
+            Some(dev) => Some(dev),
+            None => {
+                return Err(Rejected::NotAttached {
+                    device: id.to_string(),
+                    attached: attached_list(snap),
+                });
+            }
+        },
+        Asked::Board(dev) => Some(dev),
+    };
+    if let Some(dev) = named
+        && !class.matches(dev.vid, dev.pid)
+    {
+        return Err(Rejected::NotOfClass {
+            device: dev.id.to_string(),
+            vid: dev.vid,
+            pid: dev.pid,
+            class: class_name.clone(),
+            class_vid: class.vid,
+            class_pid: class_pid(class),
+            command: command.name.clone(),
+        });
+    }
+    let of_class: Vec<&Device> = (snap.devices().iter())
+        .filter(|d| class.matches(d.vid, d.pid))
+        .collect();
+    let none_attached = || Rejected::NoneAttached {
+        class: class_name.clone(),
+        class_vid: class.vid,
+        class_pid: class_pid(class),
+        command: command.name.clone(),
+        attached: attached_list(snap),
+    };
+    if isolated {
+        let dev = match (named, of_class.as_slice()) {
+            (Some(dev), _) => dev,
+            (None, [one]) => one,
+            (None, []) => return Err(none_attached()),
+            (None, many) => {
+                return Err(Rejected::Ambiguous {
+                    class: class_name.clone(),
+                    command: command.name.clone(),
+                    ids: many.iter().map(|d| d.id.to_string()).collect(),
+                });
+            }
+        };
+        return Ok(Locks {
+            keys: vec![LockKey::Port(dev.id.to_string())],
+            shared_keys: vec![lock_key_of(config, dev)],
+            device: Some(dev),
+            touched: vec![dev],
+        });
+    }
+    if let Some(dev) = named {
+        return Ok(Locks {
+            keys: vec![lock_key_of(config, dev)],
+            shared_keys: vec![],
+            device: Some(dev),
+            touched: vec![dev],
+        });
+    }
+    if of_class.is_empty() {
+        return Err(none_attached());
+    }
+    let mut keys: Vec<LockKey> = of_class.iter().map(|d| lock_key_of(config, d)).collect();
+    keys.sort();
+    keys.dedup();
+    Ok(Locks {
+        keys,
+        shared_keys: vec![],
+        device: None,
+        touched: of_class,
+    })
+}
+
+/// A class's PID as a refusal words it: four hex digits, or `*` for any.
+fn class_pid(class: &DeviceClass) -> String {
+    class
+        .pid
+        .map(|p| format!("{p:04x}"))
+        .unwrap_or_else(|| "*".into())
+}
+
+/// What is attached now, for a refusal: `1-2 (2207:350b), …`, or `nothing`.
+fn attached_list(snap: &Snapshot) -> String {
+    let v: Vec<String> = (snap.devices().iter())
+        .map(|d| format!("{} ({:04x}:{:04x})", d.id, d.vid, d.pid))
+        .collect();
+    if v.is_empty() {
+        "nothing".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+#[cfg(test)]
+#[path = "prepare_tests.rs"]
+mod tests;

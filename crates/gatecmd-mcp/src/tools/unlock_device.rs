@@ -1,0 +1,74 @@
+//! `unlock_device`: ends a lease taken with `lock_device` or `lock_board`; the next waiter
+//! gets the key. An admin client may end another client's lease (logged).
+
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::answer::{refusal, structured};
+use crate::handler::{GatecmdServer, answers_at_once};
+use crate::reasons::lock_refusal;
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_domain::locks::{ClientName, LeaseId, LockError};
+use gatecmd_domain::state::AppState;
+
+/// Arguments of `unlock_device`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnlockRequest {
+    /// The lease id lock_device returned.
+    pub lease: String,
+}
+
+/// Result of `unlock_device` (or a refusal in its place).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(transform = crate::answer::or_refusal)]
+pub struct UnlockResult {
+    pub lease_id: String,
+    pub key: String,
+    pub released: bool,
+}
+
+#[tool_router(router = unlock_device_router, vis = "pub(crate)")]
+impl GatecmdServer {
+    /// Releases a lease.
+    #[tool(
+        description = "Release a lease taken with lock_device; the next waiter gets the device.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<UnlockResult>(),
+        meta = answers_at_once()
+    )]
+    async fn unlock_device(
+        &self,
+        Parameters(req): Parameters<UnlockRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.identity(&ctx)?;
+        Ok(unlock(&self.state, &who, req))
+    }
+}
+
+/// `unlock_device`. An admin client may release another client's lease (logged).
+pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> CallToolResult {
+    let lease = LeaseId(req.lease);
+    let mut r = state.locks.unlock(&lease, &ClientName(who.name.clone()));
+    if who.admin && matches!(r, Err(LockError::NotYourLease { .. })) {
+        r = state.locks.force_unlock(&lease, &who.name);
+    }
+    match r {
+        Ok(info) => {
+            let res = UnlockResult {
+                lease_id: info.lease_id.0.clone(),
+                key: info.key.to_string(),
+                released: true,
+            };
+            let text = format!("released lease {} on {}\n", res.lease_id, res.key);
+            structured(&res, text)
+        }
+        Err(e) => refusal(lock_refusal(&e)),
+    }
+}
