@@ -16,6 +16,7 @@ mod live_rows;
 mod shell_rows;
 #[path = "../tests/sim_board/mod.rs"]
 mod sim_board;
+mod upload_rows;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -804,6 +805,10 @@ fn main() {
         print(&rt.block_on(console_rows::rows(&z)));
         return;
     }
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "upload") {
+        print(&rt.block_on(upload_rows::rows(&z)));
+        return;
+    }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "live") {
         // The live-output rows alone.
         print(&rt.block_on(live_rows::rows(&z)));
@@ -851,6 +856,7 @@ fn main() {
     rows.extend(rt.block_on(console_rows::rows(&z)));
     rows.extend(rt.block_on(shell_rows::rows(&z)));
     rows.extend(rt.block_on(live_rows::rows(&z)));
+    rows.extend(rt.block_on(upload_rows::rows(&z)));
     let (start, idle) = startup(&z);
     rows.push(start);
     rows.push(idle);

@@ -36,6 +36,11 @@ pub(super) async fn serve(
     let router = http::router(state.clone(), gate.clone(), shutdown.clone())
         // Beside `/mcp`'s guard, not under it: the page checks its own sessions.
         .merge(crate::page::routes(state.clone(), gate.clone()))
+        // Its own admission (the same tokens) and no request body limit: a whole image.
+        .merge(crate::transport::upload::routes(
+            state.clone(),
+            gate.clone(),
+        ))
         // Outermost, after every route is in: each answer is counted, the guard's 401/403
         // and the page's included.
         .layer(axum::middleware::from_fn(

@@ -13,6 +13,8 @@
 //! - `open_answers`: answers not yet read, bounded per client.
 //! - `peer_user`: the local user that owns a TCP peer's socket (`sock_diag`), for the raw
 //!   protocols that carry no credential of their own (the labgrid ports).
+//! - `upload`: `PUT /upload`, a file streamed into a client's write root (the same rules as
+//!   `write_file`, without base64), and `GET /upload`, how far one got.
 //! - `sessions`: the session manager: each legacy session belongs to the client that
 //!   opened it, a per-client cap, and its leases end with it.
 
@@ -26,3 +28,4 @@ pub mod metrics;
 pub mod open_answers;
 pub mod peer_user;
 pub mod sessions;
+pub mod upload;

@@ -83,7 +83,7 @@ impl Bench {
                 offset,
                 data: data.to_vec(),
                 truncate,
-                sha256: sha256.map(str::to_string),
+                finish: sha256.map(|s| upload::Finish::Expect(s.to_string())),
             },
         )
     }

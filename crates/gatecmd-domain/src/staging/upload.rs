@@ -4,7 +4,8 @@
 //! directory (created beneath the root if missing, at most `staging.max_new_dirs_per_call`
 //! directories per call, and only after both quotas allowed them and the file). A file lies
 //! at most `staging.max_depth` components below its root. Each following chunk must come at
-//! exactly the size stored so far. The chunk that carries `sha256` finalises: the whole
+//! exactly the size stored so far. The chunk that carries `sha256` finalises (or, for a
+//! streamed upload, the last piece of a request that says it is the last): the whole
 //! temporary file is fsynced and hashed, and only when the hash matches is it renamed over
 //! `<name>` (then the directory is fsynced). A mismatch deletes the temporary file. So
 //! nothing unverified ever appears under the final name, and an interrupted upload leaves
@@ -72,14 +73,25 @@ pub fn parse_sha256(s: &str) -> Result<String, StagingError> {
     Ok(s)
 }
 
-/// One `write_file` call, checked for form.
+/// One chunk of an upload (a `write_file` call, or a piece of a streamed `PUT /upload`),
+/// checked for form.
 #[derive(Debug, Clone)]
 pub struct Chunk {
     pub offset: u64,
     pub data: Vec<u8>,
     pub truncate: bool,
-    /// Lowercase hex SHA-256 of the whole file: finalises the upload.
-    pub sha256: Option<String>,
+    /// Whether this chunk finishes the upload, and how the result is checked.
+    pub finish: Option<Finish>,
+}
+
+/// How an upload's last chunk finishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// The whole file must have this SHA-256 (lowercase hex) or nothing appears.
+    Expect(String),
+    /// The file appears as received; its SHA-256 is computed and reported (the streamed
+    /// upload's client that did not give one reads it in the answer).
+    AsReceived,
 }
 
 /// What a chunk did.
@@ -142,8 +154,8 @@ pub fn write(
             temp_path: names.temp_display.clone(),
             expired,
         };
-        if let Some(expected) = &chunk.sha256 {
-            written.sha256 = Some(finalise(&dir, &file, t, &names, expected, written.size)?);
+        if let Some(finish) = &chunk.finish {
+            written.sha256 = Some(finalise(&dir, &file, t, &names, finish, written.size)?);
             written.complete = true;
         }
         Ok(written)
@@ -378,7 +390,7 @@ fn finalise(
     file: &File,
     t: &Target,
     names: &Names<'_>,
-    expected: &str,
+    finish: &Finish,
     size: u64,
 ) -> Result<String, StagingError> {
     let io = |op, e: std::io::Error| StagingError::Io {
@@ -392,11 +404,13 @@ fn finalise(
         .seek(SeekFrom::Start(0))
         .map_err(|e| io("reading", e))?;
     let actual = hash_reader(&mut reader).map_err(|e| io("reading", e))?;
-    if actual != expected {
+    if let Finish::Expect(expected) = finish
+        && actual != *expected
+    {
         let _ = dir.unlink(&names.temp);
         return Err(StagingError::HashMismatch {
             path: t.display(),
-            expected: expected.to_string(),
+            expected: expected.clone(),
             actual,
             size,
         });
@@ -411,6 +425,43 @@ fn finalise(
     dir.sync()
         .map_err(|e| StagingError::io("syncing the directory of", &t.display(), e))?;
     Ok(actual)
+}
+
+/// How far the upload of `t` got: the bytes its unfinished temporary file holds (the
+/// offset to continue at), and whether the file itself exists. For a client that lost its
+/// connection mid-upload and goes on where it stopped.
+pub fn progress(t: &Target) -> Result<Progress, StagingError> {
+    let (parent, name) = t.split_last()?;
+    let temp = temp_name(name).ok_or_else(|| StagingError::BadPath {
+        path: t.display(),
+        reason: "the file name is too long",
+    })?;
+    let root = t.open_root()?;
+    let dir = match root.open_dir(&parent) {
+        Ok(dir) => dir,
+        Err(Denied::NotFound(_)) => return Ok(Progress::default()),
+        Err(d) => return Err(t.denied(d)),
+    };
+    let size_of = |n: &OsStr| -> Result<Option<u64>, StagingError> {
+        match dir.stat(n) {
+            Ok(Some(st)) if kind_of(&st) == Kind::File => Ok(Some(st.st_size as u64)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(StagingError::io("inspecting", &t.display(), e)),
+        }
+    };
+    Ok(Progress {
+        received: size_of(&temp)?.unwrap_or(0),
+        complete_size: size_of(name)?,
+    })
+}
+
+/// An upload's state, from [`progress`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the unfinished upload (0: none).
+    pub received: u64,
+    /// The size of the finished file under its name, if there is one.
+    pub complete_size: Option<u64>,
 }
 
 /// Removes temporary files in `dir` not modified for `stale_after` (except `keep`).

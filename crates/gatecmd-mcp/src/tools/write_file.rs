@@ -199,6 +199,6 @@ fn check_write(
         offset: req.offset,
         data,
         truncate: req.truncate,
-        sha256,
+        finish: sha256.map(upload::Finish::Expect),
     })
 }
