@@ -298,7 +298,7 @@ pub fn holder(state: &AppState, board: &str, left: bool) -> Holder {
     let port = state.config().board(board).and_then(|b| {
         state
             .locks
-            .key_state(&LockKey::Port(b.usb.clone()))
+            .key_state(&LockKey::Port(b.usb.to_string()))
             .filter(|p| p.lease.is_some() || p.running.is_some())
     });
     match (st, port) {

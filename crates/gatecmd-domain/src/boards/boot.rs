@@ -145,7 +145,7 @@ mod tests {
         BoardConfig {
             name: "b".into(),
             tags: Default::default(),
-            usb: "1-1".into(),
+            usb: "1-1".parse().expect("a port path"),
             console: console.then(|| ConsoleConfig {
                 port: Some("2-1".into()),
                 path: None,

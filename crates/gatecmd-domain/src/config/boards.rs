@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use gatecmd_devices::DeviceId;
+
 /// Where uhubctl is looked for when a board's power section names no binary.
 pub const DEFAULT_UHUBCTL: &str = "/usr/sbin/uhubctl";
 
@@ -35,8 +37,8 @@ pub struct BoardConfig {
     /// Free-form labels matched by `lock_board {match: {...}}`.
     pub tags: BTreeMap<String, String>,
     /// The port path of its flashing USB (`1-2`): whatever enumerates there is the board's
-    /// device, in any mode.
-    pub usb: String,
+    /// device, in any mode. Parsed at load, so every user holds a valid port path.
+    pub usb: DeviceId,
     /// Its serial console, if it has one.
     pub console: Option<ConsoleConfig>,
     /// How to switch it on and off, if it can be.

@@ -398,7 +398,7 @@ impl Config {
 
     /// The board whose flashing USB is the port `id`.
     pub fn board_at(&self, id: &str) -> Option<&super::boards::BoardConfig> {
-        self.boards.iter().find(|b| b.usb == id)
+        self.boards.iter().find(|b| b.usb.as_str() == id)
     }
 
     pub fn command(&self, name: &str) -> Option<&CommandConfig> {

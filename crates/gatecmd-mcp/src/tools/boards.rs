@@ -15,7 +15,6 @@ use tokio::time::Instant;
 use crate::tools::locks::MAX_WAIT_SECS;
 use crate::tools::reasons::lock_reason;
 use crate::tools::refusal;
-use crate::views::device_at;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
@@ -135,8 +134,8 @@ pub fn board_lease_request(
     req: &LockBoardRequest,
     wait: Duration,
 ) -> LeaseRequest {
-    let mut shared = vec![LockKey::Port(board.usb.clone())];
-    if let Some(dev) = device_at(state, &board.usb) {
+    let mut shared = vec![LockKey::Port(board.usb.to_string())];
+    if let Some(dev) = state.registry.get(&board.usb) {
         shared.push(lock_key_of(config, &dev));
     }
     LeaseRequest {
@@ -190,7 +189,7 @@ async fn lock_inner(
             let tagged: Vec<&BoardConfig> = config
                 .boards
                 .iter()
-                .filter(|b| tags_only(m).matches(b, device_at(state, &b.usb).as_ref()))
+                .filter(|b| tags_only(m).matches(b, state.registry.get(&b.usb).as_ref()))
                 .collect();
             // With a wait, a board without a soc tag may still show one when its device
             // enumerates; without one, say plainly that nothing is configured so.
@@ -251,7 +250,7 @@ async fn by_match(
         let matching: Vec<&BoardConfig> = config
             .boards
             .iter()
-            .filter(|b| m.matches(b, device_at(state, &b.usb).as_ref()))
+            .filter(|b| m.matches(b, state.registry.get(&b.usb).as_ref()))
             .collect();
         let mine = ticket.mine(matching_boards(state, &config, m));
         for board in matching.iter().filter(|b| mine.contains(&b.name)) {
@@ -291,7 +290,7 @@ fn matching_boards(state: &AppState, config: &Config, m: &BoardMatch) -> Vec<Str
     config
         .boards
         .iter()
-        .filter(|b| m.matches(b, device_at(state, &b.usb).as_ref()))
+        .filter(|b| m.matches(b, state.registry.get(&b.usb).as_ref()))
         .map(|b| b.name.clone())
         .collect()
 }
@@ -315,7 +314,7 @@ async fn next_change(
 /// waits for its key, and nothing holds its port. Trying only such boards keeps a queue
 /// of waiters from filling the audit log with refusals at every wake-up.
 fn looks_free(state: &AppState, board: &BoardConfig) -> bool {
-    let port = state.locks.key_state(&LockKey::Port(board.usb.clone()));
+    let port = state.locks.key_state(&LockKey::Port(board.usb.to_string()));
     state
         .locks
         .key_state(&LockKey::Board(board.name.clone()))
@@ -361,8 +360,8 @@ fn all_busy(
 
 fn answer(state: &AppState, board: &BoardConfig, info: &LeaseInfo) -> CallToolResult {
     let config = state.config();
-    let dev = device_at(state, &board.usb);
-    let mut shared_keys = vec![LockKey::Port(board.usb.clone()).to_string()];
+    let dev = state.registry.get(&board.usb);
+    let mut shared_keys = vec![LockKey::Port(board.usb.to_string()).to_string()];
     if let Some(d) = &dev {
         shared_keys.push(lock_key_of(&config, d).to_string());
     }

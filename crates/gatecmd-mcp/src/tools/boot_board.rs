@@ -3,7 +3,6 @@
 //! gatecmd action: the board key held for the whole call under the caller's lease, power
 //! and MaskROM commands through the executor and the sanitizer, every step audited.
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolResult;
@@ -77,10 +76,7 @@ fn step_name(s: Step) -> &'static str {
 
 /// What the board shows now: the rockusb mode at its port, and its console's answer.
 async fn look(state: &AppState, l: &Leased, target: Target, cancel: &CancellationToken) -> Now {
-    let rockusb = DeviceId::from_str(&l.board.usb)
-        .ok()
-        .and_then(|id| state.registry.get(&id))
-        .and_then(|d| d.mode);
+    let rockusb = state.registry.get(&l.board.usb).and_then(|d| d.mode);
     let mut now = Now {
         rockusb,
         ..Now::default()
@@ -362,20 +358,16 @@ async fn run_power(
     }
 }
 
-/// Waits for the rockusb device in MaskROM mode at `usb`.
+/// Waits for the rockusb device in MaskROM mode at `id`.
 async fn await_maskrom(
     state: &AppState,
-    usb: &str,
+    id: &DeviceId,
     board: &str,
     wait: &Wait<'_>,
 ) -> Result<(), Refusal> {
-    let id = DeviceId::from_str(usb).map_err(|error| TalkRefusal::BadPort {
-        usb: usb.to_string(),
-        error,
-    })?;
     let mut events = state.registry.subscribe();
     loop {
-        if state.registry.get(&id).and_then(|d| d.mode) == Some(RockchipMode::MaskRom) {
+        if state.registry.get(id).and_then(|d| d.mode) == Some(RockchipMode::MaskRom) {
             return Ok(());
         }
         tokio::select! {
@@ -389,10 +381,10 @@ async fn await_maskrom(
                 }
             }
             _ = tokio::time::sleep_until(wait.deadline) => {
-                let now = state.registry.get(&id).map(|d| d.mode.map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
+                let now = state.registry.get(id).map(|d| d.mode.map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
                 return Err(TalkRefusal::NoMaskromInTime {
                     board: board.to_string(),
-                    usb: usb.to_string(),
+                    usb: id.to_string(),
                     shows: now.unwrap_or_else(|| "nothing".into()),
                 }
                 .into());

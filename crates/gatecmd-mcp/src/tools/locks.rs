@@ -163,10 +163,8 @@ fn key_for(
                             known: config.board_names(),
                         }));
                     };
-                    let mut shared = vec![LockKey::Port(b.usb.clone())];
-                    if let Ok(id) = b.usb.parse::<DeviceId>() {
-                        shared.extend(board_shared(&id));
-                    }
+                    let mut shared = vec![LockKey::Port(b.usb.to_string())];
+                    shared.extend(board_shared(&b.usb));
                     shared
                 }
                 _ => vec![],

@@ -6,7 +6,6 @@ use crate::tools::power::PowerError;
 use crate::tools::reasons::lock_reason;
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_devices::DeviceError;
 use gatecmd_domain::console::WriteError;
 use gatecmd_domain::console::session::TalkError;
 use gatecmd_domain::exec::ExecError;
@@ -60,8 +59,6 @@ pub enum TalkRefusal {
     },
     #[error("{argv}: {error}")]
     PowerStart { argv: String, error: ExecError },
-    #[error("usb port {usb:?}: {error}")]
-    BadPort { usb: String, error: DeviceError },
     #[error("cancelled while waiting for MaskROM")]
     CancelledWaitingMaskrom,
     #[error(
@@ -86,9 +83,7 @@ impl Classified for TalkRefusal {
             TalkRefusal::Lease(e) => e.reason(),
             TalkRefusal::Lock(e) => lock_reason(e),
             TalkRefusal::BadCommand { control: true, .. } => R::ForbiddenCharacter,
-            TalkRefusal::BadCommand { control: false, .. } | TalkRefusal::BadPort { .. } => {
-                R::InvalidRequest
-            }
+            TalkRefusal::BadCommand { control: false, .. } => R::InvalidRequest,
             TalkRefusal::TimeoutOutOfRange { .. } => R::TimeoutTooLong,
             TalkRefusal::WrongState { .. } => R::WrongState,
             TalkRefusal::Talk { error, .. } => talk_reason(error),

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use gatecmd_devices::DeviceId;
+
 use super::super::boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
     MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
@@ -43,10 +45,15 @@ impl Validator {
                 ok = false;
             }
             let at = self.at(&field("usb"));
-            if !valid_port_path(&b.usb) {
-                self.err(at, field("usb"), port_error("usb", &b.usb));
-                ok = false;
-            } else if let Some(other) = out.iter().find(|o| o.usb == b.usb) {
+            // Parsed once here: every user of the board holds a valid port path.
+            let usb = match b.usb.parse::<DeviceId>() {
+                Ok(id) if valid_port_path(&b.usb) => Some(id),
+                _ => {
+                    self.err(at, field("usb"), port_error("usb", &b.usb));
+                    None
+                }
+            };
+            if let Some(other) = usb.as_ref().and_then(|u| out.iter().find(|o| &o.usb == u)) {
                 self.err(
                     at,
                     field("usb"),
@@ -75,13 +82,13 @@ impl Validator {
                 None => Some(None),
                 Some(p) => self.power(i, p, commands, file_roots).map(Some),
             };
-            if let (true, Some(console), Some(power), Some(shell), Some(maskrom)) =
-                (ok, console, power, shell, maskrom)
+            if let (true, Some(usb), Some(console), Some(power), Some(shell), Some(maskrom)) =
+                (ok, usb, console, power, shell, maskrom)
             {
                 out.push(BoardConfig {
                     name: b.name,
                     tags: b.tags,
-                    usb: b.usb,
+                    usb,
                     console,
                     power,
                     maskrom,
@@ -94,7 +101,10 @@ impl Validator {
             let Some(port) = b.console.as_ref().and_then(|c| c.port.as_ref()) else {
                 continue;
             };
-            if let Some(other) = out.iter().find(|o| o.name != b.name && &o.usb == port) {
+            if let Some(other) = out
+                .iter()
+                .find(|o| o.name != b.name && o.usb.as_str() == port)
+            {
                 let at = self.at(&format!("boards[{i}].console.port"));
                 self.err(
                     at,

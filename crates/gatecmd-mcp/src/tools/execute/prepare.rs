@@ -276,18 +276,13 @@ fn device_of_board(
             known: config.boards.iter().map(|b| b.name.clone()).collect(),
         });
     };
-    let attached = b
-        .usb
-        .parse::<DeviceId>()
-        .ok()
-        .is_some_and(|id| snap.device(&id).is_some());
-    if !attached {
+    if snap.device(&b.usb).is_none() {
         return Err(Rejected::BoardEmpty {
             board: b.name.clone(),
-            usb: b.usb.clone(),
+            usb: b.usb.to_string(),
         });
     }
-    Ok(Some(b.usb.clone()))
+    Ok(Some(b.usb.to_string()))
 }
 
 /// What a command locks: keys taken exclusively, keys held shared, and its board.
