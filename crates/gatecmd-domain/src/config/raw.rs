@@ -1,15 +1,11 @@
-//! The schema as written in YAML, and the checks of single values.
+//! The schema as written in YAML (the checks of single values are in `values.rs`).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 
-use regex::Regex;
 use serde::Deserialize;
 
-use super::schema::{
-    AuditSettings, CancelPolicy, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
-};
+use super::command::CancelPolicy;
+use super::schema::{AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings};
 use super::staging::StagingLimits;
 use super::value_error::ValueError;
 
@@ -140,36 +136,8 @@ pub(crate) struct RawPattern {
 }
 
 // Values are read as plain YAML and checked by the validator, which locates each error by
-// its field path (`positions.rs`) and reports every error of the file, not only the first.
-
-pub(crate) fn check_name(s: &str) -> Result<(), ValueError> {
-    let ok = !s.is_empty()
-        && s.len() <= 64
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(ValueError::BadName(s.to_string()))
-    }
-}
-
-pub(crate) fn parse_abs(s: &str) -> Result<PathBuf, ValueError> {
-    let p = PathBuf::from(s);
-    if !p.is_absolute() {
-        return Err(ValueError::NotAbsolute(s.to_string()));
-    }
-    if p.components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Err(ValueError::ParentDir(s.to_string()));
-    }
-    Ok(p)
-}
-
-pub(crate) fn parse_bind(s: &str) -> Result<SocketAddr, ValueError> {
-    s.parse().map_err(|_| ValueError::NotAddress(s.to_string()))
-}
+// its field path (`positions.rs`) and reports every error of the file, not only the first;
+// the checks of single values are in `values.rs`.
 
 /// `written` is the scalar as it stands in the file, when it is one.
 pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, ValueError> {
@@ -189,24 +157,6 @@ pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, Va
         return Ok(n);
     }
     Err(ValueError::NotUsbId(s))
-}
-
-pub(crate) fn parse_sha256(s: &str) -> Result<[u8; 32], ValueError> {
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(s.trim(), &mut out).map_err(|_| ValueError::NotSha256)?;
-    Ok(out)
-}
-
-/// A progress regex: its first capture group must give the percentage.
-pub(crate) fn parse_progress(s: &str) -> Result<Regex, ValueError> {
-    let re = Regex::new(s).map_err(|error| ValueError::BadRegex {
-        pattern: s.to_string(),
-        error,
-    })?;
-    if re.captures_len() < 2 {
-        return Err(ValueError::NoCaptureGroup(s.to_string()));
-    }
-    Ok(re)
 }
 
 // Plain fields rather than a flattened `StagingLimits`: serde cannot combine `flatten`
@@ -278,7 +228,7 @@ pub(crate) struct RawBoard {
     pub(crate) tags: BTreeMap<String, String>,
     pub(crate) usb: String,
     pub(crate) console: Option<RawConsole>,
-    pub(crate) power: Option<RawPower>,
+    pub(crate) power: Option<super::power::RawPower>,
 }
 
 #[derive(Deserialize)]
@@ -308,30 +258,4 @@ pub(crate) struct RawLogin {
 pub(crate) struct RawUboot {
     pub(crate) interrupt: Option<String>,
     pub(crate) prompt: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPower {
-    pub(crate) uhubctl: Option<RawUhubctl>,
-    pub(crate) on: Option<RawPowerAction>,
-    pub(crate) off: Option<RawPowerAction>,
-    /// Holds the MaskROM button and resets the board (boot_board {to: maskrom}).
-    pub(crate) maskrom: Option<RawPowerAction>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawUhubctl {
-    pub(crate) hub: String,
-    pub(crate) port: u32,
-    pub(crate) binary: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPowerAction {
-    pub(crate) command: String,
-    #[serde(default)]
-    pub(crate) args: gatecmd_core::sanitizer::Args,
 }

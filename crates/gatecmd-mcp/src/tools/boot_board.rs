@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::board_run::{Leased, take_board, talk_refusal};
-use crate::tools::power::{action_spec, spec_for};
+use crate::tools::power::PowerError;
 use crate::tools::talk_errors::TalkRefusal;
 use crate::tools::{refusal, structured, structured_error};
 use gatecmd_core::identity::ClientIdentity;
@@ -19,6 +19,7 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_devices::{DeviceId, RockchipMode};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::boards::boot::{Now, Step, Target, plan};
+use gatecmd_domain::config::power::{action_spec, switch_spec};
 use gatecmd_domain::config::{Config, MAX_BOOT_TIMEOUT_SECS};
 use gatecmd_domain::console::session::{self, TalkError, Wait, last_line_since, watch};
 use gatecmd_domain::console::shell::{Prompts, Seen};
@@ -265,7 +266,7 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                spec_for(config, &l.board, false).map_err(TalkRefusal::from)?,
+                switch_spec(config, &l.board, false).map_err(PowerError::from)?,
                 PowerState::Off,
                 cancel,
             )
@@ -275,7 +276,7 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                spec_for(config, &l.board, true).map_err(TalkRefusal::from)?,
+                switch_spec(config, &l.board, true).map_err(PowerError::from)?,
                 PowerState::On,
                 cancel,
             )
@@ -291,7 +292,7 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                action_spec(config, action).map_err(TalkRefusal::from)?,
+                action_spec(config, action).map_err(PowerError::from)?,
                 PowerState::On,
                 cancel,
             )

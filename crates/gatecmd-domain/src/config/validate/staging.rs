@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::super::raw::{RawClientStaging, RawStaging, parse_abs};
+use super::super::raw::{RawClientStaging, RawStaging};
 use super::super::staging::{
     CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
 };
+use super::super::values::parse_abs;
 use super::validator::Validator;
 
 impl Validator {

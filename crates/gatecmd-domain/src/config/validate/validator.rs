@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use super::super::error::{ConfigError, ConfigErrors};
 use super::super::host::default_state_dir;
 use super::super::positions::{At, Positions};
-use super::super::raw::{RawConfig, parse_abs, parse_bind, take_client_staging};
+use super::super::raw::{RawConfig, take_client_staging};
 use super::super::schema::Config;
+use super::super::values::{parse_abs, parse_bind};
 
 /// Collects every error of one file, each located in its text.
 pub(crate) struct Validator {
