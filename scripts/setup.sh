@@ -28,6 +28,9 @@ if [ "${1:-}" = "--test" ]; then
   # The other families' real tools, run against gatecmd-vboard's fastboot and DFU boards in
   # the usbvm guest (vboard/tests/usbvm_families.rs).
   packages+=(fastboot dfu-util)
+  # The pdudaemon power backend against Debian's real daemon and its client, pduclient
+  # (tests/power_pdudaemon.rs).
+  packages+=(pdudaemon pdudaemon-client)
 fi
 
 missing=()

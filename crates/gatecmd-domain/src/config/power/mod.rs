@@ -13,13 +13,14 @@
 //! - `list`: the `backends!` macro, what the list becomes.
 //! - `uhubctl`: a hub port switched by uhubctl.
 //! - `commands`: two `commands:` entries, on and off; also the `maskrom` action's checks.
+//! - `pdudaemon`: an outlet of a PDU that pdudaemon drives, through its `pduclient`.
 //! - `spec`: the command a board's power action runs, from the configuration in force.
 //!
 //! # Adding a backend
 //!
 //! Write `<name>.rs` implementing [`Backend`], add its `pub mod` line and its entry in
 //! `backends!` below (its keys under `power:` and what they hold), and its row in
-//! docs/BOARDS.md's table of power backends.
+//! docs/BOARDS.md's table of power backends. `pdudaemon.rs` was added that way.
 
 mod backend;
 mod list;
@@ -27,6 +28,7 @@ mod spec;
 
 // The backends: public, so their types are reached as `power::uhubctl::Uhubctl`.
 pub mod commands;
+pub mod pdudaemon;
 pub mod uhubctl;
 
 use crate::exec::Spec;
@@ -43,6 +45,8 @@ backends! {
     uhubctl::Uhubctl { uhubctl: uhubctl::Raw },
     /// Named `commands:` entries, with arguments their patterns accept.
     commands::Commands { on: commands::RawAction, off: commands::RawAction },
+    /// `pduclient --daemon HOST --hostname PDU --port N --command on|off`.
+    pdudaemon::Pdudaemon { pdudaemon: pdudaemon::Raw },
 }
 
 #[cfg(test)]

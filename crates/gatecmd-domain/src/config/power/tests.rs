@@ -2,6 +2,7 @@
 //! and its command line is the one documented.
 
 use super::super::{Config, ConfigError};
+use super::pdudaemon::{DEFAULT_PDUCLIENT, Listener};
 use super::{PowerConfig, switch_spec};
 
 fn errors(text: &str) -> Vec<ConfigError> {
@@ -16,9 +17,82 @@ fn board(power: &str) -> String {
 }
 
 #[test]
+fn a_pdudaemon_outlet_loads_with_its_defaults_and_runs_pduclient() {
+    let c = Config::parse(
+        &board("      pdudaemon: {daemon: pdu-server.lab, pdu: apc-1, port: 4}\n"),
+        "p.yaml",
+    )
+    .expect("valid");
+    let b = c.board("a").expect("board");
+    let Some(PowerConfig::Pdudaemon(p)) = &b.power else {
+        panic!("{:?}", b.power)
+    };
+    assert_eq!(p.listener, Listener::Tcp);
+    assert_eq!(p.binary.to_str(), Some(DEFAULT_PDUCLIENT));
+    assert_eq!(
+        b.power.as_ref().map(PowerConfig::backend),
+        Some("pdudaemon")
+    );
+    let spec = switch_spec(&c, b, false).expect("spec");
+    assert_eq!(
+        spec.args,
+        [
+            "--daemon",
+            "pdu-server.lab",
+            "--hostname",
+            "apc-1",
+            "--port",
+            "4",
+            "--command",
+            "off"
+        ]
+    );
+    assert!(b.power.as_ref().is_some_and(|p| p.commands().is_empty()));
+    // Debian's shipped pdudaemon.conf listens over HTTP: pduclient --http.
+    let c = Config::parse(
+        &board("      pdudaemon: {daemon: localhost, pdu: x, port: 1, listener: http, binary: /opt/pduclient}\n"),
+        "p.yaml",
+    )
+    .expect("valid");
+    let b = c.board("a").expect("board");
+    assert_eq!(
+        b.power.as_ref().map(PowerConfig::describe).as_deref(),
+        Some("/opt/pduclient --http --daemon localhost --hostname x --port 1 --command on|off")
+    );
+}
+
+#[test]
+fn pdudaemon_errors_name_line_and_field() {
+    let e = errors(&board(
+        "      pdudaemon:\n        daemon: \"-x\"\n        pdu: \"two words\"\n        port: 70000\n        binary: pduclient\n",
+    ));
+    let find = |f: &str| {
+        e.iter()
+            .find(|e| e.field == f)
+            .unwrap_or_else(|| panic!("no error on {f}: {e:?}"))
+    };
+    assert_eq!(find("boards[0].power.pdudaemon.daemon").line, 6);
+    assert_eq!(find("boards[0].power.pdudaemon.pdu").line, 7);
+    assert!(
+        find("boards[0].power.pdudaemon.port")
+            .message
+            .contains("0-65535")
+    );
+    assert!(
+        find("boards[0].power.pdudaemon.binary")
+            .message
+            .contains("not an absolute path")
+    );
+    let e = errors(&board(
+        "      pdudaemon: {daemon: localhost, pdu: x, port: 1, listener: udp}\n",
+    ));
+    assert!(e[0].message.contains("tcp"), "{}", e[0]);
+}
+
+#[test]
 fn one_switch_per_board_and_the_error_lists_every_form() {
     let e = errors(&board(
-        "      uhubctl: {hub: \"1-1\", port: 2}\n      on: {command: relay, args: \"on\"}\n",
+        "      uhubctl: {hub: \"1-1\", port: 2}\n      pdudaemon: {daemon: localhost, pdu: x, port: 1}\n",
     ));
     assert_eq!(
         (e[0].line, e[0].field.as_str()),
@@ -26,7 +100,7 @@ fn one_switch_per_board_and_the_error_lists_every_form() {
         "{}",
         e[0]
     );
-    for form in ["uhubctl: {hub", "on: {command"] {
+    for form in ["uhubctl: {hub", "on: {command", "pdudaemon: {daemon"] {
         assert!(e[0].message.contains(form), "{form}: {}", e[0]);
     }
     // `on` without `off` is no switch either.
@@ -50,7 +124,10 @@ fn uhubctl_is_shown_as_before() {
     // No switch: the refusal names the backends one could configure.
     let c = Config::parse("boards:\n  - name: a\n    usb: \"1-2\"\n", "p.yaml").expect("valid");
     let e = switch_spec(&c, c.board("a").expect("board"), true).expect_err("no switch");
-    assert!(e.to_string().contains("uhubctl, commands"), "{e}");
+    assert!(
+        e.to_string().contains("uhubctl, commands, pdudaemon"),
+        "{e}"
+    );
 }
 
 /// docs/BOARDS.md's table of power backends has one row per backend, in the list's order.
