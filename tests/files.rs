@@ -164,7 +164,7 @@ async fn a_64_mib_image_is_uploaded_in_chunks_verified_and_used_by_a_command() {
         .contains("action=\"remove\"")));
     let log = s.log_text();
     assert!(
-        log.contains("gatecmd_domain::audit")
+        log.contains("gatecmd::audit")
             && log.contains("action=\"finalize\"")
             && log.contains(&want),
         "finalize is audited with its hash:\n{log}"
