@@ -5,8 +5,10 @@
 //! other users of the same PDU (LAVA, labgrid) never talk to it at once.
 //!
 //! pduclient exits 0 once the daemon acknowledged a request, which it does after running it
-//! (1: the daemon was not reached; 127: it refused, e.g. a PDU it does not know). It always
-//! dials the daemon's port 16421.
+//! (1: the daemon was not reached; 127: it refused, e.g. a PDU it does not know). The
+//! acknowledgement does not say whether the PDU's driver succeeded (pdudaemon logs a driver
+//! that fails after its retries), so the state gatecmd records is the one it asked for. It
+//! always dials the daemon's port 16421.
 
 use std::path::PathBuf;
 use std::time::Duration;
