@@ -38,6 +38,9 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(fastboot dfu-util)
   # gcc: tests/exec.rs builds a C program that prints progress the way rkdeveloptool does.
   packages+=(gcc)
+  # The pdudaemon power backend against Debian's real daemon and its client, pduclient
+  # (tests/power_pdudaemon.rs).
+  packages+=(pdudaemon pdudaemon-client)
 fi
 
 missing=()

@@ -602,7 +602,7 @@ fn refusal_table_errors(table: &[(usize, String)], reasons: &[&str]) -> Vec<Stri
 }
 
 /// docs/TOOLS.md's refusal table lists every `RefusalReason` (the list is
-/// `RefusalReason::ALL`, itself checked against the type's derived schema) and nothing else.
+/// `RefusalReason::ALL`, generated from the enum's one declaration) and nothing else.
 #[test]
 fn the_refusal_table_lists_every_reason_and_only_those() {
     let reasons: Vec<&str> = gatecmd_core::refusal::RefusalReason::ALL

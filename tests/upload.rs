@@ -27,7 +27,7 @@ file_roots: [$DIR/images]
 
 fn data(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[(i % 4)] ^ seed)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed)
         .collect()
 }
 

@@ -181,22 +181,8 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
                     s.push_str(&format!(", ring {} bytes", c.buffer_bytes));
                 }
             }
-            match &b.power {
-                Some(gatecmd_domain::config::PowerConfig::Uhubctl { hub, port, binary }) => s
-                    .push_str(&format!(
-                        ", power {} -l {hub} -p {port} -a on|off",
-                        binary.display()
-                    )),
-                Some(gatecmd_domain::config::PowerConfig::Commands { on, off }) => {
-                    s.push_str(&format!(
-                        ", power on: {} {}, off: {} {}",
-                        on.command,
-                        on.args.join(" "),
-                        off.command,
-                        off.args.join(" ")
-                    ))
-                }
-                None => {}
+            if let Some(p) = &b.power {
+                s.push_str(&format!(", power {}", p.describe()));
             }
             s.push('\n');
         }

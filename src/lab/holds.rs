@@ -12,7 +12,6 @@ use chrono::Utc;
 use gatecmd_domain::boards::lease_shared_keys;
 use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LeaseRequest, LockKey};
 use gatecmd_domain::state::AppState;
-use gatecmd_mcp::views::device_at;
 
 /// The holder prefix of leases taken for labgrid places. Configured client names are
 /// `[A-Za-z0-9_.-]`, so no MCP client can be named like this.
@@ -160,7 +159,7 @@ impl Holds {
             ttl: Some(settings.max_ttl),
             note: Some(hold.note(settings.max_note_bytes)).filter(|n| !n.trim().is_empty()),
             wait: Duration::ZERO,
-            shared: lease_shared_keys(&config, cfg, device_at(state, &cfg.usb).as_ref()),
+            shared: lease_shared_keys(&config, cfg, state.registry.get(&cfg.usb).as_ref()),
         };
         match state.locks.lock(lease).await {
             Ok(info) => {
@@ -293,7 +292,7 @@ pub fn holder(state: &AppState, board: &str, left: bool) -> Holder {
     let port = state.config().board(board).and_then(|b| {
         state
             .locks
-            .key_state(&LockKey::Port(b.usb.clone()))
+            .key_state(&LockKey::Port(b.usb.to_string()))
             .filter(|p| p.lease.is_some() || p.running.is_some())
     });
     match (st, port) {

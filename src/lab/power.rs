@@ -1,6 +1,6 @@
 //! labgrid's `rest` power model (`labgrid/driver/power/rest.py`: GET a URL for `0`/`1`,
 //! PUT `0`/`1` to switch) served on `labgrid.console_bind`, one URL per board by index,
-//! through the board's configured power backend (uhubctl or its on/off commands, via the
+//! through the board's configured power backend (`gatecmd_domain::config::power`, via the
 //! executor like `power_board`). Every request, reading included, is admitted on its own
 //! (`admission.rs`): the board held by a labgrid place and the connection owned by the
 //! local user who acquired it; the switch runs under that place's lease. The port is
@@ -27,8 +27,8 @@ use super::holds::holder_of;
 use crate::transport::conn_limits::{ConnLimits, ConnTicket, LocalAddr};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::LabSettings;
+use gatecmd_domain::config::power::switch_spec;
 use gatecmd_domain::locks::{CommandLockRequest, LockKey};
-use gatecmd_mcp::tools::power::spec_for;
 
 /// The power port's own connection caps: labgrid's power driver opens one connection per
 /// request, and only holders' requests authenticate one.
@@ -175,7 +175,7 @@ async fn switch_board(lab: &Lab, admitted: &Admitted, on: bool) -> Result<(), An
             "gatecmd: board {board} is no longer configured"
         )));
     };
-    let spec = spec_for(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {r}")))?;
+    let spec = switch_spec(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {r}")))?;
     let lock = CommandLockRequest {
         keys: vec![LockKey::Board(board.to_string())],
         shared: vec![],

@@ -11,7 +11,6 @@ use super::holds::{Hold, Holder, holder};
 use super::proto::{MapValue, Resource, ResourcePath};
 use gatecmd_domain::config::{BoardConfig, LabSettings};
 use gatecmd_domain::state::AppState;
-use gatecmd_mcp::views::device_at;
 
 /// Resource names within a board's group.
 pub const USB: &str = "usb";
@@ -100,7 +99,7 @@ pub fn all(
 type Params = HashMap<String, MapValue>;
 
 fn usb(state: &AppState, lab: &LabSettings, board: &BoardConfig) -> (&'static str, Params, bool) {
-    let dev = device_at(state, &board.usb);
+    let dev = state.registry.get(&board.usb);
     let num = |f: fn(&gatecmd_devices::Device) -> u64| {
         dev.as_ref()
             .map(|d| MapValue::uint(f(d)))

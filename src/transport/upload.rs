@@ -113,19 +113,19 @@ fn admitted(
     shared: &Shared,
     req: &mut Request,
     path: &str,
-) -> Result<(ClientIdentity, Target), Response> {
+) -> Result<(ClientIdentity, Target), Box<Response>> {
     let (state, gate) = shared;
     let current = gate.current();
-    admit(&current.0, &current.1, req).map_err(|r| *r)?;
+    admit(&current.0, &current.1, req)?;
     let who = req
         .extensions()
         .get::<ClientIdentity>()
         .cloned()
-        .ok_or_else(|| StatusCode::UNAUTHORIZED.into_response())?;
+        .ok_or_else(|| Box::new(StatusCode::UNAUTHORIZED.into_response()))?;
     let config = state.config();
     let refuse = |e: StagingError| {
         audit(state, &who, "upload", path, None, None, Some(&e));
-        refusal(&e)
+        Box::new(refusal(&e))
     };
     let target = staging::resolve(&config.file_roots, None, path).map_err(refuse)?;
     let policy = config.staging.policy(&who.name);
@@ -164,7 +164,7 @@ async fn get(
 ) -> Response {
     let (_who, target) = match admitted(&shared, &mut req, &q.path) {
         Ok(a) => a,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let t = target.clone();
     match tokio::task::spawn_blocking(move || upload::progress(&t)).await {
@@ -198,7 +198,7 @@ async fn put(
 ) -> Response {
     let (who, target) = match admitted(&shared, &mut req, &q.path) {
         Ok(a) => a,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let state = shared.0.clone();
     let shown = target.display();

@@ -19,159 +19,112 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// The class of a refusal. Serialised in snake_case; never renamed once published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalReason {
-    /// The request itself is malformed or contradictory (both `device` and `key`, a bad
-    /// id or key syntax, `timeout_secs: 0`, bad base64 or hash form, …).
-    InvalidRequest,
-    /// The command is not configured, or not one this client may run (the two are not
-    /// told apart, so a client cannot probe for commands it may not see).
-    UnknownCommand,
-    /// The command is configured but its binary is missing or not executable on the host.
-    CommandUnavailable,
-    /// The command is a board's power action: only `power_board` runs it, under the
-    /// board's lease.
-    PowerCommand,
-    /// Something the request needs is not configured (a device class, file roots).
-    NotConfigured,
-    /// An argument contains a shell metacharacter, quote, backslash or control character.
-    ForbiddenCharacter,
-    /// The arguments match none of the command's allowed patterns (including a file
-    /// argument that resolves outside the file roots).
-    NoPatternMatched,
-    /// `timeout_secs` is above the command's (or its pattern's) timeout.
-    TimeoutTooLong,
-    /// A configured maximum: `wait_secs`, `ttl_secs`, commands running at once per
-    /// client, chunk or file size, a root's quota, lease counts.
-    Limit,
-    /// The device or key is locked by someone else (or the caller's own running command).
-    DeviceBusy,
-    /// No matching device is attached (the named one, or any of the command's class).
-    DeviceAbsent,
-    /// The named device is not of the command's device class.
-    DeviceMismatch,
-    /// Several boards fit an isolated command and none was named.
-    DeviceAmbiguous,
-    /// The lease presented is unknown, ended, or another client's.
-    LeaseInvalid,
-    /// The client already holds a lease on that key.
-    AlreadyHeld,
-    /// The isolated view of the board could not be built; nothing ran.
-    IsolationUnavailable,
-    /// A path is outside every file root, or names no file root.
-    OutsideRoots,
-    /// A path is not acceptable as written (`..`, a reserved upload name, …).
-    InvalidPath,
-    /// A path goes through a symbolic link; none is followed inside file roots.
-    Symlink,
-    /// The path exists but is the wrong kind (a directory, a special file, a hard link).
-    WrongFileType,
-    /// The path (or a directory on it) does not exist.
-    NotFound,
-    /// The client may not do this here (write under a root it has no write right to).
-    NotPermitted,
-    /// The chunk does not fit the upload's state (wrong offset, none in progress, one
-    /// already in progress).
-    UploadState,
-    /// The whole file's SHA-256 differs from the one given; the upload was discarded.
-    HashMismatch,
-    /// The file system said no (permissions, disk full, …).
-    IoError,
-    /// The client cancelled the call before anything ran.
-    Cancelled,
-    /// gatecmd (or one of its parts) is stopping; retry once it is back.
-    ShuttingDown,
-    /// The command was allowed but could not be started (or its task failed).
-    StartFailed,
-    /// What a board_run, uboot_run or boot_board waited for did not come in time; the
-    /// message names what was awaited and what the console showed last.
-    Timeout,
-    /// The board is not in the state the tool needs (e.g. not at U-Boot's prompt for
-    /// uboot_run); the message says what it shows and which tool gets it there.
-    WrongState,
-    /// The board refused the configured login.
-    LoginFailed,
+/// Declares [`RefusalReason`] from one list: each variant with its stable name beside it.
+/// [`RefusalReason::ALL`] and [`RefusalReason::as_str`] are generated from that list, so a
+/// new reason is written once (its serialised form is serde's, checked equal to the name by
+/// a unit test below).
+macro_rules! reasons {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[doc = $doc:literal])* $variant:ident => $wire:literal, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl $name {
+            /// Every reason, in declaration order: docs/TOOLS.md's table is checked against
+            /// this list (tests/docs_truth.rs).
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The stable name, as serialised (`forbidden_character`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $wire, )*
+                }
+            }
+        }
+    };
 }
 
-impl RefusalReason {
-    /// Every reason, in declaration order: docs/TOOLS.md's table is checked against this
-    /// list (tests/docs_truth.rs), and a unit test below checks the list against the
-    /// variants the type's derived schema enumerates, so a new variant missing here fails.
-    pub const ALL: [RefusalReason; 31] = {
-        use RefusalReason::*;
-        [
-            InvalidRequest,
-            UnknownCommand,
-            CommandUnavailable,
-            PowerCommand,
-            NotConfigured,
-            ForbiddenCharacter,
-            NoPatternMatched,
-            TimeoutTooLong,
-            Limit,
-            DeviceBusy,
-            DeviceAbsent,
-            DeviceMismatch,
-            DeviceAmbiguous,
-            LeaseInvalid,
-            AlreadyHeld,
-            IsolationUnavailable,
-            OutsideRoots,
-            InvalidPath,
-            Symlink,
-            WrongFileType,
-            NotFound,
-            NotPermitted,
-            UploadState,
-            HashMismatch,
-            IoError,
-            Cancelled,
-            ShuttingDown,
-            StartFailed,
-            Timeout,
-            WrongState,
-            LoginFailed,
-        ]
-    };
-
-    /// The stable name, as serialised (`forbidden_character`).
-    pub fn as_str(self) -> &'static str {
-        use RefusalReason::*;
-        match self {
-            InvalidRequest => "invalid_request",
-            UnknownCommand => "unknown_command",
-            CommandUnavailable => "command_unavailable",
-            PowerCommand => "power_command",
-            NotConfigured => "not_configured",
-            ForbiddenCharacter => "forbidden_character",
-            NoPatternMatched => "no_pattern_matched",
-            TimeoutTooLong => "timeout_too_long",
-            Limit => "limit",
-            DeviceBusy => "device_busy",
-            DeviceAbsent => "device_absent",
-            DeviceMismatch => "device_mismatch",
-            DeviceAmbiguous => "device_ambiguous",
-            LeaseInvalid => "lease_invalid",
-            AlreadyHeld => "already_held",
-            IsolationUnavailable => "isolation_unavailable",
-            OutsideRoots => "outside_roots",
-            InvalidPath => "invalid_path",
-            Symlink => "symlink",
-            WrongFileType => "wrong_file_type",
-            NotFound => "not_found",
-            NotPermitted => "not_permitted",
-            UploadState => "upload_state",
-            HashMismatch => "hash_mismatch",
-            IoError => "io_error",
-            Cancelled => "cancelled",
-            ShuttingDown => "shutting_down",
-            StartFailed => "start_failed",
-            Timeout => "timeout",
-            WrongState => "wrong_state",
-            LoginFailed => "login_failed",
-        }
+reasons! {
+    /// The class of a refusal. Serialised in snake_case; never renamed once published.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RefusalReason {
+        /// The request itself is malformed or contradictory (both `device` and `key`, a bad
+        /// id or key syntax, `timeout_secs: 0`, bad base64 or hash form, …).
+        InvalidRequest => "invalid_request",
+        /// The command is not configured, or not one this client may run (the two are not
+        /// told apart, so a client cannot probe for commands it may not see).
+        UnknownCommand => "unknown_command",
+        /// The command is configured but its binary is missing or not executable on the host.
+        CommandUnavailable => "command_unavailable",
+        /// The command is a board's power action: only `power_board` runs it, under the
+        /// board's lease.
+        PowerCommand => "power_command",
+        /// Something the request needs is not configured (a device class, file roots).
+        NotConfigured => "not_configured",
+        /// An argument contains a shell metacharacter, quote, backslash or control character.
+        ForbiddenCharacter => "forbidden_character",
+        /// The arguments match none of the command's allowed patterns (including a file
+        /// argument that resolves outside the file roots).
+        NoPatternMatched => "no_pattern_matched",
+        /// `timeout_secs` is above the command's (or its pattern's) timeout.
+        TimeoutTooLong => "timeout_too_long",
+        /// A configured maximum: `wait_secs`, `ttl_secs`, commands running at once per
+        /// client, chunk or file size, a root's quota, lease counts.
+        Limit => "limit",
+        /// The device or key is locked by someone else (or the caller's own running command).
+        DeviceBusy => "device_busy",
+        /// No matching device is attached (the named one, or any of the command's class).
+        DeviceAbsent => "device_absent",
+        /// The named device is not of the command's device class.
+        DeviceMismatch => "device_mismatch",
+        /// Several boards fit an isolated command and none was named.
+        DeviceAmbiguous => "device_ambiguous",
+        /// The lease presented is unknown, ended, or another client's.
+        LeaseInvalid => "lease_invalid",
+        /// The client already holds a lease on that key.
+        AlreadyHeld => "already_held",
+        /// The isolated view of the board could not be built; nothing ran.
+        IsolationUnavailable => "isolation_unavailable",
+        /// A path is outside every file root, or names no file root.
+        OutsideRoots => "outside_roots",
+        /// A path is not acceptable as written (`..`, a reserved upload name, …).
+        InvalidPath => "invalid_path",
+        /// A path goes through a symbolic link; none is followed inside file roots.
+        Symlink => "symlink",
+        /// The path exists but is the wrong kind (a directory, a special file, a hard link).
+        WrongFileType => "wrong_file_type",
+        /// The path (or a directory on it) does not exist.
+        NotFound => "not_found",
+        /// The client may not do this here (write under a root it has no write right to).
+        NotPermitted => "not_permitted",
+        /// The chunk does not fit the upload's state (wrong offset, none in progress, one
+        /// already in progress).
+        UploadState => "upload_state",
+        /// The whole file's SHA-256 differs from the one given; the upload was discarded.
+        HashMismatch => "hash_mismatch",
+        /// The file system said no (permissions, disk full, …).
+        IoError => "io_error",
+        /// The client cancelled the call before anything ran.
+        Cancelled => "cancelled",
+        /// gatecmd (or one of its parts) is stopping; retry once it is back.
+        ShuttingDown => "shutting_down",
+        /// The command was allowed but could not be started (or its task failed).
+        StartFailed => "start_failed",
+        /// What a board_run, uboot_run or boot_board waited for did not come in time; the
+        /// message names what was awaited and what the console showed last.
+        Timeout => "timeout",
+        /// The board is not in the state the tool needs (e.g. not at U-Boot's prompt for
+        /// uboot_run); the message says what it shows and which tool gets it there.
+        WrongState => "wrong_state",
+        /// The board refused the configured login.
+        LoginFailed => "login_failed",
     }
 }
 

@@ -1,4 +1,33 @@
 //! gatecmd's domain: the bench and its rules, below the MCP surface.
+//!
+//! # Layout
+//!
+//! - `config`: the YAML configuration: each setting declared once, validation with file,
+//!   line and field errors, boards and their power backends (`config::power`, one file per
+//!   backend).
+//! - `state`: the shared state every tool reads (the configuration in force, executor,
+//!   registry, locks, audit, consoles, jobs), and what a reload applies or leaves for a
+//!   restart.
+//! - `locks`: leases and command locks on devices and boards: one lane per key, FIFO
+//!   waiters, TTLs, per-client limits.
+//! - `boards`: boards at run time: `lock_board {match}` selection and its fair queue, power
+//!   states, consoles joined to boards, `boot_board`'s plan.
+//! - `console`: board serial consoles captured into rings with cursors, and the
+//!   conversations (`board_run`, U-Boot) held over them.
+//! - `exec`: running one child (no shell, cleared environment, own process group, timeout,
+//!   capped output): the only place that spawns processes.
+//! - `capture`: what a running child prints, read into capped captures and, when someone
+//!   watches, into lines.
+//! - `progress`: the percentage a command's output line reports, from its `progress:` regex.
+//! - `isolation`: an isolated command's mount namespace, in which the USB view holds only
+//!   its board.
+//! - `jobs`: commands that outlive their call, per client, with bounded retention.
+//! - `running`: the commands running now, for the bench page.
+//! - `permits`: a counting semaphore that a reload can resize (children, client slots).
+//! - `quotas`: per-client shares of what a client holds open (subscriptions, streams,
+//!   answers, waiting reads).
+//! - `staging`: file staging inside the file roots (list, stat, upload, remove) with quotas.
+//! - `audit`: the audit log, one bounded JSON line per decision, rotated and aggregated.
 
 pub mod audit;
 pub mod boards;

@@ -77,7 +77,7 @@ impl AppState {
     pub fn with_audit(config: Config, registry: Registry, audit: Audit) -> Arc<Self> {
         let limits = exec_limits(&config);
         let executor = Executor::new(limits.max_children, limits.max_output, limits.grace);
-        let locks = LockManager::new(lock_settings(&config.leases));
+        let locks = LockManager::new(LockSettings::from(&config.leases));
         // Every lease event into the audit log (or, with the file off, into the bench
         // page's recent decisions only); the task ends with the lock manager.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -136,7 +136,7 @@ impl AppState {
         let restart_only = restart_only_changes(&self.config(), &config);
         self.audit.configure(&config.audit);
         self.executor.set_limits(exec_limits(&config));
-        self.locks.set_settings(lock_settings(&config.leases));
+        self.locks.set_settings(LockSettings::from(&config.leases));
         self.jobs.set_settings(config.jobs);
         // An unchanged console keeps its capture and ring; a changed one starts over.
         self.consoles.start(
@@ -165,18 +165,5 @@ fn exec_limits(config: &Config) -> ExecLimits {
         max_children: config.limits.max_concurrent_children,
         max_output: config.limits.max_output_bytes,
         grace: Duration::from_secs(config.limits.kill_grace_secs),
-    }
-}
-
-/// The lock manager's settings from the config's `leases:` section (at start, and
-/// again for `LockManager::set_settings` on reload).
-pub(crate) fn lock_settings(leases: &crate::config::LeaseSettings) -> LockSettings {
-    LockSettings {
-        default_ttl: Duration::from_secs(leases.default_ttl_secs),
-        max_ttl: Duration::from_secs(leases.max_ttl_secs),
-        max_leases_per_client: leases.max_leases_per_client,
-        max_waiters_per_client: leases.max_waiters_per_client,
-        max_note_bytes: leases.max_note_bytes,
-        max_listed: leases.max_listed,
     }
 }

@@ -135,6 +135,7 @@ pub fn plan(board: &BoardConfig, target: Target, now: Now) -> Result<Vec<Step>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::power::commands::Commands;
     use crate::config::{ConsoleConfig, PowerAction, PowerConfig};
 
     fn board(console: bool, power: bool, maskrom: bool) -> BoardConfig {
@@ -145,16 +146,18 @@ mod tests {
         BoardConfig {
             name: "b".into(),
             tags: Default::default(),
-            usb: "1-1".into(),
+            usb: "1-1".parse().expect("a port path"),
             console: console.then(|| ConsoleConfig {
                 port: Some("2-1".into()),
                 path: None,
                 baud: 115200,
                 buffer_bytes: 4096,
             }),
-            power: power.then(|| PowerConfig::Commands {
-                on: action("on"),
-                off: action("off"),
+            power: power.then(|| {
+                PowerConfig::Commands(Commands {
+                    on: action("on"),
+                    off: action("off"),
+                })
             }),
             maskrom: maskrom.then(|| action("maskrom")),
             shell: Default::default(),

@@ -115,7 +115,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            usb: "1-2".into(),
+            usb: "1-2".parse().expect("a port path"),
             console: None,
             power: None,
             maskrom: None,

@@ -46,7 +46,7 @@ pub fn lease_shared_keys(
     board: &BoardConfig,
     attached: Option<&Device>,
 ) -> Vec<LockKey> {
-    let mut shared = vec![LockKey::Port(board.usb.clone())];
+    let mut shared = vec![LockKey::Port(board.usb.to_string())];
     shared.extend(attached.map(|d| lock_key_of(config, d)));
     shared
 }

@@ -1,12 +1,13 @@
 //! `boards:`: named boards, each a flashing USB port with an optional serial console and
-//! power switch (docs/BOARDS.md). Built by `validate/boards.rs`; read by `src/boards/` and
-//! the board tools, and by the console capture (which owns what it does with [`ConsoleConfig`]).
+//! power switch (docs/BOARDS.md; the switches are `power/`). Built by `validate/boards.rs`;
+//! read by `src/boards/` and the board tools, and by the console capture (which owns what
+//! it does with [`ConsoleConfig`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Where uhubctl is looked for when a board's power section names no binary.
-pub const DEFAULT_UHUBCTL: &str = "/usr/sbin/uhubctl";
+use super::power::{PowerAction, PowerConfig};
+use gatecmd_devices::DeviceId;
 
 /// The baud rates termios can set (`B50` … `B4000000` on Linux); anything else the tty
 /// driver would refuse at open time, so it is refused at load time instead.
@@ -35,8 +36,8 @@ pub struct BoardConfig {
     /// Free-form labels matched by `lock_board {match: {...}}`.
     pub tags: BTreeMap<String, String>,
     /// The port path of its flashing USB (`1-2`): whatever enumerates there is the board's
-    /// device, in any mode.
-    pub usb: String,
+    /// device, in any mode. Parsed at load, so every user holds a valid port path.
+    pub usb: DeviceId,
     /// Its serial console, if it has one.
     pub console: Option<ConsoleConfig>,
     /// How to switch it on and off, if it can be.
@@ -62,66 +63,16 @@ pub struct ConsoleConfig {
     pub buffer_bytes: usize,
 }
 
-/// A board's power switch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PowerConfig {
-    /// `uhubctl -l HUB -p PORT -a on|off`.
-    Uhubctl {
-        /// The hub's port path (`1-1`).
-        hub: String,
-        /// The hub port the board hangs on.
-        port: u32,
-        /// The uhubctl binary (absolute).
-        binary: PathBuf,
-    },
-    /// Named `commands:` entries, with arguments their patterns accept.
-    Commands {
-        /// Switches the board on.
-        on: PowerAction,
-        /// Switches the board off.
-        off: PowerAction,
-    },
-}
-
-impl PowerConfig {
-    /// `uhubctl` or `commands`, as `list_boards` shows it.
-    pub fn backend(&self) -> &'static str {
-        match self {
-            PowerConfig::Uhubctl { .. } => "uhubctl",
-            PowerConfig::Commands { .. } => "commands",
-        }
-    }
-}
-
-/// One power action: a configured command and its arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PowerAction {
-    /// A `commands:` entry's name.
-    pub command: String,
-    /// Arguments one of its patterns accepts (checked at load).
-    pub args: Vec<String>,
-}
-
-/// `^\d+-\d+(\.\d+)*$` and at most 64 characters: the sysfs name of a USB port.
-pub fn valid_port_path(id: &str) -> bool {
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    id.len() <= 64
-        && id
-            .split_once('-')
-            .is_some_and(|(bus, ports)| all_digits(bus) && ports.split('.').all(all_digits))
-}
-
 /// The boards whose power action runs `command` (issue 22): such a command belongs to its
 /// boards and runs only through `power_board`, under the board's lease; `execute_command`
 /// refuses it, so no client can cut a board's power around the board's holder.
 pub fn power_boards_of<'a>(boards: &'a [BoardConfig], command: &str) -> Vec<&'a str> {
     boards
         .iter()
-        .filter(|b| match &b.power {
-            Some(PowerConfig::Commands { on, off }) => {
-                on.command == command || off.command == command
-            }
-            _ => false,
+        .filter(|b| {
+            b.power
+                .as_ref()
+                .is_some_and(|p| p.commands().contains(&command))
         })
         .map(|b| b.name.as_str())
         .collect()

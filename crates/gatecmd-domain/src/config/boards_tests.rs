@@ -27,9 +27,9 @@ fn power_args_that_look_like_yaml_booleans_stay_words() {
     );
     let c = Config::parse(&text, "b.yaml").expect("valid");
     match &c.board("a").and_then(|b| b.power.clone()) {
-        Some(PowerConfig::Commands { on, off }) => {
-            assert_eq!(on.args, ["on", "3"]);
-            assert_eq!(off.args, ["off", "3"]);
+        Some(PowerConfig::Commands(c)) => {
+            assert_eq!(c.on.args, ["on", "3"]);
+            assert_eq!(c.off.args, ["off", "3"]);
         }
         other => panic!("{other:?}"),
     }
@@ -46,15 +46,15 @@ fn a_full_board_loads() {
     assert_eq!(b.tags["soc"], "rk3588");
     assert_eq!(
         b.power,
-        Some(PowerConfig::Uhubctl {
-            hub: "1-1".into(),
+        Some(PowerConfig::Uhubctl(power::uhubctl::Uhubctl {
+            hub: "1-1".parse().expect("a port path"),
             port: 2,
             binary: DEFAULT_UHUBCTL.into()
-        })
+        }))
     );
     assert_eq!(c.board_at("1-4").map(|b| b.name.as_str()), Some("rock5b-2"));
     match &c.board("rock5b-2").and_then(|b| b.power.clone()) {
-        Some(PowerConfig::Commands { off, .. }) => assert_eq!(off.args, ["off", "3"]),
+        Some(PowerConfig::Commands(c)) => assert_eq!(c.off.args, ["off", "3"]),
         other => panic!("{other:?}"),
     }
 }

@@ -3,26 +3,27 @@
 
 use serde::Deserialize;
 
-/// `jobs:` as written and as used (plain numbers; reloadable).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JobSettings {
-    /// Finished jobs kept per client; past it the oldest finished one is forgotten.
-    pub keep_finished: usize,
-    /// A finished job is forgotten this long after it ended.
-    pub keep_finished_secs: u64,
-    /// Bytes of each of stdout and stderr a job keeps for `wait_job` (the newest; older
-    /// bytes are counted as dropped).
-    pub output_bytes: usize,
-}
+use super::declare::settings;
 
-impl Default for JobSettings {
-    fn default() -> Self {
-        JobSettings {
-            keep_finished: 16,
-            keep_finished_secs: 3600,
-            output_bytes: 1024 * 1024,
-        }
+settings! {
+    /// `jobs:` as written and as used (plain numbers; reloadable).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct JobSettings {
+        keep_finished: usize {
+            default: 16,
+            docs: "finished jobs kept per client; past it the oldest is forgotten (`wait_job` \
+                then answers `not_found`).",
+        },
+        keep_finished_secs: u64 {
+            default: 3600,
+            docs: "a finished job is forgotten this long after it ended.",
+        },
+        output_bytes: usize {
+            default: 1024 * 1024,
+            docs: "bytes of each of stdout and stderr a job keeps for `wait_job` (the newest; \
+                older ones are counted in `stdout_dropped`).",
+        },
     }
 }
 

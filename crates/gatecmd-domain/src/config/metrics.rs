@@ -5,22 +5,34 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-/// `metrics:` as written in YAML.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawMetrics {
-    pub enabled: bool,
-    pub clients: Vec<String>,
-    pub bind: Option<String>,
-}
+use super::declare::settings;
 
-impl Default for RawMetrics {
-    fn default() -> Self {
-        RawMetrics {
-            enabled: true,
-            clients: Vec::new(),
-            bind: None,
-        }
+settings! {
+    /// `metrics:` as written in YAML.
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct RawMetrics {
+        enabled: bool {
+            default: true,
+            docs: "serve `/metrics` on the main bind, behind the same Host/Origin checks as \
+                `/mcp` and a configured client's bearer token (open under `--no-auth`, which \
+                is loopback-only). `false`: 404 there.",
+        },
+        clients: Vec<String> {
+            default: Vec::new(),
+            note: "(every client)",
+            docs: "the clients whose tokens may read `/metrics` on the main bind; any other \
+                client gets 403. Names must be configured clients (`default` for the simple \
+                schema or the generated token).",
+        },
+        bind: Option<String> {
+            default: None,
+            docs: "a second listener, loopback only (`127.0.0.1:PORT` or `[::1]:PORT`, not the \
+                main bind), that serves `/metrics` alone without a token (Host and Origin \
+                still checked). Any other address is refused at load. Its address is printed \
+                at start: `gatecmd: metrics on http://127.0.0.1:PORT/metrics`.",
+            restart: "the metrics listener is opened once, at start",
+        },
     }
 }
 

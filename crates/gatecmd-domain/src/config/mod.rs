@@ -7,13 +7,21 @@
 //! blame. Either way a [`ConfigError`] names file, line, column and field and says what
 //! would be valid.
 //!
-//! - `schema`: the validated [`Config`] and its parts, with their defaults.
+//! - `schema`: the validated [`Config`] and its parts.
+//! - `declare`: one setting declared once (type, default, bounds, docs row, reload), and
+//!   what is derived from the declarations ([`Setting`], [`settings`]).
+//! - `sections`: the sections of plain settings (`limits`, `leases`, `monitor`,
+//!   `isolation`, `audit`), declared.
+//! - `jobs`, `page`: the `jobs:` and `page:` sections, declared.
 //! - `boards`: the named boards (usb port, console, power).
+//! - `power/`: a board's power switch, one file per backend behind one trait.
 //! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
 //! - `staging`: the file staging policy (limits, write roots per client).
 //! - `lab`: gatecmd as a labgrid exporter (coordinator, name, console bind).
 //! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
-//! - `raw`: the schema as written in YAML, and checks of single values.
+//! - `command`: one allowlisted command as validated, and the sanitizer's view of it.
+//! - `raw`: the schema as written in YAML (the top level declared).
+//! - `values`: checks of single values (names, paths, addresses, USB port paths).
 //! - `validate/`: cross-field validation, one file per part of the schema.
 //! - `load`: the search order, reading a file, its permissions, serde errors located.
 //! - `host`: whether a binary can run here; the default state directory.
@@ -24,6 +32,8 @@
 //! hands the sanitizer its policy through [`gatecmd_core::sanitizer::CommandPolicy`].
 
 mod boards;
+mod command;
+pub(crate) mod declare;
 mod error;
 mod host;
 mod jobs;
@@ -32,18 +42,22 @@ mod load;
 mod metrics;
 mod page;
 mod positions;
+pub mod power;
 mod raw;
 mod schema;
+mod sections;
 mod shell;
 mod staging;
 mod validate;
 mod value_error;
+mod values;
 
 pub use boards::{
-    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
-    MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
-    power_boards_of, valid_port_path,
+    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
+    MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS, power_boards_of,
 };
+pub use command::{CancelPolicy, CommandConfig, PatternConfig};
+pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
 pub use host::binary_problem;
 pub use jobs::JobSettings;
@@ -51,10 +65,13 @@ pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
-pub use schema::{
-    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, CancelPolicy, ClientConfig,
-    CommandConfig, Config, DEFAULT_BIND, DeviceClass, IsolationSettings, LeaseSettings, Limits,
-    MonitorSettings, PatternConfig, TokenSource,
+pub use power::uhubctl::DEFAULT_UHUBCTL;
+pub use power::{PowerAction, PowerConfig};
+pub use raw::settings;
+pub use schema::{ClientConfig, Config, DEFAULT_BIND, DeviceClass, TokenSource};
+pub use sections::{
+    AUDIT_MIN_BYTES, AUDIT_MIN_RECORD_BYTES, AuditSettings, IsolationSettings, LeaseSettings,
+    Limits, MonitorSettings,
 };
 pub use shell::{
     DEFAULT_BOOT_TIMEOUT_SECS, DEFAULT_LOGIN_PROMPT, DEFAULT_PROMPT, DEFAULT_UBOOT_INTERRUPT,
@@ -62,15 +79,19 @@ pub use shell::{
     UbootConfig, prompt_regex,
 };
 pub use staging::{
-    CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
+    CHUNK_ENVELOPE_BYTES, ClientStaging, RawStaging, StagingConfig, StagingLimits, WriteRoots,
+    base64_len,
 };
 pub use value_error::ValueError;
+pub use values::valid_port_path;
 // A file slot's kind is the sanitizer's; callers that read it from a `PatternConfig` keep
 // finding it here.
 pub use gatecmd_core::sanitizer::FileKind;
 
 #[cfg(test)]
 mod boards_tests;
+#[cfg(test)]
+mod docs_tests;
 #[cfg(test)]
 mod shell_tests;
 #[cfg(test)]

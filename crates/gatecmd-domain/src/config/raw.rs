@@ -1,60 +1,137 @@
-//! The schema as written in YAML, and the checks of single values.
+//! The schema as written in YAML (the checks of single values are in `values.rs`).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 
-use regex::Regex;
 use serde::Deserialize;
 
-use super::schema::{
-    AuditSettings, CancelPolicy, IsolationSettings, LeaseSettings, Limits, MonitorSettings,
-};
-use super::staging::StagingLimits;
+use super::command::CancelPolicy;
+use super::declare::{Setting, Value, settings};
+use super::jobs::JobSettings;
+use super::lab::RawLab;
+use super::metrics::RawMetrics;
+use super::page::PageSettings;
+use super::schema::DEFAULT_BIND;
+use super::sections::{AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings};
+use super::staging::RawStaging;
 use super::value_error::ValueError;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawConfig {
-    pub(crate) bind: Option<String>,
-    pub(crate) auth_token: Option<String>,
-    #[serde(default)]
-    pub(crate) clients: Vec<RawClient>,
-    #[serde(default)]
-    pub(crate) file_roots: Vec<String>,
-    #[serde(default)]
-    pub(crate) allow_hardlinked_inputs: bool,
-    #[serde(default)]
-    pub(crate) devices: Vec<RawDeviceClass>,
-    #[serde(default)]
-    pub(crate) allowed_origins: Vec<String>,
-    #[serde(default)]
-    pub(crate) allowed_hosts: Vec<String>,
-    pub(crate) state_dir: Option<String>,
-    #[serde(default)]
-    pub(crate) limits: Limits,
-    #[serde(default)]
-    pub(crate) leases: LeaseSettings,
-    #[serde(default)]
-    pub(crate) monitor: MonitorSettings,
-    #[serde(default)]
-    pub(crate) isolation: IsolationSettings,
-    #[serde(default)]
-    pub(crate) audit: AuditSettings,
-    #[serde(default)]
-    pub(crate) staging: RawStaging,
-    #[serde(default)]
-    pub(crate) commands: Vec<RawCommand>,
-    #[serde(default)]
-    pub(crate) boards: Vec<RawBoard>,
-    #[serde(default)]
-    pub(crate) page: super::page::PageSettings,
-    #[serde(default)]
-    pub(crate) metrics: super::metrics::RawMetrics,
-    #[serde(default)]
-    pub(crate) jobs: super::jobs::JobSettings,
-    #[serde(default)]
-    pub(crate) labgrid: super::lab::RawLab,
+settings! {
+    /// The file as written: every top-level key, each section as its own declaration.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub(crate) struct RawConfig {
+        bind: String {
+            default: DEFAULT_BIND.into(),
+            docs: "listen address. NAT guests reach it as `10.0.2.2:9222`. `--bind` overrides \
+                it.",
+            restart: "the listening socket is opened once",
+        },
+        auth_token: Option<String> {
+            default: None,
+            docs: "a single token; it is the client named `default`.",
+        },
+        clients: Vec<RawClient> {
+            default: Vec::new(),
+            docs: "named clients (below). With neither `auth_token` nor `clients`, `serve` \
+                generates a token into `<state_dir>/token` once (owner-only) and says where.",
+        },
+        file_roots: Vec<String> {
+            default: Vec::new(),
+            docs: "absolute directories that file arguments are opened beneath (a symlink is \
+                followed only while it stays beneath its root; absolute symlinks are \
+                refused). Required when any pattern has `file_args`/`output_args`. Relative \
+                file arguments are taken relative to the first root. The child gets the open \
+                file (`/proc/self/fd/N`, for an input through a symlink that carries the \
+                file's name; docs/TOOLS.md `passed_argv`).",
+        },
+        allow_hardlinked_inputs: bool {
+            default: false,
+            docs: "accept input file arguments with more than one hard link (a hard link can \
+                make a file from outside the roots appear inside them).",
+        },
+        devices: Vec<RawDeviceClass> {
+            default: Vec::new(),
+            docs: "named device classes (below).",
+        },
+        allowed_origins: Vec<String> {
+            default: Vec::new(),
+            docs: "extra browser origins accepted in `Origin` (`scheme://host[:port]`). \
+                Loopback origins are always accepted; absent `Origin` is fine.",
+        },
+        allowed_hosts: Vec<String> {
+            default: Vec::new(),
+            docs: "extra names accepted in `Host`. Always accepted: `localhost`, `127.0.0.1`, \
+                `::1`, the bind address, and `10.0.2.2` on a loopback or wildcard bind. On a \
+                wildcard bind (`0.0.0.0`) with auth on, any Host is accepted.",
+        },
+        state_dir: Option<String> {
+            default: None,
+            shown: "`$STATE_DIRECTORY`, else `$XDG_STATE_HOME/gatecmd`, else \
+            `~/.local/state/gatecmd`, else `/var/lib/gatecmd`",
+            docs: "generated token and the audit log (`audit.log`). Created if missing; `serve` \
+                refuses to start if it cannot write the audit log there.",
+            restart: "the audit log and the generated token are opened there at start",
+        },
+        limits: Limits {
+            default: Limits::default(),
+            docs: "resource limits.",
+        },
+        leases: LeaseSettings {
+            default: LeaseSettings::default(),
+            docs: "lease lifetimes and per-client lock limits (device locks).",
+        },
+        monitor: MonitorSettings {
+            default: MonitorSettings::default(),
+            docs: "how the device registry is kept current.",
+        },
+        isolation: IsolationSettings {
+            default: IsolationSettings::default(),
+            docs: "where the real sysfs and devfs are, for isolated commands.",
+        },
+        audit: AuditSettings {
+            default: AuditSettings::default(),
+            docs: "retention, record size and refusal aggregation of the audit log.",
+        },
+        staging: RawStaging {
+            default: RawStaging::default(),
+            docs: "file staging limits (upload tools).",
+        },
+        page: PageSettings {
+            default: PageSettings::default(),
+            docs: "the bench page (`GET /`): on or off, who may view it, session expiry.",
+        },
+        metrics: RawMetrics {
+            default: RawMetrics::default(),
+            docs: "who may read `GET /metrics`, and an optional loopback-only metrics listener.",
+        },
+        jobs: JobSettings {
+            default: JobSettings::default(),
+            docs: "how many finished jobs are kept per client, how long, and how much of their \
+                output.",
+        },
+        labgrid: RawLab {
+            default: RawLab::default(),
+            docs: "gatecmd as an exporter of a labgrid coordinator (docs/LAB.md); off unless \
+                `coordinator` is set.",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
+        },
+        commands: Vec<RawCommand> {
+            default: Vec::new(),
+            docs: "the allowlist (below).",
+        },
+        boards: Vec<RawBoard> {
+            default: Vec::new(),
+            docs: "named boards: a flashing USB port, a serial console and a power switch \
+                under one lease (below; docs/BOARDS.md).",
+        },
+    }
+}
+
+/// Every declared setting of the file, top-level keys first, each section's keys after its
+/// own row: what docs/CONFIG.md's tables show and the reload's restart-only list.
+pub fn settings() -> Vec<Setting> {
+    <RawConfig as Value>::nested("")
 }
 
 #[derive(Deserialize)]
@@ -140,36 +217,8 @@ pub(crate) struct RawPattern {
 }
 
 // Values are read as plain YAML and checked by the validator, which locates each error by
-// its field path (`positions.rs`) and reports every error of the file, not only the first.
-
-pub(crate) fn check_name(s: &str) -> Result<(), ValueError> {
-    let ok = !s.is_empty()
-        && s.len() <= 64
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(ValueError::BadName(s.to_string()))
-    }
-}
-
-pub(crate) fn parse_abs(s: &str) -> Result<PathBuf, ValueError> {
-    let p = PathBuf::from(s);
-    if !p.is_absolute() {
-        return Err(ValueError::NotAbsolute(s.to_string()));
-    }
-    if p.components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Err(ValueError::ParentDir(s.to_string()));
-    }
-    Ok(p)
-}
-
-pub(crate) fn parse_bind(s: &str) -> Result<SocketAddr, ValueError> {
-    s.parse().map_err(|_| ValueError::NotAddress(s.to_string()))
-}
+// its field path (`positions.rs`) and reports every error of the file, not only the first;
+// the checks of single values are in `values.rs`.
 
 /// `written` is the scalar as it stands in the file, when it is one.
 pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, ValueError> {
@@ -189,54 +238,6 @@ pub(crate) fn parse_hex16(v: &RawUsbId, written: Option<&str>) -> Result<u16, Va
         return Ok(n);
     }
     Err(ValueError::NotUsbId(s))
-}
-
-pub(crate) fn parse_sha256(s: &str) -> Result<[u8; 32], ValueError> {
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(s.trim(), &mut out).map_err(|_| ValueError::NotSha256)?;
-    Ok(out)
-}
-
-/// A progress regex: its first capture group gives the percentage, or with a second group
-/// the two give a count of a total (`3/8`).
-pub(crate) fn parse_progress(s: &str) -> Result<Regex, ValueError> {
-    let re = Regex::new(s).map_err(|error| ValueError::BadRegex {
-        pattern: s.to_string(),
-        error,
-    })?;
-    if re.captures_len() < 2 {
-        return Err(ValueError::NoCaptureGroup(s.to_string()));
-    }
-    Ok(re)
-}
-
-// Plain fields rather than a flattened `StagingLimits`: serde cannot combine `flatten`
-// with `deny_unknown_fields`, and a misspelt key must be an error.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct RawStaging {
-    pub(crate) max_file_bytes: u64,
-    pub(crate) max_chunk_bytes: u64,
-    pub(crate) quota_bytes_per_root: u64,
-    pub(crate) quota_entries_per_root: u64,
-    pub(crate) max_depth: u64,
-    pub(crate) max_new_dirs_per_call: u64,
-    pub(crate) stale_upload_secs: u64,
-}
-
-impl Default for RawStaging {
-    fn default() -> Self {
-        let l = StagingLimits::default();
-        RawStaging {
-            max_file_bytes: l.max_file_bytes,
-            max_chunk_bytes: l.max_chunk_bytes,
-            quota_bytes_per_root: l.quota_bytes_per_root,
-            quota_entries_per_root: l.quota_entries_per_root,
-            max_depth: l.max_depth,
-            max_new_dirs_per_call: l.max_new_dirs_per_call,
-            stale_upload_secs: 24 * 3600,
-        }
-    }
 }
 
 #[derive(Deserialize, Default)]
@@ -279,7 +280,7 @@ pub(crate) struct RawBoard {
     pub(crate) tags: BTreeMap<String, String>,
     pub(crate) usb: String,
     pub(crate) console: Option<RawConsole>,
-    pub(crate) power: Option<RawPower>,
+    pub(crate) power: Option<super::power::RawPower>,
 }
 
 #[derive(Deserialize)]
@@ -309,30 +310,4 @@ pub(crate) struct RawLogin {
 pub(crate) struct RawUboot {
     pub(crate) interrupt: Option<String>,
     pub(crate) prompt: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPower {
-    pub(crate) uhubctl: Option<RawUhubctl>,
-    pub(crate) on: Option<RawPowerAction>,
-    pub(crate) off: Option<RawPowerAction>,
-    /// Holds the MaskROM button and resets the board (boot_board {to: maskrom}).
-    pub(crate) maskrom: Option<RawPowerAction>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawUhubctl {
-    pub(crate) hub: String,
-    pub(crate) port: u32,
-    pub(crate) binary: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPowerAction {
-    pub(crate) command: String,
-    #[serde(default)]
-    pub(crate) args: gatecmd_core::sanitizer::Args,
 }

@@ -1,16 +1,13 @@
 //! The validated configuration: what the rest of gatecmd reads. Every type here is built by
 //! the validator (`validate/`) from the raw YAML (`raw.rs`); nothing else constructs one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use regex::Regex;
-use serde::Deserialize;
-
+use super::command::CommandConfig;
+use super::sections::{AuditSettings, IsolationSettings, LeaseSettings, Limits, MonitorSettings};
 use super::staging::StagingConfig;
-use gatecmd_core::sanitizer::{CommandPolicy, FileKind, FileSlots, Pattern};
 
 /// Default port: VM guests reach it as `http://10.0.2.2:9222/mcp`.
 pub const DEFAULT_BIND: &str = "127.0.0.1:9222";
@@ -48,196 +45,8 @@ pub struct Config {
     pub metrics: super::metrics::MetricsSettings,
     /// gatecmd as a labgrid exporter (docs/LAB.md); `None` when off.
     pub labgrid: Option<super::lab::LabSettings>,
-}
-
-/// Where the real sysfs and devfs are, for building isolated views (docs/ISOLATION.md).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct IsolationSettings {
-    /// Where sysfs is mounted; the view replaces `<sysfs_root>/bus/usb/devices`.
-    pub sysfs_root: PathBuf,
-    /// Where devfs is mounted; the view replaces `<devfs_root>/bus/usb`.
-    pub devfs_root: PathBuf,
-}
-
-impl Default for IsolationSettings {
-    fn default() -> Self {
-        IsolationSettings {
-            sysfs_root: PathBuf::from("/sys"),
-            devfs_root: PathBuf::from("/dev"),
-        }
-    }
-}
-
-impl IsolationSettings {
-    /// The roots as the isolation module takes them.
-    pub fn roots(&self) -> crate::isolation::Roots {
-        crate::isolation::Roots {
-            sysfs: self.sysfs_root.clone(),
-            devfs: self.devfs_root.clone(),
-        }
-    }
-}
-
-/// How the device registry is kept current.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MonitorSettings {
-    /// `auto` (udev where built with it, falling back as needed), `udev`, `libusb` or `poll`.
-    pub backend: String,
-    /// Rescan interval of the polling sources.
-    pub poll_interval_ms: u64,
-    /// How long a vanished device is kept in case its port re-enumerates (then reported as
-    /// one change instead of removed + added). 0 reports removals at once.
-    pub removal_grace_ms: u64,
-    /// Where sysfs is mounted (tests point it at a testbed).
-    pub sysfs_root: PathBuf,
-}
-
-impl Default for MonitorSettings {
-    fn default() -> Self {
-        MonitorSettings {
-            backend: "auto".into(),
-            poll_interval_ms: 1000,
-            removal_grace_ms: 0,
-            sysfs_root: PathBuf::from("/sys"),
-        }
-    }
-}
-
-/// Resource limits; every one has a default.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Bytes kept of each of stdout and stderr; the rest is counted and dropped.
-    pub max_output_bytes: usize,
-    /// Children running at once across all clients.
-    pub max_concurrent_children: usize,
-    /// Commands one client may run at once; more are refused with this limit named.
-    pub max_concurrent_per_client: usize,
-    /// Largest accepted HTTP request body.
-    pub max_request_body_bytes: usize,
-    /// Seconds between SIGTERM and SIGKILL when a command is stopped.
-    pub kill_grace_secs: u64,
-    /// Upper bound for a caller's `timeout_secs`.
-    pub max_timeout_secs: u64,
-    /// An idle legacy MCP session is closed after this long (rmcp's default of 300 s
-    /// would drop a client that only waits for hotplug events).
-    pub session_idle_secs: u64,
-    /// Legacy sessions one client may hold; opening one more closes its longest-idle one.
-    pub max_sessions_per_client: usize,
-    /// Open HTTP connections; past this a new one is answered 503 and closed.
-    pub max_connections: usize,
-    /// Connections that have not passed the token check yet; past this the oldest closes.
-    pub max_unauthenticated_connections: usize,
-    /// The same, per peer address (NAT guests share 127.0.0.1: the oldest closes here too).
-    pub max_unauthenticated_per_peer: usize,
-    /// A connection that has not passed the token check this long after opening is closed.
-    pub header_read_timeout_secs: u64,
-    /// An authenticated connection waits this long for its next request header, and is
-    /// closed after as long without traffic.
-    pub http_idle_timeout_secs: u64,
-    /// URIs one legacy session (or one listen stream) may subscribe to.
-    pub max_subscriptions_per_session: usize,
-    /// URIs one client may subscribe to over all its sessions and listen streams.
-    pub max_subscriptions_per_client: usize,
-    /// `subscriptions/listen` streams one client may hold open.
-    pub max_listen_streams_per_client: usize,
-    /// `/mcp` requests of one client whose answer is not yet sent in full.
-    pub max_open_answers_per_client: usize,
-    /// `console_read` calls with `wait_for` one client may have waiting.
-    pub max_waiting_reads_per_client: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_output_bytes: 1024 * 1024,
-            max_concurrent_children: 16,
-            max_concurrent_per_client: 8,
-            max_request_body_bytes: 4 * 1024 * 1024,
-            kill_grace_secs: 3,
-            max_timeout_secs: 3600,
-            session_idle_secs: 4 * 3600,
-            max_sessions_per_client: 64,
-            max_connections: 512,
-            max_unauthenticated_connections: 64,
-            max_unauthenticated_per_peer: 32,
-            header_read_timeout_secs: 10,
-            http_idle_timeout_secs: 120,
-            max_subscriptions_per_session: 64,
-            max_subscriptions_per_client: 256,
-            max_listen_streams_per_client: 8,
-            max_open_answers_per_client: 16,
-            max_waiting_reads_per_client: 8,
-        }
-    }
-}
-
-/// Lease lifetimes, and how much of the lock table one client may fill.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LeaseSettings {
-    pub default_ttl_secs: u64,
-    pub max_ttl_secs: u64,
-    /// Leases one client may hold (lease requests waiting included).
-    pub max_leases_per_client: usize,
-    /// Lease and command requests one client may have waiting in lock queues.
-    pub max_waiters_per_client: usize,
-    /// Longest lease note, in bytes; a longer one is refused.
-    pub max_note_bytes: usize,
-    /// Most keys one `list_locks` answer lists; the rest are counted.
-    pub max_listed: usize,
-}
-
-impl Default for LeaseSettings {
-    fn default() -> Self {
-        LeaseSettings {
-            default_ttl_secs: 600,
-            max_ttl_secs: 3600,
-            max_leases_per_client: 32,
-            max_waiters_per_client: 32,
-            max_note_bytes: 1024,
-            max_listed: 256,
-        }
-    }
-}
-
-/// Retention, record size and refusal aggregation of the audit log (docs/AUDIT.md).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuditSettings {
-    /// The file is rotated before a line would take it past this size.
-    pub max_bytes: u64,
-    /// Rotated files kept (`audit.log.1` … `audit.log.N`); older ones are deleted.
-    pub keep: u32,
-    /// Longest line; longer fields are cut and logged with their length and SHA-256.
-    pub max_record_bytes: u64,
-    /// A rotated file whose newest line is older than this many days is deleted; 0: never.
-    pub max_age_days: u32,
-    /// Refusals of one kind from one client written in full per window; later ones counted.
-    pub refusal_burst: u32,
-    /// Length of a refusal window; its summary is written when it closes.
-    pub refusal_window_secs: u64,
-}
-
-/// Smallest accepted `audit.max_bytes`: below this, rotation would happen every few lines.
-pub const AUDIT_MIN_BYTES: u64 = 4096;
-
-/// Smallest accepted `audit.max_record_bytes`: room for a cut record's lengths and hashes.
-pub const AUDIT_MIN_RECORD_BYTES: u64 = 1024;
-
-impl Default for AuditSettings {
-    fn default() -> Self {
-        AuditSettings {
-            max_bytes: 10 * 1024 * 1024,
-            keep: 5,
-            max_record_bytes: 8 * 1024,
-            max_age_days: 90,
-            refusal_burst: 5,
-            refusal_window_secs: 60,
-        }
-    }
+    /// The restart-only settings as written, for a reload to compare.
+    pub(crate) written: super::declare::Written,
 }
 
 /// Where a client's token comes from. Tokens never appear on a command line.
@@ -280,112 +89,13 @@ impl DeviceClass {
     }
 }
 
-/// What a client's give-up (`notifications/cancelled`, a dropped connection) does to a
-/// running command (docs/CONFIG.md). Default: `detach` for a `destructive` command (a
-/// half-written board is worse than a finished write nobody waited for), else `kill`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CancelPolicy {
-    /// The process group is stopped (SIGTERM, then SIGKILL). `allow` is its old name.
-    #[serde(alias = "allow")]
-    Kill,
-    /// The command keeps running as a job of the client (`wait_job`, `cancel_job`).
-    Detach,
-    /// Finish what was started (e.g. a bootloader write): a cancel, and `cancel_job`, are
-    /// refused.
-    Never,
-}
-
-impl CancelPolicy {
-    /// The policy of a command that sets none.
-    pub fn default_for(destructive: bool) -> CancelPolicy {
-        if destructive {
-            CancelPolicy::Detach
-        } else {
-            CancelPolicy::Kill
-        }
-    }
-}
-
-/// One allowed argument pattern of a command.
-#[derive(Debug, Clone)]
-pub struct PatternConfig {
-    pub pattern: Pattern,
-    pub file_slots: BTreeMap<String, FileKind>,
-    pub timeout: Option<Duration>,
-    pub progress: Option<Regex>,
-    pub cancel: Option<CancelPolicy>,
-    /// Overrides the command's `isolate` for this pattern.
-    pub isolate: Option<bool>,
-}
-
-/// One allowlisted command.
-#[derive(Debug, Clone)]
-pub struct CommandConfig {
-    pub name: String,
-    pub binary: PathBuf,
-    pub description: String,
-    pub patterns: Vec<PatternConfig>,
-    pub params: BTreeMap<String, Regex>,
-    pub timeout: Duration,
-    pub env: BTreeMap<String, String>,
-    pub device: Option<String>,
-    pub progress: Option<Regex>,
-    pub cancel: CancelPolicy,
-    pub read_only: bool,
-    pub destructive: bool,
-    /// Runs in a view of the system holding only the chosen board (docs/ISOLATION.md);
-    /// a pattern may override it.
-    pub isolate: bool,
-    /// Why the command cannot run on this host (binary missing), if so.
-    pub unavailable: Option<String>,
-}
-
-impl CommandConfig {
-    /// Whether a call matching pattern `index` runs isolated.
-    pub fn isolates(&self, index: usize) -> bool {
-        self.patterns
-            .get(index)
-            .and_then(|p| p.isolate)
-            .unwrap_or(self.isolate)
-    }
-
-    /// Whether any pattern of the command runs isolated.
-    pub fn may_isolate(&self) -> bool {
-        (0..self.patterns.len()).any(|i| self.isolates(i))
-    }
-
-    /// Every allowed command line, as a person would type it.
-    pub fn command_lines(&self) -> Vec<String> {
-        self.patterns
-            .iter()
-            .map(|p| {
-                if p.pattern.words.is_empty() {
-                    self.binary.display().to_string()
-                } else {
-                    format!("{} {}", self.binary.display(), p.pattern)
-                }
-            })
-            .collect()
-    }
-}
-
-/// The sanitizer reads a command's compiled patterns and slot regexes through this.
-impl CommandPolicy for CommandConfig {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn patterns(&self) -> impl Iterator<Item = (&Pattern, &FileSlots)> {
-        self.patterns.iter().map(|p| (&p.pattern, &p.file_slots))
-    }
-
-    fn param_regex(&self, slot: &str) -> Option<&Regex> {
-        self.params.get(slot)
-    }
-}
-
 impl Config {
+    /// The value of the restart-only setting `key` as written (its default when absent),
+    /// for a reload to compare.
+    pub fn written(&self, key: &str) -> Option<&str> {
+        self.written.get(key)
+    }
+
     /// The board with this name.
     pub fn board(&self, name: &str) -> Option<&super::boards::BoardConfig> {
         self.boards.iter().find(|b| b.name == name)
@@ -398,7 +108,7 @@ impl Config {
 
     /// The board whose flashing USB is the port `id`.
     pub fn board_at(&self, id: &str) -> Option<&super::boards::BoardConfig> {
-        self.boards.iter().find(|b| b.usb == id)
+        self.boards.iter().find(|b| b.usb.as_str() == id)
     }
 
     pub fn command(&self, name: &str) -> Option<&CommandConfig> {

@@ -3,6 +3,75 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
+
+use super::declare::{at_least_one, settings};
+
+settings! {
+    /// `staging:` as written: the limits of clients that do not override them, and how
+    /// long an unfinished upload is kept.
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct RawStaging {
+        max_file_bytes: u64 {
+            default: 8 << 30,
+            note: "(8 GiB)",
+            check: at_least_one,
+            docs: "largest file one upload may produce.",
+        },
+        max_chunk_bytes: u64 {
+            default: 2 << 20,
+            note: "(2 MiB)",
+            check: at_least_one,
+            docs: "largest decoded chunk per `write_file` call. Its base64 form plus 64 KiB of \
+                envelope must fit in `limits.max_request_body_bytes` (checked at load; the \
+                error gives both fixes). 2 MiB fits the default 4 MiB body; for 8 MiB chunks \
+                set `max_request_body_bytes: 16777216`.",
+        },
+        quota_bytes_per_root: u64 {
+            default: 32 << 30,
+            note: "(32 GiB)",
+            check: at_least_one,
+            docs: "a write is refused when the regular files under the root (at every depth, \
+                unfinished uploads included, whoever wrote them) would exceed this.",
+        },
+        quota_entries_per_root: u64 {
+            default: 100_000,
+            check: at_least_one,
+            docs: "a write is refused when the entries under the root — files of any size \
+                (empty ones too), directories, anything else; at every depth, whoever made \
+                them — would exceed this. The directories a call would create and a new \
+                upload's temporary file are counted before anything is created. Empty \
+                directories count, and only the operator can remove them (`remove_file` \
+                removes files).",
+        },
+        max_depth: u64 {
+            default: 16,
+            check: at_least_one,
+            docs: "a file may be written at most this many path components below its root, its \
+                own name included (`a/b/c.img` is 3). Reading, listing and removing deeper \
+                files that exist is not limited.",
+        },
+        max_new_dirs_per_call: u64 {
+            default: 8,
+            check: at_least_one,
+            docs: "directories one `write_file` call may create (missing directories are \
+                created when an upload starts). A deeper new path takes several uploads, \
+                each into a directory that exists or is at most this many levels below one.",
+        },
+        stale_upload_secs: u64 {
+            default: 24 * 3600,
+            check: at_least_one_second,
+            docs: "an unfinished upload not touched for this long is deleted when another \
+                upload starts in its directory.",
+        },
+    }
+}
+
+fn at_least_one_second(v: &u64) -> Option<String> {
+    (*v == 0).then(|| "must be at least 1 second".into())
+}
+
 // File staging (`staging:` and the per-client `write_roots:` / `staging:` keys).
 //
 // Kept in one block so that it stays apart from the rest of the schema. The per-client
@@ -30,15 +99,21 @@ pub struct StagingLimits {
 }
 
 impl Default for StagingLimits {
+    /// The `staging:` section's defaults.
     fn default() -> Self {
+        StagingLimits::from(&RawStaging::default())
+    }
+}
+
+impl From<&RawStaging> for StagingLimits {
+    fn from(raw: &RawStaging) -> Self {
         StagingLimits {
-            max_file_bytes: 8 << 30,
-            // 2 MiB is 2.7 MiB in base64: fits the default 4 MiB request body with room.
-            max_chunk_bytes: 2 << 20,
-            quota_bytes_per_root: 32 << 30,
-            quota_entries_per_root: 100_000,
-            max_depth: 16,
-            max_new_dirs_per_call: 8,
+            max_file_bytes: raw.max_file_bytes,
+            max_chunk_bytes: raw.max_chunk_bytes,
+            quota_bytes_per_root: raw.quota_bytes_per_root,
+            quota_entries_per_root: raw.quota_entries_per_root,
+            max_depth: raw.max_depth,
+            max_new_dirs_per_call: raw.max_new_dirs_per_call,
         }
     }
 }

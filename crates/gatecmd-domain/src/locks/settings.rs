@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::config::LeaseSettings;
+
 /// Longest a caller may queue for a key (`wait_secs` of `execute_command`, `lock_device`
 /// and `lock_board`). The manager's waits have no deadline of their own; each caller caps
 /// the one it asks for with this.
@@ -30,16 +32,23 @@ pub struct LockSettings {
 }
 
 impl Default for LockSettings {
-    /// 10 minutes by default, at most an hour; 32 leases and 32 waits per client,
-    /// notes up to 1 KiB, 256 keys per listing.
+    /// The `leases:` section's defaults (declared there, once).
     fn default() -> Self {
+        LockSettings::from(&LeaseSettings::default())
+    }
+}
+
+impl From<&LeaseSettings> for LockSettings {
+    /// The lock manager's settings from the config's `leases:` section (at start, and
+    /// again for `LockManager::set_settings` on reload).
+    fn from(leases: &LeaseSettings) -> Self {
         LockSettings {
-            default_ttl: Duration::from_secs(600),
-            max_ttl: Duration::from_secs(3600),
-            max_leases_per_client: 32,
-            max_waiters_per_client: 32,
-            max_note_bytes: 1024,
-            max_listed: 256,
+            default_ttl: Duration::from_secs(leases.default_ttl_secs),
+            max_ttl: Duration::from_secs(leases.max_ttl_secs),
+            max_leases_per_client: leases.max_leases_per_client,
+            max_waiters_per_client: leases.max_waiters_per_client,
+            max_note_bytes: leases.max_note_bytes,
+            max_listed: leases.max_listed,
         }
     }
 }

@@ -1,105 +1,39 @@
-//! What a configuration reload cannot apply: the one list of restart-only keys.
+//! What a configuration reload cannot apply: the restart-only keys, derived from the
+//! settings' declarations (a key declared with `restart: "why"`, `config/declare.rs`).
 //!
 //! Everything else takes effect on reload: commands, clients and tokens, origins and hosts,
 //! device classes, file roots, staging, isolation roots, audit rotation, lease TTLs, and
-//! every `limits` key except the ones below (see `AppState::replace_config` and
-//! docs/CONFIG.md).
+//! every `limits` key but the restart-only ones (see `AppState::replace_config` and
+//! docs/CONFIG.md). A reload names the restart-only keys whose value as written changed.
+
+use std::sync::LazyLock;
 
 use crate::config::Config;
 
-/// A key whose new value waits for a restart, with how to tell it changed.
+/// A key whose new value waits for a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestartOnly {
-    /// The key as written in the YAML file.
-    pub key: &'static str,
-    /// Why a running server cannot apply it (shown in docs, kept next to the key).
+    /// The key as written in the YAML file (`limits.max_connections`).
+    pub key: String,
+    /// Why a running server cannot apply it (shown in docs/CONFIG.md's table).
     pub why: &'static str,
-    changed: fn(&Config, &Config) -> bool,
 }
 
-/// Every restart-only key.
-pub const RESTART_ONLY: &[RestartOnly] = &[
-    RestartOnly {
-        key: "bind",
-        why: "the listening socket is opened once",
-        changed: |a, b| a.bind != b.bind,
-    },
-    RestartOnly {
-        key: "state_dir",
-        why: "the audit log and the generated token are opened there at start",
-        changed: |a, b| a.state_dir != b.state_dir,
-    },
-    RestartOnly {
-        key: "monitor.backend",
-        why: "the device monitor is started once",
-        changed: |a, b| a.monitor.backend != b.monitor.backend,
-    },
-    RestartOnly {
-        key: "monitor.poll_interval_ms",
-        why: "the device monitor is started once",
-        changed: |a, b| a.monitor.poll_interval_ms != b.monitor.poll_interval_ms,
-    },
-    RestartOnly {
-        key: "monitor.removal_grace_ms",
-        why: "the device monitor is started once",
-        changed: |a, b| a.monitor.removal_grace_ms != b.monitor.removal_grace_ms,
-    },
-    RestartOnly {
-        key: "monitor.sysfs_root",
-        why: "the device monitor is started once",
-        changed: |a, b| a.monitor.sysfs_root != b.monitor.sysfs_root,
-    },
-    RestartOnly {
-        key: "limits.session_idle_secs",
-        why: "rmcp's session manager takes its keep-alive once, when the router is built",
-        changed: |a, b| a.limits.session_idle_secs != b.limits.session_idle_secs,
-    },
-    RestartOnly {
-        key: "limits.max_connections",
-        why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| a.limits.max_connections != b.limits.max_connections,
-    },
-    RestartOnly {
-        key: "limits.max_unauthenticated_connections",
-        why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| {
-            a.limits.max_unauthenticated_connections != b.limits.max_unauthenticated_connections
-        },
-    },
-    RestartOnly {
-        key: "limits.max_unauthenticated_per_peer",
-        why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| {
-            a.limits.max_unauthenticated_per_peer != b.limits.max_unauthenticated_per_peer
-        },
-    },
-    RestartOnly {
-        key: "limits.header_read_timeout_secs",
-        why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| a.limits.header_read_timeout_secs != b.limits.header_read_timeout_secs,
-    },
-    RestartOnly {
-        key: "limits.http_idle_timeout_secs",
-        why: "the accept loop takes its caps and timeouts once, when it starts",
-        changed: |a, b| a.limits.http_idle_timeout_secs != b.limits.http_idle_timeout_secs,
-    },
-    RestartOnly {
-        key: "metrics.bind",
-        why: "the metrics listener is opened once, at start",
-        changed: |a, b| a.metrics.bind != b.metrics.bind,
-    },
-    RestartOnly {
-        key: "labgrid",
-        why: "the labgrid exporter connects, binds its console and power ports and registers its boards once, at start (docs/LAB.md)",
-        changed: |a, b| a.labgrid != b.labgrid,
-    },
-];
+/// Every restart-only key, in the declarations' order: the settings declared `restart`
+/// (`crate::config::settings`), never listed here by hand.
+pub static RESTART_ONLY: LazyLock<Vec<RestartOnly>> = LazyLock::new(|| {
+    crate::config::settings()
+        .into_iter()
+        .filter_map(|s| s.restart.map(|why| RestartOnly { key: s.key, why }))
+        .collect()
+});
 
-/// The restart-only keys whose value differs between `old` and `new`.
+/// The restart-only keys whose value as written differs between `old` and `new`.
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     RESTART_ONLY
         .iter()
-        .filter(|k| (k.changed)(old, new))
-        .map(|k| k.key)
+        .filter(|k| old.written(&k.key) != new.written(&k.key))
+        .map(|k| k.key.as_str())
         .collect()
 }
 
@@ -122,28 +56,48 @@ mod tests {
         );
         assert_eq!(
             restart_only_changes(&old, &new),
-            ["bind", "monitor.backend", "limits.session_idle_secs"]
+            ["bind", "limits.session_idle_secs", "monitor.backend"]
+        );
+        // Each key of a restart-only section, and the whole labgrid section.
+        let lab = config("labgrid: {coordinator: \"127.0.0.1:20408\", name: a}\n");
+        let moved = config("labgrid: {coordinator: \"127.0.0.1:20408\", name: b}\n");
+        assert_eq!(restart_only_changes(&lab, &moved), ["labgrid"]);
+        let m = config("metrics: {bind: \"127.0.0.1:9300\", enabled: false}\n");
+        // An absent key is its default: `bind` did not change.
+        assert_eq!(
+            restart_only_changes(&old, &m),
+            ["limits.session_idle_secs", "metrics.bind"]
         );
     }
 
     #[test]
     fn the_keys_are_unique() {
-        let mut keys: Vec<_> = RESTART_ONLY.iter().map(|k| k.key).collect();
+        let mut keys: Vec<_> = RESTART_ONLY.iter().map(|k| k.key.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), RESTART_ONLY.len());
     }
 
+    /// docs/CONFIG.md's table of restart-only keys is the list, row for row.
     #[test]
     fn docs_config_lists_every_restart_only_key() {
         let doc = include_str!("../../../../docs/CONFIG.md");
-        for k in RESTART_ONLY {
-            assert!(
-                doc.contains(&format!("| `{}` |", k.key)),
-                "docs/CONFIG.md's reload table lacks `{}` ({})",
-                k.key,
-                k.why
-            );
-        }
+        let table: Vec<&str> = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("Restart-only keys"))
+            .skip_while(|l| !l.starts_with("| key | why |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        let rows: Vec<String> = RESTART_ONLY
+            .iter()
+            .map(|k| format!("| `{}` | {} |", k.key, k.why))
+            .collect();
+        assert_eq!(
+            table,
+            rows,
+            "docs/CONFIG.md's restart-only table, as the declarations give it:\n{}",
+            rows.join("\n")
+        );
     }
 }

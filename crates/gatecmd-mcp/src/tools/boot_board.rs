@@ -3,7 +3,6 @@
 //! gatecmd action: the board key held for the whole call under the caller's lease, power
 //! and MaskROM commands through the executor and the sanitizer, every step audited.
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use rmcp::handler::server::tool::schema_for_output;
@@ -18,14 +17,13 @@ use tokio_util::sync::CancellationToken;
 use crate::answer::{refusal, structured, structured_error};
 use crate::board_talk::{Leased, TalkRefusal, take_board, talk_refusal};
 use crate::handler::{GatecmdServer, session_id};
-// The power specs are the power tool's until they move to the domain's power backends
-// (issue 30); the one tool-to-tool import left, named in tests/structure.rs.
-use crate::tools::power::{PowerError, action_spec, spec_for};
+use crate::tools::power::PowerError;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
-use gatecmd_devices::{DeviceError, DeviceId, RockchipMode};
+use gatecmd_devices::{DeviceId, RockchipMode};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::boards::boot::{Now, Step, Target, Unreachable, plan};
+use gatecmd_domain::config::power::{action_spec, switch_spec};
 use gatecmd_domain::config::{Config, MAX_BOOT_TIMEOUT_SECS};
 use gatecmd_domain::console::session::{self, TalkError, Wait, last_line_since, watch};
 use gatecmd_domain::console::shell::{Prompts, Seen};
@@ -114,8 +112,6 @@ pub enum BootRefusal {
     },
     #[error("{argv}: {error}")]
     PowerStart { argv: String, error: ExecError },
-    #[error("usb port {usb:?}: {error}")]
-    BadPort { usb: String, error: DeviceError },
     #[error("cancelled while waiting for MaskROM")]
     CancelledWaitingMaskrom,
     #[error(
@@ -136,7 +132,6 @@ impl Classified for BootRefusal {
             BootRefusal::CannotReach(_) | BootRefusal::NoMaskrom { .. } => R::NotConfigured,
             BootRefusal::Power(e) => e.reason(),
             BootRefusal::PowerFailed { .. } | BootRefusal::PowerStart { .. } => R::StartFailed,
-            BootRefusal::BadPort { .. } => R::InvalidRequest,
             BootRefusal::CancelledWaitingMaskrom => R::Cancelled,
             BootRefusal::NoMaskromInTime { .. } => R::Timeout,
         }
@@ -156,9 +151,9 @@ fn step_name(s: Step) -> &'static str {
 
 /// What the board shows now: the rockusb mode at its port, and its console's answer.
 async fn look(state: &AppState, l: &Leased, target: Target, cancel: &CancellationToken) -> Now {
-    let rockusb = DeviceId::from_str(&l.board.usb)
-        .ok()
-        .and_then(|id| state.registry.get(&id))
+    let rockusb = state
+        .registry
+        .get(&l.board.usb)
         .and_then(|d| d.rockusb_mode());
     let mut now = Now {
         rockusb,
@@ -348,7 +343,8 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                spec_for(config, &l.board, false).map_err(BootRefusal::from)?,
+                switch_spec(config, &l.board, false)
+                    .map_err(|e| BootRefusal::from(PowerError::from(e)))?,
                 PowerState::Off,
                 cancel,
             )
@@ -358,7 +354,8 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                spec_for(config, &l.board, true).map_err(BootRefusal::from)?,
+                switch_spec(config, &l.board, true)
+                    .map_err(|e| BootRefusal::from(PowerError::from(e)))?,
                 PowerState::On,
                 cancel,
             )
@@ -374,7 +371,7 @@ async fn run_step(
             run_power(
                 state,
                 name,
-                action_spec(config, action).map_err(BootRefusal::from)?,
+                action_spec(config, action).map_err(|e| BootRefusal::from(PowerError::from(e)))?,
                 PowerState::On,
                 cancel,
             )
@@ -441,20 +438,16 @@ async fn run_power(
     }
 }
 
-/// Waits for the rockusb device in MaskROM mode at `usb`.
+/// Waits for the rockusb device in MaskROM mode at `id`.
 async fn await_maskrom(
     state: &AppState,
-    usb: &str,
+    id: &DeviceId,
     board: &str,
     wait: &Wait<'_>,
 ) -> Result<(), Refusal> {
-    let id = DeviceId::from_str(usb).map_err(|error| BootRefusal::BadPort {
-        usb: usb.to_string(),
-        error,
-    })?;
     let mut events = state.registry.subscribe();
     loop {
-        if state.registry.get(&id).and_then(|d| d.rockusb_mode()) == Some(RockchipMode::MaskRom) {
+        if state.registry.get(id).and_then(|d| d.rockusb_mode()) == Some(RockchipMode::MaskRom) {
             return Ok(());
         }
         tokio::select! {
@@ -468,10 +461,10 @@ async fn await_maskrom(
                 }
             }
             _ = tokio::time::sleep_until(wait.deadline) => {
-                let now = state.registry.get(&id).map(|d| d.rockusb_mode().map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
+                let now = state.registry.get(id).map(|d| d.rockusb_mode().map(|m| m.to_string()).unwrap_or_else(|| "a non-rockusb device".into()));
                 return Err(BootRefusal::NoMaskromInTime {
                     board: board.to_string(),
-                    usb: usb.to_string(),
+                    usb: id.to_string(),
                     shows: now.unwrap_or_else(|| "nothing".into()),
                 }
                 .into());

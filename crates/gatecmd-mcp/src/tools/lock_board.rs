@@ -17,7 +17,6 @@ use tokio::time::Instant;
 use crate::answer::{refusal, structured};
 use crate::handler::{GatecmdServer, session_id};
 use crate::reasons::{lock_reason, unknown_board};
-use crate::views::device_at;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
@@ -168,7 +167,7 @@ fn board_lease_request(
         ttl: req.ttl_secs.map(Duration::from_secs),
         note: req.note.clone().filter(|n| !n.trim().is_empty()),
         wait,
-        shared: lease_shared_keys(config, board, device_at(state, &board.usb).as_ref()),
+        shared: lease_shared_keys(config, board, state.registry.get(&board.usb).as_ref()),
     }
 }
 
@@ -212,7 +211,7 @@ async fn lock_inner(
             let tagged: Vec<&BoardConfig> = config
                 .boards
                 .iter()
-                .filter(|b| tags_only(m).matches(b, device_at(state, &b.usb).as_ref()))
+                .filter(|b| tags_only(m).matches(b, state.registry.get(&b.usb).as_ref()))
                 .collect();
             // With a wait, a board without a soc tag may still show one when its device
             // enumerates; without one, say plainly that nothing is configured so.
@@ -265,7 +264,7 @@ async fn by_match(
         let matching: Vec<&BoardConfig> = config
             .boards
             .iter()
-            .filter(|b| m.matches(b, device_at(state, &b.usb).as_ref()))
+            .filter(|b| m.matches(b, state.registry.get(&b.usb).as_ref()))
             .collect();
         let mine = ticket.mine(matching_boards(state, &config, m));
         for board in matching.iter().filter(|b| mine.contains(&b.name)) {
@@ -305,7 +304,7 @@ fn matching_boards(state: &AppState, config: &Config, m: &BoardMatch) -> Vec<Str
     config
         .boards
         .iter()
-        .filter(|b| m.matches(b, device_at(state, &b.usb).as_ref()))
+        .filter(|b| m.matches(b, state.registry.get(&b.usb).as_ref()))
         .map(|b| b.name.clone())
         .collect()
 }
@@ -329,7 +328,7 @@ async fn next_change(
 /// waits for its key, and nothing holds its port. Trying only such boards keeps a queue
 /// of waiters from filling the audit log with refusals at every wake-up.
 fn looks_free(state: &AppState, board: &BoardConfig) -> bool {
-    let port = state.locks.key_state(&LockKey::Port(board.usb.clone()));
+    let port = state.locks.key_state(&LockKey::Port(board.usb.to_string()));
     state
         .locks
         .key_state(&LockKey::Board(board.name.clone()))
@@ -375,7 +374,7 @@ fn all_busy(
 
 fn answer(state: &AppState, board: &BoardConfig, info: &LeaseInfo) -> CallToolResult {
     let config = state.config();
-    let dev = device_at(state, &board.usb);
+    let dev = state.registry.get(&board.usb);
     let shared_keys = lease_shared_keys(&config, board, dev.as_ref())
         .iter()
         .map(|k| k.to_string())

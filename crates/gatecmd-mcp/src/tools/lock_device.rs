@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use crate::answer::{refusal, structured};
 use crate::handler::{GatecmdServer, session_id};
 use crate::reasons::{lock_refusal, unknown_board};
-use crate::views::device_at;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
@@ -183,7 +182,7 @@ fn key_for(
                     let Some(b) = config.board(name) else {
                         return Err(unknown_board(&config, name).into());
                     };
-                    lease_shared_keys(&config, b, device_at(state, &b.usb).as_ref())
+                    lease_shared_keys(&config, b, state.registry.get(&b.usb).as_ref())
                 }
                 _ => vec![],
             };

@@ -1,6 +1,6 @@
 //! `power_board`: switch a board off, on, or off-wait-on, through the executor like any
-//! command (uhubctl, or the `commands:` entries its config names, checked by the
-//! sanitizer), under the caller's board lease, audited.
+//! command (the command lines are its power backend's, `gatecmd_domain::config::power`),
+//! under the caller's board lease, audited.
 
 use std::time::{Duration, Instant};
 
@@ -18,18 +18,14 @@ use crate::reasons::{args_reason, lock_reason, unknown_board};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
-use gatecmd_core::sanitizer;
 use gatecmd_domain::audit::{PowerOutcome, PowerRecord};
 use gatecmd_domain::boards::PowerState;
-use gatecmd_domain::config::{BoardConfig, Config, PowerAction, PowerConfig};
-use gatecmd_domain::exec::Spec;
+use gatecmd_domain::config::power::{SpecError, switch_spec};
 use gatecmd_domain::locks::{
     ClientName, CommandLockRequest, LeaseId, LockError, LockKey, SessionId,
 };
 use gatecmd_domain::state::AppState;
 
-/// How long one uhubctl call may take.
-const UHUBCTL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest `off_secs` of a cycle.
 const MAX_OFF_SECS: u64 = 300;
 
@@ -40,16 +36,9 @@ pub enum PowerError {
     UnknownBoard(#[from] UnknownBoard),
     #[error("off_secs {off_secs} is more than the maximum of {max}")]
     OffTooLong { off_secs: u64, max: u64 },
-    #[error(
-        "board {board:?} has no power switch configured (boards[].power: uhubctl or on/off commands)"
-    )]
-    NoSwitch { board: String },
-    #[error("power command {command:?} is no longer configured")]
-    CommandGone { command: String },
-    #[error("power command {command:?} cannot run: {why}")]
-    CommandUnavailable { command: String, why: String },
-    #[error("{0}")]
-    Args(#[from] sanitizer::Refusal),
+    /// The board's switch cannot be run now (none, or its command changed since load).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
     #[error(transparent)]
     Lease(#[from] LeaseInvalid),
     #[error("{0}")]
@@ -61,11 +50,13 @@ impl Classified for PowerError {
         match self {
             PowerError::UnknownBoard(e) => e.reason(),
             PowerError::OffTooLong { .. } => RefusalReason::Limit,
-            PowerError::NoSwitch { .. } | PowerError::CommandGone { .. } => {
+            PowerError::Spec(SpecError::NoSwitch { .. } | SpecError::CommandGone { .. }) => {
                 RefusalReason::NotConfigured
             }
-            PowerError::CommandUnavailable { .. } => RefusalReason::CommandUnavailable,
-            PowerError::Args(e) => args_reason(e),
+            PowerError::Spec(SpecError::CommandUnavailable { .. }) => {
+                RefusalReason::CommandUnavailable
+            }
+            PowerError::Spec(SpecError::Args(e)) => args_reason(e),
             PowerError::Lease(e) => e.reason(),
             PowerError::Lock(e) => lock_reason(e),
         }
@@ -135,67 +126,6 @@ impl GatecmdServer {
     }
 }
 
-/// The spec that switches `board` on (`true`) or off.
-pub fn spec_for(config: &Config, board: &BoardConfig, on: bool) -> Result<Spec, PowerError> {
-    match &board.power {
-        None => Err(PowerError::NoSwitch {
-            board: board.name.clone(),
-        }),
-        Some(PowerConfig::Uhubctl { hub, port, binary }) => Ok(Spec {
-            binary: binary.clone(),
-            // Built from validated parts only (a port path and a number).
-            args: vec![
-                "-l".into(),
-                hub.clone(),
-                "-p".into(),
-                port.to_string(),
-                "-a".into(),
-                if on { "on" } else { "off" }.into(),
-            ],
-            env: Default::default(),
-            timeout: UHUBCTL_TIMEOUT,
-            isolation: None,
-            inherit: vec![],
-            live_output: false,
-        }),
-        Some(PowerConfig::Commands {
-            on: a_on,
-            off: a_off,
-        }) => action_spec(config, if on { a_on } else { a_off }),
-    }
-}
-
-/// The spec of one configured power action (a `commands:` entry and its arguments),
-/// checked again by the sanitizer: files and binaries change after load.
-pub(crate) fn action_spec(config: &Config, action: &PowerAction) -> Result<Spec, PowerError> {
-    let Some(command) = config.command(&action.command) else {
-        return Err(PowerError::CommandGone {
-            command: action.command.clone(),
-        });
-    };
-    if let Some(why) = gatecmd_domain::config::binary_problem(&command.binary) {
-        return Err(PowerError::CommandUnavailable {
-            command: command.name.clone(),
-            why: why.to_string(),
-        });
-    }
-    let rules = gatecmd_core::sanitizer::FileRules {
-        roots: &config.file_roots,
-        allow_hardlinked_inputs: config.allow_hardlinked_inputs,
-    };
-    let approved = gatecmd_core::sanitizer::check_with(command, &action.args, rules)?;
-    let pattern = &command.patterns[approved.pattern_index];
-    Ok(Spec {
-        binary: command.binary.clone(),
-        args: approved.args,
-        env: command.env.clone(),
-        timeout: pattern.timeout.unwrap_or(command.timeout),
-        isolation: None,
-        inherit: approved.files.into_iter().map(|f| f.fd).collect(),
-        live_output: false,
-    })
-}
-
 /// `power_board`.
 pub async fn power(
     state: &AppState,
@@ -223,11 +153,11 @@ pub async fn power(
     };
     let specs = match steps
         .iter()
-        .map(|on| spec_for(&config, board, *on))
+        .map(|on| switch_spec(&config, board, *on))
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(s) => s,
-        Err(e) => return refused(state, who, &req, e.into()),
+        Err(e) => return refused(state, who, &req, PowerError::from(e).into()),
     };
     let key = LockKey::Board(board.name.clone());
     let presented = req.lease.is_some() || session.is_some();

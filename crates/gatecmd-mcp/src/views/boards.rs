@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::devices::{DeviceView, LockView, device_at};
+use super::devices::{DeviceView, LockView};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::{BoardConfig, Config};
 use gatecmd_domain::locks::LockKey;
@@ -62,7 +62,7 @@ pub fn board_view(
     board: &BoardConfig,
     caller: &str,
 ) -> BoardView {
-    let dev = device_at(state, &board.usb);
+    let dev = state.registry.get(&board.usb);
     let soc = board.tags.get("soc").cloned().or_else(|| {
         dev.as_ref()
             .and_then(|d| d.soc.map(str::to_ascii_lowercase))
@@ -84,7 +84,7 @@ pub fn board_view(
     BoardView {
         name: board.name.clone(),
         tags: board.tags.clone(),
-        usb: board.usb.clone(),
+        usb: board.usb.to_string(),
         device: dev.map(|d| DeviceView::new(state, config, d, caller)),
         soc,
         family,

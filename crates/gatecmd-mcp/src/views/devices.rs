@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use gatecmd_devices::{Device, DeviceId, DeviceKind, RockchipMode};
+use gatecmd_devices::{Device, DeviceKind, RockchipMode};
 use gatecmd_domain::config::Config;
 use gatecmd_domain::locks::{HeldBy, KeyState, LockKey, LockManager, class_of, lock_key_of};
 use gatecmd_domain::state::AppState;
@@ -222,11 +222,4 @@ pub fn render_device(v: &DeviceView) -> String {
         }
     }
     s
-}
-
-/// The device attached at the port path `usb` now, if any.
-pub fn device_at(state: &AppState, usb: &str) -> Option<Device> {
-    usb.parse::<DeviceId>()
-        .ok()
-        .and_then(|id| state.registry.get(&id))
 }

@@ -12,8 +12,6 @@ mod locks;
 
 pub use boards::{BoardList, BoardView, PowerView, board_view, boards_view};
 pub use commands::{CommandInfo, CommandList, PatternInfo, command_infos, commands_view};
-pub use devices::{
-    DeviceLeft, DeviceList, DeviceView, LockView, SharedView, device_at, render_device,
-};
+pub use devices::{DeviceLeft, DeviceList, DeviceView, LockView, SharedView, render_device};
 pub use jobs::{JobList, JobSummary, job_view, jobs_view};
 pub use locks::{LockList, locks_view};

@@ -1,21 +1,27 @@
 //! `boards:`: names, ports, consoles and power switches, checked against each other and
-//! against `commands:` (a power action must be a command line the sanitizer accepts).
+//! against `commands:` (a power action must be a command line the sanitizer accepts; each
+//! power backend checks its own keys, `power/`).
 
 use std::path::PathBuf;
 
+use gatecmd_devices::DeviceId;
+
 use super::super::boards::{
-    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, DEFAULT_UHUBCTL,
-    MAX_CONSOLE_BUFFER_BYTES, MIN_CONSOLE_BUFFER_BYTES, PowerAction, PowerConfig, STANDARD_BAUDS,
-    valid_port_path,
+    BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
+    MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS,
 };
-use super::super::raw::{RawBoard, RawConsole, RawPower, RawPowerAction, check_name, parse_abs};
-use super::super::schema::CommandConfig;
+use super::super::command::CommandConfig;
+use super::super::power::{Check, PowerConfig, Report, check_action};
+use super::super::raw::{RawBoard, RawConsole};
+use super::super::values::{check_name, parse_abs, port_error, valid_port_path};
 use super::validator::Validator;
 
-fn port_error(what: &str, p: &str) -> String {
-    format!(
-        "{what} {p:?} is not a USB port path: write BUS-PORT[.PORT...] as in sysfs (e.g. \"1-2\" or \"1-2.3\"); `gatecmd devices` shows the ports in use"
-    )
+/// The power backends record their problems here, located like every other field.
+impl Report for Validator {
+    fn error(&mut self, field: &str, message: String) {
+        let at = self.at(field);
+        self.err(at, field.to_string(), message);
+    }
 }
 
 impl Validator {
@@ -43,10 +49,15 @@ impl Validator {
                 ok = false;
             }
             let at = self.at(&field("usb"));
-            if !valid_port_path(&b.usb) {
-                self.err(at, field("usb"), port_error("usb", &b.usb));
-                ok = false;
-            } else if let Some(other) = out.iter().find(|o| o.usb == b.usb) {
+            // Parsed once here: every user of the board holds a valid port path.
+            let usb = match b.usb.parse::<DeviceId>() {
+                Ok(id) if valid_port_path(&b.usb) => Some(id),
+                _ => {
+                    self.err(at, field("usb"), port_error("usb", &b.usb));
+                    None
+                }
+            };
+            if let Some(other) = usb.as_ref().and_then(|u| out.iter().find(|o| &o.usb == u)) {
                 self.err(
                     at,
                     field("usb"),
@@ -61,11 +72,13 @@ impl Validator {
                 None => Some(Default::default()),
                 Some(c) => self.shell(i, c),
             };
+            let power_field = format!("boards[{i}].power");
             let maskrom = match b.power.as_mut().and_then(|p| p.maskrom.take()) {
                 None => Some(None),
-                Some(a) => self
-                    .power_action(i, "maskrom", a, commands, file_roots)
-                    .map(Some),
+                Some(a) => {
+                    let mut c = Check::new(self, power_field.clone(), commands, file_roots);
+                    check_action(&mut c, "maskrom", a).map(Some)
+                }
             };
             let console = match b.console {
                 None => Some(None),
@@ -73,15 +86,18 @@ impl Validator {
             };
             let power = match b.power {
                 None => Some(None),
-                Some(p) => self.power(i, p, commands, file_roots).map(Some),
+                Some(p) => {
+                    let mut c = Check::new(self, power_field, commands, file_roots);
+                    PowerConfig::check(p, &mut c).map(Some)
+                }
             };
-            if let (true, Some(console), Some(power), Some(shell), Some(maskrom)) =
-                (ok, console, power, shell, maskrom)
+            if let (true, Some(usb), Some(console), Some(power), Some(shell), Some(maskrom)) =
+                (ok, usb, console, power, shell, maskrom)
             {
                 out.push(BoardConfig {
                     name: b.name,
                     tags: b.tags,
-                    usb: b.usb,
+                    usb,
                     console,
                     power,
                     maskrom,
@@ -94,7 +110,10 @@ impl Validator {
             let Some(port) = b.console.as_ref().and_then(|c| c.port.as_ref()) else {
                 continue;
             };
-            if let Some(other) = out.iter().find(|o| o.name != b.name && &o.usb == port) {
+            if let Some(other) = out
+                .iter()
+                .find(|o| o.name != b.name && o.usb.as_str() == port)
+            {
                 let at = self.at(&format!("boards[{i}].console.port"));
                 self.err(
                     at,
@@ -187,110 +206,6 @@ impl Validator {
             path,
             baud: c.baud,
             buffer_bytes,
-        })
-    }
-
-    fn power(
-        &mut self,
-        i: usize,
-        p: RawPower,
-        commands: &[CommandConfig],
-        file_roots: &[PathBuf],
-    ) -> Option<PowerConfig> {
-        let at = self.at(&format!("boards[{i}].power"));
-        match (p.uhubctl, p.on, p.off) {
-            (Some(u), None, None) => {
-                let mut ok = true;
-                if !valid_port_path(&u.hub) {
-                    self.err(
-                        self.at(&format!("boards[{i}].power.uhubctl.hub")),
-                        format!("boards[{i}].power.uhubctl.hub"),
-                        port_error("hub", &u.hub),
-                    );
-                    ok = false;
-                }
-                if u.port == 0 || u.port > 255 {
-                    self.err(
-                        self.at(&format!("boards[{i}].power.uhubctl.port")),
-                        format!("boards[{i}].power.uhubctl.port"),
-                        format!("hub port {} is not a hub port number (1-255)", u.port),
-                    );
-                    ok = false;
-                }
-                let binary = match u.binary {
-                    None => Some(PathBuf::from(DEFAULT_UHUBCTL)),
-                    Some(b) => self.value(
-                        parse_abs(&b),
-                        self.at(&format!("boards[{i}].power.uhubctl.binary")),
-                        format!("boards[{i}].power.uhubctl.binary"),
-                    ),
-                };
-                match (ok, binary) {
-                    (true, Some(binary)) => Some(PowerConfig::Uhubctl {
-                        hub: u.hub,
-                        port: u.port,
-                        binary,
-                    }),
-                    _ => None,
-                }
-            }
-            (None, Some(on), Some(off)) => {
-                let on = self.power_action(i, "on", on, commands, file_roots);
-                let off = self.power_action(i, "off", off, commands, file_roots);
-                Some(PowerConfig::Commands { on: on?, off: off? })
-            }
-            _ => {
-                self.err(
-                    at,
-                    format!("boards[{i}].power"),
-                    "give either uhubctl: {hub, port, binary?} or both on: {command, args} and off: {command, args}".into(),
-                );
-                None
-            }
-        }
-    }
-
-    fn power_action(
-        &mut self,
-        i: usize,
-        which: &str,
-        a: RawPowerAction,
-        commands: &[CommandConfig],
-        file_roots: &[PathBuf],
-    ) -> Option<PowerAction> {
-        let field = format!("boards[{i}].power.{which}");
-        let Some(command) = commands.iter().find(|c| c.name == a.command) else {
-            let known: Vec<_> = commands.iter().map(|c| c.name.as_str()).collect();
-            self.err(
-                self.at(&format!("{field}.command")),
-                format!("{field}.command"),
-                format!(
-                    "unknown command {:?}; defined commands: {}",
-                    a.command,
-                    if known.is_empty() {
-                        "none".into()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            );
-            return None;
-        };
-        let args = a.args.into_vec();
-        if let Err(refused) = gatecmd_core::sanitizer::check(command, &args, file_roots) {
-            self.err(
-                self.at(&format!("{field}.args")),
-                format!("{field}.args"),
-                format!(
-                    "{:?} with args {args:?} matches none of its patterns: {refused}",
-                    a.command
-                ),
-            );
-            return None;
-        }
-        Some(PowerAction {
-            command: a.command,
-            args,
         })
     }
 

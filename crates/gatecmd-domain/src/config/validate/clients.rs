@@ -1,7 +1,8 @@
 //! `auth_token:` and `clients:`: names and token sources.
 
-use super::super::raw::{RawClient, check_name, parse_abs, parse_sha256};
+use super::super::raw::RawClient;
 use super::super::schema::{ClientConfig, TokenSource};
+use super::super::values::{check_name, parse_abs, parse_sha256};
 use super::validator::Validator;
 
 impl Validator {

@@ -4,9 +4,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::super::command::{CancelPolicy, CommandConfig, PatternConfig};
 use super::super::host::binary_problem;
-use super::super::raw::{RawCommand, RawPattern, check_name, parse_abs, parse_progress};
-use super::super::schema::{CancelPolicy, CommandConfig, DeviceClass, PatternConfig};
+use super::super::raw::{RawCommand, RawPattern};
+use super::super::schema::DeviceClass;
+use super::super::values::{check_name, parse_abs, parse_progress};
 use super::validator::Validator;
 use gatecmd_core::sanitizer::{FileKind, Pattern, Word, slot_regex};
 

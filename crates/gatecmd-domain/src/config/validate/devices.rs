@@ -1,7 +1,8 @@
 //! `devices:`: device classes and their USB ids.
 
-use super::super::raw::{RawDeviceClass, check_name, parse_hex16};
+use super::super::raw::{RawDeviceClass, parse_hex16};
 use super::super::schema::DeviceClass;
+use super::super::values::check_name;
 use super::validator::Validator;
 
 impl Validator {

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::super::lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS, RawLab};
+use super::super::lab::{LabSettings, MAX_LAB_HOLD_SECS, RawLab};
 use super::validator::Validator;
 
 /// `[A-Za-z0-9_.-]`, 1-64: a path segment of labgrid's `EXPORTER/GROUP/CLASS/NAME`.
@@ -29,7 +29,7 @@ fn hostname() -> String {
 
 impl Validator {
     pub(super) fn lab(&mut self, raw: RawLab) -> Option<LabSettings> {
-        let coordinator = raw.coordinator?;
+        let coordinator = raw.coordinator.clone()?;
         let at = self.at("labgrid.coordinator");
         let valid_addr = coordinator
             .rsplit_once(':')
@@ -43,7 +43,7 @@ impl Validator {
                 ),
             );
         }
-        let name = raw.name.unwrap_or_else(hostname);
+        let name = raw.name.clone().unwrap_or_else(hostname);
         if !valid_name(&name) {
             let at = self.at("labgrid.name");
             self.err(
@@ -54,34 +54,23 @@ impl Validator {
                 ),
             );
         }
-        let console_bind = match raw.console_bind.as_deref() {
-            None => IpAddr::from([127, 0, 0, 1]),
-            Some(s) => match s.parse::<IpAddr>() {
-                Ok(ip) => ip,
-                Err(_) => {
-                    let at = self.at("labgrid.console_bind");
-                    self.err(
-                        at,
-                        "labgrid.console_bind".into(),
-                        format!(
-                            "{s:?} is not an IP address; write e.g. 127.0.0.1 (the default: people reach it through labgrid's SSH proxy) or this host's lab address"
-                        ),
-                    );
-                    IpAddr::from([127, 0, 0, 1])
-                }
-            },
+        let console_bind = match raw.console_bind.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => {
+                let at = self.at("labgrid.console_bind");
+                self.err(
+                    at,
+                    "labgrid.console_bind".into(),
+                    format!(
+                        "{:?} is not an IP address; write e.g. 127.0.0.1 (the default: people reach it through labgrid's SSH proxy) or this host's lab address",
+                        raw.console_bind
+                    ),
+                );
+                IpAddr::from([127, 0, 0, 1])
+            }
         };
-        let hold_secs = raw.hold_secs.unwrap_or(DEFAULT_LAB_HOLD_SECS);
-        if hold_secs == 0 || hold_secs > MAX_LAB_HOLD_SECS {
-            let at = self.at("labgrid.hold_secs");
-            self.err(
-                at,
-                "labgrid.hold_secs".into(),
-                format!(
-                    "{hold_secs} is outside 1-{MAX_LAB_HOLD_SECS}: it is how long boards held by labgrid places stay held once the coordinator is lost"
-                ),
-            );
-        }
+        // Checked only when the bridge is on, as the keys above.
+        self.declared(&raw, "labgrid");
         Some(LabSettings {
             coordinator,
             name,
@@ -89,7 +78,7 @@ impl Validator {
             host: raw.host.unwrap_or_else(|| console_bind.to_string()),
             proxy: raw.proxy.unwrap_or_else(hostname),
             proxy_required: raw.proxy_required.unwrap_or(console_bind.is_loopback()),
-            hold: Duration::from_secs(hold_secs.clamp(1, MAX_LAB_HOLD_SECS)),
+            hold: Duration::from_secs(raw.hold_secs.clamp(1, MAX_LAB_HOLD_SECS)),
         })
     }
 }

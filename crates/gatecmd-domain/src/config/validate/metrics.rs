@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 
 use super::super::metrics::{MetricsSettings, RawMetrics};
-use super::super::raw::parse_bind;
 use super::super::schema::ClientConfig;
+use super::super::values::parse_bind;
 use super::validator::Validator;
 
 impl Validator {

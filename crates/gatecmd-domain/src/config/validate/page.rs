@@ -1,6 +1,7 @@
-//! The `page:` section: viewers must be configured clients; idle expiry and caps in range.
+//! The `page:` section: viewers must be configured clients (idle expiry and caps are
+//! declared with their bounds, `page.rs`).
 
-use super::super::page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
+use super::super::page::PageSettings;
 use super::super::schema::ClientConfig;
 use super::validator::Validator;
 
@@ -27,27 +28,6 @@ impl Validator {
                 );
             }
         }
-        if !(PAGE_MIN_IDLE_SECS..=PAGE_MAX_IDLE_SECS).contains(&page.session_idle_secs) {
-            let at = self.at("page.session_idle_secs");
-            self.err(
-                at,
-                "page.session_idle_secs".into(),
-                format!(
-                    "must be between {PAGE_MIN_IDLE_SECS} and {PAGE_MAX_IDLE_SECS} (a week); default {}",
-                    PageSettings::default().session_idle_secs
-                ),
-            );
-        }
-        for (key, v) in [
-            ("max_sessions", page.max_sessions),
-            ("max_streams", page.max_streams),
-            ("max_sessions_per_client", page.max_sessions_per_client),
-            ("max_streams_per_client", page.max_streams_per_client),
-        ] {
-            if v == 0 {
-                let at = self.at(&format!("page.{key}"));
-                self.err(at, format!("page.{key}"), "must be at least 1".into());
-            }
-        }
+        self.declared(page, "page");
     }
 }

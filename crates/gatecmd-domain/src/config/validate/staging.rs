@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::super::raw::{RawClientStaging, RawStaging, parse_abs};
+use super::super::raw::RawClientStaging;
 use super::super::staging::{
-    CHUNK_ENVELOPE_BYTES, ClientStaging, StagingConfig, StagingLimits, WriteRoots, base64_len,
+    CHUNK_ENVELOPE_BYTES, ClientStaging, RawStaging, StagingConfig, StagingLimits, WriteRoots,
+    base64_len,
 };
+use super::super::values::parse_abs;
 use super::validator::Validator;
 
 impl Validator {
@@ -17,23 +19,9 @@ impl Validator {
         file_roots: &[PathBuf],
         max_body: usize,
     ) -> StagingConfig {
-        let defaults = StagingLimits {
-            max_file_bytes: raw.max_file_bytes,
-            max_chunk_bytes: raw.max_chunk_bytes,
-            quota_bytes_per_root: raw.quota_bytes_per_root,
-            quota_entries_per_root: raw.quota_entries_per_root,
-            max_depth: raw.max_depth,
-            max_new_dirs_per_call: raw.max_new_dirs_per_call,
-        };
-        self.staging_limits(&defaults, "staging", file_roots, max_body);
-        if raw.stale_upload_secs == 0 {
-            let at = self.at("staging.stale_upload_secs");
-            self.err(
-                at,
-                "staging.stale_upload_secs".into(),
-                "must be at least 1 second".into(),
-            );
-        }
+        self.declared(&raw, "staging");
+        let defaults = StagingLimits::from(&raw);
+        self.chunk_fits(&defaults, "staging", file_roots, max_body);
         let mut out = BTreeMap::new();
         for c in clients {
             let i = c.index;
@@ -81,7 +69,20 @@ impl Validator {
                     .unwrap_or(defaults.max_new_dirs_per_call),
             };
             let prefix = format!("clients[{i}].staging");
-            self.staging_limits(&limits, &prefix, file_roots, max_body);
+            // The section's declared bounds hold for a client's overrides too.
+            // `stale_upload_secs` is not per client: a valid stand-in, so that its refusal
+            // (reported for the section) is not repeated for every client.
+            let overridden = RawStaging {
+                max_file_bytes: limits.max_file_bytes,
+                max_chunk_bytes: limits.max_chunk_bytes,
+                quota_bytes_per_root: limits.quota_bytes_per_root,
+                quota_entries_per_root: limits.quota_entries_per_root,
+                max_depth: limits.max_depth,
+                max_new_dirs_per_call: limits.max_new_dirs_per_call,
+                stale_upload_secs: raw.stale_upload_secs.max(1),
+            };
+            self.declared(&overridden, &prefix);
+            self.chunk_fits(&limits, &prefix, file_roots, max_body);
             out.insert(
                 c.name,
                 ClientStaging {
@@ -97,8 +98,9 @@ impl Validator {
         }
     }
 
-    /// Checks one set of limits; `prefix` is their section (`staging`, `clients[2].staging`).
-    pub(super) fn staging_limits(
+    /// A chunk of `l.max_chunk_bytes` fits in one request body; `prefix` is the limits'
+    /// section (`staging`, `clients[2].staging`).
+    pub(super) fn chunk_fits(
         &mut self,
         l: &StagingLimits,
         prefix: &str,
@@ -106,19 +108,6 @@ impl Validator {
         max_body: usize,
     ) {
         let locate = |v: &Self, key: &str| v.at(&format!("{prefix}.{key}"));
-        for (key, value) in [
-            ("max_file_bytes", l.max_file_bytes),
-            ("max_chunk_bytes", l.max_chunk_bytes),
-            ("quota_bytes_per_root", l.quota_bytes_per_root),
-            ("quota_entries_per_root", l.quota_entries_per_root),
-            ("max_depth", l.max_depth),
-            ("max_new_dirs_per_call", l.max_new_dirs_per_call),
-        ] {
-            if value == 0 {
-                let at = locate(self, key);
-                self.err(at, format!("{prefix}.{key}"), "must be at least 1".into());
-            }
-        }
         // A chunk travels as base64 inside one JSON-RPC request: without file roots no
         // chunk is ever sent, so the relation only matters when there are roots.
         let need = base64_len(l.max_chunk_bytes) + CHUNK_ENVELOPE_BYTES;

@@ -4,11 +4,13 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
+use super::super::declare::{Value, Written};
 use super::super::error::{ConfigError, ConfigErrors};
 use super::super::host::default_state_dir;
 use super::super::positions::{At, Positions};
-use super::super::raw::{RawConfig, parse_abs, parse_bind, take_client_staging};
+use super::super::raw::{RawConfig, take_client_staging};
 use super::super::schema::Config;
+use super::super::values::{parse_abs, parse_bind};
 
 /// Collects every error of one file, each located in its text.
 pub(crate) struct Validator {
@@ -64,6 +66,14 @@ impl Validator {
         });
     }
 
+    /// Records what the declared checks of `section` (under `prefix`) refuse.
+    pub(super) fn declared(&mut self, section: &impl Value, prefix: &str) {
+        for (field, message) in section.refusals(prefix) {
+            let at = self.at(&field);
+            self.err(at, field, message);
+        }
+    }
+
     /// Runs a value check; on failure records it at `at` and yields `None`.
     pub(super) fn value<T, E: std::fmt::Display>(
         &mut self,
@@ -82,15 +92,14 @@ impl Validator {
 
     /// Builds the configuration, recording errors as it goes; the parts are in sibling files.
     fn validate(&mut self, mut raw: RawConfig) -> Config {
+        // What a reload compares to name the keys that wait for a restart.
+        let mut written = Written::default();
+        raw.written("", &mut written);
         let default_bind = SocketAddr::from(([127, 0, 0, 1], 9222));
-        let bind = match raw.bind {
-            None => default_bind,
-            Some(b) => {
-                let at = self.at("bind");
-                self.value(parse_bind(&b), at, "bind".into())
-                    .unwrap_or(default_bind)
-            }
-        };
+        let at = self.at("bind");
+        let bind = self
+            .value(parse_bind(&raw.bind), at, "bind".into())
+            .unwrap_or(default_bind);
         let client_staging = take_client_staging(&mut raw.clients);
         let clients = self.clients(raw.auth_token, raw.clients);
         let devices = self.devices(raw.devices);
@@ -156,9 +165,9 @@ impl Validator {
         let boards = self.boards(raw.boards, &commands, &file_roots);
         self.power_commands_unlisted(&clients, &boards);
         self.limits(&raw.limits, &raw.leases);
-        self.monitor(&raw.monitor);
-        self.isolation(&raw.isolation);
-        self.audit(&raw.audit);
+        self.declared(&raw.monitor, "monitor");
+        self.declared(&raw.isolation, "isolation");
+        self.declared(&raw.audit, "audit");
         self.page(&raw.page, &clients);
         self.origins(&raw.allowed_origins);
         let metrics = self.metrics(raw.metrics, &clients, bind);
@@ -185,6 +194,7 @@ impl Validator {
             metrics,
             jobs: raw.jobs,
             labgrid,
+            written,
         }
     }
 }

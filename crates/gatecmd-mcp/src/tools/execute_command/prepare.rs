@@ -201,12 +201,12 @@ fn asked<'a>(
             known: config.boards.iter().map(|b| b.name.clone()).collect(),
         });
     };
-    let at_port = (b.usb.parse::<DeviceId>().ok()).and_then(|id| snap.device(&id));
+    let at_port = snap.device(&b.usb);
     match at_port {
         Some(dev) => Ok(Asked::Board(dev)),
         None => Err(Rejected::BoardEmpty {
             board: b.name.clone(),
-            usb: b.usb.clone(),
+            usb: b.usb.to_string(),
         }),
     }
 }
