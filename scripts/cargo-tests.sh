@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 server=(--workspace --exclude gatecmd-vboard)
 cargo test --locked "${server[@]}" --no-run --quiet
+# The flashing engine's VM test (lane 1) runs the virtual board's binary, which `cargo test`
+# of the other crates does not build: built here, same profile.
+cargo build --locked -p gatecmd-vboard --bin gatecmd-vboard --quiet
 # Lane 1: the library crates' tests (their unit tests, and their own tests/: the flashing
 # engine's VM test, the layer crates' compile-fail test), then half of tests/; lane 2: the
 # binary's unit tests and the other half of tests/.
