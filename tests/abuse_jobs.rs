@@ -133,9 +133,11 @@ async fn a_job_flood_stops_at_the_limit_and_memory_stays_flat() {
         end < warm + 16 * 1024,
         "RSS grew from {warm} KiB to {end} KiB over {started} jobs"
     );
-    // Flat: the second half of the flood adds (next to) nothing to the first's.
+    // Flat: the second half of the flood adds (next to) nothing to the first's. A leak of
+    // what those jobs printed would be ~47 MiB (94 jobs × 2 × 256 KiB); allocator arenas
+    // warming up on a loaded machine have reached 6.5 MiB, hence the 8 MiB.
     assert!(
-        end < mid + 4 * 1024,
+        end < mid + 8 * 1024,
         "RSS still grows: {mid} KiB half-way, {end} KiB at the end"
     );
 }

@@ -30,6 +30,8 @@
 //!   interval, shared by `execute_command`, the job tools and `tasks`.
 //! - `answer`: how every tool answers: structured content with a bounded text, or a
 //!   refusal, and the output schema a refusal fits.
+//! - `power_refusal`: why a power switch was refused (`power_board`, and `boot_board`'s
+//!   power steps).
 //! - `reasons`: lower layers' errors classified as refusal reasons, and the refusal for an
 //!   unknown board.
 //! - `views`: what every surface renders (a device, a lock, a board, a job, the
@@ -47,6 +49,7 @@ pub mod jobs;
 pub mod list_cache;
 pub mod notify;
 pub mod pace;
+pub mod power_refusal;
 pub mod progress;
 pub mod reasons;
 pub mod resources;

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::answer::{refusal, structured, structured_error};
 use crate::board_talk::{Leased, TalkRefusal, take_board, talk_refusal};
 use crate::handler::{GatecmdServer, session_id};
-use crate::tools::power::PowerError;
+use crate::power_refusal::PowerError;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_devices::{DeviceId, RockchipMode};

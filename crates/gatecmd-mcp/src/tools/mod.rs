@@ -10,8 +10,7 @@
 //!
 //! No tool imports another: what several share lives below them, beside `tools/` (`answer`,
 //! `reasons`, `views`, `board_talk`, …) or in gatecmd-domain; `tests/structure.rs` holds
-//! this. (`power` is `power_board`'s file until its logic moves to the domain's power
-//! backends, issue 30; `boot_board` still takes its power specs from it meanwhile.)
+//! this.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 
@@ -31,7 +30,7 @@ pub mod list_jobs;
 pub mod list_locks;
 pub mod lock_board;
 pub mod lock_device;
-pub mod power;
+pub mod power_board;
 pub mod remove_file;
 pub mod stat_file;
 pub mod uboot_run;

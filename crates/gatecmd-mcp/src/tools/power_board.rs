@@ -14,54 +14,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured, structured_error};
 use crate::handler::{GatecmdServer, session_id};
-use crate::reasons::{args_reason, lock_reason, unknown_board};
+use crate::power_refusal::PowerError;
+use crate::reasons::unknown_board;
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
-use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
+use gatecmd_core::refusal::Refusal;
+use gatecmd_core::refusal::common::LeaseInvalid;
 use gatecmd_domain::audit::{PowerOutcome, PowerRecord};
 use gatecmd_domain::boards::PowerState;
-use gatecmd_domain::config::power::{SpecError, switch_spec};
-use gatecmd_domain::locks::{
-    ClientName, CommandLockRequest, LeaseId, LockError, LockKey, SessionId,
-};
+use gatecmd_domain::config::power::switch_spec;
+use gatecmd_domain::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
 
 /// Longest `off_secs` of a cycle.
 const MAX_OFF_SECS: u64 = 300;
-
-/// Why `power_board` (or a power step of `boot_board`) said no.
-#[derive(Debug, thiserror::Error)]
-pub enum PowerError {
-    #[error(transparent)]
-    UnknownBoard(#[from] UnknownBoard),
-    #[error("off_secs {off_secs} is more than the maximum of {max}")]
-    OffTooLong { off_secs: u64, max: u64 },
-    /// The board's switch cannot be run now (none, or its command changed since load).
-    #[error(transparent)]
-    Spec(#[from] SpecError),
-    #[error(transparent)]
-    Lease(#[from] LeaseInvalid),
-    #[error("{0}")]
-    Lock(#[from] LockError),
-}
-
-impl Classified for PowerError {
-    fn reason(&self) -> RefusalReason {
-        match self {
-            PowerError::UnknownBoard(e) => e.reason(),
-            PowerError::OffTooLong { .. } => RefusalReason::Limit,
-            PowerError::Spec(SpecError::NoSwitch { .. } | SpecError::CommandGone { .. }) => {
-                RefusalReason::NotConfigured
-            }
-            PowerError::Spec(SpecError::CommandUnavailable { .. }) => {
-                RefusalReason::CommandUnavailable
-            }
-            PowerError::Spec(SpecError::Args(e)) => args_reason(e),
-            PowerError::Lease(e) => e.reason(),
-            PowerError::Lock(e) => lock_reason(e),
-        }
-    }
-}
 
 /// What to do with the power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -106,7 +71,7 @@ pub struct PowerResult {
     pub duration_ms: u64,
 }
 
-#[tool_router(router = power_router, vis = "pub(crate)")]
+#[tool_router(router = power_board_router, vis = "pub(crate)")]
 impl GatecmdServer {
     /// Switches a board's power.
     #[tool(
