@@ -33,9 +33,10 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(prometheus)
   # microcom: what `labgrid-client console` runs (tests/python/test_labgrid.py).
   packages+=(microcom)
-  # The other families' real tools, run against gatecmd-vboard's fastboot and DFU boards in
-  # the usbvm guest (vboard/tests/usbvm_families.rs).
-  packages+=(fastboot dfu-util)
+  # The other families' real tools: fastboot and dfu-util run against gatecmd-vboard's
+  # fastboot and DFU boards in the usbvm guest (vboard/tests/usbvm_families.rs); every
+  # bundled recipe's binary is checked by `gatecmd check` (tests/recipes.rs).
+  packages+=(fastboot dfu-util uuu sunxi-tools)
   # gcc: tests/exec.rs builds a C program that prints progress the way rkdeveloptool does.
   packages+=(gcc)
   # The pdudaemon power backend against Debian's real daemon and its client, pduclient

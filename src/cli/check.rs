@@ -151,16 +151,12 @@ pub fn summary(config: &Config, location: &ConfigLocation) -> String {
     if !config.devices.is_empty() {
         s.push_str("device classes:\n");
         for d in &config.devices {
-            let pid = d
-                .pid
-                .map(|p| format!("{p:04x}"))
-                .unwrap_or_else(|| "*".into());
             let group = d
                 .lock_group
                 .as_ref()
                 .map(|g| format!(" (lock group {g})"))
                 .unwrap_or_default();
-            s.push_str(&format!("  {}: {:04x}:{pid}{group}\n", d.name, d.vid));
+            s.push_str(&format!("  {}: {}{group}\n", d.name, d.describe()));
         }
     }
     if !config.boards.is_empty() {

@@ -9,6 +9,8 @@
 //! exact vendor ids; then rkdeveloptool's own catch-all (any 2207 PID from 0x0100 on is
 //! rockusb). A rockusb device's mode is bit 0 of bcdUSB; an i.MX SPL's, its bcdDevice range.
 
+#[cfg(test)]
+mod generated_tests;
 mod interfaces;
 mod table;
 

@@ -85,20 +85,35 @@ impl Config {
 
     /// Parses and validates configuration text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-        // An empty file (or one of comments only) is an empty mapping: all defaults.
-        let empty = text
-            .lines()
-            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
         let positions = Positions::new(text);
-        let options = serde_saphyr::options! {
-            // The error is one line `file:line:column: field: message`; no source snippet.
-            with_snippet: false,
-        };
-        let raw: RawConfig =
-            serde_saphyr::from_str_with_options(if empty { "{}" } else { text }, options)
-                .map_err(|e| ConfigErrors(vec![located(&e, &positions, file)]))?;
-        Validator::new(positions, file).finish(raw)
+        let raw: RawConfig = parse_yaml(text, &positions, file)?;
+        // `include:` paths are taken from the file's directory; the embedded default has
+        // none (only absolute ones work there).
+        let base = (file != EMBEDDED_NAME)
+            .then(|| Path::new(file).parent().map(Path::to_path_buf))
+            .flatten();
+        Validator::new(positions, file)
+            .with_base(base)
+            .finish(raw)
     }
+}
+
+/// YAML text deserialized, or the deserializer's error located in it. An empty file (or
+/// one of comments only) is an empty mapping: all defaults.
+pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    positions: &Positions,
+    file: &str,
+) -> Result<T, ConfigErrors> {
+    let empty = text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    let options = serde_saphyr::options! {
+        // The error is one line `file:line:column: field: message`; no source snippet.
+        with_snippet: false,
+    };
+    serde_saphyr::from_str_with_options(if empty { "{}" } else { text }, options)
+        .map_err(|e| ConfigErrors(vec![located(&e, positions, file)]))
 }
 
 /// A deserializer error as a [`ConfigError`]: its position, the field found there, and the

@@ -49,6 +49,15 @@ settings! {
             docs: "accept input file arguments with more than one hard link (a hard link can \
                 make a file from outside the roots appear inside them).",
         },
+        include: Vec<String> {
+            default: Vec::new(),
+            docs: "configuration fragments to add: files holding only `devices:` and \
+                `commands:` (the bundled recipes, docs/FAMILIES.md), or directories whose \
+                `*.yaml` files are read in name order (a `conf.d`). A relative path is taken \
+                from this file's directory. A name defined twice, here or in two fragments, \
+                is an error at its line; a fragment cannot include another. A reload reads \
+                them again.",
+        },
         devices: Vec<RawDeviceClass> {
             default: Vec::new(),
             docs: "named device classes (below).",
@@ -162,8 +171,12 @@ pub(crate) struct RawDeviceClass {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMatch {
-    pub(crate) vid: RawUsbId,
+    pub(crate) vid: Option<RawUsbId>,
     pub(crate) pid: Option<RawUsbId>,
+    /// A family of the families table (`fastboot`, `dfu`, …), whatever the vendor id.
+    pub(crate) family: Option<String>,
+    /// A mode of the families table (`maskrom`, `fastboot`, `dfu`, …).
+    pub(crate) mode: Option<String>,
 }
 
 /// A USB id as YAML typed it: `"2207"` is text, a plain `2207` a number. The validator
@@ -174,6 +187,17 @@ pub(crate) enum RawUsbId {
     Text(String),
     Number(u64),
     Other(serde::de::IgnoredAny),
+}
+
+/// A file named by `include:`: device classes and commands, nothing else (no clients,
+/// tokens or listeners come from a fragment).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFragment {
+    #[serde(default)]
+    pub(crate) devices: Vec<RawDeviceClass>,
+    #[serde(default)]
+    pub(crate) commands: Vec<RawCommand>,
 }
 
 #[derive(Deserialize)]

@@ -77,15 +77,40 @@ pub struct ClientConfig {
 #[derive(Debug, Clone)]
 pub struct DeviceClass {
     pub name: String,
-    pub vid: u16,
+    /// What a device must be to belong to the class; each part given must hold.
+    pub vid: Option<u16>,
     pub pid: Option<u16>,
+    /// A family and a mode of the families table (gatecmd_devices::families): a class of
+    /// "this board's fastboot device" whatever its vendor's id.
+    pub family: Option<&'static str>,
+    pub mode: Option<&'static str>,
     pub lock_group: Option<String>,
 }
 
 impl DeviceClass {
-    /// Whether a device with this VID:PID belongs to the class.
-    pub fn matches(&self, vid: u16, pid: u16) -> bool {
-        self.vid == vid && self.pid.is_none_or(|p| p == pid)
+    /// Whether a device belongs to the class.
+    pub fn matches(&self, d: &gatecmd_devices::Device) -> bool {
+        self.vid.is_none_or(|v| v == d.vid)
+            && self.pid.is_none_or(|p| p == d.pid)
+            && self.family.is_none_or(|f| d.family == Some(f))
+            && self.mode.is_none_or(|m| d.mode == Some(m))
+    }
+
+    /// What the class matches, for a refusal: `2207:*`, `family fastboot`,
+    /// `2207:* in mode maskrom`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(v) = self.vid {
+            let pid = self.pid.map_or_else(|| "*".to_string(), |p| format!("{p:04x}"));
+            parts.push(format!("{v:04x}:{pid}"));
+        }
+        if let Some(f) = self.family {
+            parts.push(format!("family {f}"));
+        }
+        if let Some(m) = self.mode {
+            parts.push(format!("in mode {m}"));
+        }
+        parts.join(" ")
     }
 }
 

@@ -157,7 +157,41 @@ fn numeric_vid_is_read_as_hex_digits() {
         "t",
     )
     .expect("ok");
-    assert_eq!((c.devices[0].vid, c.devices[0].pid), (0x2207, Some(0x350b)));
+    assert_eq!((c.devices[0].vid, c.devices[0].pid), (Some(0x2207), Some(0x350b)));
+}
+
+#[test]
+fn a_device_class_matches_on_family_and_mode() {
+    let c = Config::parse(
+        "devices:\n  - name: fb\n    match: {family: fastboot}\n  - name: mr\n    match: {vid: \"2207\", mode: maskrom}\n",
+        "t",
+    )
+    .expect("ok");
+    assert_eq!((c.devices[0].vid, c.devices[0].family), (None, Some("fastboot")));
+    assert_eq!(c.devices[0].describe(), "family fastboot");
+    assert_eq!(c.devices[1].describe(), "2207:* in mode maskrom");
+    let mut d = gatecmd_devices::Device::sample("1-1", 2);
+    (d.vid, d.pid) = (0x18d1, 0x4ee0);
+    d.family = Some("fastboot");
+    d.mode = Some("fastboot");
+    assert!(c.devices[0].matches(&d), "any vendor's fastboot device");
+    assert!(!c.devices[1].matches(&d));
+    d.family = Some("dfu");
+    assert!(!c.devices[0].matches(&d));
+}
+
+#[test]
+fn a_device_class_needs_a_vid_or_a_family_from_the_table() {
+    let e = errors("devices:\n  - name: x\n    match: {family: fastbot}\n");
+    assert_eq!((e[0].line, e[0].field.as_str()), (3, "devices[0].match.family"));
+    assert!(e[0].message.contains("families: "), "{}", e[0].message);
+    let e = errors("devices:\n  - name: x\n    match: {family: dfu, mode: maskrum}\n");
+    assert_eq!(e[0].field, "devices[0].match.mode");
+    let e = errors("devices:\n  - name: x\n    match: {pid: \"350b\"}\n");
+    assert_eq!((e[0].line, e[0].field.as_str()), (3, "devices[0].match"));
+    assert!(e[0].message.contains("at least one"), "{}", e[0].message);
+    let e = errors("devices:\n  - name: x\n    match: {family: dfu, pid: \"350b\"}\n");
+    assert_eq!(e[0].field, "devices[0].match.pid");
 }
 
 #[test]
@@ -251,7 +285,7 @@ fn usb_ids_are_read_as_written() {
         "t",
     )
     .expect("parses");
-    assert_eq!((c.devices[0].vid, c.devices[0].pid), (0x2207, Some(0x350b)));
+    assert_eq!((c.devices[0].vid, c.devices[0].pid), (Some(0x2207), Some(0x350b)));
 }
 
 #[test]

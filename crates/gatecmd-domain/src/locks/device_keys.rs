@@ -9,7 +9,7 @@ use super::LockKey;
 
 /// The class a device belongs to: the first `devices:` entry that matches it.
 pub fn class_of<'a>(config: &'a Config, d: &Device) -> Option<&'a DeviceClass> {
-    config.devices.iter().find(|c| c.matches(d.vid, d.pid))
+    config.devices.iter().find(|c| c.matches(d))
 }
 
 /// The lock key of a device: its class's lock group, or its VID:PID.

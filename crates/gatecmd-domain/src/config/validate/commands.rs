@@ -13,6 +13,35 @@ use super::validator::Validator;
 use gatecmd_core::sanitizer::{FileKind, Pattern, Word, slot_regex};
 
 impl Validator {
+    /// This file's `commands:`, added to `out`; `seen` holds the names of every file's so
+    /// far (a name is defined once across the configuration and its fragments).
+    pub(super) fn commands(
+        &mut self,
+        raw: Vec<RawCommand>,
+        devices: &[DeviceClass],
+        file_roots: &[PathBuf],
+        seen: &mut BTreeSet<String>,
+        out: &mut Vec<CommandConfig>,
+    ) {
+        for (i, rc) in raw.into_iter().enumerate() {
+            if !seen.insert(rc.name.clone()) {
+                let at = self.at(&format!("commands[{i}].name"));
+                self.err(
+                    at,
+                    format!("commands[{i}].name"),
+                    format!(
+                        "command {:?} is defined twice (here and above, or in the main file \
+                         and an included one); give each command a unique name",
+                        rc.name
+                    ),
+                );
+            }
+            if let Some(c) = self.command(i, rc, devices, file_roots) {
+                out.push(c);
+            }
+        }
+    }
+
     pub(super) fn command(
         &mut self,
         i: usize,

@@ -1,9 +1,10 @@
-//! `devices:`: device classes and their USB ids.
+//! `devices:`: device classes, by USB id or by family and mode.
 
 use super::super::raw::{RawDeviceClass, parse_hex16};
 use super::super::schema::DeviceClass;
 use super::super::values::check_name;
 use super::validator::Validator;
+use gatecmd_devices::families;
 
 impl Validator {
     pub(super) fn devices(&mut self, raw: Vec<RawDeviceClass>) -> Vec<DeviceClass> {
@@ -24,21 +25,73 @@ impl Validator {
                     format!("device class {:?} is defined twice", d.name),
                 );
             }
-            let vid_field = format!("devices[{i}].match.vid");
-            let vid = self.value(
-                parse_hex16(&d.matches.vid, self.pos.text(&vid_field)),
-                self.at(&vid_field),
-                format!("devices[{i}].match.vid"),
-            );
-            let pid = match &d.matches.pid {
+            let m = &d.matches;
+            let field = |f: &str| format!("devices[{i}].match.{f}");
+            let vid = match &m.vid {
                 None => Some(None),
-                Some(p) => {
-                    let pid_field = format!("devices[{i}].match.pid");
-                    let written = self.pos.text(&pid_field);
-                    self.value(parse_hex16(p, written), self.at(&pid_field), pid_field)
+                Some(v) => {
+                    let written = self.pos.text(&field("vid"));
+                    self.value(parse_hex16(v, written), self.at(&field("vid")), field("vid"))
                         .map(Some)
                 }
             };
+            let pid = match &m.pid {
+                None => Some(None),
+                Some(p) => {
+                    let written = self.pos.text(&field("pid"));
+                    self.value(parse_hex16(p, written), self.at(&field("pid")), field("pid"))
+                        .map(Some)
+                }
+            };
+            let family = match &m.family {
+                None => Some(None),
+                Some(f) => self
+                    .value(
+                        families::family_named(f).ok_or_else(|| {
+                            format!(
+                                "family {f:?} is not in the families table (docs/FAMILIES.md); \
+                                 families: {}",
+                                families::families().join(", ")
+                            )
+                        }),
+                        self.at(&field("family")),
+                        field("family"),
+                    )
+                    .map(Some),
+            };
+            let mode = match &m.mode {
+                None => Some(None),
+                Some(md) => self
+                    .value(
+                        families::mode_named(md).ok_or_else(|| {
+                            format!(
+                                "mode {md:?} is not a mode of the families table \
+                                 (docs/FAMILIES.md); modes: {}",
+                                families::modes().join(", ")
+                            )
+                        }),
+                        self.at(&field("mode")),
+                        field("mode"),
+                    )
+                    .map(Some),
+            };
+            if m.vid.is_none() && m.family.is_none() {
+                let at = self.at(&format!("devices[{i}].match"));
+                self.err(
+                    at,
+                    format!("devices[{i}].match"),
+                    "a device class matches on `vid` (with `pid` if one product) or on \
+                     `family` (with `mode` if one mode): give at least one of them"
+                        .into(),
+                );
+            } else if m.pid.is_some() && m.vid.is_none() {
+                let at = self.at(&field("pid"));
+                self.err(
+                    at,
+                    field("pid"),
+                    "a `pid` means nothing without its `vid`: add `vid:`".into(),
+                );
+            }
             let group = match d.lock_group {
                 None => Some(None),
                 Some(g) => {
@@ -50,11 +103,15 @@ impl Validator {
                     )
                 }
             };
-            if let (Some(vid), Some(pid), Some(lock_group)) = (vid, pid, group) {
+            if let (Some(vid), Some(pid), Some(family), Some(mode), Some(lock_group)) =
+                (vid, pid, family, mode, group)
+            {
                 out.push(DeviceClass {
                     name: d.name,
                     vid,
                     pid,
+                    family,
+                    mode,
                     lock_group,
                 });
             }

@@ -7,6 +7,7 @@ mod boards;
 mod clients;
 mod commands;
 mod devices;
+mod include;
 mod lab;
 mod metrics;
 mod page;

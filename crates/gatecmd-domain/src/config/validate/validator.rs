@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use super::super::declare::{Value, Written};
 use super::super::error::{ConfigError, ConfigErrors};
@@ -17,6 +18,8 @@ pub(crate) struct Validator {
     pub(super) pos: Positions,
     file: String,
     errors: Vec<ConfigError>,
+    /// The directory `include:` paths are taken from (the file's own).
+    pub(super) base: Option<PathBuf>,
 }
 
 impl Validator {
@@ -26,7 +29,30 @@ impl Validator {
             pos,
             file: file.to_string(),
             errors: vec![],
+            base: None,
         }
+    }
+
+    /// The directory relative `include:` paths are taken from.
+    pub(crate) fn with_base(mut self, base: Option<PathBuf>) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// Takes over another file's errors (an included fragment's, located in it).
+    pub(super) fn absorb(&mut self, other: Validator) {
+        self.errors.extend(other.errors);
+    }
+
+    /// Records an error that concerns a whole file, at its start.
+    pub(super) fn err_in(&mut self, file: &str, message: String) {
+        self.errors.push(ConfigError {
+            file: file.to_string(),
+            line: 1,
+            column: 1,
+            field: String::new(),
+            message,
+        });
     }
 
     /// Validates the whole file: the configuration, or every error found.
@@ -102,7 +128,12 @@ impl Validator {
             .unwrap_or(default_bind);
         let client_staging = take_client_staging(&mut raw.clients);
         let clients = self.clients(raw.auth_token, raw.clients);
-        let devices = self.devices(raw.devices);
+        let mut devices = self.devices(raw.devices);
+        let mut fragments = self.fragments(&raw.include);
+        for f in &mut fragments {
+            let theirs = f.validator.devices(std::mem::take(&mut f.raw.devices));
+            f.add_devices(theirs, &mut devices);
+        }
         let mut file_roots = Vec::new();
         for (i, r) in raw.file_roots.iter().enumerate() {
             let at = self.at(&format!("file_roots[{i}]"));
@@ -126,21 +157,11 @@ impl Validator {
         };
         let mut commands = Vec::new();
         let mut seen = BTreeSet::new();
-        for (i, rc) in raw.commands.into_iter().enumerate() {
-            if !seen.insert(rc.name.clone()) {
-                let at = self.at(&format!("commands[{i}].name"));
-                self.err(
-                    at,
-                    format!("commands[{i}].name"),
-                    format!(
-                        "command {:?} is defined twice; give each command a unique name",
-                        rc.name
-                    ),
-                );
-            }
-            if let Some(c) = self.command(i, rc, &devices, &file_roots) {
-                commands.push(c);
-            }
+        self.commands(raw.commands, &devices, &file_roots, &mut seen, &mut commands);
+        for mut f in fragments {
+            let raw_commands = std::mem::take(&mut f.raw.commands);
+            (f.validator).commands(raw_commands, &devices, &file_roots, &mut seen, &mut commands);
+            self.absorb(f.validator);
         }
         for c in &clients {
             for name in c.commands.iter().flatten() {

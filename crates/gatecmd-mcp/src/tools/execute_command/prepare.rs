@@ -12,7 +12,7 @@ use std::time::Duration;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::sanitizer;
 use gatecmd_devices::{Device, DeviceId};
-use gatecmd_domain::config::{BoardConfig, CancelPolicy, CommandConfig, Config, DeviceClass};
+use gatecmd_domain::config::{BoardConfig, CancelPolicy, CommandConfig, Config};
 use gatecmd_domain::exec::Spec;
 use gatecmd_domain::locks::{LockKey, MAX_WAIT_SECS, lock_key_of};
 
@@ -274,25 +274,23 @@ fn locks<'a>(
         Asked::Board(dev) => Some(dev),
     };
     if let Some(dev) = named
-        && !class.matches(dev.vid, dev.pid)
+        && !class.matches(dev)
     {
         return Err(Rejected::NotOfClass {
             device: dev.id.to_string(),
             vid: dev.vid,
             pid: dev.pid,
             class: class_name.clone(),
-            class_vid: class.vid,
-            class_pid: class_pid(class),
+            matching: class.describe(),
             command: command.name.clone(),
         });
     }
     let of_class: Vec<&Device> = (snap.devices().iter())
-        .filter(|d| class.matches(d.vid, d.pid))
+        .filter(|d| class.matches(d))
         .collect();
     let none_attached = || Rejected::NoneAttached {
         class: class_name.clone(),
-        class_vid: class.vid,
-        class_pid: class_pid(class),
+        matching: class.describe(),
         command: command.name.clone(),
         attached: attached_list(snap),
     };
@@ -336,14 +334,6 @@ fn locks<'a>(
         device: None,
         touched: of_class,
     })
-}
-
-/// A class's PID as a refusal words it: four hex digits, or `*` for any.
-fn class_pid(class: &DeviceClass) -> String {
-    class
-        .pid
-        .map(|p| format!("{p:04x}"))
-        .unwrap_or_else(|| "*".into())
 }
 
 /// What is attached now, for a refusal: `1-2 (2207:350b), …`, or `nothing`.

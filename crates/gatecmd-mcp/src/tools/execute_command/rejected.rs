@@ -53,25 +53,23 @@ pub enum Rejected {
     )]
     NotAttached { device: String, attached: String },
     #[error(
-        "device {device} ({vid:04x}:{pid:04x}) is not a {class} device ({class_vid:04x}:{class_pid}); {command:?} runs only on those"
+        "device {device} ({vid:04x}:{pid:04x}) is not a {class} device ({matching}); {command:?} runs only on those"
     )]
     NotOfClass {
         device: String,
         vid: u16,
         pid: u16,
         class: String,
-        class_vid: u16,
-        class_pid: String,
+        matching: String,
         command: String,
     },
     #[error(
-        "no {class} device ({class_vid:04x}:{class_pid}) is attached, so {command:?} has nothing to run on. Attached now: {attached}. \
-         Plug the board in (in MaskROM or Loader mode), or call wait_for_device."
+        "no {class} device ({matching}) is attached, so {command:?} has nothing to run on. Attached now: {attached}. \
+         Plug the board in, in the mode the class names (boot_board can send a board there), or call wait_for_device."
     )]
     NoneAttached {
         class: String,
-        class_vid: u16,
-        class_pid: String,
+        matching: String,
         command: String,
         attached: String,
     },
