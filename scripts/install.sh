@@ -91,6 +91,9 @@ put 0644 "$tmp/gatecmd.service" "$unitdir/gatecmd.service"
 put 0644 "$repo/udev-rules/60-gatecmd.rules" "$rulesdir/60-gatecmd.rules"
 put 0644 "$repo/packaging/gatecmd.sysusers" "$sysusersdir/gatecmd.conf"
 put 0644 "$repo/allowed_commands.yaml" "$sharedir/allowed_commands.yaml.example"
+for recipe in "$repo"/recipes/*.yaml; do
+  put 0644 "$recipe" "$sharedir/recipes/$(basename "$recipe")"
+done
 put 0644 "$repo/README.md" "$docdir/README.md"
 
 # The user and group (the udev rules grant the group access to the boards).

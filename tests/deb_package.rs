@@ -27,7 +27,7 @@ const CONF: &str = "/etc/gatecmd/allowed_commands.yaml";
 const TEST: &str = "the_package_installs_checks_and_purges_cleanly";
 
 /// Every file the package installs, with its mode, owner and group after `configure`.
-const FILES: [(&str, u32, &str, &str); 9] = [
+const FILES: [(&str, u32, &str, &str); 10] = [
     ("/usr/bin/gatecmd", 0o755, "root", "root"),
     (
         "/usr/lib/systemd/system/gatecmd.service",
@@ -57,12 +57,21 @@ const FILES: [(&str, u32, &str, &str); 9] = [
         "root",
         "root",
     ),
+    // The recipes an operator includes (docs/FAMILIES.md).
+    (
+        "/usr/share/gatecmd/recipes/fastboot.yaml",
+        0o644,
+        "root",
+        "root",
+    ),
 ];
 
 /// Directories the package creates or adopts; those that did not exist before must be gone
 /// after the purge.
-const DIRS: [&str; 7] = [
+const DIRS: [&str; 9] = [
     "/etc/gatecmd",
+    "/usr/share/gatecmd/recipes",
+    "/usr/share/gatecmd",
     "/usr/share/doc/gatecmd",
     "/usr/lib/systemd/system",
     "/usr/lib/sysusers.d",
@@ -424,6 +433,12 @@ fn the_package_installs_checks_and_purges_cleanly() {
         "/usr/lib/udev/rules.d/60-gatecmd.rules",
         "udev-rules/60-gatecmd.rules",
     );
+    for r in ["dfu-util", "esptool", "fastboot", "sunxi-fel", "uuu"] {
+        same(
+            &format!("/usr/share/gatecmd/recipes/{r}.yaml"),
+            &format!("recipes/{r}.yaml"),
+        );
+    }
     let unit = std::fs::read_to_string("/usr/lib/systemd/system/gatecmd.service").expect("unit");
     assert!(
         unit.lines()
