@@ -25,7 +25,9 @@ export GATECMD_VBOARD_BIN="${GATECMD_VBOARD_BIN:-}"
 
 cd tests/python
 set +e
-timeout 600 "$venv/bin/python" -m pytest "$@"
+# A kill-switch, not a budget: the VM files (vboard, families, shell) take 5 to 8 minutes
+# together on a loaded two-core machine.
+timeout 1500 "$venv/bin/python" -m pytest "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then

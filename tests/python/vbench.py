@@ -185,7 +185,17 @@ class Bench:
         power_on_vb2: list[str] | None = None,
         timeout: int = 300,
         log_level: str = "info",
+        boards: str = "2",
+        config_text: str | None = None,
+        ports: dict[str, tuple[str, str]] | None = None,
+        extra_files: list[str] | None = None,
+        vboard_args: str = "",
+        udcs: int = 4,
     ):
+        """`boards`, `config_text`, `ports`, `extra_files` and `vboard_args` make another
+        bench than the two Rockchip boards: families by name (bench-start's BOARDS), the
+        gatecmd configuration, each board's (usb, console) ports, more `host:guest` files,
+        options for gatecmd-vboard serve."""
         self.usbvm = check_prerequisites()
         sys.path.insert(0, str(self.usbvm))
         from vmctl import VmRun  # the harness's own host side (stdlib only)
@@ -203,30 +213,36 @@ class Bench:
             (images / name).write_bytes(data)
         cfg = stage / "gatecmd.yaml"
         cfg.write_text(
-            config(
+            config_text
+            or config(
                 power_on_vb1 or ["power", "vb1", "on", "--maskrom"],
                 power_on_vb2 or ["power", "vb2", "on"],
             )
         )
+        self.ports = ports or PORTS
         cfg.chmod(stat.S_IRUSR | stat.S_IWUSR)  # it holds tokens
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         os.environ["USBVM_EXTRA_MODULES"] = EXTRA_MODULES  # read by run.sh, which VmRun starts
+        env = {"GATECMD_LOG": log_level, "NO_COLOR": "1", "STATE_DIRECTORY": "/run/gatecmd"}
+        if vboard_args:
+            env["VBOARD_ARGS"] = vboard_args
         self.vm = VmRun(
             START,
-            ["2", flash_size, write_speed or "-", "serve", "--config", "/etc/gatecmd/vm.yaml"],
+            [boards, flash_size, write_speed or "-", "serve", "--config", "/etc/gatecmd/vm.yaml"],
             port=f"{self.port}:{GUEST_PORT}",
             timeout=timeout,
             workdir=self._mkdir(self.work / "vm"),
-            env={"GATECMD_LOG": log_level, "NO_COLOR": "1", "STATE_DIRECTORY": "/run/gatecmd"},
+            env=env,
             files=[
                 f"{self.gatecmd}:/usr/local/bin/gatecmd",
                 f"{self.vboard}:/usr/local/bin/gatecmd-vboard",
                 str(RKDEVELOPTOOL),
                 f"{cfg}:/etc/gatecmd/vm.yaml",
                 f"{images}:{IMAGES}",
+                *(extra_files or []),
             ],
-            udcs=4,
+            udcs=udcs,
         )
         self.t0 = time.monotonic()
         try:
@@ -265,8 +281,8 @@ class Bench:
         # The vboard's own ready lines (the console interleaves other output with them).
         rc, lines = self.guest("cat /run/vboard.out")
         log = "\n".join(f"[vboard] {l}" for l in lines)
-        for board, (usb, console) in PORTS.items():
-            m = re.search(rf"\[vboard\] board {board} rockusb=\S+ port=(\S+) console=\S+ port=(\S+)", log)
+        for board, (usb, console) in self.ports.items():
+            m = re.search(rf"\[vboard\] board {board} \w+=\S+ port=(\S+) console=\S+ port=(\S+)", log)
             if not m or (m.group(1), m.group(2)) != (usb, console):
                 raise RuntimeError(
                     f"gatecmd-vboard's ports for {board} are not {usb}/{console} as the config says:\n{log[-3000:]}"
