@@ -98,7 +98,9 @@ fn every_bundled_recipe_is_clean() {
             let problems: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
             assert_eq!(
                 problems,
-                [format!("error: command \"esptool\": {binary} does not exist on this host")],
+                [format!(
+                    "error: command \"esptool\": {binary} does not exist on this host"
+                )],
                 "{name}: a missing binary is its only problem: {err}"
             );
             continue;
@@ -189,7 +191,14 @@ fn a_recipe_s_commands_join_the_allowlist_with_the_main_file_s() {
     let dir = tempfile::tempdir().expect("tmp");
     let fastboot = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/fastboot.yaml");
     let extra = "commands:\n  - name: echo\n    binary: /bin/echo\n    allowed_args:\n      - pattern: hello\n";
-    let (_, out, err) = check(&main_config(dir.path(), &fastboot.display().to_string(), extra));
+    let (_, out, err) = check(&main_config(
+        dir.path(),
+        &fastboot.display().to_string(),
+        extra,
+    ));
     assert!(out.contains("  fastboot: family fastboot\n"), "{out}{err}");
-    assert!(out.contains("  echo (timeout") && out.contains("  fastboot (timeout"), "{out}");
+    assert!(
+        out.contains("  echo (timeout") && out.contains("  fastboot (timeout"),
+        "{out}"
+    );
 }

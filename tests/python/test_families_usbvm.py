@@ -39,7 +39,7 @@ SIZES = {"rk.img": 4 * MIB, "fb.img": 6 * MIB, "dfu.img": 3 * MIB}
 def config() -> str:
     (u1, c1), (u2, c2), (u3, c3) = PORTS.values()
 
-    def board(name: str, usb: str, console: str, on: str, family: str) -> str:
+    def board(name: str, usb: str, console: str, on: str, family: str, recovery: str = "") -> str:
         return f"""
   - name: {name}
     tags: {{family: {family}}}
@@ -47,7 +47,12 @@ def config() -> str:
     console: {{port: "{console}", baud: 1500000}}
     power:
       on: {{command: vboard-power, args: [power, {name}, on{on}]}}
-      off: {{command: vboard-power, args: [power, {name}, off]}}"""
+      off: {{command: vboard-power, args: [power, {name}, off]}}{recovery}"""
+
+    def recovery(name: str, family: str, mode: str) -> str:
+        # The volume-down key (fastboot) or the boot strap (DFU) held while it powers on.
+        return f"""
+      recovery: {{command: vboard-power, args: [power, {name}, on, --recovery], family: {family}, mode: {mode}}}"""
 
     return f"""
 bind: 0.0.0.0:{vbench.GUEST_PORT}
@@ -65,7 +70,7 @@ limits:
 devices:
   - name: rockusb
     match: {{family: rockusb}}
-boards:{board("vb1", u1, c1, ", --maskrom", "rockusb")}{board("vb2", u2, c2, ", --recovery", "fastboot")}{board("vb3", u3, c3, ", --recovery", "dfu")}
+boards:{board("vb1", u1, c1, ", --maskrom", "rockusb")}{board("vb2", u2, c2, "", "fastboot", recovery("vb2", "fastboot", "fastboot"))}{board("vb3", u3, c3, "", "dfu", recovery("vb3", "dfu", "dfu"))}
 commands:
   - name: rkdeveloptool
     binary: /usr/bin/rkdeveloptool
@@ -228,8 +233,9 @@ async def test_fastboot_board_through_the_recipe(bench):
         a = Agent(client, "vb2")
         await a.lock()
         await a.power("off")
-        await a.power("on")  # the volume-down key held: fastboot mode
-        dev = await a.wait(family="fastboot")
+        boot = await a.call("boot_board", {"board": "vb2", "to": "recovery", "lease": a.lease})
+        assert boot["steps"] == ["recovery", "await_recovery"], boot
+        dev = await a.device()
         assert (dev["family"], dev["mode"]) == ("fastboot", "fastboot"), dev
         assert "ff/42/03" in dev["interfaces"], dev
         product = await a.run("fastboot", "getvar", "product")
@@ -254,8 +260,13 @@ async def test_dfu_board_through_the_recipe(bench):
         a = Agent(client, "vb3")
         await a.lock()
         await a.power("off")
-        await a.power("on")  # the boot pin strapped: DFU mode
-        dev = await a.wait(family="dfu", mode="dfu")
+        boot = await a.call("boot_board", {"board": "vb3", "to": "recovery", "lease": a.lease})
+        assert boot["steps"] == ["recovery", "await_recovery"], boot
+        # Already there: nothing to do.
+        again = await a.call("boot_board", {"board": "vb3", "to": "recovery", "lease": a.lease})
+        assert again["steps"] == [], again
+        dev = await a.device()
+        assert (dev["family"], dev["mode"]) == ("dfu", "dfu"), dev
         assert "fe/01/02" in dev["interfaces"], dev
         listing = await a.run("dfu-util", "-l")
         assert 'name="u-boot"' in listing["stdout"], listing
@@ -270,7 +281,7 @@ async def test_dfu_board_through_the_recipe(bench):
         # Power on without the strap: the application boots, runtime mode enumerates.
         cursor = await a.cursor()
         await a.power("off")
-        bench.vboard_power("vb3", "on")
+        await a.power("on")
         log = await a.boot_log(cursor)
         assert f"region alt=0 name=u-boot bytes={SIZES['dfu.img']} sha256={sha}" in log, log
         dev = await a.wait(family="dfu", mode="dfu_runtime")

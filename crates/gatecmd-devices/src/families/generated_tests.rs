@@ -24,7 +24,9 @@ fn between<'a>(text: &'a str, begin: &str, end: &str) -> &'a str {
 }
 
 fn id(row: &Row) -> String {
-    let vid = row.vid.map_or_else(|| "any".to_string(), |v| format!("{v:04x}"));
+    let vid = row
+        .vid
+        .map_or_else(|| "any".to_string(), |v| format!("{v:04x}"));
     let pid = match row.pid {
         PidRule::Exact(p) => format!("{p:04x}"),
         PidRule::Range(a, b) => format!("{a:04x}–{b:04x}"),

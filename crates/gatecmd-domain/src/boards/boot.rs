@@ -15,6 +15,9 @@ use gatecmd_devices::RockchipMode;
 pub enum Target {
     /// The boot ROM's USB device (rockusb, MaskROM mode) at the board's usb port.
     Maskrom,
+    /// The board's recovery or flashing mode, any family (`power.recovery`; a Rockchip's
+    /// `power.maskrom`): the family and mode it names enumerate at the board's usb port.
+    Recovery,
     /// U-Boot's prompt on the console, autoboot stopped.
     Uboot,
     /// A login or shell prompt on the console (board_run logs in).
@@ -27,6 +30,7 @@ impl Target {
     pub fn as_str(self) -> &'static str {
         match self {
             Target::Maskrom => "maskrom",
+            Target::Recovery => "recovery",
             Target::Uboot => "uboot",
             Target::Shell => "shell",
             Target::Off => "off",
@@ -45,6 +49,10 @@ pub enum Step {
     Maskrom,
     /// Wait for the rockusb device in MaskROM mode at the board's usb port.
     AwaitMaskrom,
+    /// The recovery action (`power.recovery`, or `power.maskrom`).
+    Recovery,
+    /// Wait for the recovery's family and mode at the board's usb port.
+    AwaitRecovery,
     /// Watch the boot log, send the interrupt at the autoboot countdown, await U-Boot's prompt.
     StopAutoboot,
     /// Wait for a login or shell prompt.
@@ -56,6 +64,8 @@ pub enum Step {
 pub struct Now {
     /// The rockusb device at the board's usb port, and its mode.
     pub rockusb: Option<RockchipMode>,
+    /// The family and mode of the device at the board's usb port, if any.
+    pub device: Option<(&'static str, Option<&'static str>)>,
     /// The console answered a newline with U-Boot's prompt.
     pub at_uboot: bool,
     /// The console answered a newline with a login or shell prompt.
@@ -102,6 +112,25 @@ pub fn plan(board: &BoardConfig, target: Target, now: Now) -> Result<Vec<Step>, 
             );
             vec![Step::Maskrom, Step::AwaitMaskrom]
         }
+        Target::Recovery => match board.recovery() {
+            Some(r)
+                if now.device.is_some_and(|(family, mode)| {
+                    family == r.family && r.mode.is_none_or(|m| mode == Some(m))
+                }) =>
+            {
+                vec![]
+            }
+            Some(_) => vec![Step::Recovery, Step::AwaitRecovery],
+            None => {
+                need(
+                    false,
+                    "power.recovery (a command that sends the board to its recovery or flashing \
+                     mode, and the family and mode that then enumerate) or power.maskrom",
+                    &mut missing,
+                );
+                vec![]
+            }
+        },
         Target::Uboot if now.at_uboot && now.rockusb.is_none() => vec![],
         Target::Uboot => {
             need(console, "a console (console: port or path)", &mut missing);
@@ -136,7 +165,7 @@ pub fn plan(board: &BoardConfig, target: Target, now: Now) -> Result<Vec<Step>, 
 mod tests {
     use super::*;
     use crate::config::power::commands::Commands;
-    use crate::config::{ConsoleConfig, PowerAction, PowerConfig};
+    use crate::config::{ConsoleConfig, PowerAction, PowerConfig, Recovery};
 
     fn board(console: bool, power: bool, maskrom: bool) -> BoardConfig {
         let action = |a: &str| PowerAction {
@@ -160,6 +189,7 @@ mod tests {
                 })
             }),
             maskrom: maskrom.then(|| action("maskrom")),
+            recovery_action: None,
             shell: Default::default(),
         }
     }
@@ -206,5 +236,47 @@ mod tests {
             ..Now::default()
         };
         assert!(plan(&b, Target::Shell, loader).is_err());
+    }
+
+    #[test]
+    fn recovery_is_any_family_s_and_maskrom_is_a_rockchip_s() {
+        let now = Now::default();
+        // A Rockchip's power.maskrom serves to: recovery, expecting rockusb in MaskROM.
+        let rk = board(true, true, true);
+        assert_eq!(
+            rk.recovery().map(|r| (r.family, r.mode)),
+            Some(("rockusb", Some("maskrom")))
+        );
+        assert_eq!(
+            plan(&rk, Target::Recovery, now),
+            Ok(vec![Step::Recovery, Step::AwaitRecovery])
+        );
+        let there = Now {
+            device: Some(("rockusb", Some("maskrom"))),
+            ..now
+        };
+        assert_eq!(plan(&rk, Target::Recovery, there), Ok(vec![]));
+        // A fastboot board: its power.recovery names the family to expect, any mode.
+        let mut fb = board(true, true, false);
+        fb.recovery_action = Some(Recovery {
+            action: PowerAction {
+                command: "vboard".into(),
+                args: vec!["recovery".into()],
+            },
+            family: "fastboot",
+            mode: None,
+        });
+        let fastboot = Now {
+            device: Some(("fastboot", Some("fastboot"))),
+            ..now
+        };
+        assert_eq!(plan(&fb, Target::Recovery, fastboot), Ok(vec![]));
+        assert_eq!(
+            plan(&fb, Target::Recovery, there),
+            Ok(vec![Step::Recovery, Step::AwaitRecovery]),
+            "a rockusb device at a fastboot board's port is not its recovery"
+        );
+        let e = plan(&board(true, true, false), Target::Recovery, now).expect_err("none");
+        assert!(e.to_string().contains("power.recovery"), "{e}");
     }
 }

@@ -119,6 +119,7 @@ mod tests {
             console: None,
             power: None,
             maskrom: None,
+            recovery_action: None,
             shell: Default::default(),
         }
     }

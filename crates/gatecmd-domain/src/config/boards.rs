@@ -44,8 +44,25 @@ pub struct BoardConfig {
     pub power: Option<PowerConfig>,
     /// `power.maskrom`: the command that puts it into MaskROM (button held, reset).
     pub maskrom: Option<PowerAction>,
+    /// `power.recovery`: the command that puts it into its family's recovery or flashing
+    /// mode, with what then enumerates. See [`BoardConfig::recovery`].
+    pub recovery_action: Option<super::power::Recovery>,
     /// How to talk to it over its console (`console.prompt`, `login`, `uboot`, …).
     pub shell: super::shell::ShellConfig,
+}
+
+impl BoardConfig {
+    /// How to send the board to recovery: `power.recovery`, or `power.maskrom` as the
+    /// Rockchip's (rockusb in MaskROM mode must then enumerate).
+    pub fn recovery(&self) -> Option<super::power::Recovery> {
+        self.recovery_action.clone().or_else(|| {
+            self.maskrom.clone().map(|action| super::power::Recovery {
+                action,
+                family: gatecmd_devices::families::ROCKUSB,
+                mode: Some(gatecmd_devices::families::MASKROM),
+            })
+        })
+    }
 }
 
 /// A board's serial console: a USB serial adapter by port path, or a tty path.

@@ -92,9 +92,7 @@ impl Config {
         let base = (file != EMBEDDED_NAME)
             .then(|| Path::new(file).parent().map(Path::to_path_buf))
             .flatten();
-        Validator::new(positions, file)
-            .with_base(base)
-            .finish(raw)
+        Validator::new(positions, file).with_base(base).finish(raw)
     }
 }
 

@@ -66,7 +66,7 @@ pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, fin
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
 pub use power::uhubctl::DEFAULT_UHUBCTL;
-pub use power::{PowerAction, PowerConfig};
+pub use power::{PowerAction, PowerConfig, Recovery};
 pub use raw::settings;
 pub use schema::{ClientConfig, Config, DEFAULT_BIND, DeviceClass, TokenSource};
 pub use sections::{

@@ -101,7 +101,9 @@ impl DeviceClass {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(v) = self.vid {
-            let pid = self.pid.map_or_else(|| "*".to_string(), |p| format!("{p:04x}"));
+            let pid = self
+                .pid
+                .map_or_else(|| "*".to_string(), |p| format!("{p:04x}"));
             parts.push(format!("{v:04x}:{pid}"));
         }
         if let Some(f) = self.family {

@@ -157,7 +157,10 @@ fn numeric_vid_is_read_as_hex_digits() {
         "t",
     )
     .expect("ok");
-    assert_eq!((c.devices[0].vid, c.devices[0].pid), (Some(0x2207), Some(0x350b)));
+    assert_eq!(
+        (c.devices[0].vid, c.devices[0].pid),
+        (Some(0x2207), Some(0x350b))
+    );
 }
 
 #[test]
@@ -167,7 +170,10 @@ fn a_device_class_matches_on_family_and_mode() {
         "t",
     )
     .expect("ok");
-    assert_eq!((c.devices[0].vid, c.devices[0].family), (None, Some("fastboot")));
+    assert_eq!(
+        (c.devices[0].vid, c.devices[0].family),
+        (None, Some("fastboot"))
+    );
     assert_eq!(c.devices[0].describe(), "family fastboot");
     assert_eq!(c.devices[1].describe(), "2207:* in mode maskrom");
     let mut d = gatecmd_devices::Device::sample("1-1", 2);
@@ -183,7 +189,10 @@ fn a_device_class_matches_on_family_and_mode() {
 #[test]
 fn a_device_class_needs_a_vid_or_a_family_from_the_table() {
     let e = errors("devices:\n  - name: x\n    match: {family: fastbot}\n");
-    assert_eq!((e[0].line, e[0].field.as_str()), (3, "devices[0].match.family"));
+    assert_eq!(
+        (e[0].line, e[0].field.as_str()),
+        (3, "devices[0].match.family")
+    );
     assert!(e[0].message.contains("families: "), "{}", e[0].message);
     let e = errors("devices:\n  - name: x\n    match: {family: dfu, mode: maskrum}\n");
     assert_eq!(e[0].field, "devices[0].match.mode");
@@ -285,7 +294,10 @@ fn usb_ids_are_read_as_written() {
         "t",
     )
     .expect("parses");
-    assert_eq!((c.devices[0].vid, c.devices[0].pid), (Some(0x2207), Some(0x350b)));
+    assert_eq!(
+        (c.devices[0].vid, c.devices[0].pid),
+        (Some(0x2207), Some(0x350b))
+    );
 }
 
 #[test]

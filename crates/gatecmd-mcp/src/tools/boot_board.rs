@@ -41,7 +41,8 @@ const PROBE_WAIT: Duration = Duration::from_secs(2);
 pub struct BootRequest {
     /// A board name from list_boards; you must hold its lease.
     pub board: String,
-    /// maskrom (the boot ROM's USB device), uboot (U-Boot's prompt), shell (a login or
+    /// recovery (the board's recovery or flashing mode, any family: power.recovery),
+    /// maskrom (a Rockchip's boot ROM USB device), uboot (U-Boot's prompt), shell (a login or
     /// shell prompt; board_run logs in), off.
     pub to: Target,
     /// Longest wait in seconds (default: the board's console.boot_timeout_secs, 120).
@@ -70,10 +71,12 @@ pub struct BootResult {
 
 #[tool_router(router = boot_board_router, vis = "pub(crate)")]
 impl GatecmdServer {
-    /// Drives a leased board to maskrom, uboot, shell or off.
+    /// Drives a leased board to recovery, maskrom, uboot, shell or off.
     #[tool(
-        description = "Bring a leased board to a state: maskrom (its rockusb device in MaskROM mode, through \
-                       power.maskrom), uboot (power cycle, autoboot interrupted, U-Boot's prompt), shell (power \
+        description = "Bring a leased board to a state: recovery (its recovery or flashing mode, any family: \
+                       power.recovery's command, then the family and mode it names must enumerate at the board's \
+                       usb port; a Rockchip's power.maskrom serves too), maskrom (a Rockchip's rockusb device in \
+                       MaskROM mode, through power.maskrom), uboot (power cycle, autoboot interrupted, U-Boot's prompt), shell (power \
                        cycle unless a login or shell prompt already answers, then the login prompt awaited), or \
                        off. Uses only what the board's config offers and says what is missing when a state cannot \
                        be reached. Returns the state, took_ms and the console cursor where the boot log starts.",
@@ -114,6 +117,19 @@ pub enum BootRefusal {
     PowerStart { argv: String, error: ExecError },
     #[error("cancelled while waiting for MaskROM")]
     CancelledWaitingMaskrom,
+    #[error("cancelled while waiting for the board's recovery mode")]
+    CancelledWaitingRecovery,
+    #[error(
+        "board {board}: waited for {want} at usb port {usb}; the port shows {shows}. Check that the \
+         board's power.recovery action does what it says (a button held, a strap), and that the \
+         family and mode it names are what this board's ROM or bootloader presents (list_devices)"
+    )]
+    NoRecoveryInTime {
+        board: String,
+        usb: String,
+        want: String,
+        shows: String,
+    },
     #[error(
         "board {board}: waited for the rockusb device in MaskROM mode at usb port {usb}; the port shows {shows}"
     )]
@@ -132,8 +148,12 @@ impl Classified for BootRefusal {
             BootRefusal::CannotReach(_) | BootRefusal::NoMaskrom { .. } => R::NotConfigured,
             BootRefusal::Power(e) => e.reason(),
             BootRefusal::PowerFailed { .. } | BootRefusal::PowerStart { .. } => R::StartFailed,
-            BootRefusal::CancelledWaitingMaskrom => R::Cancelled,
-            BootRefusal::NoMaskromInTime { .. } => R::Timeout,
+            BootRefusal::CancelledWaitingMaskrom | BootRefusal::CancelledWaitingRecovery => {
+                R::Cancelled
+            }
+            BootRefusal::NoMaskromInTime { .. } | BootRefusal::NoRecoveryInTime { .. } => {
+                R::Timeout
+            }
         }
     }
 }
@@ -144,6 +164,8 @@ fn step_name(s: Step) -> &'static str {
         Step::PowerOn => "power_on",
         Step::Maskrom => "maskrom",
         Step::AwaitMaskrom => "await_maskrom",
+        Step::Recovery => "recovery",
+        Step::AwaitRecovery => "await_recovery",
         Step::StopAutoboot => "stop_autoboot",
         Step::AwaitShell => "await_shell",
     }
@@ -155,8 +177,13 @@ async fn look(state: &AppState, l: &Leased, target: Target, cancel: &Cancellatio
         .registry
         .get(&l.board.usb)
         .and_then(|d| d.rockusb_mode());
+    let device = state
+        .registry
+        .get(&l.board.usb)
+        .and_then(|d| d.family.map(|f| (f, d.mode)));
     let mut now = Now {
         rockusb,
+        device,
         ..Now::default()
     };
     let wants_console = matches!(target, Target::Shell | Target::Uboot);
@@ -378,6 +405,29 @@ async fn run_step(
             .await
         }
         Step::AwaitMaskrom => await_maskrom(state, &l.board.usb, name, &wait).await,
+        Step::Recovery => {
+            let Some(r) = l.board.recovery() else {
+                let e = BootRefusal::CannotReach(Unreachable {
+                    board: name.clone(),
+                    target: "recovery",
+                    needs: vec!["power.recovery or power.maskrom"],
+                });
+                return Err(e.into());
+            };
+            run_power(
+                state,
+                name,
+                action_spec(config, &r.action)
+                    .map_err(|e| BootRefusal::from(PowerError::from(e)))?,
+                PowerState::On,
+                cancel,
+            )
+            .await
+        }
+        Step::AwaitRecovery => match l.board.recovery() {
+            Some(r) => await_recovery(state, &l.board.usb, name, r.family, r.mode, &wait).await,
+            None => Ok(()),
+        },
         Step::StopAutoboot => {
             let c = console()?;
             uboot::stop_autoboot(c, &l.prompts, &l.board.shell.uboot.interrupt, from, &wait)
@@ -466,6 +516,59 @@ async fn await_maskrom(
                     board: board.to_string(),
                     usb: id.to_string(),
                     shows: now.unwrap_or_else(|| "nothing".into()),
+                }
+                .into());
+            }
+        }
+    }
+}
+
+/// Waits for a device of `family` (and `mode`, when given) at `id`.
+async fn await_recovery(
+    state: &AppState,
+    id: &DeviceId,
+    board: &str,
+    family: &'static str,
+    mode: Option<&'static str>,
+    wait: &Wait<'_>,
+) -> Result<(), Refusal> {
+    let is_it = |d: &gatecmd_devices::Device| {
+        d.family == Some(family) && mode.is_none_or(|m| d.mode == Some(m))
+    };
+    let mut events = state.registry.subscribe();
+    loop {
+        if state.registry.get(id).is_some_and(|d| is_it(&d)) {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = wait.cancel.cancelled() => {
+                return Err(BootRefusal::CancelledWaitingRecovery.into());
+            }
+            r = events.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                    tokio::time::sleep_until(wait.deadline).await;
+                }
+            }
+            _ = tokio::time::sleep_until(wait.deadline) => {
+                let shows = match state.registry.get(id) {
+                    None => "nothing".to_string(),
+                    Some(d) => format!(
+                        "{:04x}:{:04x}, family {}, mode {}",
+                        d.vid,
+                        d.pid,
+                        d.family.unwrap_or("none"),
+                        d.mode.unwrap_or("none")
+                    ),
+                };
+                let want = match mode {
+                    Some(m) => format!("a {family} device in mode {m}"),
+                    None => format!("a {family} device"),
+                };
+                return Err(BootRefusal::NoRecoveryInTime {
+                    board: board.to_string(),
+                    usb: id.to_string(),
+                    want,
+                    shows,
                 }
                 .into());
             }

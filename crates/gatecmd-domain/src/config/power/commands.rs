@@ -19,6 +19,43 @@ pub struct RawAction {
     args: Args,
 }
 
+/// `power.recovery` as written: the action, and what must then enumerate at the board's
+/// usb port (a family of the families table, and optionally its mode).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRecovery {
+    command: String,
+    #[serde(default)]
+    args: Args,
+    family: String,
+    mode: Option<String>,
+}
+
+impl RawRecovery {
+    /// The action part, checked like `on`/`off`; the family and mode as written.
+    pub(crate) fn split(self) -> (RawAction, String, Option<String>) {
+        (
+            RawAction {
+                command: self.command,
+                args: self.args,
+            },
+            self.family,
+            self.mode,
+        )
+    }
+}
+
+/// A board's recovery action (`power.recovery`, or `power.maskrom` for a Rockchip): the
+/// command that sends it to its recovery or flashing mode, and the family and mode that
+/// must then enumerate at its usb port (`boot_board {to: recovery}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    pub action: PowerAction,
+    pub family: &'static str,
+    /// `None`: any mode of the family.
+    pub mode: Option<&'static str>,
+}
+
 /// One power action: a configured command and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PowerAction {

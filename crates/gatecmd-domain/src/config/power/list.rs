@@ -31,6 +31,9 @@ macro_rules! backends {
             $( $( pub(crate) $key: Option<$raw>, )+ )+
             /// Holds the MaskROM button and resets the board (`boot_board {to: maskrom}`).
             pub(crate) maskrom: Option<commands::RawAction>,
+            /// Sends the board to its recovery or flashing mode, and the family and mode
+            /// that then enumerate (`boot_board {to: recovery}`).
+            pub(crate) recovery: Option<commands::RawRecovery>,
         }
 
         impl PowerConfig {

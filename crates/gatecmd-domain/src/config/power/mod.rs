@@ -36,8 +36,8 @@ use list::backends;
 
 pub(crate) use backend::Report;
 pub use backend::{Backend, Check, Context, SpecError};
-pub use commands::PowerAction;
 pub(crate) use commands::check_action;
+pub use commands::{PowerAction, Recovery};
 pub use spec::{action_spec, switch_spec};
 
 backends! {

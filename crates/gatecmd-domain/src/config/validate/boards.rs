@@ -11,10 +11,12 @@ use super::super::boards::{
     MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS,
 };
 use super::super::command::CommandConfig;
-use super::super::power::{Check, PowerConfig, Report, check_action};
+use super::super::power::commands::RawRecovery;
+use super::super::power::{Check, PowerAction, PowerConfig, Recovery, Report, check_action};
 use super::super::raw::{RawBoard, RawConsole};
 use super::super::values::{check_name, parse_abs, port_error, valid_port_path};
 use super::validator::Validator;
+use gatecmd_devices::families;
 
 /// The power backends record their problems here, located like every other field.
 impl Report for Validator {
@@ -25,6 +27,63 @@ impl Report for Validator {
 }
 
 impl Validator {
+    /// `power.recovery`: its action checked like `on`/`off`, its family and mode against
+    /// the families table. Beside `power.maskrom` it is one too many (maskrom is the
+    /// Rockchip's recovery).
+    fn recovery(
+        &mut self,
+        power_field: &str,
+        raw: RawRecovery,
+        maskrom: Option<&Option<PowerAction>>,
+        commands: &[CommandConfig],
+        file_roots: &[PathBuf],
+    ) -> Option<Option<Recovery>> {
+        let (action, family, mode) = raw.split();
+        let field = format!("{power_field}.recovery");
+        if matches!(maskrom, Some(Some(_))) {
+            self.error(
+                &field,
+                "give power.maskrom or power.recovery, not both: maskrom is a Rockchip's \
+                 recovery (rockusb in MaskROM mode must enumerate)"
+                    .into(),
+            );
+            return None;
+        }
+        let family = families::family_named(&family);
+        if family.is_none() {
+            self.error(
+                &format!("{field}.family"),
+                format!(
+                    "not a family of the families table (docs/FAMILIES.md); families: {}",
+                    families::families().join(", ")
+                ),
+            );
+        }
+        let mode = match mode {
+            None => Some(None),
+            Some(m) => match families::mode_named(&m) {
+                Some(m) => Some(Some(m)),
+                None => {
+                    self.error(
+                        &format!("{field}.mode"),
+                        format!(
+                            "{m:?} is not a mode of the families table; modes: {}",
+                            families::modes().join(", ")
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let mut c = Check::new(self, power_field.to_string(), commands, file_roots);
+        let action = check_action(&mut c, "recovery", action)?;
+        Some(Some(Recovery {
+            action,
+            family: family?,
+            mode: mode?,
+        }))
+    }
+
     pub(super) fn boards(
         &mut self,
         raw: Vec<RawBoard>,
@@ -80,6 +139,10 @@ impl Validator {
                     check_action(&mut c, "maskrom", a).map(Some)
                 }
             };
+            let recovery = match b.power.as_mut().and_then(|p| p.recovery.take()) {
+                None => Some(None),
+                Some(r) => self.recovery(&power_field, r, maskrom.as_ref(), commands, file_roots),
+            };
             let console = match b.console {
                 None => Some(None),
                 Some(c) => self.console(i, &b.usb, c).map(Some),
@@ -91,8 +154,15 @@ impl Validator {
                     PowerConfig::check(p, &mut c).map(Some)
                 }
             };
-            if let (true, Some(usb), Some(console), Some(power), Some(shell), Some(maskrom)) =
-                (ok, usb, console, power, shell, maskrom)
+            if let (
+                true,
+                Some(usb),
+                Some(console),
+                Some(power),
+                Some(shell),
+                Some(maskrom),
+                Some(recovery_action),
+            ) = (ok, usb, console, power, shell, maskrom, recovery)
             {
                 out.push(BoardConfig {
                     name: b.name,
@@ -101,6 +171,7 @@ impl Validator {
                     console,
                     power,
                     maskrom,
+                    recovery_action,
                     shell,
                 });
             }

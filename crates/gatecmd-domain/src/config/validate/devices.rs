@@ -31,16 +31,24 @@ impl Validator {
                 None => Some(None),
                 Some(v) => {
                     let written = self.pos.text(&field("vid"));
-                    self.value(parse_hex16(v, written), self.at(&field("vid")), field("vid"))
-                        .map(Some)
+                    self.value(
+                        parse_hex16(v, written),
+                        self.at(&field("vid")),
+                        field("vid"),
+                    )
+                    .map(Some)
                 }
             };
             let pid = match &m.pid {
                 None => Some(None),
                 Some(p) => {
                     let written = self.pos.text(&field("pid"));
-                    self.value(parse_hex16(p, written), self.at(&field("pid")), field("pid"))
-                        .map(Some)
+                    self.value(
+                        parse_hex16(p, written),
+                        self.at(&field("pid")),
+                        field("pid"),
+                    )
+                    .map(Some)
                 }
             };
             let family = match &m.family {

@@ -157,10 +157,22 @@ impl Validator {
         };
         let mut commands = Vec::new();
         let mut seen = BTreeSet::new();
-        self.commands(raw.commands, &devices, &file_roots, &mut seen, &mut commands);
+        self.commands(
+            raw.commands,
+            &devices,
+            &file_roots,
+            &mut seen,
+            &mut commands,
+        );
         for mut f in fragments {
             let raw_commands = std::mem::take(&mut f.raw.commands);
-            (f.validator).commands(raw_commands, &devices, &file_roots, &mut seen, &mut commands);
+            (f.validator).commands(
+                raw_commands,
+                &devices,
+                &file_roots,
+                &mut seen,
+                &mut commands,
+            );
             self.absorb(f.validator);
         }
         for c in &clients {
