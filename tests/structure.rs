@@ -145,9 +145,9 @@ fn a_module_level_cycle_is_found_though_no_file_cycle_exists() {
 }
 
 // One tool, one file, and no tool leans on another (issue 30): in gatecmd-mcp, a file of a
-// tool (`src/tools/<tool>.rs`, or any file of the folder `src/tools/<tool>/`) imports no
-// other tool's file, and nothing outside `src/tools/` imports a tool (the list,
-// `src/tools/mod.rs`, is neither: it only names them); the binary (`src/`) imports no tool
+// tool (`crates/gatecmd-mcp/src/tools/<tool>.rs`, or any file of the folder `tools/<tool>/`)
+// imports no other tool's file, and nothing outside `tools/` imports a tool (the list,
+// `tools/mod.rs`, is neither: it only names them); the binary (`src/`) imports no tool
 // of gatecmd-mcp either. What several tools share lives below them (views, board_talk,
 // answer, … or gatecmd-domain), so a tool can be read, changed or removed on its own.
 

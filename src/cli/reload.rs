@@ -1,5 +1,5 @@
 //! Signals: SIGTERM/SIGINT stop the server; SIGHUP reloads the configuration and applies
-//! it, except the restart-only keys (`RESTART_ONLY` in src/state/reload.rs), which the log
+//! it, except the restart-only keys (`RESTART_ONLY` in crates/gatecmd-domain/src/state/reload.rs), which the log
 //! line and the audit record name.
 
 use std::net::SocketAddr;

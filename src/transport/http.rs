@@ -66,7 +66,7 @@ const RMCP_BODY_CEILING: usize = 1 << 30;
 pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken) -> Router {
     let config = state.config();
     let mut sessions = LocalSessionManager::default();
-    // Restart-only (`RESTART_ONLY` in src/state/reload.rs): rmcp takes it here, once.
+    // Restart-only (`RESTART_ONLY` in crates/gatecmd-domain/src/state/reload.rs): rmcp takes it here, once.
     sessions.session_config.keep_alive = Some(Duration::from_secs(config.limits.session_idle_secs));
     let mcp_config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by `guard` (one policy, with errors that say what to do).
