@@ -80,16 +80,17 @@ function renderBoards(s) {
 
 function renderDevices(s) {
   const rows = s.devices.map((d) =>
-    el("tr", { "data-device": d.id, "data-mode": d.mode || "" },
+    el("tr", { "data-device": d.id, "data-mode": d.mode || "", "data-family": d.family || "" },
       el("td", { class: "mono" }, d.id),
       el("td", { class: "mono" }, `${hex4(d.vid)}:${hex4(d.pid)}`),
+      el("td", {}, d.family || "–"),
       el("td", {}, d.soc || "–"),
       el("td", {}, d.mode ? tag(d.mode, String(d.mode).toLowerCase()) : "–"),
       el("td", {}, d.class || "–"),
       el("td", {}, d.board || "–"),
       el("td", {}, lockText(d.lock))));
   document.getElementById("devices-count").textContent = `(${s.devices.length})`;
-  fill("devices", rows, 7, "No USB device attached.");
+  fill("devices", rows, 8, "No USB device attached.");
 }
 
 function release(key, holder) {

@@ -222,7 +222,7 @@ async def test_bench_page_live_in_chromium(bench, testbed):
             # The umockdev boards: rock5b-1 attached in MaskROM, rock5b-2 absent.
             await page.wait_for_selector('tr[data-board="rock5b-1"][data-attached="yes"]', timeout=5000)
             await page.wait_for_selector('tr[data-board="rock5b-2"][data-attached="no"]', timeout=5000)
-            await page.wait_for_selector('tr[data-device="1-2"][data-mode="maskrom"]', timeout=5000)
+            await page.wait_for_selector('tr[data-device="1-2"][data-mode="maskrom"][data-family="rockusb"]', timeout=5000)
             await page.evaluate(WATCH_JS)
 
             # Plug the second board.
