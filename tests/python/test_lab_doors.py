@@ -33,6 +33,23 @@ NOBODY = 65534
 ATTACKER_PYTHON = "/usr/bin/python3"
 
 
+def start_as_nobody(code: str) -> subprocess.Popen:
+    """As [`as_nobody`], started and left running (the caller acts meanwhile)."""
+    if os.getuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true: the attacker must run as another user, which needs root")
+        pytest.skip("needs root to run the attacker as nobody")
+    return subprocess.Popen(
+        [ATTACKER_PYTHON, "-c", code],
+        user=NOBODY,
+        group=NOBODY,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+
+
 def as_nobody(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Runs `code` in a separate Python process as `nobody`: another local user than the
     person who holds the board, as a VM run by another account on the host would be."""
@@ -83,11 +100,12 @@ async def test_finding_1_the_console_port_serves_only_the_holders_own_user(lab):
     make_place(c, "p1")
     c.client("acquire", place="p1")
     drain(b.master, 0.2)
-    attack = as_nobody(
+    proc = start_as_nobody(
         f"""
-import socket, time
+import socket, sys, time
 s = socket.create_connection(("127.0.0.1", {console_port}), 5)
-s.settimeout(5)
+print("connected", flush=True)
+s.settimeout(3)
 s.sendall(b"typed-by-nobody\\r")
 got = b""
 try:
@@ -101,8 +119,14 @@ except OSError:
 print(got.decode(errors="replace"))
 """
     )
-    # The board prints a secret meanwhile; nobody must not see it.
+    # The board prints a secret while the attacker is connected; nobody must not see it.
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "connected"
+    time.sleep(0.3)
     os.write(b.master, b"alice's secret: hunter2\r\n")
+    # Read on from the same buffered pipe (communicate() would skip what readline buffered).
+    out = proc.stdout.read()
+    err = proc.stderr.read() if proc.stderr else ""
+    attack = subprocess.CompletedProcess(proc.args, proc.wait(timeout=30), out, err)
     assert attack.returncode == 0, attack.stderr
     assert "this connection belongs to local user nobody" in attack.stdout, attack.stdout
     assert "hunter2" not in attack.stdout, attack.stdout
@@ -137,6 +161,7 @@ async def test_finding_2_the_power_port_switches_only_for_the_holders_own_user(l
         f"""
 import urllib.request, urllib.error
 codes = []
+body = ""
 for v in [b"0", b"1", b"0"]:
     try:
         urllib.request.urlopen(urllib.request.Request("{power_url}", data=v, method="PUT"), timeout=5)
