@@ -22,9 +22,7 @@ use std::time::Instant;
 use chrono::Utc;
 use tokio::sync::watch;
 
-pub use request::{
-    ApprovalId, Decision, FileDigest, NewRequest, Outcome, Request, RequestView,
-};
+pub use request::{ApprovalId, Decision, FileDigest, NewRequest, Outcome, Request, RequestView};
 
 use crate::config::Approvers;
 
@@ -120,7 +118,10 @@ impl Approvals {
     }
 
     fn changed(&self) {
-        self.shared.version.0.send_modify(|v| *v = v.wrapping_add(1));
+        self.shared
+            .version
+            .0
+            .send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// Makes a pending request; it waits until decided or its deadline.
@@ -148,8 +149,8 @@ impl Approvals {
         let n = t.next;
         let now = Instant::now();
         let since = Utc::now();
-        let deadline = since
-            + chrono::Duration::from_std(spec.timeout).unwrap_or(chrono::Duration::MAX);
+        let deadline =
+            since + chrono::Duration::from_std(spec.timeout).unwrap_or(chrono::Duration::MAX);
         let req = Arc::new(Request {
             id: ApprovalId(format!("apr-{n}")),
             since,

@@ -58,7 +58,9 @@ fn the_requester_cannot_approve_its_own_even_when_listed() {
 #[test]
 fn a_requester_rule_is_not_decided_by_a_tool_call() {
     let a = Approvals::default();
-    let r = a.request(spec("agent", Approvers::Requester, 60)).expect("made");
+    let r = a
+        .request(spec("agent", Approvers::Requester, 60))
+        .expect("made");
     let e = a.decide(&r.id.0, "agent", true, None).unwrap_err();
     assert!(matches!(e, ApprovalError::RequesterOnly { .. }), "{e}");
 }
@@ -92,7 +94,8 @@ fn pending_requests_are_bounded_per_client() {
     }
     let e = a.request(spec("agent", ops(), 60)).unwrap_err();
     assert!(matches!(e, ApprovalError::TooMany { .. }), "{e}");
-    a.request(spec("other", ops(), 60)).expect("another client still may");
+    a.request(spec("other", ops(), 60))
+        .expect("another client still may");
 }
 
 #[test]

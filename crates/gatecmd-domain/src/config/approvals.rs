@@ -145,8 +145,9 @@ impl ApprovalRule {
         format!("approvals[{}] ({})", self.index, parts.join(", "))
     }
 
-    /// Whether this rule holds for `what` on `board`.
-    pub fn holds(&self, what: Gated<'_>, board: Option<&BoardConfig>) -> bool {
+    /// Whether this rule holds for `what` acting on `boards` (every board the call
+    /// touches: a command that names no device may reach several).
+    pub fn holds(&self, what: Gated<'_>, boards: &[&BoardConfig]) -> bool {
         let what_matches = match what {
             Gated::Command {
                 name,
@@ -179,31 +180,25 @@ impl ApprovalRule {
         if !what_matches {
             return false;
         }
-        if let Some(b) = &self.board
-            && board.is_none_or(|x| &x.name != b)
-        {
-            return false;
+        if self.board.is_none() && self.board_tag.is_empty() {
+            return true;
         }
-        if !self.board_tag.is_empty() {
-            let Some(board) = board else { return false };
-            return self
-                .board_tag
-                .iter()
-                .all(|(k, v)| board.tags.get(k) == Some(v));
-        }
-        true
+        boards.iter().any(|b| {
+            self.board.as_ref().is_none_or(|name| &b.name == name)
+                && (self.board_tag.iter()).all(|(k, v)| b.tags.get(k) == Some(v))
+        })
     }
 }
 
-/// The first rule of `rules` that holds for `what` on `board`.
+/// The first rule of `rules` that holds for `what` acting on `boards`.
 pub fn approval_rule<'r>(
     rules: &'r [ApprovalRule],
     what: Gated<'_>,
-    board: Option<&BoardConfig>,
+    boards: &[&BoardConfig],
 ) -> Option<&'r ApprovalRule> {
     // The common case, no rule at all, costs this one test.
     if rules.is_empty() {
         return None;
     }
-    rules.iter().find(|r| r.holds(what, board))
+    rules.iter().find(|r| r.holds(what, boards))
 }

@@ -30,6 +30,8 @@ impl std::fmt::Display for JobId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Nothing runs yet: the call waits for an approver's yes (docs/APPROVALS.md).
+    AwaitingApproval,
     Running,
     /// Exited with code 0.
     Succeeded,
@@ -45,6 +47,7 @@ pub enum JobState {
 impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::AwaitingApproval => "awaiting_approval",
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
             JobState::Failed => "failed",
@@ -54,8 +57,10 @@ impl JobState {
         }
     }
 
+    /// Whether the job has not ended yet: it runs, or it waits for an approval (then it
+    /// runs, or ends refused).
     pub fn is_running(self) -> bool {
-        self == JobState::Running
+        matches!(self, JobState::Running | JobState::AwaitingApproval)
     }
 }
 
@@ -148,7 +153,7 @@ pub struct JobView {
 }
 
 impl Job {
-    pub(super) fn new(id: JobId, spec: JobSpec, output_bytes: usize) -> Job {
+    pub(super) fn new(id: JobId, spec: JobSpec, output_bytes: usize, state: JobState) -> Job {
         let origin = spec.origin;
         Job {
             id,
@@ -157,7 +162,7 @@ impl Job {
             started: Instant::now(),
             cancel: CancellationToken::new(),
             live: Mutex::new(Live {
-                state: JobState::Running,
+                state,
                 origin,
                 progress: None,
                 end: JobEnd::default(),
@@ -204,6 +209,18 @@ impl Job {
             self.tick();
         }
         raised
+    }
+
+    /// An approved job starts running (from `AwaitingApproval`; anything else is kept).
+    pub fn approved(&self) {
+        {
+            let mut l = self.live();
+            if l.state != JobState::AwaitingApproval {
+                return;
+            }
+            l.state = JobState::Running;
+        }
+        self.tick();
     }
 
     /// Marks the job ended; the first end wins.

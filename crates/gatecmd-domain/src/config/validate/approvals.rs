@@ -59,7 +59,10 @@ impl Validator {
                 fail(
                     self,
                     "command",
-                    format!("unknown command {c:?}; defined commands: {}", known.join(", ")),
+                    format!(
+                        "unknown command {c:?}; defined commands: {}",
+                        known.join(", ")
+                    ),
                 );
             }
             let args_match = match (&r.args_match, &r.command) {
@@ -122,7 +125,10 @@ impl Validator {
                 fail(
                     self,
                     "board",
-                    format!("unknown board {b:?}; configured boards: {}", known.join(", ")),
+                    format!(
+                        "unknown board {b:?}; configured boards: {}",
+                        known.join(", ")
+                    ),
                 );
             }
             let by = match r.approve.by {

@@ -2,8 +2,10 @@
 //! and result), [`prepare`] (policy and typed refusals on one snapshot (`snapshot.rs`) of
 //! the configuration and the devices: nothing has run), [`run`] (locks → spawn → outcome)
 //! and [`render`] (text for people); [`power_guard`] refuses a board's power command;
-//! [`device_left`] tells whether the device left mid-run.
+//! [`device_left`] tells whether the device left mid-run; [`approval`] holds a call an
+//! `approvals:` rule covers until an approver says yes.
 
+mod approval;
 mod background;
 pub mod device_left;
 mod held;

@@ -32,7 +32,7 @@ use super::render::{render, render_view, shell_words};
 /// extension), a call that would run long (`background`, or a `cancel: detach`/`never`
 /// command) is answered with a task whose id is its job's.
 pub async fn run(
-    state: &AppState,
+    state: &std::sync::Arc<AppState>,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
@@ -48,7 +48,7 @@ pub async fn run(
 }
 
 async fn run_call(
-    state: &AppState,
+    state: &std::sync::Arc<AppState>,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
@@ -71,6 +71,9 @@ async fn run_call(
         ),
         asked: req.args.clone().into_vec(),
     };
+    // The request as asked, for a call that waits for an approval to be checked again when
+    // it is approved; taken only where a rule exists.
+    let again = (!config.approvals.is_empty()).then(|| super::approval::Again::of(&req));
     // Every check, the wait limit included: a dry run makes them all.
     let prepared = match prepare(&snap, who, req) {
         Ok(p) => p,
@@ -81,47 +84,37 @@ async fn run_call(
     if prepared.dry_run {
         return dry_run(&refuser, &prepared, &roots, result).into();
     }
-    let mut held = match hold(state, who, session, lease, &prepared, ctx).await {
+    if let Some(rule) = super::approval::rule_for(&prepared) {
+        // Nothing has touched the board: the call becomes a request that waits.
+        return super::approval::ask(super::approval::Ask {
+            state,
+            who,
+            session,
+            again: again.unwrap_or_default(),
+            lease,
+            prepared: &prepared,
+            rule,
+            refuser: &refuser,
+            result,
+            ctx,
+            task,
+        })
+        .await;
+    }
+    let held = match hold(state, who, session, lease, &prepared, &ctx.ct).await {
         Ok(h) => h,
         Err(e) => return refuser.refuse(e).into(),
     };
-    let mut spec = prepared.spec.clone();
-    if let Some(id) = prepared.isolate() {
-        // Built now, under the lock: a board that re-enumerated since `prepare` (or since
-        // the last command) is seen with its current bus and device number.
-        match Plan::new(&roots, id, Privilege::current()) {
-            Ok(plan) => {
-                spec.isolation = Some(plan.setup);
-                result.isolated_view = Some(plan.view);
-            }
-            Err(e) => return refuser.refuse(e.into()).into(),
-        }
-    }
-    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
-    // Written before the spawn (locks held), so a crash mid-run still shows what was started.
-    let trail = audit::RunTrail::start(
-        &state.audit,
-        refuser.call.clone(),
-        audit::RunStart {
-            argv: result.argv.clone(),
-            device: result.device.clone(),
-            lock_keys: result.lock_keys.clone(),
-            timeout_secs: result.timeout_secs,
-        },
-    );
-    // Listed on the bench page until the run (and with it `held`) is gone.
-    held.board = prepared.board.map(|b| b.name.clone());
-    held.run = Some(state.running.start(gatecmd_domain::running::NewRun {
-        client: who.name.clone(),
-        command: result.command.clone(),
-        argv: result.argv.clone(),
-        device: result.device.clone(),
-        board: held.board.clone(),
-        progress: prepared.progress.clone(),
-    }));
-    // Dropped unfinished (the request went away mid-run), it counts as cancelled.
-    let running = metrics::command_running(&result.command, &who.name);
-    let left = Watch::start(state, config, prepared.device.map(|d| &d.id));
+    let Begun {
+        spec,
+        held,
+        trail,
+        running,
+        left,
+    } = match begin(state, who, &refuser, &prepared, held, &mut result) {
+        Ok(b) => b,
+        Err(e) => return refuser.refuse(e).into(),
+    };
     let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
     if as_job || prepared.cancel == CancelPolicy::Detach {
         let origin = match (as_job, task) {
@@ -184,17 +177,83 @@ async fn run_call(
     }
 }
 
+/// A run whose locks are held, about to spawn: its spec (with the isolated view), its
+/// audit trail, its page row and metrics, and the watch on its device.
+pub(super) struct Begun {
+    pub spec: Spec,
+    pub held: Held,
+    pub trail: audit::RunTrail,
+    pub running: metrics::RunningCommand,
+    pub left: Option<Watch>,
+}
+
+/// Builds the isolated view under the lock (a board that re-enumerated since `prepare`,
+/// or since the last command, is seen with its current bus and device number), writes the
+/// audit trail's start before the spawn (a crash mid-run still shows what was started) and
+/// lists the run on the bench page until `held` is gone.
+pub(super) fn begin(
+    state: &AppState,
+    who: &ClientIdentity,
+    refuser: &Refuser<'_>,
+    prepared: &Prepared<'_>,
+    mut held: Held,
+    result: &mut ExecuteResult,
+) -> Result<Begun, Rejected> {
+    let config = &prepared.snapshot.config;
+    let mut spec = prepared.spec.clone();
+    if let Some(id) = prepared.isolate() {
+        let plan = Plan::new(&config.isolation.roots(), id, Privilege::current())?;
+        spec.isolation = Some(plan.setup);
+        result.isolated_view = Some(plan.view);
+    }
+    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
+    let trail = audit::RunTrail::start(
+        &state.audit,
+        refuser.call.clone(),
+        audit::RunStart {
+            argv: result.argv.clone(),
+            device: result.device.clone(),
+            lock_keys: result.lock_keys.clone(),
+            timeout_secs: result.timeout_secs,
+        },
+    );
+    held.board = prepared.board.map(|b| b.name.clone());
+    held.run = Some(state.running.start(gatecmd_domain::running::NewRun {
+        client: who.name.clone(),
+        command: result.command.clone(),
+        argv: result.argv.clone(),
+        device: result.device.clone(),
+        board: held.board.clone(),
+        progress: prepared.progress.clone(),
+    }));
+    // Dropped unfinished (the request went away mid-run), it counts as cancelled.
+    let running = metrics::command_running(&result.command, &who.name);
+    let left = Watch::start(state, config, prepared.device.map(|d| &d.id));
+    Ok(Begun {
+        spec,
+        held,
+        trail,
+        running,
+        left,
+    })
+}
+
 /// Refuses a call before anything ran: logged, audited with its reason, answered.
-struct Refuser<'a> {
-    state: &'a AppState,
-    who: &'a ClientIdentity,
-    call: audit::ExecuteCall,
+pub(super) struct Refuser<'a> {
+    pub state: &'a AppState,
+    pub who: &'a ClientIdentity,
+    pub call: audit::ExecuteCall,
     /// The caller's arguments, unresolved.
-    asked: Vec<String>,
+    pub asked: Vec<String>,
 }
 
 impl Refuser<'_> {
-    fn refuse(&self, why: Rejected) -> CallToolResult {
+    pub(super) fn refuse(&self, why: Rejected) -> CallToolResult {
+        refusal(self.refusal(why))
+    }
+
+    /// Logs, audits and counts a refusal; the refusal, for the caller to answer.
+    pub(super) fn refusal(&self, why: Rejected) -> Refusal {
         // An unknown name is counted as `other`: the label set stays the configured one.
         let configured = why.names_configured_command();
         let r = Refusal::from(why);
@@ -214,12 +273,12 @@ impl Refuser<'_> {
             metrics::CommandOutcome::Refused,
             Some(r.reason),
         );
-        refusal(r)
+        r
     }
 }
 
 /// The result before anything ran: what will run, with what timeout, on which keys.
-fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
+pub(super) fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
     ExecuteResult {
         command: prepared.command.name.clone(),
         argv: prepared.argv(),
@@ -244,6 +303,7 @@ fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
         started_at: None,
         notices: Vec::new(),
         device_left: None,
+        approval: None,
     }
 }
 
@@ -291,13 +351,13 @@ fn dry_run(
 }
 
 /// Takes a client slot, then the device locks (queueing up to `prepared.wait`).
-async fn hold(
+pub(super) async fn hold(
     state: &AppState,
     who: &ClientIdentity,
     session: Option<SessionId>,
     lease: Option<LeaseId>,
     prepared: &Prepared<'_>,
-    ctx: &RequestContext<RoleServer>,
+    cancel: &CancellationToken,
 ) -> Result<Held, Rejected> {
     let Some(slot) = state.client_slot(&who.name) else {
         return Err(Rejected::TooManyRunning {
@@ -318,7 +378,7 @@ async fn hold(
     // A request cancelled while queued leaves the queue at once (the future is dropped).
     let locks = tokio::select! {
         r = state.locks.acquire_for_command_wait(lock_req, prepared.wait) => r?,
-        _ = ctx.ct.cancelled() => return Err(Rejected::CancelledWaiting),
+        _ = cancel.cancelled() => return Err(Rejected::CancelledWaiting),
     };
     Ok(Held {
         _slot: slot,
