@@ -119,6 +119,8 @@ function renderApprovals(s) {
     const files = a.files.map((f) => el("div", { class: "hint mono", "data-sha256": f.sha256 },
       `${f.path}: ${f.size} bytes, sha256 ${f.sha256}`));
     // A note being typed survives the re-render of the next snapshot.
+    // A built-in tool's action: the command lines it runs.
+    const runs = a.tool !== "execute_command" && a.argv ? a.argv.map((l) => el("div", { class: "hint mono" }, `runs ${l}`)) : [];
     const note = el("input", { type: "text", placeholder: "note", "aria-label": `note for ${a.id}`, maxLength: 1024,
       value: notes.get(a.id) || "", oninput: (e) => notes.set(a.id, e.target.value) });
     const buttons = a.may_decide
@@ -129,7 +131,7 @@ function renderApprovals(s) {
     return el("tr", { "data-approval": a.id, "data-client": a.client },
       el("td", { class: "mono" }, a.id, el("div", { class: "hint" }, a.rule)),
       el("td", {}, a.client, a.note ? el("div", { class: "hint" }, `“${a.note}”`) : null),
-      el("td", {}, el("div", { class: "mono argv" }, a.what), ...files),
+      el("td", {}, el("div", { class: "mono argv" }, a.what), ...runs, ...files),
       el("td", {}, a.board || "–", a.holder ? el("div", { class: "hint" }, `held by ${a.holder}`) : null),
       el("td", {}, ago(a.since), el("div", { class: "hint" }, "expires in ", countdown(a.deadline))),
       el("td", {}, buttons));

@@ -289,3 +289,183 @@ async def test_a_reload_removing_the_rule_leaves_a_waiting_request_pending(bench
         end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
         assert end.structured_content["state"] == "succeeded", end.structured_content
     assert ran(bench) == "ran ef\nran ef\n"
+
+
+PAGE_RULES = """
+approvals:
+  - command: tool
+    args_match: "^wl "
+    approve: {by: [ops], timeout_secs: 600}
+  - tool: power_board
+    action: off
+    approve: {by: [ops], timeout_secs: 600}
+"""
+
+BOARD = """
+boards:
+  - name: rock5b-1
+    tags: {soc: rk3588}
+    usb: "1-2"
+    power:
+      on: {command: relay, args: "on 3"}
+      off: {command: relay, args: "off 3"}
+"""
+
+RELAY = """
+  - name: relay
+    binary: {directory}/tool.sh
+    description: The board's power relay (a stand-in that logs).
+    allowed_args:
+      - pattern: on 3
+      - pattern: off 3
+"""
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img" / "approval-pending.png"
+
+
+@pytest.fixture
+def board_bench(tmp_path):
+    (tmp_path / "files").mkdir()
+    tool = tmp_path / "tool.sh"
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'echo "ran $*" >> {tmp_path}/ran.log\n'
+        f'if [ -n "$3" ]; then cat "$3" >> {tmp_path}/ran.log; echo >> {tmp_path}/ran.log; fi\n'
+        'echo "done $1"\n'
+    )
+    tool.chmod(stat.S_IRWXU)
+    text = config(tmp_path, rules=PAGE_RULES) + BOARD
+    text = text.replace("\n  - name: quick", RELAY.format(directory=tmp_path) + "  - name: quick")
+    s = Server(tmp_path, config=text)
+    yield s
+    s.stop()
+
+
+async def test_the_bench_page_approves_and_denies_in_chromium(board_bench):
+    """The approver is a person on the bench page in Chromium: signed in as `ops`, they see
+    what will run (the power action on a board held by the agent; a write with its image's
+    SHA-256), click Approve on one and Deny with a note on the other."""
+    from test_page import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+
+    playwright_or_skip()
+    from playwright.async_api import async_playwright
+
+    bench = board_bench
+    image = bench.dir / "files" / "u-boot.img"
+    image.write_bytes(b"u-boot for rock5b-1\n" * 100)
+    digest = hashlib.sha256(image.read_bytes()).hexdigest()
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, async_playwright() as pw:
+        lease = await agent.call_tool("lock_board", {"board": "rock5b-1", "note": "bring-up"})
+        assert lease.is_error is not True, lease
+        lease_id = lease.structured_content["lease_id"]
+        write = await agent.call_tool(
+            "execute_command",
+            {
+                "command": "tool",
+                "args": ["wl", "64", "u-boot.img"],
+                "background": True,
+                "note": "new u-boot for the display bring-up",
+            },
+        )
+        job = write.structured_content["job"]
+
+        async def power_off() -> None:
+            answer["power"] = await agent.call_tool(
+                "power_board",
+                {"board": "rock5b-1", "action": "off", "lease": lease_id, "note": "cold boot into MaskROM"},
+            )
+
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = await (await browser.new_context(viewport={"width": 1440, "height": 900})).new_page()
+            await page.goto(bench.base + "/")
+            await page.fill("#token", OPS)
+            async with page.expect_navigation():
+                await page.click("button[type=submit]")
+            await page.wait_for_selector("#status.live", timeout=5000)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(power_off)
+                power_row = 'tr[data-approval][data-client="agent"]:has-text("power_board rock5b-1 off")'
+                write_row = f'tr[data-approval]:has([data-sha256="{digest}"])'
+                await page.wait_for_selector(power_row, timeout=5000)
+                await page.wait_for_selector(write_row, timeout=5000)
+                row_text = await page.inner_text(power_row)
+                assert "held by agent" in row_text and "cold boot into MaskROM" in row_text, row_text
+                assert ran(bench) == ""
+                DOCS_IMG.parent.mkdir(parents=True, exist_ok=True)
+                await page.locator("#approvals-card").screenshot(path=str(DOCS_IMG))
+                # Approve the power action.
+                await page.fill(f"{power_row} input", "ok, MaskROM it")
+                await page.click(f"{power_row} button.approve")
+                await page.wait_for_selector(power_row, state="detached", timeout=5000)
+            power = answer["power"]
+            assert power.is_error is not True, power
+            assert power.structured_content["state"] == "off"
+            assert ran(bench) == "ran off 3\n"
+            # Deny the write, with a note the agent reads.
+            await page.fill(f"{write_row} input", "wrong image: use the signed one")
+            await page.click(f"{write_row} button.danger")
+            await page.wait_for_selector(write_row, state="detached", timeout=5000)
+            end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+            assert end.structured_content["state"] == "failed"
+            assert "approval_denied" in end.structured_content["stop_reason"]
+            assert "wrong image: use the signed one" in end.structured_content["stop_reason"]
+            # The last decisions show both, with the approver and the note.
+            await page.wait_for_selector('li[data-decision="approval_decided"]:has-text("denied by ops")', timeout=5000)
+            await page.wait_for_selector('li[data-decision="approval_decided"]:has-text("approved by ops")', timeout=5000)
+        finally:
+            await browser.close()
+    assert ran(bench) == "ran off 3\n", "the denied write never ran"
+
+
+async def test_the_page_shows_no_buttons_to_a_non_approver_and_refuses_its_post(board_bench):
+    from test_page import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+
+    playwright_or_skip()
+    from playwright.async_api import async_playwright
+
+    bench = board_bench
+    (bench.dir / "files" / "x.img").write_bytes(b"x")
+    async with connect(bench.url, AGENT, "legacy") as agent, async_playwright() as pw:
+        r = await agent.call_tool(
+            "execute_command", {"command": "tool", "args": ["wl", "1", "x.img"], "background": True}
+        )
+        approval = r.structured_content["approval"]
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = await (await browser.new_context()).new_page()
+            await page.goto(bench.base + "/")
+            await page.fill("#token", MALLORY)
+            async with page.expect_navigation():
+                await page.click("button[type=submit]")
+            row = f'tr[data-approval="{approval}"]'
+            await page.wait_for_selector(row, timeout=5000)
+            assert await page.locator(f"{row} button").count() == 0
+            assert "for ops" in await page.inner_text(row)
+            # The POST itself, from the page's own origin with its CSRF token: refused.
+            status = await page.evaluate(
+                """async (id) => {
+                    const csrf = document.querySelector('meta[name="csrf-token"]').content;
+                    const r = await fetch("/approval", {method: "POST", credentials: "same-origin",
+                      headers: {"Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": csrf},
+                      body: new URLSearchParams({id, decision: "approve"}).toString()});
+                    return [r.status, await r.text()];
+                }""",
+                approval,
+            )
+            assert status[0] == 403 and "may not decide" in status[1], status
+            # Without the CSRF token, even an approver's session would be refused.
+            status = await page.evaluate(
+                """async (id) => (await fetch("/approval", {method: "POST", credentials: "same-origin",
+                      headers: {"Content-Type": "application/x-www-form-urlencoded"},
+                      body: new URLSearchParams({id, decision: "approve"}).toString()})).status""",
+                approval,
+            )
+            assert status == 403, status
+        finally:
+            await browser.close()
+        assert (await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 0})).structured_content[
+            "state"
+        ] == "awaiting_approval"
+    assert ran(bench) == ""
