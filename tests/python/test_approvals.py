@@ -469,3 +469,47 @@ async def test_the_page_shows_no_buttons_to_a_non_approver_and_refuses_its_post(
             "state"
         ] == "awaiting_approval"
     assert ran(bench) == ""
+
+
+async def test_the_host_cli_decides_with_an_approvers_token(bench):
+    """`gatecmd approve ID` / `gatecmd deny ID`: an MCP client of the running server with an
+    approver client's token from an owner-only file or $GATECMD_TOKEN, never argv."""
+    import subprocess
+
+    from conftest import gatecmd_bin
+
+    def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        full = {k: v for k, v in os.environ.items() if k != "GATECMD_TOKEN"}
+        full.update(env or {})
+        return subprocess.run(
+            [gatecmd_bin(), *args, "--url", bench.url], capture_output=True, text=True, env=full, timeout=30
+        )
+
+    token_file = bench.dir / "ops.token"
+    token_file.write_text(OPS + "\n")
+    async with connect(bench.url, AGENT, "legacy") as agent:
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        approval, job = r.structured_content["approval"], r.structured_content["job"]
+        # A token file others may read is refused before anything is sent.
+        token_file.chmod(0o644)
+        loose = cli("approve", approval, "--token-file", str(token_file))
+        assert loose.returncode != 0 and "chmod 600" in loose.stderr, loose
+        # The requester's own token: the server refuses, the CLI says why.
+        own = cli("approve", approval, env={"GATECMD_TOKEN": AGENT})
+        assert own.returncode != 0 and "not_an_approver" in own.stderr, own
+        assert ran(bench) == ""
+        token_file.chmod(0o600)
+        ok = cli("approve", approval, "--note", "from the host", "--token-file", str(token_file))
+        assert ok.returncode == 0, ok
+        assert f"{approval} approved" in ok.stdout
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+        assert end.structured_content["state"] == "succeeded", end.structured_content
+        # And a denial through the environment variable.
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        no = cli("deny", r.structured_content["approval"], "--note", "not today", env={"GATECMD_TOKEN": OPS})
+        assert no.returncode == 0, no
+        end = await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
+        assert "not today" in end.structured_content["stop_reason"]
+    assert ran(bench) == "ran ef\n"
+    log = (bench.dir / "state" / "audit.log").read_text()
+    assert OPS not in log and AGENT not in log, "a token reached the audit log"
