@@ -121,6 +121,8 @@ struct Live {
     untold: bool,
     /// `cancel_job` asked by this client (for the audit line of its end).
     cancel_by: Option<String>,
+    /// The approval request the job waits for, or waited for (`apr-N`).
+    approval: Option<String>,
     stdout: Ring,
     stderr: Ring,
 }
@@ -150,6 +152,8 @@ pub struct JobView {
     pub end: JobEnd,
     /// Milliseconds since the start (the run's duration once it ended).
     pub elapsed_ms: u64,
+    /// The approval request it waits for, or waited for.
+    pub approval: Option<String>,
 }
 
 impl Job {
@@ -169,6 +173,7 @@ impl Job {
                 ended_at: None,
                 untold: false,
                 cancel_by: None,
+                approval: None,
                 stdout: Ring::new(output_bytes),
                 stderr: Ring::new(output_bytes),
             }),
@@ -209,6 +214,12 @@ impl Job {
             self.tick();
         }
         raised
+    }
+
+    /// Names the approval request the job waits for.
+    pub fn set_approval(&self, id: &str) {
+        self.live().approval = Some(id.to_string());
+        self.tick();
     }
 
     /// An approved job starts running (from `AwaitingApproval`; anything else is kept).
@@ -291,6 +302,7 @@ impl Job {
             progress: l.progress,
             end: l.end.clone(),
             elapsed_ms,
+            approval: l.approval.clone(),
         }
     }
 
