@@ -42,6 +42,8 @@ approvals:
     approve: {by: [ops, agent], timeout_secs: 120}
   - command: quick
     approve: {by: [ops], timeout_secs: 2}
+  - command: mine
+    approve: {by: requester, timeout_secs: 60}
 """
 
 
@@ -68,6 +70,11 @@ commands:
   - name: quick
     binary: {directory}/tool.sh
     description: The same, under a rule that expires in two seconds.
+    allowed_args:
+      - pattern: ef
+  - name: mine
+    binary: {directory}/tool.sh
+    description: The same, approved by the requesting client's own user (elicitation).
     allowed_args:
       - pattern: ef
 {rules}
@@ -513,3 +520,48 @@ async def test_the_host_cli_decides_with_an_approvers_token(bench):
     assert ran(bench) == "ran ef\n"
     log = (bench.dir / "state" / "audit.log").read_text()
     assert OPS not in log and AGENT not in log, "a token reached the audit log"
+
+
+async def test_by_requester_asks_the_clients_user_through_elicitation(bench):
+    """`by: requester`: the server asks the requesting client's user with an MCP elicitation
+    (form mode) showing what will run; yes runs it, no refuses it with the user's note. A
+    client that did not declare elicitation is told so at once, and nothing waits."""
+    from mcp import types
+
+    asked: list[str] = []
+    answers = iter([True, False, None])
+    checked = anyio.Event()
+
+    async def user(context, params):
+        asked.append(params.message)
+        assert "approve" in params.requested_schema["properties"], params.requested_schema
+        yes = next(answers)
+        if yes is None:
+            # The third is left open until the test has tried the approve tool, then declined.
+            await checked.wait()
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": yes, "note": "" if yes else "not now"})
+
+    async with connect(bench.url, AGENT, "legacy", elicitation_callback=user) as agent:
+        r = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"], "note": "my own call"})
+        assert r.is_error is not True, r
+        assert r.structured_content["stdout"] == "done ef\n"
+        assert f"{bench.dir}/tool.sh ef" in asked[0] and "my own call" in asked[0], asked
+        no = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
+        assert no.is_error is True
+        assert no.structured_content["refusal"]["reason"] == "approval_denied"
+        assert "not now" in no.structured_content["refusal"]["message"]
+        # The approve tool is no way around the user: refused for a by: requester request.
+        bg = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"], "background": True})
+        own = await agent.call_tool("approve", {"approval": bg.structured_content["approval"]})
+        assert own.structured_content["refusal"]["reason"] == "not_an_approver"
+        checked.set()
+        end = await agent.call_tool("wait_job", {"job": bg.structured_content["job"], "timeout_secs": 10})
+        assert "approval_denied" in end.structured_content["stop_reason"]
+        assert "declined in the client" in end.structured_content["stop_reason"]
+    assert ran(bench) == "ran ef\n"
+    async with connect(bench.url, AGENT, "legacy") as plain:
+        r = await plain.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
+        assert r.is_error is True
+        assert r.structured_content["refusal"]["reason"] == "approval_unavailable"
+        assert "elicitation" in r.structured_content["refusal"]["message"]

@@ -174,6 +174,14 @@ pub fn decision_refusal(v: &RequestView, d: &Decision) -> Option<Refusal> {
                 v.id, v.what
             ),
         ),
+        Outcome::Unavailable => (
+            RefusalReason::ApprovalUnavailable,
+            format!(
+                "approval request {} for {} asks your client's user (by: requester), and your \
+                 client could not ask them; nothing ran.{note}",
+                v.id, v.what
+            ),
+        ),
         Outcome::LeaseEnded => (
             RefusalReason::ApprovalEnded,
             format!(
@@ -371,8 +379,15 @@ pub async fn wait_in_call(
     lease: Option<LeaseWatch>,
     ctx: &rmcp::service::RequestContext<RoleServer>,
 ) -> Result<(), Refusal> {
+    let requester = spec.approvers == gatecmd_domain::config::Approvers::Requester;
+    if requester && !can_elicit(&ctx.peer) {
+        return Err(cannot_elicit(&spec.what, &spec.rule));
+    }
     let req = open(state, spec)?;
     let _withdraw = WithdrawOnDrop { state, req: &req };
+    if requester {
+        ask_requester(state.approvals.clone(), ctx.peer.clone(), req.clone());
+    }
     let view = req.view();
     let telling = ctx.meta.get_progress_token().map(|t| {
         AbortOnDrop(tokio::spawn(tell_waiting(
@@ -396,4 +411,97 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Whether the calling client can be asked for a `by: requester` approval: it declared
+/// MCP elicitation (form mode) when it initialized. A 2026-07-28 stateless client has no
+/// session to be asked on: it cannot.
+pub fn can_elicit(peer: &Peer<RoleServer>) -> bool {
+    peer.peer_info().is_some_and(|i| {
+        i.capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some() || e.url.is_none())
+    })
+}
+
+/// The refusal of a `by: requester` call whose client cannot be asked.
+pub fn cannot_elicit(what: &str, rule: &str) -> Refusal {
+    Refusal::new(
+        RefusalReason::ApprovalUnavailable,
+        format!(
+            "{what} needs your client's user to approve it ({rule}: by: requester), asked \
+             through MCP elicitation, and your client did not declare elicitation (form mode) \
+             on a 2025-11-25 session; nothing ran. Use a client that supports elicitation, or \
+             ask the operator for a rule with named approvers"
+        ),
+    )
+}
+
+/// Asks the requesting client's user, through MCP elicitation (form mode), whether `req`
+/// may run, and decides it by the answer: `approve: true` approves, anything else denies;
+/// a client that fails to ask ends it `unavailable`. The approver is recorded as the
+/// client's user.
+pub fn ask_requester(
+    approvals: gatecmd_domain::approvals::Approvals,
+    peer: Peer<RoleServer>,
+    req: Arc<Request>,
+) {
+    use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+    tokio::spawn(async move {
+        let v = req.view();
+        let mut message = format!("gatecmd asks you to approve {}: {}", v.id, v.what);
+        if let Some(b) = &v.board {
+            message.push_str(&format!(" on board {b}"));
+        }
+        for f in &v.files {
+            message.push_str(&format!(
+                "; {} ({} bytes, SHA-256 {})",
+                f.path, f.size, f.sha256
+            ));
+        }
+        if let Some(n) = &v.note {
+            message.push_str(&format!(". The agent says: {n}"));
+        }
+        let schema = ElicitationSchema::builder()
+            .required_bool("approve")
+            .optional_string("note")
+            .build_unchecked();
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        let left = req
+            .deadline_instant()
+            .saturating_duration_since(std::time::Instant::now());
+        let by = Some(format!("{} (its user, by elicitation)", v.client));
+        let (outcome, who, note) = match peer
+            .create_elicitation_with_timeout(params, Some(left))
+            .await
+        {
+            Ok(r) => {
+                let content = r.content.unwrap_or_default();
+                let note = content["note"].as_str().map(str::to_string);
+                let yes = content["approve"].as_bool() == Some(true);
+                match r.action {
+                    ElicitationAction::Accept if yes => (Outcome::Approved, by, note),
+                    ElicitationAction::Accept => (Outcome::Denied, by, note),
+                    // Decline, Cancel, and whatever a later revision adds: no yes.
+                    _ => (
+                        Outcome::Denied,
+                        by,
+                        note.or_else(|| Some("declined in the client".to_string())),
+                    ),
+                }
+            }
+            Err(e) => (
+                Outcome::Unavailable,
+                None,
+                Some(format!("the client did not answer the elicitation: {e}")),
+            ),
+        };
+        // A decision that came first (expiry, withdrawal) stands.
+        approvals.end(&req, outcome, who, note);
+    });
 }

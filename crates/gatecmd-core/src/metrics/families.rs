@@ -143,10 +143,17 @@ impl Families {
         );
         registry.register(
             "approval_decisions",
-            "Approval requests decided, by outcome (approved, denied, expired, withdrawn, lease_ended)",
+            "Approval requests decided, by outcome (approved, denied, expired, withdrawn, lease_ended, unavailable)",
             f.approval_decisions.clone(),
         );
-        for outcome in ["approved", "denied", "expired", "withdrawn", "lease_ended"] {
+        for outcome in [
+            "approved",
+            "denied",
+            "expired",
+            "withdrawn",
+            "lease_ended",
+            "unavailable",
+        ] {
             let _ = f
                 .approval_decisions
                 .get_or_create(&super::labels::JobLabels { outcome });

@@ -67,6 +67,8 @@ pub enum Outcome {
     Withdrawn,
     /// The lease the request was made under ended.
     LeaseEnded,
+    /// A `by: requester` request whose client could not ask its user (elicitation failed).
+    Unavailable,
 }
 
 impl Outcome {
@@ -77,6 +79,7 @@ impl Outcome {
             Outcome::Expired => "expired",
             Outcome::Withdrawn => "withdrawn",
             Outcome::LeaseEnded => "lease_ended",
+            Outcome::Unavailable => "unavailable",
         }
     }
 
@@ -87,6 +90,7 @@ impl Outcome {
         Outcome::Expired,
         Outcome::Withdrawn,
         Outcome::LeaseEnded,
+        Outcome::Unavailable,
     ];
 }
 

@@ -26,7 +26,9 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_core::sanitizer::Args;
 use gatecmd_domain::approvals::{NewRequest, Request};
 use gatecmd_domain::audit::{self, ApprovalRecord, JobRecord};
-use gatecmd_domain::config::{ApprovalRule, BoardConfig, CancelPolicy, Gated, approval_rule};
+use gatecmd_domain::config::{
+    ApprovalRule, Approvers, BoardConfig, CancelPolicy, Gated, approval_rule,
+};
 use gatecmd_domain::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
 use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
@@ -132,6 +134,15 @@ pub(super) async fn ask(a: Ask<'_, '_>) -> CallToolResponse {
         ctx,
         task,
     } = a;
+    let requester = rule.by == Approvers::Requester;
+    if requester && !approvals::can_elicit(&ctx.peer) {
+        let r =
+            approvals::cannot_elicit(&super::render::shell_words(&result.argv), &rule.describe());
+        state
+            .audit
+            .execute_refused(&refuser.call, &refuser.asked, r.reason.as_str(), &r.message);
+        return refusal(r).into();
+    }
     let files = match approvals::hash_files(&prepared.files) {
         Ok(f) => f,
         Err(r) => return refusal(r).into(),
@@ -191,6 +202,10 @@ pub(super) async fn ask(a: Ask<'_, '_>) -> CallToolResponse {
         &job.id.0,
         "awaiting_approval",
     ));
+    job.set_approval(&request.id.0);
+    if requester {
+        approvals::ask_requester(state.approvals.clone(), ctx.peer.clone(), request.clone());
+    }
     let view = request.view();
     tokio::spawn(decided(Decided {
         state: state.clone(),
