@@ -92,6 +92,8 @@ pub use values::valid_port_path;
 pub use gatecmd_core::sanitizer::FileKind;
 
 #[cfg(test)]
+mod approvals_tests;
+#[cfg(test)]
 mod boards_tests;
 #[cfg(test)]
 mod docs_tests;
