@@ -194,7 +194,8 @@ impl Jobs {
     pub fn cancel(&self, client: &str, id: &str) -> Result<Arc<Job>, JobError> {
         let job = self.get(client, id)?;
         if job.state().is_running() {
-            if job.spec.uncancellable {
+            // Nothing runs while a job awaits its approval: withdrawing it is always allowed.
+            if job.spec.uncancellable && job.state() != JobState::AwaitingApproval {
                 return Err(JobError::Uncancellable { id: id.to_string() });
             }
             job.note_cancel(client);
