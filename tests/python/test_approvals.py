@@ -565,3 +565,55 @@ async def test_by_requester_asks_the_clients_user_through_elicitation(bench):
         assert r.is_error is True
         assert r.structured_content["refusal"]["reason"] == "approval_unavailable"
         assert "elicitation" in r.structured_content["refusal"]["message"]
+
+
+async def test_approvers_are_told_and_metrics_count(bench):
+    """An approver subscribed to gatecmd://approvals is notified when a request comes and
+    when it is decided; /metrics shows it pending, then counted by outcome."""
+    import urllib.request
+    import warnings
+
+    from mcp import types
+
+    updates: list[str] = []
+    moved = anyio.Event()
+
+    async def on_message(message) -> None:
+        nonlocal moved
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            moved.set()
+
+    def metric(name: str) -> float:
+        req = urllib.request.Request(bench.base + "/metrics", headers={"Authorization": f"Bearer {OPS}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read().decode()
+        for line in text.splitlines():
+            if line.split(" ")[0] == name:
+                return float(line.split(" ")[-1])
+        raise AssertionError(f"{name} not in the scrape:\n{text}")
+
+    async def next_update() -> None:
+        nonlocal moved
+        with anyio.fail_after(5):
+            while "gatecmd://approvals" not in updates:
+                moved = anyio.Event()
+                await moved.wait()
+        updates.clear()
+
+    async with (
+        connect(bench.url, OPS, "legacy", message_handler=on_message) as ops,
+        connect(bench.url, AGENT, "legacy") as agent,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # resources/subscribe is the 2025-11-25 way, on purpose
+            await ops.subscribe_resource("gatecmd://approvals")
+        denied_before = metric('gatecmd_approval_decisions_total{outcome="denied"}')
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        await next_update()
+        assert metric("gatecmd_approvals_pending") == 1
+        await ops.call_tool("deny", {"approval": r.structured_content["approval"]})
+        await next_update()
+        await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
+        assert metric("gatecmd_approvals_pending") == 0
+        assert metric('gatecmd_approval_decisions_total{outcome="denied"}') == denied_before + 1
