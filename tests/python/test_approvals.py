@@ -306,6 +306,9 @@ approvals:
   - tool: power_board
     action: off
     approve: {by: [ops], timeout_secs: 600}
+  - tool: boot_board
+    action: "off"
+    approve: {by: [ops], timeout_secs: 600}
 """
 
 BOARD = """
@@ -617,3 +620,30 @@ async def test_approvers_are_told_and_metrics_count(bench):
         await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
         assert metric("gatecmd_approvals_pending") == 0
         assert metric('gatecmd_approval_decisions_total{outcome="denied"}') == denied_before + 1
+
+
+async def test_boot_board_waits_for_its_approver(board_bench):
+    bench = board_bench
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        lease = (await agent.call_tool("lock_board", {"board": "rock5b-1"})).structured_content["lease_id"]
+
+        async def boot() -> None:
+            answer["r"] = await agent.call_tool(
+                "boot_board", {"board": "rock5b-1", "to": "off", "lease": lease, "note": "power it down"}
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(boot)
+            [req] = await pending(ops)
+            assert req["what"] == "boot_board rock5b-1 to off" and req["holder"] == "agent", req
+            assert req["note"] == "power it down"
+            # Nothing was done to the board yet; the board's key is not held while it waits.
+            assert ran(bench) == ""
+            locks = (await agent.call_tool("list_locks", {})).structured_content
+            assert not any(k.get("running") for k in locks.get("locks", [])), locks
+            await ops.call_tool("approve", {"approval": req["id"]})
+        r = answer["r"]
+        assert r.is_error is not True, r
+        assert r.structured_content["state"] == "off"
+    assert ran(bench) == "ran off 3\n"

@@ -54,11 +54,15 @@ pub(crate) enum RawApprovers {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GatedTool {
     PowerBoard,
+    BootBoard,
 }
 
 impl GatedTool {
     /// Every tool a rule may name, with its name as written.
-    pub const ALL: &'static [(GatedTool, &'static str)] = &[(GatedTool::PowerBoard, "power_board")];
+    pub const ALL: &'static [(GatedTool, &'static str)] = &[
+        (GatedTool::PowerBoard, "power_board"),
+        (GatedTool::BootBoard, "boot_board"),
+    ];
 
     pub fn parse(name: &str) -> Option<GatedTool> {
         Self::ALL.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
@@ -67,6 +71,15 @@ impl GatedTool {
     pub fn as_str(self) -> &'static str {
         match self {
             GatedTool::PowerBoard => "power_board",
+            GatedTool::BootBoard => "boot_board",
+        }
+    }
+
+    /// The actions a rule's `action` may name for this tool.
+    pub fn actions(self) -> &'static [&'static str] {
+        match self {
+            GatedTool::PowerBoard => &["on", "off", "cycle"],
+            GatedTool::BootBoard => &["maskrom", "uboot", "shell", "off"],
         }
     }
 }
@@ -98,7 +111,7 @@ pub struct ApprovalRule {
     /// Matched against the arguments that will run, joined by one space.
     pub args_match: Option<Regex>,
     pub tool: Option<GatedTool>,
-    /// `power_board`'s `on`, `off` or `cycle`; any when absent.
+    /// `power_board`'s `on`, `off` or `cycle`, `boot_board`'s `to`; any when absent.
     pub action: Option<String>,
     pub board: Option<String>,
     pub board_tag: BTreeMap<String, String>,

@@ -49,7 +49,7 @@ fn each_mistake_is_named_with_its_line() {
     );
     assert!(e.message.contains("regex"), "{e}");
     let e = error_on(
-        "  - {tool: boot_board, approve: {by: [ops]}}\n",
+        "  - {tool: unlock_device, approve: {by: [ops]}}\n",
         "approvals[0].tool",
     );
     assert!(e.message.contains("power_board"), "{e}");
@@ -75,6 +75,11 @@ fn each_mistake_is_named_with_its_line() {
         "approvals[0].action",
     );
     assert!(e.message.contains("cycle"), "{e}");
+    let e = error_on(
+        "  - {tool: boot_board, action: \"on\", approve: {by: [ops]}}\n",
+        "approvals[0].action",
+    );
+    assert!(e.message.contains("maskrom"), "{e}");
 }
 
 #[test]

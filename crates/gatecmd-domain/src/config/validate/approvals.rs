@@ -14,9 +14,6 @@ use super::super::command::CommandConfig;
 use super::super::schema::ClientConfig;
 use super::validator::Validator;
 
-/// `power_board`'s actions, as a rule's `action` names them.
-const POWER_ACTIONS: &[&str] = &["on", "off", "cycle"];
-
 impl Validator {
     pub(super) fn approvals(
         &mut self,
@@ -100,14 +97,22 @@ impl Validator {
                 }
             };
             if let Some(a) = &r.action {
-                if tool != Some(GatedTool::PowerBoard) {
-                    fail(self, "action", "action goes with tool: power_board".into());
-                } else if !POWER_ACTIONS.contains(&a.as_str()) {
-                    fail(
+                match tool {
+                    None => fail(
                         self,
                         "action",
-                        format!("unknown action {a:?}; one of: {}", POWER_ACTIONS.join(", ")),
-                    );
+                        "action goes with tool: power_board or boot_board".into(),
+                    ),
+                    Some(t) if !t.actions().contains(&a.as_str()) => fail(
+                        self,
+                        "action",
+                        format!(
+                            "unknown action {a:?} of {}; one of: {}",
+                            t.as_str(),
+                            t.actions().join(", ")
+                        ),
+                    ),
+                    Some(_) => {}
                 }
             }
             if r.force.is_some() {
