@@ -154,18 +154,11 @@ fn a_module_level_cycle_is_found_though_no_file_cycle_exists() {
 /// Imports that break the rule and are known, each to go with a move already under way:
 /// (importing tool or binary file, tool imported, why). Each must still occur; when its move
 /// lands the check fails until the line goes.
-const PENDING_TOOL_IMPORTS: &[(&str, &str, &str)] = &[
-    (
-        "tools/boot_board.rs",
-        "power",
-        "power specs move to gatecmd-domain's power backends (issue 30)",
-    ),
-    (
-        "lab/power.rs",
-        "power",
-        "spec_for moves to gatecmd-domain's power backends (issue 30)",
-    ),
-];
+const PENDING_TOOL_IMPORTS: &[(&str, &str, &str)] = &[(
+    "tools/boot_board.rs",
+    "power",
+    "power specs move to gatecmd-domain's power backends (issue 30)",
+)];
 
 /// The tool a file belongs to: `lock_board` for `tools/lock_board.rs`, `execute_command`
 /// for `tools/execute_command/run.rs`; `None` outside `tools/` and for the list itself.

@@ -35,7 +35,7 @@ use gatecmd_domain::state::AppState;
 
 use super::interface::{DeviceArg, ExecuteRequest, ExecuteResult};
 use super::prepare::{Prepared, Snapshot, prepare};
-use super::run::{Begun, Refuser, begin, hold, new_result};
+use super::stages::{Begun, Refuser, begin, hold, new_result};
 
 /// The rule that holds for a prepared call, if any: the first of `approvals:` for its
 /// command and arguments on every board it touches. Nothing but an `is_empty` test when
