@@ -523,6 +523,13 @@ async def test_the_host_cli_decides_with_an_approvers_token(bench):
     assert ran(bench) == "ran ef\n"
     log = (bench.dir / "state" / "audit.log").read_text()
     assert OPS not in log and AGENT not in log, "a token reached the audit log"
+    # `gatecmd check` shows the rules as they will apply.
+    check = subprocess.run(
+        [gatecmd_bin(), "check", "--config", str(bench.dir / "config.yaml")], capture_output=True, text=True, timeout=30
+    )
+    assert check.returncode == 0, check
+    assert "approval: approvals[0] (command tool, args ^ef$) waits for ops (at most 120 s)" in check.stdout, check.stdout
+    assert "approvals[3] (command mine) waits for the requesting client's user (by: requester)" in check.stdout
 
 
 async def test_by_requester_asks_the_clients_user_through_elicitation(bench):
