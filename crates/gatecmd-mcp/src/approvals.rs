@@ -505,3 +505,71 @@ pub fn ask_requester(
         approvals.end(&req, outcome, who, note);
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_rewritten_after_hashing_is_named_with_both_digests() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join("u-boot.img");
+        std::fs::write(&p, b"approved bytes").expect("write");
+        let fd: Arc<std::os::fd::OwnedFd> = Arc::new(std::fs::File::open(&p).expect("open").into());
+        let files = vec![(p.display().to_string(), fd)];
+        let approved = hash_files(&files).expect("hashed");
+        assert_eq!(approved[0].size, 14);
+        assert_eq!(files_changed(&approved, &files), None, "unchanged");
+        std::fs::write(&p, b"other bytes!!!").expect("rewrite in place");
+        let why = files_changed(&approved, &files).expect("changed");
+        assert!(why.contains(&approved[0].sha256), "{why}");
+        assert!(
+            why.contains("u-boot.img changed since it was approved"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn only_a_yes_is_no_refusal() {
+        let a = gatecmd_domain::approvals::Approvals::default();
+        let spec = NewRequest {
+            client: "agent".into(),
+            note: None,
+            tool: "execute_command".into(),
+            what: "/usr/bin/rkdeveloptool ef".into(),
+            argv: None,
+            board: None,
+            holder: None,
+            files: vec![],
+            rule: "approvals[0] (command rkdeveloptool)".into(),
+            approvers: gatecmd_domain::config::Approvers::Clients(vec!["ops".into()]),
+            timeout: Duration::from_secs(60),
+            job: None,
+        };
+        let r = a.request(spec).expect("made");
+        let (v, d) = a
+            .decide(&r.id.0, "ops", false, Some("not at 3 a.m.".into()))
+            .expect("denied");
+        let refused = decision_refusal(&v, &d).expect("a refusal");
+        assert_eq!(refused.reason, RefusalReason::ApprovalDenied);
+        assert!(
+            refused.message.contains("ops denied"),
+            "{}",
+            refused.message
+        );
+        assert!(
+            refused.message.contains("not at 3 a.m."),
+            "{}",
+            refused.message
+        );
+        let mut yes = d.clone();
+        yes.outcome = Outcome::Approved;
+        assert!(decision_refusal(&v, &yes).is_none());
+        let mut expired = d;
+        expired.outcome = Outcome::Expired;
+        assert_eq!(
+            decision_refusal(&v, &expired).map(|r| r.reason),
+            Some(RefusalReason::ApprovalExpired)
+        );
+    }
+}
