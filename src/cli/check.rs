@@ -50,6 +50,14 @@ pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
         }
     };
     print!("{}", summary(&config, &location));
+    for rule in &config.approvals {
+        println!(
+            "approval: {} waits for {} (at most {} s)",
+            rule.describe(),
+            rule.by,
+            rule.timeout.as_secs()
+        );
+    }
     for note in password_notes(&config) {
         println!("{note}");
     }

@@ -1,7 +1,9 @@
-//! The command line: `serve`, `stdio`, `check`, `devices`. Parsing and logging here; the
+//! The command line: `serve`, `stdio`, `check`, `devices`, `approve`/`deny` (in
+//! `approve.rs`). Parsing and logging here; the
 //! start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP reload in
 //! `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
 
+mod approve;
 mod check;
 mod devices;
 mod reload;
@@ -66,6 +68,49 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// Approve a pending approval request (gatecmd://approvals, the bench page) as the
+    /// approver client whose token is in $GATECMD_TOKEN or --token-file.
+    Approve {
+        /// The request's id (apr-N).
+        id: String,
+        #[command(flatten)]
+        decision: DecisionArgs,
+    },
+    /// Deny a pending approval request, with a note the requester is shown.
+    Deny {
+        id: String,
+        #[command(flatten)]
+        decision: DecisionArgs,
+    },
+}
+
+/// What `approve` and `deny` take besides the id.
+#[derive(clap::Args)]
+struct DecisionArgs {
+    /// Why; shown to the requester and kept in the audit log.
+    #[arg(long)]
+    note: Option<String>,
+    /// The server's MCP endpoint (default: from the configuration's bind, http://127.0.0.1:9222/mcp).
+    #[arg(long)]
+    url: Option<String>,
+    /// Configuration file to read `bind` from.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// An owner-only file holding the approver client's token (else $GATECMD_TOKEN). Never
+    /// pass a token itself on the command line.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+impl DecisionArgs {
+    fn run(self, id: String, approve: bool) -> ExitCode {
+        let target = approve::Target {
+            url: self.url,
+            config: self.config,
+            token_file: self.token_file,
+        };
+        run_async(approve::decide(id, self.note, approve, target))
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -100,6 +145,8 @@ pub fn main() -> ExitCode {
             init_logging(LogFormat::Pretty);
             run_async(devices::devices(config, json, watch))
         }
+        Command::Approve { id, decision } => decision.run(id, true),
+        Command::Deny { id, decision } => decision.run(id, false),
     }
 }
 

@@ -8,12 +8,14 @@
 //! - `snapshot`: the JSON view of the bench (`GET /state`, and each event);
 //! - `stream`: `GET /events`, the SSE stream (a snapshot on connect, then on each change);
 //! - `release`: `POST /release`, an admin ending a stuck lease;
+//! - `approval`: `POST /approval`, a signed-in approver deciding an approval request;
 //! - `console`: `GET /console`, a board's console text from a cursor (the read-only view).
 //!
 //! Nothing of the bench reaches a visitor without a session (or `--no-auth` on loopback).
 //! Host and Origin answer to the same policy as `/mcp`; on top of it, every POST must come
 //! from the page's own origin, and a state-changing one must carry the session's CSRF token.
 
+mod approval;
 mod assets;
 mod console;
 mod release;
@@ -88,6 +90,7 @@ pub fn routes(state: Arc<AppState>, gate: Arc<Gate>) -> Router {
         .route("/events", get(stream::events))
         .route("/console", get(console::console))
         .route("/release", post(release::release))
+        .route("/approval", post(approval::decide))
         .layer(axum::middleware::from_fn_with_state(checked, target_host))
         .with_state(page)
 }

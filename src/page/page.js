@@ -103,6 +103,44 @@ function release(key, holder) {
   }).then(async (r) => { if (!r.ok) window.alert(await r.text()); });
 }
 
+const notes = new Map(); // approval id -> note typed so far
+
+function decide(id, decision, note) {
+  fetch("/approval", {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": csrf },
+    body: new URLSearchParams({ id, decision, note }).toString(),
+    credentials: "same-origin",
+  }).then(async (r) => { if (!r.ok) window.alert(await r.text()); });
+}
+
+// Exactly what will run, as the request shows it: the argv, each file's SHA-256 and size.
+function renderApprovals(s) {
+  const rows = (s.approvals || []).map((a) => {
+    const files = a.files.map((f) => el("div", { class: "hint mono", "data-sha256": f.sha256 },
+      `${f.path}: ${f.size} bytes, sha256 ${f.sha256}`));
+    // A note being typed survives the re-render of the next snapshot.
+    // A built-in tool's action: the command lines it runs.
+    const runs = a.tool !== "execute_command" && a.argv ? a.argv.map((l) => el("div", { class: "hint mono" }, `runs ${l}`)) : [];
+    const note = el("input", { type: "text", placeholder: "note", "aria-label": `note for ${a.id}`, maxLength: 1024,
+      value: notes.get(a.id) || "", oninput: (e) => notes.set(a.id, e.target.value) });
+    const buttons = a.may_decide
+      ? el("span", { class: "nowrap" }, note, " ",
+          el("button", { type: "button", class: "approve", onclick: () => decide(a.id, "approve", note.value) }, "Approve"), " ",
+          el("button", { type: "button", class: "danger", onclick: () => decide(a.id, "deny", note.value) }, "Deny"))
+      : el("span", { class: "hint" }, `for ${a.approvers.join(", ")}`);
+    return el("tr", { "data-approval": a.id, "data-client": a.client },
+      el("td", { class: "mono" }, a.id, el("div", { class: "hint" }, a.rule)),
+      el("td", {}, a.client, a.note ? el("div", { class: "hint" }, `“${a.note}”`) : null),
+      el("td", {}, el("div", { class: "mono argv" }, a.what), ...runs, ...files),
+      el("td", {}, a.board || "–", a.holder ? el("div", { class: "hint" }, `held by ${a.holder}`) : null),
+      el("td", {}, ago(a.since), el("div", { class: "hint" }, "expires in ", countdown(a.deadline))),
+      el("td", {}, buttons));
+  });
+  document.getElementById("approvals-count").textContent = `(${rows.length})`;
+  fill("approvals", rows, 6, "Nothing waits for an approval.");
+}
+
 function renderLocks(s) {
   const rows = s.locks.map((l) => {
     const btn = s.viewer.admin && l.held_by === "lease"
@@ -163,6 +201,7 @@ function render(s) {
   document.getElementById("version").textContent = s.version;
   document.getElementById("source").textContent = s.source;
   document.getElementById("uptime").textContent = dur(s.uptime_secs * 1000);
+  renderApprovals(s);
   renderBoards(s);
   renderDevices(s);
   renderLocks(s);

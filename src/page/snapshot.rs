@@ -43,6 +43,17 @@ pub struct Snapshot {
     pub running: Vec<RunningCommand>,
     /// Newest first, at most `audit::RECENT`.
     pub decisions: Vec<Decision>,
+    /// Approval requests waiting, oldest first (docs/APPROVALS.md).
+    pub approvals: Vec<PendingRow>,
+}
+
+/// A pending approval request, and whether the viewer may decide it (the page shows the
+/// buttons only then; the POST checks again).
+#[derive(Debug, Serialize)]
+pub struct PendingRow {
+    #[serde(flatten)]
+    pub request: gatecmd_domain::approvals::RequestView,
+    pub may_decide: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -135,6 +146,15 @@ pub fn build(p: &Page, viewer: &Viewer) -> Snapshot {
         board_match_waiters: state.boards.queue.len(),
         running: state.running.list(),
         decisions: state.audit.recent().newest_first(),
+        approvals: state
+            .approvals
+            .list_pending()
+            .into_iter()
+            .map(|r| PendingRow {
+                may_decide: r.client != viewer.client && r.approvers.contains(&viewer.client),
+                request: r,
+            })
+            .collect(),
     }
 }
 

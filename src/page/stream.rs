@@ -118,6 +118,8 @@ struct Sources {
     config: Option<broadcast::Receiver<()>>,
     running: watch::Receiver<u64>,
     decisions: watch::Receiver<u64>,
+    /// Approval requests made or decided (the pending list).
+    approvals: watch::Receiver<u64>,
     /// (lock table version, board match waiters) as last sent.
     queues: (u64, usize),
     poll: tokio::time::Interval,
@@ -145,6 +147,7 @@ impl Sources {
             config: Some(s.config_changes()),
             running: s.running.subscribe(),
             decisions: s.audit.recent().subscribe(),
+            approvals: s.approvals.version(),
             queues: queues_of(s),
             poll: {
                 let mut i = tokio::time::interval(QUEUE_POLL);
@@ -164,6 +167,7 @@ impl Sources {
             _ = changed(&mut self.config) => {}
             r = self.running.changed() => if r.is_err() { std::future::pending::<()>().await },
             r = self.decisions.changed() => if r.is_err() { std::future::pending::<()>().await },
+            r = self.approvals.changed() => if r.is_err() { std::future::pending::<()>().await },
             _ = queues_moved(&mut self.poll, &self.page_state, self.queues) => {}
         }
     }
@@ -185,6 +189,7 @@ impl Sources {
         drain_bc(&mut self.config);
         self.running.mark_unchanged();
         self.decisions.mark_unchanged();
+        self.approvals.mark_unchanged();
         self.queues = queues_of(&self.page_state);
     }
 }

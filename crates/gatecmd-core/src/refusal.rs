@@ -125,6 +125,22 @@ reasons! {
         WrongState => "wrong_state",
         /// The board refused the configured login.
         LoginFailed => "login_failed",
+        /// An approver said no (the message carries who and their note); nothing ran.
+        ApprovalDenied => "approval_denied",
+        /// Nobody decided within the rule's `approve.timeout_secs`; nothing ran.
+        ApprovalExpired => "approval_expired",
+        /// The request ended without a decision: its requester withdrew it (cancel_job) or
+        /// the lease it was made under ended; nothing ran.
+        ApprovalEnded => "approval_ended",
+        /// The caller may not decide this approval request (not one of its rule's approvers,
+        /// or the requester itself).
+        NotAnApprover => "not_an_approver",
+        /// What was approved changed before it ran (a file argument's content, the argv, the
+        /// board); nothing ran.
+        ChangedSinceApproval => "changed_since_approval",
+        /// The rule asks the requesting client's own user (`by: requester`) and the client
+        /// did not declare MCP elicitation, or its user declined to answer.
+        ApprovalUnavailable => "approval_unavailable",
     }
 }
 

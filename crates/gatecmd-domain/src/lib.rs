@@ -2,6 +2,8 @@
 //!
 //! # Layout
 //!
+//! - `approvals`: requests that wait for a named approver's yes, their decisions, and the
+//!   file hashes an approval is bound to.
 //! - `config`: the YAML configuration: each setting declared once, validation with file,
 //!   line and field errors, boards and their power backends (`config::power`, one file per
 //!   backend).
@@ -29,6 +31,7 @@
 //! - `staging`: file staging inside the file roots (list, stat, upload, remove) with quotas.
 //! - `audit`: the audit log, one bounded JSON line per decision, rotated and aggregated.
 
+pub mod approvals;
 pub mod audit;
 pub mod boards;
 pub mod capture;

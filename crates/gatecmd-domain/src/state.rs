@@ -50,6 +50,8 @@ pub struct AppState {
     pub metrics: gatecmd_core::metrics::Probes,
     /// Commands that outlive their call (src/jobs/).
     pub jobs: crate::jobs::Jobs,
+    /// Requests waiting for an approver's yes, and the last decisions (src/approvals/).
+    pub approvals: crate::approvals::Approvals,
     /// Per-client shares of subscriptions, streams, unread answers, waiting reads.
     pub quotas: crate::quotas::Quotas,
 }
@@ -109,6 +111,7 @@ impl AppState {
             running: Default::default(),
             metrics: Default::default(),
             jobs: crate::jobs::Jobs::new(config_jobs),
+            approvals: Default::default(),
             quotas: Default::default(),
         })
     }

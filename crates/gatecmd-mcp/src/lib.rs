@@ -28,6 +28,8 @@
 //!   off the async workers, file times as text.
 //! - `jobs`: job refusals, the notices of calls that continued as jobs, the task poll
 //!   interval, shared by `execute_command`, the job tools and `tasks`.
+//! - `approvals`: what every gated tool shares: the wait for an approver's decision, the
+//!   refusal a no becomes, the file hashes an approval binds, and a decision taken.
 //! - `answer`: how every tool answers: structured content with a bounded text, or a
 //!   refusal, and the output schema a refusal fits.
 //! - `power_refusal`: why a power switch was refused (`power_board`, and `boot_board`'s
@@ -40,6 +42,7 @@
 //! - `list_cache`: the `list_devices` answers kept per caller until what they show changes.
 
 pub mod answer;
+pub mod approvals;
 pub mod board_talk;
 pub mod console_access;
 pub mod device_filter;

@@ -30,6 +30,8 @@ pub struct Changes {
     config: broadcast::Receiver<()>,
     consoles: broadcast::Receiver<String>,
     jobs: broadcast::Receiver<gatecmd_domain::jobs::JobId>,
+    /// Moves when an approval request is made or decided.
+    approvals: tokio::sync::watch::Receiver<u64>,
     /// When the change last returned came off the stream (for the delivery lag metric).
     received: Instant,
     /// Times this subscriber fell behind a stream since [`Changes::take_missed`].
@@ -46,6 +48,7 @@ impl Changes {
             config: state.config_changes(),
             consoles: state.consoles.subscribe(),
             jobs: state.jobs.subscribe(),
+            approvals: state.approvals.version(),
             state,
             received: Instant::now(),
             missed: 0,
@@ -136,6 +139,14 @@ impl Changes {
                         return Some(Change { updated, list_changed: false });
                     }
                     Err(RecvError::Closed) => return None,
+                },
+                // Several changes between two reads come as one (a watch keeps the latest).
+                r = self.approvals.changed() => match r {
+                    Ok(()) => return Some(Change {
+                        updated: vec![crate::resources::APPROVALS.to_string()],
+                        list_changed: false,
+                    }),
+                    Err(_) => return None,
                 },
                 ev = self.locks.recv() => match ev {
                     // A refusal changes nothing anyone can read.

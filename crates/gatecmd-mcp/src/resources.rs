@@ -24,6 +24,8 @@ pub const BOARD_TEMPLATE: &str = "gatecmd://boards/{name}";
 pub const CONSOLE_SUFFIX: &str = "/console";
 pub const CONSOLE_TEMPLATE: &str = "gatecmd://boards/{name}/console";
 pub const JOBS: &str = "gatecmd://jobs";
+/// Pending approval requests and the last decisions (docs/APPROVALS.md).
+pub const APPROVALS: &str = "gatecmd://approvals";
 pub const JOB_PREFIX: &str = "gatecmd://jobs/";
 pub const JOB_TEMPLATE: &str = "gatecmd://jobs/{id}";
 
@@ -84,6 +86,11 @@ pub fn list(state: &AppState) -> Vec<Resource> {
             JOBS,
             "jobs",
             "Your jobs (background and detached commands): state, progress, exit code",
+        ),
+        resource(
+            APPROVALS,
+            "approvals",
+            "Approval requests waiting for an approver (exactly what will run, who asked, who may decide) and the last decisions",
         ),
     ];
     let config = state.config();
@@ -177,6 +184,13 @@ pub fn read(
         }
         LOCKS => json_contents(uri, &crate::views::locks_view(state, &who.name)),
         JOBS => json_contents(uri, &crate::views::jobs_view(state, who)),
+        APPROVALS => json_contents(
+            uri,
+            &serde_json::json!({
+                "pending": state.approvals.list_pending(),
+                "decided": state.approvals.list_decided(),
+            }),
+        ),
         _ if uri.starts_with(JOB_PREFIX) => {
             let id = &uri[JOB_PREFIX.len()..];
             let v = crate::views::job_view(state, who, id)
@@ -238,7 +252,7 @@ pub fn read(
 
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
-    matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS | JOBS)
+    matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS | JOBS | APPROVALS)
         || uri
             .strip_prefix(JOB_PREFIX)
             .is_some_and(|id| id.starts_with("job-") && id[4..].parse::<u64>().is_ok())

@@ -39,7 +39,11 @@ pub fn check_uri(state: &AppState, uri: &str) -> Result<(), Unacceptable> {
     }
     if matches!(
         uri,
-        resources::DEVICES | resources::LOCKS | resources::COMMANDS | resources::JOBS
+        resources::DEVICES
+            | resources::LOCKS
+            | resources::COMMANDS
+            | resources::JOBS
+            | resources::APPROVALS
     ) {
         return Ok(());
     }

@@ -38,6 +38,11 @@ pub fn get(state: &AppState, who: &ClientIdentity, id: &str) -> Result<GetTaskRe
             .saturating_mul(1000),
     );
     let payload = match v.state {
+        JobState::AwaitingApproval => {
+            task = task
+                .with_status_message("awaiting approval: nothing runs until an approver says yes");
+            TaskPayload::Working
+        }
         JobState::Running => {
             task = task.with_status_message(match v.progress {
                 Some(p) => format!("running, {p}%"),

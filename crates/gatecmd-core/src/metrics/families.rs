@@ -36,6 +36,8 @@ pub struct Families {
     pub(super) http: Family<HttpLabels, Counter>,
     pub(super) audit: Family<AuditLabels, Counter>,
     pub(super) jobs: Family<super::labels::JobLabels, Counter>,
+    pub(super) approvals_pending: Gauge,
+    pub(super) approval_decisions: Family<super::labels::JobLabels, Counter>,
 }
 
 fn command_buckets() -> Histogram {
@@ -72,6 +74,8 @@ impl Families {
             http: Family::default(),
             audit: Family::default(),
             jobs: Family::default(),
+            approvals_pending: Gauge::default(),
+            approval_decisions: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -132,6 +136,28 @@ impl Families {
             "Jobs (background, detached or task-augmented execute_command runs) ended, by outcome (succeeded, failed, timed_out, cancelled, lost)",
             f.jobs.clone(),
         );
+        registry.register(
+            "approvals_pending",
+            "Approval requests waiting for an approver's yes now (docs/APPROVALS.md)",
+            f.approvals_pending.clone(),
+        );
+        registry.register(
+            "approval_decisions",
+            "Approval requests decided, by outcome (approved, denied, expired, withdrawn, lease_ended, unavailable)",
+            f.approval_decisions.clone(),
+        );
+        for outcome in [
+            "approved",
+            "denied",
+            "expired",
+            "withdrawn",
+            "lease_ended",
+            "unavailable",
+        ] {
+            let _ = f
+                .approval_decisions
+                .get_or_create(&super::labels::JobLabels { outcome });
+        }
         // The series alert rules watch exist from the start at 0, so that `increase()` sees
         // their first event (a series born at 1 has no increase).
         for result in [

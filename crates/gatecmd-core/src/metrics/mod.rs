@@ -20,7 +20,7 @@ pub use families::counters;
 pub use labels::{AuditResult, CommandOutcome, DEVICE_KINDS, PREFIX, route_of};
 pub use probes::{Probes, SessionCensus};
 pub use record::{
-    LockWait, RunningCommand, audit_record, command_done, command_running,
-    device_lost_during_command, hotplug, http_answer, job_done, lock_queued, lock_taken_at_once,
-    notification_changes_missed, notification_sent,
+    LockWait, RunningCommand, approval_decided, approval_requested, audit_record, command_done,
+    command_running, device_lost_during_command, hotplug, http_answer, job_done, lock_queued,
+    lock_taken_at_once, notification_changes_missed, notification_sent,
 };

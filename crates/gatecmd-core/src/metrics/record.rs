@@ -63,6 +63,21 @@ pub fn job_done(outcome: &'static str) {
         .inc();
 }
 
+/// Counts an approval request made (one more pending).
+pub fn approval_requested() {
+    families().approvals_pending.inc();
+}
+
+/// Counts an approval request decided by `outcome` (one of the decision outcomes' names,
+/// never request text); one fewer pending.
+pub fn approval_decided(outcome: &'static str) {
+    let f = families();
+    f.approvals_pending.dec();
+    f.approval_decisions
+        .get_or_create(&super::labels::JobLabels { outcome })
+        .inc();
+}
+
 /// Marks the configured `command` of `client` running until [`RunningCommand::finish`];
 /// dropped unfinished (the request went away mid-run), it counts as `cancelled`.
 pub fn command_running(command: &str, client: &str) -> RunningCommand {

@@ -20,6 +20,7 @@
 //! The module depends on nothing above it but the settings in `config`: tools hand it plain
 //! data (`records`).
 
+mod approvals;
 mod boards;
 mod bound;
 mod jobs;
@@ -28,6 +29,7 @@ mod recent;
 mod records;
 mod refusals;
 
+pub use approvals::ApprovalRecord;
 pub use boards::{ConsoleWriteRecord, PowerOutcome, PowerRecord};
 pub use jobs::JobRecord;
 pub use log::{Audit, AuditError, FILE_NAME};

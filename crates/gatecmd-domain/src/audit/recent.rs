@@ -23,7 +23,7 @@ const MAX_WHAT: usize = 240;
 #[derive(Debug, Clone, Serialize)]
 pub struct Decision {
     pub at: DateTime<Utc>,
-    /// `run`, `refused`, `lease` or `server`.
+    /// `run`, `refused`, `lease`, `approval` or `server`.
     pub kind: &'static str,
     /// The audit record's event (`execute_finished`, `lock`, …) or lock event kind.
     pub event: String,
@@ -183,6 +183,40 @@ fn summarize(v: &Value) -> Option<Decision> {
                 (kind == "refused").then(|| "lock_busy".to_string()),
             )
         }
+        "approval_requested" => (
+            "approval",
+            event.to_string(),
+            format!("{} {}: waits for {}", s("approval"), s("what"), {
+                let a: Vec<&str> = (v["approvers"].as_array().into_iter().flatten())
+                    .filter_map(Value::as_str)
+                    .collect();
+                a.join(", ")
+            }),
+            None,
+        ),
+        "approval_decided" => {
+            let by = v["by"].as_str().map(|b| format!(" by {b}"));
+            let note = v["note"].as_str().map(|n| format!(": {n}"));
+            (
+                "approval",
+                event.to_string(),
+                format!(
+                    "{} {}{}{} ({} ms)",
+                    s("approval"),
+                    s("outcome"),
+                    by.unwrap_or_default(),
+                    note.unwrap_or_default(),
+                    v["after_ms"].as_u64().unwrap_or(0)
+                ),
+                None,
+            )
+        }
+        "approval_binding_failed" => (
+            "refused",
+            event.to_string(),
+            format!("{}: {}", s("approval"), s("why")),
+            Some("changed_since_approval".to_string()),
+        ),
         other => ("server", other.to_string(), String::new(), None),
     };
     Some(Decision {

@@ -13,6 +13,7 @@
 //! - `sections`: the sections of plain settings (`limits`, `leases`, `monitor`,
 //!   `isolation`, `audit`), declared.
 //! - `jobs`, `page`: the `jobs:` and `page:` sections, declared.
+//! - `approvals`: which actions wait for an approver's yes, and the lookup.
 //! - `boards`: the named boards (usb port, console, power).
 //! - `power/`: a board's power switch, one file per backend behind one trait.
 //! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
@@ -31,6 +32,7 @@
 //! The argument patterns are the sanitizer's grammar; the configuration compiles them and
 //! hands the sanitizer its policy through [`gatecmd_core::sanitizer::CommandPolicy`].
 
+pub mod approvals;
 mod boards;
 mod command;
 pub(crate) mod declare;
@@ -52,6 +54,7 @@ mod validate;
 mod value_error;
 mod values;
 
+pub use approvals::{ApprovalRule, Approvers, Gated, GatedTool, approval_rule};
 pub use boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
     MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS, power_boards_of,
@@ -88,6 +91,8 @@ pub use values::valid_port_path;
 // finding it here.
 pub use gatecmd_core::sanitizer::FileKind;
 
+#[cfg(test)]
+mod approvals_tests;
 #[cfg(test)]
 mod boards_tests;
 #[cfg(test)]

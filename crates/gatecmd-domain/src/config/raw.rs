@@ -134,6 +134,12 @@ settings! {
             docs: "named boards: a flashing USB port, a serial console and a power switch \
                 under one lease (below; docs/BOARDS.md).",
         },
+        approvals: Vec<super::approvals::RawApprovalRule> {
+            default: Vec::new(),
+            docs: "actions that wait for a named approver's yes (below; docs/APPROVALS.md). \
+                A reload applies to the next call; a request already waiting keeps the rule \
+                it was made under.",
+        },
     }
 }
 

@@ -37,6 +37,8 @@ pub struct Config {
     pub audit: AuditSettings,
     /// Named boards (docs/BOARDS.md).
     pub boards: Vec<super::boards::BoardConfig>,
+    /// Actions that wait for an approver's yes (docs/APPROVALS.md), in config order.
+    pub approvals: Vec<super::approvals::ApprovalRule>,
     /// The bench page (docs/OPERATING.md).
     pub page: super::page::PageSettings,
     /// Background jobs: how many finished ones are kept per client, and how long.

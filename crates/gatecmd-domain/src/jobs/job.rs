@@ -30,6 +30,8 @@ impl std::fmt::Display for JobId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Nothing runs yet: the call waits for an approver's yes (docs/APPROVALS.md).
+    AwaitingApproval,
     Running,
     /// Exited with code 0.
     Succeeded,
@@ -45,6 +47,7 @@ pub enum JobState {
 impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::AwaitingApproval => "awaiting_approval",
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
             JobState::Failed => "failed",
@@ -54,8 +57,10 @@ impl JobState {
         }
     }
 
+    /// Whether the job has not ended yet: it runs, or it waits for an approval (then it
+    /// runs, or ends refused).
     pub fn is_running(self) -> bool {
-        self == JobState::Running
+        matches!(self, JobState::Running | JobState::AwaitingApproval)
     }
 }
 
@@ -116,6 +121,8 @@ struct Live {
     untold: bool,
     /// `cancel_job` asked by this client (for the audit line of its end).
     cancel_by: Option<String>,
+    /// The approval request the job waits for, or waited for (`apr-N`).
+    approval: Option<String>,
     stdout: Ring,
     stderr: Ring,
 }
@@ -145,10 +152,12 @@ pub struct JobView {
     pub end: JobEnd,
     /// Milliseconds since the start (the run's duration once it ended).
     pub elapsed_ms: u64,
+    /// The approval request it waits for, or waited for.
+    pub approval: Option<String>,
 }
 
 impl Job {
-    pub(super) fn new(id: JobId, spec: JobSpec, output_bytes: usize) -> Job {
+    pub(super) fn new(id: JobId, spec: JobSpec, output_bytes: usize, state: JobState) -> Job {
         let origin = spec.origin;
         Job {
             id,
@@ -157,13 +166,14 @@ impl Job {
             started: Instant::now(),
             cancel: CancellationToken::new(),
             live: Mutex::new(Live {
-                state: JobState::Running,
+                state,
                 origin,
                 progress: None,
                 end: JobEnd::default(),
                 ended_at: None,
                 untold: false,
                 cancel_by: None,
+                approval: None,
                 stdout: Ring::new(output_bytes),
                 stderr: Ring::new(output_bytes),
             }),
@@ -204,6 +214,24 @@ impl Job {
             self.tick();
         }
         raised
+    }
+
+    /// Names the approval request the job waits for.
+    pub fn set_approval(&self, id: &str) {
+        self.live().approval = Some(id.to_string());
+        self.tick();
+    }
+
+    /// An approved job starts running (from `AwaitingApproval`; anything else is kept).
+    pub fn approved(&self) {
+        {
+            let mut l = self.live();
+            if l.state != JobState::AwaitingApproval {
+                return;
+            }
+            l.state = JobState::Running;
+        }
+        self.tick();
     }
 
     /// Marks the job ended; the first end wins.
@@ -274,6 +302,7 @@ impl Job {
             progress: l.progress,
             end: l.end.clone(),
             elapsed_ms,
+            approval: l.approval.clone(),
         }
     }
 

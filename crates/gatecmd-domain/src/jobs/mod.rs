@@ -110,11 +110,21 @@ impl Jobs {
 
     /// Adds a running job for `spec.client`.
     pub fn start(&self, spec: JobSpec) -> Arc<Job> {
+        self.add(spec, JobState::Running)
+    }
+
+    /// Adds a job for `spec.client` that waits for an approval before anything runs
+    /// ([`Job::approved`] starts it).
+    pub fn start_awaiting(&self, spec: JobSpec) -> Arc<Job> {
+        self.add(spec, JobState::AwaitingApproval)
+    }
+
+    fn add(&self, spec: JobSpec, state: JobState) -> Arc<Job> {
         let mut t = self.table();
         t.next += 1;
         let n = t.next;
         let id = JobId(format!("job-{n}"));
-        let job = Arc::new(Job::new(id, spec, t.settings.output_bytes.max(1)));
+        let job = Arc::new(Job::new(id, spec, t.settings.output_bytes.max(1), state));
         t.jobs.insert(n, job.clone());
         sweep(&mut t, Some(&job.spec.client));
         drop(t);
@@ -184,7 +194,8 @@ impl Jobs {
     pub fn cancel(&self, client: &str, id: &str) -> Result<Arc<Job>, JobError> {
         let job = self.get(client, id)?;
         if job.state().is_running() {
-            if job.spec.uncancellable {
+            // Nothing runs while a job awaits its approval: withdrawing it is always allowed.
+            if job.spec.uncancellable && job.state() != JobState::AwaitingApproval {
                 return Err(JobError::Uncancellable { id: id.to_string() });
             }
             job.note_cancel(client);

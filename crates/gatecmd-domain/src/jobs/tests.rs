@@ -109,3 +109,18 @@ fn output_is_read_from_cursors_and_the_ring_drops_the_oldest() {
     assert_eq!(all.dropped, 4, "the first line is gone");
     assert!(j.held_bytes() <= 8);
 }
+
+#[test]
+fn a_job_awaiting_approval_is_alive_and_may_be_withdrawn_even_if_uncancellable() {
+    let jobs = Jobs::new(settings(4));
+    let mut s = spec("vm-a");
+    s.uncancellable = true;
+    let job = jobs.start_awaiting(s);
+    assert_eq!(job.state(), JobState::AwaitingApproval);
+    assert!(job.state().is_running(), "not ended");
+    assert_eq!(jobs.list("vm-a")[0].state.as_str(), "awaiting_approval");
+    jobs.cancel("vm-a", &job.id.0).expect("withdrawn");
+    assert!(job.cancel_token().is_cancelled());
+    job.approved();
+    assert_eq!(job.state(), JobState::Running, "approved: it runs");
+}

@@ -15,21 +15,25 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{refusal, structured, structured_error};
+use crate::approvals;
 use crate::board_talk::{Leased, TalkRefusal, take_board, talk_refusal};
 use crate::handler::{GatecmdServer, session_id};
 use crate::power_refusal::PowerError;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_devices::{DeviceId, RockchipMode};
+use gatecmd_domain::approvals::NewRequest;
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::boards::boot::{Now, Step, Target, Unreachable, plan};
 use gatecmd_domain::config::power::{action_spec, switch_spec};
 use gatecmd_domain::config::{Config, MAX_BOOT_TIMEOUT_SECS};
+use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
 use gatecmd_domain::console::session::{self, TalkError, Wait, last_line_since, watch};
 use gatecmd_domain::console::shell::{Prompts, Seen};
 use gatecmd_domain::console::{Console, ConsoleState, uboot};
 use gatecmd_domain::exec::{ExecError, Spec};
 use gatecmd_domain::locks::SessionId;
+use gatecmd_domain::locks::{LeaseId, LockKey};
 use gatecmd_domain::state::AppState;
 
 /// How long a newline is answered before the console counts as showing no prompt.
@@ -51,6 +55,10 @@ pub struct BootRequest {
     /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
     #[serde(default)]
     pub lease: Option<String>,
+    /// Why, shown to the approver when an approval rule holds for this call
+    /// (docs/APPROVALS.md); ignored otherwise.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Result of `boot_board` (or a refusal in its place).
@@ -89,7 +97,7 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(boot(&self.state, &who, session_id(&ctx), req, &ctx.ct).await)
+        Ok(boot(&self.state, &who, session_id(&ctx), req, &ctx).await)
     }
 }
 
@@ -211,8 +219,9 @@ pub async fn boot(
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: BootRequest,
-    cancel: &CancellationToken,
+    ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
+    let cancel = &ctx.ct;
     let started = Instant::now();
     let record = |outcome: &str, detail: serde_json::Value| {
         state.audit.record(&serde_json::json!({
@@ -241,6 +250,9 @@ pub async fn boot(
         return refuse(e.into());
     }
     let config = state.config();
+    if let Some(r) = await_approval(state, &config, who, session.clone(), &req, ctx).await {
+        return refuse(r);
+    }
     let leased = match take_board(
         state,
         &config,
@@ -339,6 +351,61 @@ pub async fn boot(
 }
 
 /// The best description of where a failed call left the board.
+/// When an `approvals:` rule holds for this boot (docs/APPROVALS.md): checks the caller's
+/// lease (taking the board's key, and letting it go again: nothing is held while a person
+/// decides) and waits for the yes in the call. `Some` is the refusal. Nothing is done to
+/// the board before the yes — the console is not even probed, so the plan is made after
+/// it, on the board as it is then.
+async fn await_approval(
+    state: &AppState,
+    config: &Config,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: &BootRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<Refusal> {
+    let board = config.board(&req.board)?;
+    let what = Gated::Tool {
+        tool: GatedTool::BootBoard,
+        action: req.to.as_str(),
+    };
+    let rule = approval_rule(&config.approvals, what, &[board])?;
+    let lease = req.lease.as_deref();
+    let leased = match take_board(
+        state,
+        config,
+        who,
+        session,
+        &board.name,
+        lease,
+        "boot_board",
+    )
+    .await
+    {
+        Ok(l) => l,
+        Err(r) => return Some(r),
+    };
+    drop(leased);
+    let key = LockKey::Board(board.name.clone());
+    let lease = req.lease.clone().map(LeaseId);
+    let watch = approvals::LeaseWatch::find(state, std::slice::from_ref(&key), lease.as_ref());
+    let spec = NewRequest {
+        client: who.name.clone(),
+        note: req.note.clone(),
+        tool: "boot_board".into(),
+        what: format!("boot_board {} to {}", board.name, req.to.as_str()),
+        argv: None,
+        board: Some(board.name.clone()),
+        holder: approvals::board_holder(state, &board.name),
+        files: vec![],
+        rule: rule.describe(),
+        approvers: rule.by.clone(),
+        timeout: rule.timeout,
+        job: None,
+    };
+    approvals::wait_in_call(state, spec, watch, ctx).await.err()
+}
+
 fn reached(state: &AppState, board: &str, asked: Target) -> Target {
     match state.boards.power_state(board) {
         PowerState::Off => Target::Off,

@@ -16,11 +16,13 @@ use rmcp::handler::server::router::tool::ToolRouter;
 
 use crate::handler::GatecmdServer;
 
+pub mod approve;
 pub mod board_run;
 pub mod boot_board;
 pub mod cancel_job;
 pub mod console_read;
 pub mod console_write;
+pub mod deny;
 pub mod execute_command;
 pub mod list_boards;
 pub mod list_commands;

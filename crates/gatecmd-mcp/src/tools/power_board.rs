@@ -13,15 +13,18 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured, structured_error};
+use crate::approvals;
 use crate::handler::{GatecmdServer, session_id};
 use crate::power_refusal::PowerError;
 use crate::reasons::unknown_board;
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_core::refusal::Refusal;
 use gatecmd_core::refusal::common::LeaseInvalid;
+use gatecmd_core::refusal::{Refusal, RefusalReason};
+use gatecmd_domain::approvals::NewRequest;
 use gatecmd_domain::audit::{PowerOutcome, PowerRecord};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::power::switch_spec;
+use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
 use gatecmd_domain::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
 
@@ -51,6 +54,10 @@ pub struct PowerRequest {
     /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
     #[serde(default)]
     pub lease: Option<String>,
+    /// Why, shown to the approver when an approval rule holds for this action
+    /// (docs/APPROVALS.md); ignored otherwise.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Result of `power_board` (or a refusal in its place).
@@ -137,6 +144,65 @@ pub async fn power(
                 .collect()
         })
         .collect();
+    if let Some(rule) = approval_rule(
+        &config.approvals,
+        Gated::Tool {
+            tool: GatedTool::PowerBoard,
+            action: &name_of(&req.action),
+        },
+        &[board],
+    ) {
+        // Every check that can refuse has passed and nothing was switched: wait for a yes,
+        // then only the same command lines, under the lease still held, may run.
+        let lease = req.lease.clone().map(LeaseId);
+        let key = LockKey::Board(board.name.clone());
+        let spec = NewRequest {
+            client: who.name.clone(),
+            note: req.note.clone(),
+            tool: "power_board".into(),
+            what: format!("power_board {} {}", board.name, name_of(&req.action)),
+            argv: Some(argv.iter().map(|a| a.join(" ")).collect()),
+            board: Some(board.name.clone()),
+            holder: approvals::board_holder(state, &board.name),
+            files: vec![],
+            rule: rule.describe(),
+            approvers: rule.by.clone(),
+            timeout: rule.timeout,
+            job: None,
+        };
+        let watch = approvals::LeaseWatch::find(state, std::slice::from_ref(&key), lease.as_ref());
+        if let Err(r) = approvals::wait_in_call(state, spec, watch, ctx).await {
+            return refused(state, who, &req, r);
+        }
+        let now = state.config();
+        let same = now.board(&board.name).is_some_and(|b| {
+            steps
+                .iter()
+                .map(|on| {
+                    switch_spec(&now, b, *on).map(|s| {
+                        std::iter::once(s.binary.display().to_string())
+                            .chain(s.args.iter().cloned())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .is_ok_and(|a| a == argv)
+        });
+        if !same {
+            let r = Refusal::new(
+                RefusalReason::ChangedSinceApproval,
+                format!(
+                    "board {}'s power switch changed since the approval (a reload); nothing \
+                     was switched. Call again",
+                    board.name
+                ),
+            );
+            return refused(state, who, &req, r);
+        }
+        if let Err(e) = holds_lease(state, who, &key, presented) {
+            return refused(state, who, &req, PowerError::from(e).into());
+        }
+    }
     // The board key is held for the whole action, under the caller's lease: no command of
     // the same lease runs between off and on.
     let lock = CommandLockRequest {

@@ -85,7 +85,7 @@ impl GatecmdServer {
     #[tool(
         description = "Wait for a job (from execute_command {background: true}, list_jobs, or a notice that \
                        your call continues as a job) until it ends or timeout_secs pass (default 30, at most \
-                       110): state (running|succeeded|failed|timed_out|cancelled|lost), progress, exit code \
+                       110): state (awaiting_approval|running|succeeded|failed|timed_out|cancelled|lost), progress, exit code \
                        and the output since output_cursor; pass the returned output_cursor to read on. \
                        Progress notifications while it waits if you send a progress token.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),

@@ -41,6 +41,10 @@ pub struct JobSummary {
     /// `execute_command`'s result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_left: Option<DeviceLeft>,
+    /// The approval request the job waits for (state `awaiting_approval`) or waited for
+    /// (docs/APPROVALS.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 impl JobSummary {
@@ -52,6 +56,7 @@ impl JobSummary {
             argv: v.spec.argv.clone(),
             state: v.state,
             origin: v.origin,
+            approval: v.approval.clone(),
             progress: v.progress,
             exit_code: v.end.exit_code,
             lock_keys: v.spec.lock_keys.clone(),

@@ -3,6 +3,7 @@
 //!
 //! One file per part of the schema; each adds methods to the [`Validator`].
 
+mod approvals;
 mod boards;
 mod clients;
 mod commands;

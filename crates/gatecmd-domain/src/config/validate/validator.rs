@@ -81,6 +81,12 @@ impl Validator {
             .unwrap_or_else(|| list.to_string())
     }
 
+    /// How many errors are recorded so far (a part that builds an item only when its own
+    /// checks passed compares before and after).
+    pub(super) fn error_count(&self) -> usize {
+        self.errors.len()
+    }
+
     pub(super) fn err(&mut self, at: Option<At>, field: String, message: String) {
         let (line, column) = at.unwrap_or((1, 1));
         self.errors.push(ConfigError {
@@ -197,6 +203,7 @@ impl Validator {
         }
         let boards = self.boards(raw.boards, &commands, &file_roots);
         self.power_commands_unlisted(&clients, &boards);
+        let approvals = self.approvals(raw.approvals, &commands, &boards, &clients);
         self.limits(&raw.limits, &raw.leases);
         self.declared(&raw.monitor, "monitor");
         self.declared(&raw.isolation, "isolation");
@@ -223,6 +230,7 @@ impl Validator {
             isolation: raw.isolation,
             audit: raw.audit,
             boards,
+            approvals,
             page: raw.page,
             metrics,
             jobs: raw.jobs,

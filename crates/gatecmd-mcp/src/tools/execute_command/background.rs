@@ -97,7 +97,8 @@ fn origin_name(o: Origin) -> &'static str {
     }
 }
 
-async fn run_job(l: Launch, job: Arc<Job>) {
+/// Runs a job's command to its end and records the end (a job whose locks are held).
+pub(super) async fn run_job(l: Launch, job: Arc<Job>) {
     let Launch {
         executor,
         jobs,

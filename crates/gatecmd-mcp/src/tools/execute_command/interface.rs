@@ -47,6 +47,10 @@ pub struct ExecuteRequest {
     /// held; the command runs on. Follow it with wait_job, stop it with cancel_job.
     #[serde(default)]
     pub background: bool,
+    /// Why you run it, shown to the approver when an approval rule holds for this call
+    /// (docs/APPROVALS.md); ignored otherwise. At most 1024 bytes.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// `device` of a request, parsed into a port path as the request is read. A text that is
@@ -119,6 +123,10 @@ pub struct ExecuteResult {
     /// A background call's job id: the command runs on; wait_job {job} follows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// The approval request this call waits for (docs/APPROVALS.md), with `job`: nothing
+    /// runs until an approver says yes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
     /// When the job started (RFC 3339), with `job`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,

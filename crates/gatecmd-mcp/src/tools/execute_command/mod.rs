@@ -2,8 +2,11 @@
 //! and result), [`prepare`] (policy and typed refusals on one snapshot (`snapshot.rs`) of
 //! the configuration and the devices: nothing has run), [`run`] (locks → spawn → outcome)
 //! and [`render`] (text for people); [`power_guard`] refuses a board's power command;
-//! [`device_left`] tells whether the device left mid-run.
+//! [`device_left`] tells whether the device left mid-run; [`approval`] holds a call an
+//! `approvals:` rule covers until an approver says yes; `stages.rs` holds the steps both
+//! paths share (refusal record, slot and locks, the run's beginning).
 
+mod approval;
 mod background;
 pub mod device_left;
 mod held;
@@ -16,6 +19,7 @@ mod rejected;
 pub mod render;
 pub mod run;
 mod snapshot;
+mod stages;
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;

@@ -39,6 +39,9 @@ pub struct Prepared<'a> {
     /// `spec.args` for people: a file argument as the path it resolved to, where the child
     /// gets `/proc/self/fd/N`.
     pub shown_args: Vec<String>,
+    /// Each file argument as the path it resolved to, with the open file the child gets
+    /// (what an approval hashes, docs/APPROVALS.md).
+    pub files: Vec<(String, std::sync::Arc<std::os::fd::OwnedFd>)>,
     pub progress: Option<regex::Regex>,
     pub cancel: CancelPolicy,
     pub dry_run: bool,
@@ -144,6 +147,9 @@ pub fn prepare<'a>(
         .progress
         .clone()
         .or_else(|| command.progress.clone());
+    let files: Vec<(String, std::sync::Arc<std::os::fd::OwnedFd>)> = (approved.files.iter())
+        .map(|f| (f.real.display().to_string(), f.fd.clone()))
+        .collect();
     Ok(Prepared {
         snapshot: snap,
         command,
@@ -153,6 +159,7 @@ pub fn prepare<'a>(
         device,
         isolated,
         shown_args: approved.shown,
+        files,
         spec: Spec {
             binary: command.binary.clone(),
             args: approved.args,

@@ -18,21 +18,21 @@ use gatecmd_domain::audit;
 use gatecmd_domain::config::CancelPolicy;
 use gatecmd_domain::exec::{ExecError, LineTap, Outcome, Spec};
 use gatecmd_domain::isolation::{Plan, Privilege, Roots};
-use gatecmd_domain::locks::{ClientName, CommandLockRequest, LeaseId, SessionId};
+use gatecmd_domain::locks::{LeaseId, SessionId};
 use gatecmd_domain::state::AppState;
 
-use super::device_left::Watch;
 use super::held::Held;
 use super::interface::{ExecuteRequest, ExecuteResult};
 use super::outcome::{command_outcome, fill, run_end};
 use super::prepare::{Prepared, Rejected, Snapshot, prepare};
 use super::render::{render, render_view, shell_words};
+use super::stages::{Begun, Refuser, begin, hold, new_result};
 
 /// Runs `execute_command` for `who`. With `task` (the client declared the MCP tasks
 /// extension), a call that would run long (`background`, or a `cancel: detach`/`never`
 /// command) is answered with a task whose id is its job's.
 pub async fn run(
-    state: &AppState,
+    state: &std::sync::Arc<AppState>,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
@@ -48,7 +48,7 @@ pub async fn run(
 }
 
 async fn run_call(
-    state: &AppState,
+    state: &std::sync::Arc<AppState>,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
@@ -71,6 +71,9 @@ async fn run_call(
         ),
         asked: req.args.clone().into_vec(),
     };
+    // The request as asked, for a call that waits for an approval to be checked again when
+    // it is approved; taken only where a rule exists.
+    let again = (!config.approvals.is_empty()).then(|| super::approval::Again::of(&req));
     // Every check, the wait limit included: a dry run makes them all.
     let prepared = match prepare(&snap, who, req) {
         Ok(p) => p,
@@ -81,47 +84,37 @@ async fn run_call(
     if prepared.dry_run {
         return dry_run(&refuser, &prepared, &roots, result).into();
     }
-    let mut held = match hold(state, who, session, lease, &prepared, ctx).await {
+    if let Some(rule) = super::approval::rule_for(&prepared) {
+        // Nothing has touched the board: the call becomes a request that waits.
+        return super::approval::ask(super::approval::Ask {
+            state,
+            who,
+            session,
+            again: again.unwrap_or_default(),
+            lease,
+            prepared: &prepared,
+            rule,
+            refuser: &refuser,
+            result,
+            ctx,
+            task,
+        })
+        .await;
+    }
+    let held = match hold(state, who, session, lease, &prepared, &ctx.ct).await {
         Ok(h) => h,
         Err(e) => return refuser.refuse(e).into(),
     };
-    let mut spec = prepared.spec.clone();
-    if let Some(id) = prepared.isolate() {
-        // Built now, under the lock: a board that re-enumerated since `prepare` (or since
-        // the last command) is seen with its current bus and device number.
-        match Plan::new(&roots, id, Privilege::current()) {
-            Ok(plan) => {
-                spec.isolation = Some(plan.setup);
-                result.isolated_view = Some(plan.view);
-            }
-            Err(e) => return refuser.refuse(e.into()).into(),
-        }
-    }
-    tracing::info!(client = %who.name, command = %result.command, argv = ?result.argv, device = ?result.device, verdict = "allowed", "execute_command");
-    // Written before the spawn (locks held), so a crash mid-run still shows what was started.
-    let trail = audit::RunTrail::start(
-        &state.audit,
-        refuser.call.clone(),
-        audit::RunStart {
-            argv: result.argv.clone(),
-            device: result.device.clone(),
-            lock_keys: result.lock_keys.clone(),
-            timeout_secs: result.timeout_secs,
-        },
-    );
-    // Listed on the bench page until the run (and with it `held`) is gone.
-    held.board = prepared.board.map(|b| b.name.clone());
-    held.run = Some(state.running.start(gatecmd_domain::running::NewRun {
-        client: who.name.clone(),
-        command: result.command.clone(),
-        argv: result.argv.clone(),
-        device: result.device.clone(),
-        board: held.board.clone(),
-        progress: prepared.progress.clone(),
-    }));
-    // Dropped unfinished (the request went away mid-run), it counts as cancelled.
-    let running = metrics::command_running(&result.command, &who.name);
-    let left = Watch::start(state, config, prepared.device.map(|d| &d.id));
+    let Begun {
+        spec,
+        held,
+        trail,
+        running,
+        left,
+    } = match begin(state, who, &refuser, &prepared, held, &mut result) {
+        Ok(b) => b,
+        Err(e) => return refuser.refuse(e).into(),
+    };
     let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
     if as_job || prepared.cancel == CancelPolicy::Detach {
         let origin = match (as_job, task) {
@@ -184,69 +177,6 @@ async fn run_call(
     }
 }
 
-/// Refuses a call before anything ran: logged, audited with its reason, answered.
-struct Refuser<'a> {
-    state: &'a AppState,
-    who: &'a ClientIdentity,
-    call: audit::ExecuteCall,
-    /// The caller's arguments, unresolved.
-    asked: Vec<String>,
-}
-
-impl Refuser<'_> {
-    fn refuse(&self, why: Rejected) -> CallToolResult {
-        // An unknown name is counted as `other`: the label set stays the configured one.
-        let configured = why.names_configured_command();
-        let r = Refusal::from(why);
-        tracing::info!(
-            client = %self.who.name, command = %self.call.command, verdict = "refused",
-            refusal = %r.reason, reason = %r.message, "execute_command"
-        );
-        // The reason is also the audit log's aggregation class: chosen in code, so a
-        // client cannot invent classes to get more lines written.
-        self.state
-            .audit
-            .execute_refused(&self.call, &self.asked, r.reason.as_str(), &r.message);
-        metrics::command_done(
-            &self.call.command,
-            configured,
-            &self.who.name,
-            metrics::CommandOutcome::Refused,
-            Some(r.reason),
-        );
-        refusal(r)
-    }
-}
-
-/// The result before anything ran: what will run, with what timeout, on which keys.
-fn new_result(prepared: &Prepared<'_>) -> ExecuteResult {
-    ExecuteResult {
-        command: prepared.command.name.clone(),
-        argv: prepared.argv(),
-        passed_argv: (!prepared.spec.inherit.is_empty()).then(|| prepared.passed_argv()),
-        exit_code: None,
-        signal: None,
-        stdout: String::new(),
-        stderr: String::new(),
-        stdout_truncated: false,
-        stderr_truncated: false,
-        duration_ms: 0,
-        timed_out: false,
-        cancelled: false,
-        timeout_secs: prepared.spec.timeout.as_secs(),
-        dry_run: prepared.dry_run,
-        device: prepared.device.map(|d| d.id.to_string()),
-        lock_keys: prepared.keys.iter().map(|k| k.to_string()).collect(),
-        shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
-        isolated_view: None,
-        stop_reason: None,
-        job: None,
-        started_at: None,
-        notices: Vec::new(),
-        device_left: None,
-    }
-}
-
 /// A dry run: the argv, the view it would get, whether its locks are free now.
 fn dry_run(
     refuser: &Refuser<'_>,
@@ -288,45 +218,6 @@ fn dry_run(
         None,
     );
     structured(&result, text)
-}
-
-/// Takes a client slot, then the device locks (queueing up to `prepared.wait`).
-async fn hold(
-    state: &AppState,
-    who: &ClientIdentity,
-    session: Option<SessionId>,
-    lease: Option<LeaseId>,
-    prepared: &Prepared<'_>,
-    ctx: &RequestContext<RoleServer>,
-) -> Result<Held, Rejected> {
-    let Some(slot) = state.client_slot(&who.name) else {
-        return Err(Rejected::TooManyRunning {
-            client: who.name.clone(),
-            max: prepared.snapshot.config.limits.max_concurrent_per_client,
-        });
-    };
-    let lock_req = CommandLockRequest {
-        keys: prepared.keys.clone(),
-        shared: prepared.shared_keys.clone(),
-        client: ClientName(who.name.clone()),
-        session,
-        lease,
-        command: format!("{} {}", prepared.command.name, prepared.spec.args.join(" "))
-            .trim_end()
-            .to_string(),
-    };
-    // A request cancelled while queued leaves the queue at once (the future is dropped).
-    let locks = tokio::select! {
-        r = state.locks.acquire_for_command_wait(lock_req, prepared.wait) => r?,
-        _ = ctx.ct.cancelled() => return Err(Rejected::CancelledWaiting),
-    };
-    Ok(Held {
-        _slot: slot,
-        _locks: locks,
-        run: None,
-        client: who.name.clone(),
-        board: None,
-    })
 }
 
 /// A progress reporter for the request, if it carries a progress token.

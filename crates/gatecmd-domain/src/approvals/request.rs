@@ -1,0 +1,193 @@
+//! One request for approval: what exactly will run, who asked, who may decide, until
+//! when; and how it was decided.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::config::Approvers;
+
+/// A request's id: `apr-N`, unique while the server runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
+pub struct ApprovalId(pub String);
+
+impl std::fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A file argument as it was when the request was made: the approval covers these bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct FileDigest {
+    /// The path it resolved to.
+    pub path: String,
+    /// SHA-256 of the content, lowercase hex.
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// What a request asks for, fixed when it is made.
+#[derive(Debug, Clone)]
+pub struct NewRequest {
+    /// The requesting client.
+    pub client: String,
+    /// The caller's note (why), if it gave one.
+    pub note: Option<String>,
+    /// `execute_command` or the built-in tool.
+    pub tool: String,
+    /// What will run, in one line: the argv, or the tool's action.
+    pub what: String,
+    /// The argv that will run (an `execute_command`), file arguments as resolved.
+    pub argv: Option<Vec<String>>,
+    pub board: Option<String>,
+    /// Who holds the board's lease now, if anyone.
+    pub holder: Option<String>,
+    pub files: Vec<FileDigest>,
+    /// The rule that holds, described (`approvals[0] (command rkdeveloptool, args ^ef$)`).
+    pub rule: String,
+    pub approvers: Approvers,
+    pub timeout: Duration,
+    /// The job that waits on it (an `execute_command`).
+    pub job: Option<String>,
+}
+
+/// How a request ended. Serialised in snake_case; part of the interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Approved,
+    Denied,
+    /// Nobody decided within `approve.timeout_secs`.
+    Expired,
+    /// The requester went away or cancelled before a decision.
+    Withdrawn,
+    /// The lease the request was made under ended.
+    LeaseEnded,
+    /// A `by: requester` request whose client could not ask its user (elicitation failed).
+    Unavailable,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Approved => "approved",
+            Outcome::Denied => "denied",
+            Outcome::Expired => "expired",
+            Outcome::Withdrawn => "withdrawn",
+            Outcome::LeaseEnded => "lease_ended",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+
+    /// Every outcome (metrics labels).
+    pub const ALL: &'static [Outcome] = &[
+        Outcome::Approved,
+        Outcome::Denied,
+        Outcome::Expired,
+        Outcome::Withdrawn,
+        Outcome::LeaseEnded,
+        Outcome::Unavailable,
+    ];
+}
+
+/// A decision: how, by whom, with what note, when.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// The approver (a client name, `page:NAME`, `cli`), for an approval or a denial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[schemars(with = "String")]
+    pub at: DateTime<Utc>,
+    /// From the request to the decision.
+    pub after_ms: u64,
+}
+
+/// A request waiting (or decided); shared by the registry and the call that waits.
+#[derive(Debug)]
+pub struct Request {
+    pub id: ApprovalId,
+    pub spec: NewRequest,
+    pub since: DateTime<Utc>,
+    pub(super) since_instant: Instant,
+    pub deadline: DateTime<Utc>,
+    pub(super) deadline_instant: Instant,
+    pub(super) decided: watch::Sender<Option<Decision>>,
+}
+
+impl Request {
+    /// The decision, once there is one.
+    pub fn decision(&self) -> Option<Decision> {
+        self.decided.borrow().clone()
+    }
+
+    /// When it expires (for a waiter's timer).
+    pub fn deadline_instant(&self) -> Instant {
+        self.deadline_instant
+    }
+
+    /// A copy for a resource, the page or a tool's answer.
+    pub fn view(&self) -> RequestView {
+        RequestView {
+            id: self.id.clone(),
+            client: self.spec.client.clone(),
+            note: self.spec.note.clone(),
+            tool: self.spec.tool.clone(),
+            what: self.spec.what.clone(),
+            argv: self.spec.argv.clone(),
+            board: self.spec.board.clone(),
+            holder: self.spec.holder.clone(),
+            files: self.spec.files.clone(),
+            rule: self.spec.rule.clone(),
+            approvers: match &self.spec.approvers {
+                Approvers::Clients(names) => names.clone(),
+                Approvers::Requester => vec!["requester".to_string()],
+            },
+            since: self.since,
+            deadline: self.deadline,
+            job: self.spec.job.clone(),
+            decision: self.decision(),
+        }
+    }
+}
+
+/// A request as shown: `gatecmd://approvals`, the page, `approve`/`deny` answers. Field
+/// names are part of the interface (docs/APPROVALS.md).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RequestView {
+    pub id: ApprovalId,
+    /// The requesting client.
+    pub client: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// `execute_command` or the built-in tool asked for.
+    pub tool: String,
+    /// What will run, in one line.
+    pub what: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board: Option<String>,
+    /// Who holds the board's lease now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Each file argument's SHA-256 and size when the request was made.
+    pub files: Vec<FileDigest>,
+    pub rule: String,
+    /// Client names that may decide, or `["requester"]`.
+    pub approvers: Vec<String>,
+    #[schemars(with = "String")]
+    pub since: DateTime<Utc>,
+    #[schemars(with = "String")]
+    pub deadline: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}

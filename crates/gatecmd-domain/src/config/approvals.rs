@@ -1,0 +1,217 @@
+//! `approvals:`: which actions wait for a named person's yes (issue 33), as written and
+//! as validated, and the lookup every gated call makes.
+//!
+//! A rule selects an action by what it is (`command` with an optional `args_match`, or a
+//! built-in `tool` with its `action`/`force`) and by where it acts (`board`, `board_tag`);
+//! the selectors given must all hold. The first rule that holds applies. With no rule
+//! configured the lookup is one `is_empty` test: calls no rule can reach pay nothing more.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::boards::BoardConfig;
+
+/// `approve.timeout_secs` when absent: how long a request waits before it expires.
+pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 900;
+/// The longest `approve.timeout_secs`: a day.
+pub const MAX_APPROVAL_TIMEOUT_SECS: u64 = 86_400;
+
+/// One rule as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawApprovalRule {
+    pub(crate) command: Option<String>,
+    pub(crate) args_match: Option<String>,
+    pub(crate) tool: Option<String>,
+    pub(crate) action: Option<String>,
+    pub(crate) force: Option<bool>,
+    pub(crate) board: Option<String>,
+    #[serde(default)]
+    pub(crate) board_tag: BTreeMap<String, String>,
+    pub(crate) approve: RawApprove,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawApprove {
+    pub(crate) by: RawApprovers,
+    pub(crate) timeout_secs: Option<u64>,
+}
+
+/// `by:` as written: a list of client names, or the word `requester`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawApprovers {
+    Word(String),
+    Names(Vec<String>),
+}
+
+/// A built-in tool whose calls a rule may hold for approval. Only tools whose call is
+/// gated are accepted by the validator, so a rule is never silently ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatedTool {
+    PowerBoard,
+    BootBoard,
+}
+
+impl GatedTool {
+    /// Every tool a rule may name, with its name as written.
+    pub const ALL: &'static [(GatedTool, &'static str)] = &[
+        (GatedTool::PowerBoard, "power_board"),
+        (GatedTool::BootBoard, "boot_board"),
+    ];
+
+    pub fn parse(name: &str) -> Option<GatedTool> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GatedTool::PowerBoard => "power_board",
+            GatedTool::BootBoard => "boot_board",
+        }
+    }
+
+    /// The actions a rule's `action` may name for this tool.
+    pub fn actions(self) -> &'static [&'static str] {
+        match self {
+            GatedTool::PowerBoard => &["on", "off", "cycle"],
+            GatedTool::BootBoard => &["recovery", "maskrom", "uboot", "shell", "off"],
+        }
+    }
+}
+
+/// Who may say yes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approvers {
+    /// These configured clients (never the requester itself).
+    Clients(Vec<String>),
+    /// The requesting client's own user, asked through MCP elicitation.
+    Requester,
+}
+
+impl std::fmt::Display for Approvers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Approvers::Clients(names) => f.write_str(&names.join(", ")),
+            Approvers::Requester => f.write_str("the requesting client's user (by: requester)"),
+        }
+    }
+}
+
+/// A validated rule.
+#[derive(Debug, Clone)]
+pub struct ApprovalRule {
+    /// Its position in `approvals:` (`approvals[N]`), for people and the audit log.
+    pub index: usize,
+    pub command: Option<String>,
+    /// Matched against the arguments that will run, joined by one space.
+    pub args_match: Option<Regex>,
+    pub tool: Option<GatedTool>,
+    /// `power_board`'s `on`, `off` or `cycle`, `boot_board`'s `to`; any when absent.
+    pub action: Option<String>,
+    pub board: Option<String>,
+    pub board_tag: BTreeMap<String, String>,
+    pub by: Approvers,
+    pub timeout: Duration,
+}
+
+/// What a gated call is about to do, as the lookup sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum Gated<'a> {
+    /// `execute_command`: the command's name, its arguments as they will run, and
+    /// whether it is marked `read_only` (a board-only rule leaves those alone).
+    Command {
+        name: &'a str,
+        args: &'a [String],
+        read_only: bool,
+    },
+    /// A built-in tool's action (`power_board` `off`).
+    Tool { tool: GatedTool, action: &'a str },
+}
+
+impl ApprovalRule {
+    /// The rule in one line: `approvals[0] (command rkdeveloptool, args ^ef$)`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = &self.command {
+            parts.push(format!("command {c}"));
+        }
+        if let Some(a) = &self.args_match {
+            parts.push(format!("args {}", a.as_str()));
+        }
+        if let Some(t) = self.tool {
+            parts.push(format!("tool {}", t.as_str()));
+        }
+        if let Some(a) = &self.action {
+            parts.push(format!("action {a}"));
+        }
+        if let Some(b) = &self.board {
+            parts.push(format!("board {b}"));
+        }
+        for (k, v) in &self.board_tag {
+            parts.push(format!("board tag {k}={v}"));
+        }
+        format!("approvals[{}] ({})", self.index, parts.join(", "))
+    }
+
+    /// Whether this rule holds for `what` acting on `boards` (every board the call
+    /// touches: a command that names no device may reach several).
+    pub fn holds(&self, what: Gated<'_>, boards: &[&BoardConfig]) -> bool {
+        let what_matches = match what {
+            Gated::Command {
+                name,
+                args,
+                read_only,
+            } => {
+                if self.tool.is_some() {
+                    return false;
+                }
+                match &self.command {
+                    Some(c) => {
+                        c == name
+                            && self
+                                .args_match
+                                .as_ref()
+                                .is_none_or(|re| re.is_match(&args.join(" ")))
+                    }
+                    // A rule on a board alone holds for what may change the board.
+                    None => !read_only,
+                }
+            }
+            Gated::Tool { tool, action } => {
+                if self.command.is_some() {
+                    return false;
+                }
+                self.tool.is_none_or(|t| t == tool)
+                    && self.action.as_deref().is_none_or(|a| a == action)
+            }
+        };
+        if !what_matches {
+            return false;
+        }
+        if self.board.is_none() && self.board_tag.is_empty() {
+            return true;
+        }
+        boards.iter().any(|b| {
+            self.board.as_ref().is_none_or(|name| &b.name == name)
+                && (self.board_tag.iter()).all(|(k, v)| b.tags.get(k) == Some(v))
+        })
+    }
+}
+
+/// The first rule of `rules` that holds for `what` acting on `boards`.
+pub fn approval_rule<'r>(
+    rules: &'r [ApprovalRule],
+    what: Gated<'_>,
+    boards: &[&BoardConfig],
+) -> Option<&'r ApprovalRule> {
+    // The common case, no rule at all, costs this one test.
+    if rules.is_empty() {
+        return None;
+    }
+    rules.iter().find(|r| r.holds(what, boards))
+}

@@ -1,0 +1,213 @@
+//! `approvals:`: each rule selects something, names configured commands, boards and
+//! clients, and a sound regex and timeout.
+
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::super::approvals::{
+    ApprovalRule, Approvers, DEFAULT_APPROVAL_TIMEOUT_SECS, GatedTool, MAX_APPROVAL_TIMEOUT_SECS,
+    RawApprovalRule, RawApprovers,
+};
+use super::super::boards::BoardConfig;
+use super::super::command::CommandConfig;
+use super::super::schema::ClientConfig;
+use super::validator::Validator;
+
+impl Validator {
+    pub(super) fn approvals(
+        &mut self,
+        raw: Vec<RawApprovalRule>,
+        commands: &[CommandConfig],
+        boards: &[BoardConfig],
+        clients: &[ClientConfig],
+    ) -> Vec<ApprovalRule> {
+        let mut out = Vec::new();
+        for (i, r) in raw.into_iter().enumerate() {
+            let errors_before = self.error_count();
+            let field = |k: &str| format!("approvals[{i}].{k}");
+            let fail = |v: &mut Validator, k: &str, message: String| {
+                let f = field(k);
+                let at = v.at(&f);
+                v.err(at, f, message);
+            };
+            let has_subject = r.command.is_some()
+                || r.tool.is_some()
+                || r.board.is_some()
+                || !r.board_tag.is_empty();
+            if !has_subject {
+                fail(
+                    self,
+                    "approve",
+                    "a rule must select what it holds: command, tool, board or board_tag".into(),
+                );
+            }
+            if r.command.is_some() && r.tool.is_some() {
+                fail(
+                    self,
+                    "tool",
+                    "a rule names a command or a tool, not both".into(),
+                );
+            }
+            if let Some(c) = &r.command
+                && !commands.iter().any(|k| &k.name == c)
+            {
+                let known: Vec<_> = commands.iter().map(|k| k.name.as_str()).collect();
+                fail(
+                    self,
+                    "command",
+                    format!(
+                        "unknown command {c:?}; defined commands: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+            let args_match = match (&r.args_match, &r.command) {
+                (None, _) => None,
+                (Some(_), None) => {
+                    fail(self, "args_match", "args_match needs a command".into());
+                    None
+                }
+                (Some(a), Some(_)) => match Regex::new(a) {
+                    Ok(re) => Some(re),
+                    Err(e) => {
+                        fail(self, "args_match", format!("not a valid regex: {e}"));
+                        None
+                    }
+                },
+            };
+            let tool = match &r.tool {
+                None => None,
+                Some(t) => {
+                    let t = GatedTool::parse(t);
+                    if t.is_none() {
+                        let gated: Vec<_> = GatedTool::ALL.iter().map(|(_, n)| *n).collect();
+                        fail(
+                            self,
+                            "tool",
+                            format!(
+                                "tool {:?} cannot be held for approval; tools that can: {} \
+                                 (execute_command is ruled by `command`)",
+                                r.tool.as_deref().unwrap_or_default(),
+                                gated.join(", ")
+                            ),
+                        );
+                    }
+                    t
+                }
+            };
+            if let Some(a) = &r.action {
+                match tool {
+                    None => fail(
+                        self,
+                        "action",
+                        "action goes with tool: power_board or boot_board".into(),
+                    ),
+                    Some(t) if !t.actions().contains(&a.as_str()) => fail(
+                        self,
+                        "action",
+                        format!(
+                            "unknown action {a:?} of {}; one of: {}",
+                            t.as_str(),
+                            t.actions().join(", ")
+                        ),
+                    ),
+                    Some(_) => {}
+                }
+            }
+            if r.force.is_some() {
+                fail(
+                    self,
+                    "force",
+                    "force goes with tool: unlock_device, which cannot be held for approval yet"
+                        .into(),
+                );
+            }
+            if let Some(b) = &r.board
+                && !boards.iter().any(|x| &x.name == b)
+            {
+                let known: Vec<_> = boards.iter().map(|x| x.name.as_str()).collect();
+                fail(
+                    self,
+                    "board",
+                    format!(
+                        "unknown board {b:?}; configured boards: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+            let by = match r.approve.by {
+                RawApprovers::Word(w) if w == "requester" => Some(Approvers::Requester),
+                RawApprovers::Word(w) => {
+                    fail(
+                        self,
+                        "approve.by",
+                        format!(
+                            "{w:?} is neither `requester` nor a list of client names \
+                             (write `by: [{w}]` for one client)"
+                        ),
+                    );
+                    None
+                }
+                RawApprovers::Names(names) if names.is_empty() => {
+                    fail(
+                        self,
+                        "approve.by",
+                        "name at least one approver (a configured client), or `requester`".into(),
+                    );
+                    None
+                }
+                RawApprovers::Names(names) => {
+                    for (k, n) in names.iter().enumerate() {
+                        let known = clients.iter().any(|c| &c.name == n)
+                            || (clients.is_empty() && n == "default");
+                        if !known {
+                            let f = format!("approvals[{i}].approve.by[{k}]");
+                            let at = self.at(&f);
+                            let names: Vec<_> = clients.iter().map(|c| c.name.as_str()).collect();
+                            self.err(
+                                at,
+                                f,
+                                format!(
+                                    "unknown client {n:?}; configured clients: {}",
+                                    names.join(", ")
+                                ),
+                            );
+                        }
+                    }
+                    Some(Approvers::Clients(names))
+                }
+            };
+            let secs = r
+                .approve
+                .timeout_secs
+                .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_SECS);
+            if secs == 0 || secs > MAX_APPROVAL_TIMEOUT_SECS {
+                fail(
+                    self,
+                    "approve.timeout_secs",
+                    format!(
+                        "{secs} is out of range: 1 to {MAX_APPROVAL_TIMEOUT_SECS} seconds \
+                         (default {DEFAULT_APPROVAL_TIMEOUT_SECS})"
+                    ),
+                );
+            }
+            if let Some(by) = by
+                && self.error_count() == errors_before
+            {
+                out.push(ApprovalRule {
+                    index: i,
+                    command: r.command,
+                    args_match,
+                    tool,
+                    action: r.action,
+                    board: r.board,
+                    board_tag: r.board_tag,
+                    by,
+                    timeout: Duration::from_secs(secs),
+                });
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,656 @@
+"""Approvals (issue 33) with the official MCP Python SDK as the requesting agent and as the
+approver client: a destructive call waits for a named approver's yes, and each way a
+request ends is a test — approved (it runs, the result goes to the requester), denied
+(refused with the approver's note), expired, the requester approving itself, a client that
+is no approver, a file rewritten between approval and run (refused, nothing ran), and a
+reload that removes the rule while a request waits (it stays pending under the rule it was
+made under: docs/APPROVALS.md).
+
+The command is a real executable written here: it appends what it was run with, and the
+content of its file argument, to a log the tests read, so "nothing ran" is checked on the
+host, not taken from an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import stat
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import Server, connect
+
+pytestmark = pytest.mark.anyio
+
+AGENT = "approvals-agent-token-0123456789"
+OPS = "approvals-ops-token-0123456789ab"
+MALLORY = "approvals-mallory-token-012345"
+
+RULES = """
+approvals:
+  - command: tool
+    args_match: "^ef$"
+    approve: {by: [ops], timeout_secs: 120}
+  - command: tool
+    args_match: "^wl "
+    approve: {by: [ops, agent], timeout_secs: 120}
+  - command: quick
+    approve: {by: [ops], timeout_secs: 2}
+  - command: mine
+    approve: {by: requester, timeout_secs: 60}
+"""
+
+
+def config(directory: Path, rules: str = RULES) -> str:
+    return f"""
+clients:
+  - name: agent
+    token: {AGENT}
+  - name: ops
+    token: {OPS}
+  - name: mallory
+    token: {MALLORY}
+file_roots: [{directory}/files]
+commands:
+  - name: tool
+    binary: {directory}/tool.sh
+    description: A stand-in for rkdeveloptool that logs what it was run with.
+    destructive: true
+    params: {{lba: "[0-9]+"}}
+    allowed_args:
+      - pattern: ef
+      - pattern: wl {{lba}} {{image}}
+        file_args: [image]
+  - name: quick
+    binary: {directory}/tool.sh
+    description: The same, under a rule that expires in two seconds.
+    allowed_args:
+      - pattern: ef
+  - name: mine
+    binary: {directory}/tool.sh
+    description: The same, approved by the requesting client's own user (elicitation).
+    allowed_args:
+      - pattern: ef
+{rules}
+"""
+
+
+@pytest.fixture
+def bench(tmp_path):
+    (tmp_path / "files").mkdir()
+    tool = tmp_path / "tool.sh"
+    # The child's environment is cleared: the log's path is written into the script.
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'echo "ran $*" >> {tmp_path}/ran.log\n'
+        f'if [ -n "$3" ]; then cat "$3" >> {tmp_path}/ran.log; echo >> {tmp_path}/ran.log; fi\n'
+        'echo "done $1"\n'
+    )
+    tool.chmod(stat.S_IRWXU)
+    s = Server(tmp_path, config=config(tmp_path))
+    yield s
+    s.stop()
+
+
+def ran(bench: Server) -> str:
+    p = bench.dir / "ran.log"
+    return p.read_text() if p.exists() else ""
+
+
+async def pending(client, count: int = 1, timeout: float = 10.0) -> list[dict]:
+    """The pending requests once there are `count` of them (read from gatecmd://approvals)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await client.read_resource("gatecmd://approvals")
+        listed = json.loads(r.contents[0].text)["pending"]
+        if len(listed) >= count or time.monotonic() > deadline:
+            return listed
+        await anyio.sleep(0.1)
+
+
+async def test_approved_runs_and_the_result_goes_to_the_requester(bench):
+    progress: list[str] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+
+        async def ask() -> None:
+            r = await agent.call_tool(
+                "execute_command",
+                {"command": "tool", "args": ["ef"], "note": "erase before the new loader"},
+                progress_callback=on_progress,
+            )
+            answer["r"] = r
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            [req] = await pending(ops)
+            assert req["client"] == "agent"
+            assert req["note"] == "erase before the new loader"
+            assert req["argv"] == [f"{bench.dir}/tool.sh", "ef"]
+            assert req["approvers"] == ["ops"]
+            assert req["rule"].startswith("approvals[0]")
+            assert req["job"].startswith("job-")
+            # The agent's call waits and says so; nothing has run.
+            listed = await agent_jobs(bench)
+            assert any(j["job"] == req["job"] and j["state"] == "awaiting_approval" for j in listed), listed
+            await anyio.sleep(5.5)
+            assert ran(bench) == ""
+            ok = await ops.call_tool("approve", {"approval": req["id"], "note": "go ahead"})
+            assert ok.is_error is not True, ok
+            assert ok.structured_content["request"]["decision"]["outcome"] == "approved"
+            assert ok.structured_content["request"]["decision"]["by"] == "ops"
+        r = answer["r"]
+        assert r.is_error is not True, r
+        assert r.structured_content["exit_code"] == 0
+        assert r.structured_content["stdout"] == "done ef\n"
+        assert r.structured_content["approval"] == req["id"]
+        assert ran(bench) == "ran ef\n"
+        # Clients resetting their timeout on progress were told who the call waits for.
+        assert any(f"awaiting approval {req['id']} by ops" in m for m in progress), progress
+        decided = json.loads((await ops.read_resource("gatecmd://approvals")).contents[0].text)["decided"]
+        assert decided[0]["id"] == req["id"] and decided[0]["decision"]["note"] == "go ahead"
+
+
+async def agent_jobs(bench: Server) -> list[dict]:
+    async with connect(bench.url, AGENT, "legacy") as c:
+        return (await c.call_tool("list_jobs", {})).structured_content["jobs"]
+
+
+async def test_denied_is_refused_with_the_note_and_nothing_ran(bench):
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+
+        async def ask() -> None:
+            answer["r"] = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"]})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            [req] = await pending(ops)
+            no = await ops.call_tool("deny", {"approval": req["id"], "note": "board b1 is being debugged"})
+            assert no.is_error is not True, no
+        r = answer["r"]
+        assert r.is_error is True
+        refusal = r.structured_content["refusal"]
+        assert refusal["reason"] == "approval_denied"
+        assert "board b1 is being debugged" in refusal["message"] and "ops" in refusal["message"]
+    assert ran(bench) == ""
+    log = (bench.dir / "state" / "audit.log").read_text()
+    decided = [json.loads(line) for line in log.splitlines() if '"approval_decided"' in line]
+    assert decided and decided[-1]["outcome"] == "denied" and decided[-1]["by"] == "ops"
+    assert decided[-1]["note"] == "board b1 is being debugged"
+
+
+async def test_a_request_nobody_decides_expires(bench):
+    async with connect(bench.url, AGENT, "legacy") as agent:
+        started = time.monotonic()
+        r = await agent.call_tool("execute_command", {"command": "quick", "args": ["ef"]})
+        assert r.is_error is True
+        assert r.structured_content["refusal"]["reason"] == "approval_expired"
+        assert 1.5 < time.monotonic() - started < 10
+    assert ran(bench) == ""
+
+
+async def test_the_requester_and_other_clients_cannot_approve(bench):
+    image = bench.dir / "files" / "image.img"
+    image.write_bytes(b"loader v2")
+    async with (
+        connect(bench.url, AGENT, "legacy") as agent,
+        connect(bench.url, MALLORY, "legacy") as mallory,
+        connect(bench.url, OPS, "legacy") as ops,
+    ):
+        # This rule lists the agent among its approvers: still not for its own request.
+        r = await agent.call_tool(
+            "execute_command", {"command": "tool", "args": ["wl", "0", "image.img"], "background": True}
+        )
+        assert r.is_error is not True, r
+        job, approval = r.structured_content["job"], r.structured_content["approval"]
+        own = await agent.call_tool("approve", {"approval": approval})
+        assert own.is_error is True
+        assert own.structured_content["refusal"]["reason"] == "not_an_approver"
+        assert "own request" in own.structured_content["refusal"]["message"]
+        other = await mallory.call_tool("approve", {"approval": approval})
+        assert other.is_error is True
+        assert other.structured_content["refusal"]["reason"] == "not_an_approver"
+        assert "ops, agent" in other.structured_content["refusal"]["message"]
+        waited = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 0})
+        assert waited.structured_content["state"] == "awaiting_approval"
+        assert ran(bench) == ""
+        await ops.call_tool("deny", {"approval": approval, "note": "cleanup"})
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+        assert end.structured_content["state"] == "failed"
+        assert "approval_denied" in end.structured_content["stop_reason"]
+    assert ran(bench) == ""
+
+
+async def test_a_file_rewritten_after_the_request_is_refused_and_nothing_ran(bench):
+    image = bench.dir / "files" / "image.img"
+    image.write_bytes(b"the image that was shown")
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        r = await agent.call_tool(
+            "execute_command", {"command": "tool", "args": ["wl", "64", "image.img"], "background": True}
+        )
+        job = r.structured_content["job"]
+        [req] = await pending(ops)
+        [f] = req["files"]
+        assert f["path"] == str(image)
+        assert f["sha256"] == hashlib.sha256(b"the image that was shown").hexdigest()
+        assert f["size"] == len(b"the image that was shown")
+        # Rewritten in place after the approver looked at it.
+        with open(image, "r+b") as w:
+            w.write(b"THE IMAGE THAT WAS SWAPPED")
+        ok = await ops.call_tool("approve", {"approval": req["id"]})
+        assert ok.is_error is not True
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+        s = end.structured_content
+        assert s["state"] == "failed", s
+        assert "changed_since_approval" in s["stop_reason"], s
+        assert f["sha256"] in s["stop_reason"]
+    assert ran(bench) == ""
+    # And an unchanged file, approved, runs with exactly those bytes.
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        r = await agent.call_tool(
+            "execute_command", {"command": "tool", "args": ["wl", "64", "image.img"], "background": True}
+        )
+        job = r.structured_content["job"]
+        [req] = await pending(ops)
+        await ops.call_tool("approve", {"approval": req["id"]})
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+        assert end.structured_content["state"] == "succeeded", end.structured_content
+    assert ran(bench).endswith("THE IMAGE THAT WAS SWAPPED\n")
+
+
+async def test_a_reload_removing_the_rule_leaves_a_waiting_request_pending(bench):
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        job = r.structured_content["job"]
+        [req] = await pending(ops)
+        cfg = bench.dir / "config.yaml"
+        cfg.write_text(config(bench.dir, rules=""))
+        cfg.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        seen = len(bench.log)
+        os.kill(bench.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not any("configuration reloaded" in line for line in bench.log[seen:]):
+            assert time.monotonic() < deadline, "no reload in the log:\n" + "\n".join(bench.log[seen:])
+            await anyio.sleep(0.05)
+        # The next call needs no approval any more...
+        now = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"]})
+        assert now.is_error is not True, now
+        assert ran(bench) == "ran ef\n"
+        # ...and the request made under the old rule still waits for its approver.
+        still = await pending(ops)
+        assert [p["id"] for p in still] == [req["id"]]
+        waited = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 0})
+        assert waited.structured_content["state"] == "awaiting_approval"
+        await ops.call_tool("approve", {"approval": req["id"]})
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+        assert end.structured_content["state"] == "succeeded", end.structured_content
+    assert ran(bench) == "ran ef\nran ef\n"
+
+
+PAGE_RULES = """
+approvals:
+  - command: tool
+    args_match: "^wl "
+    approve: {by: [ops], timeout_secs: 600}
+  - tool: power_board
+    action: off
+    approve: {by: [ops], timeout_secs: 600}
+  - tool: boot_board
+    action: "off"
+    approve: {by: [ops], timeout_secs: 600}
+"""
+
+BOARD = """
+boards:
+  - name: rock5b-1
+    tags: {soc: rk3588}
+    usb: "1-2"
+    power:
+      on: {command: relay, args: "on 3"}
+      off: {command: relay, args: "off 3"}
+"""
+
+RELAY = """
+  - name: relay
+    binary: {directory}/tool.sh
+    description: The board's power relay (a stand-in that logs).
+    allowed_args:
+      - pattern: on 3
+      - pattern: off 3
+"""
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img" / "approval-pending.png"
+
+
+@pytest.fixture
+def board_bench(tmp_path):
+    (tmp_path / "files").mkdir()
+    tool = tmp_path / "tool.sh"
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'echo "ran $*" >> {tmp_path}/ran.log\n'
+        f'if [ -n "$3" ]; then cat "$3" >> {tmp_path}/ran.log; echo >> {tmp_path}/ran.log; fi\n'
+        'echo "done $1"\n'
+    )
+    tool.chmod(stat.S_IRWXU)
+    text = config(tmp_path, rules=PAGE_RULES) + BOARD
+    text = text.replace("\n  - name: quick", RELAY.format(directory=tmp_path) + "  - name: quick")
+    s = Server(tmp_path, config=text)
+    yield s
+    s.stop()
+
+
+async def test_the_bench_page_approves_and_denies_in_chromium(board_bench):
+    """The approver is a person on the bench page in Chromium: signed in as `ops`, they see
+    what will run (the power action on a board held by the agent; a write with its image's
+    SHA-256), click Approve on one and Deny with a note on the other."""
+    from test_page import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+
+    playwright_or_skip()
+    from playwright.async_api import async_playwright
+
+    bench = board_bench
+    image = bench.dir / "files" / "u-boot.img"
+    image.write_bytes(b"u-boot for rock5b-1\n" * 100)
+    digest = hashlib.sha256(image.read_bytes()).hexdigest()
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, async_playwright() as pw:
+        lease = await agent.call_tool("lock_board", {"board": "rock5b-1", "note": "bring-up"})
+        assert lease.is_error is not True, lease
+        lease_id = lease.structured_content["lease_id"]
+        write = await agent.call_tool(
+            "execute_command",
+            {
+                "command": "tool",
+                "args": ["wl", "64", "u-boot.img"],
+                "background": True,
+                "note": "new u-boot for the display bring-up",
+            },
+        )
+        job = write.structured_content["job"]
+
+        async def power_off() -> None:
+            answer["power"] = await agent.call_tool(
+                "power_board",
+                {"board": "rock5b-1", "action": "off", "lease": lease_id, "note": "cold boot into MaskROM"},
+            )
+
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = await (await browser.new_context(viewport={"width": 1440, "height": 900})).new_page()
+            await page.goto(bench.base + "/")
+            await page.fill("#token", OPS)
+            async with page.expect_navigation():
+                await page.click("button[type=submit]")
+            await page.wait_for_selector("#status.live", timeout=5000)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(power_off)
+                power_row = 'tr[data-approval][data-client="agent"]:has-text("power_board rock5b-1 off")'
+                write_row = f'tr[data-approval]:has([data-sha256="{digest}"])'
+                await page.wait_for_selector(power_row, timeout=5000)
+                await page.wait_for_selector(write_row, timeout=5000)
+                row_text = await page.inner_text(power_row)
+                assert "held by agent" in row_text and "cold boot into MaskROM" in row_text, row_text
+                assert ran(bench) == ""
+                DOCS_IMG.parent.mkdir(parents=True, exist_ok=True)
+                await page.locator("#approvals-card").screenshot(path=str(DOCS_IMG))
+                # Approve the power action.
+                await page.fill(f"{power_row} input", "ok, MaskROM it")
+                await page.click(f"{power_row} button.approve")
+                await page.wait_for_selector(power_row, state="detached", timeout=5000)
+            power = answer["power"]
+            assert power.is_error is not True, power
+            assert power.structured_content["state"] == "off"
+            assert ran(bench) == "ran off 3\n"
+            # Deny the write, with a note the agent reads.
+            await page.fill(f"{write_row} input", "wrong image: use the signed one")
+            await page.click(f"{write_row} button.danger")
+            await page.wait_for_selector(write_row, state="detached", timeout=5000)
+            end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+            assert end.structured_content["state"] == "failed"
+            assert "approval_denied" in end.structured_content["stop_reason"]
+            assert "wrong image: use the signed one" in end.structured_content["stop_reason"]
+            # The last decisions show both, with the approver and the note.
+            await page.wait_for_selector('li[data-decision="approval_decided"]:has-text("denied by ops")', timeout=5000)
+            await page.wait_for_selector('li[data-decision="approval_decided"]:has-text("approved by ops")', timeout=5000)
+        finally:
+            await browser.close()
+    assert ran(bench) == "ran off 3\n", "the denied write never ran"
+
+
+async def test_the_page_shows_no_buttons_to_a_non_approver_and_refuses_its_post(board_bench):
+    from test_page import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+
+    playwright_or_skip()
+    from playwright.async_api import async_playwright
+
+    bench = board_bench
+    (bench.dir / "files" / "x.img").write_bytes(b"x")
+    async with connect(bench.url, AGENT, "legacy") as agent, async_playwright() as pw:
+        r = await agent.call_tool(
+            "execute_command", {"command": "tool", "args": ["wl", "1", "x.img"], "background": True}
+        )
+        approval = r.structured_content["approval"]
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = await (await browser.new_context()).new_page()
+            await page.goto(bench.base + "/")
+            await page.fill("#token", MALLORY)
+            async with page.expect_navigation():
+                await page.click("button[type=submit]")
+            row = f'tr[data-approval="{approval}"]'
+            await page.wait_for_selector(row, timeout=5000)
+            assert await page.locator(f"{row} button").count() == 0
+            assert "for ops" in await page.inner_text(row)
+            # The POST itself, from the page's own origin with its CSRF token: refused.
+            status = await page.evaluate(
+                """async (id) => {
+                    const csrf = document.querySelector('meta[name="csrf-token"]').content;
+                    const r = await fetch("/approval", {method: "POST", credentials: "same-origin",
+                      headers: {"Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": csrf},
+                      body: new URLSearchParams({id, decision: "approve"}).toString()});
+                    return [r.status, await r.text()];
+                }""",
+                approval,
+            )
+            assert status[0] == 403 and "may not decide" in status[1], status
+            # Without the CSRF token, even an approver's session would be refused.
+            status = await page.evaluate(
+                """async (id) => (await fetch("/approval", {method: "POST", credentials: "same-origin",
+                      headers: {"Content-Type": "application/x-www-form-urlencoded"},
+                      body: new URLSearchParams({id, decision: "approve"}).toString()})).status""",
+                approval,
+            )
+            assert status == 403, status
+        finally:
+            await browser.close()
+        assert (await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 0})).structured_content[
+            "state"
+        ] == "awaiting_approval"
+    assert ran(bench) == ""
+
+
+async def test_the_host_cli_decides_with_an_approvers_token(bench):
+    """`gatecmd approve ID` / `gatecmd deny ID`: an MCP client of the running server with an
+    approver client's token from an owner-only file or $GATECMD_TOKEN, never argv."""
+    import subprocess
+
+    from conftest import gatecmd_bin
+
+    def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        full = {k: v for k, v in os.environ.items() if k != "GATECMD_TOKEN"}
+        full.update(env or {})
+        return subprocess.run(
+            [gatecmd_bin(), *args, "--url", bench.url], capture_output=True, text=True, env=full, timeout=30
+        )
+
+    token_file = bench.dir / "ops.token"
+    token_file.write_text(OPS + "\n")
+    async with connect(bench.url, AGENT, "legacy") as agent:
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        approval, job = r.structured_content["approval"], r.structured_content["job"]
+        # A token file others may read is refused before anything is sent.
+        token_file.chmod(0o644)
+        loose = cli("approve", approval, "--token-file", str(token_file))
+        assert loose.returncode != 0 and "chmod 600" in loose.stderr, loose
+        # The requester's own token: the server refuses, the CLI says why.
+        own = cli("approve", approval, env={"GATECMD_TOKEN": AGENT})
+        assert own.returncode != 0 and "not_an_approver" in own.stderr, own
+        assert ran(bench) == ""
+        token_file.chmod(0o600)
+        ok = cli("approve", approval, "--note", "from the host", "--token-file", str(token_file))
+        assert ok.returncode == 0, ok
+        assert f"{approval} approved" in ok.stdout
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 10})
+        assert end.structured_content["state"] == "succeeded", end.structured_content
+        # And a denial through the environment variable.
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        no = cli("deny", r.structured_content["approval"], "--note", "not today", env={"GATECMD_TOKEN": OPS})
+        assert no.returncode == 0, no
+        end = await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
+        assert "not today" in end.structured_content["stop_reason"]
+    assert ran(bench) == "ran ef\n"
+    log = (bench.dir / "state" / "audit.log").read_text()
+    assert OPS not in log and AGENT not in log, "a token reached the audit log"
+    # `gatecmd check` shows the rules as they will apply.
+    check = subprocess.run(
+        [gatecmd_bin(), "check", "--config", str(bench.dir / "config.yaml")], capture_output=True, text=True, timeout=30
+    )
+    assert check.returncode == 0, check
+    assert "approval: approvals[0] (command tool, args ^ef$) waits for ops (at most 120 s)" in check.stdout, check.stdout
+    assert "approvals[3] (command mine) waits for the requesting client's user (by: requester)" in check.stdout
+
+
+async def test_by_requester_asks_the_clients_user_through_elicitation(bench):
+    """`by: requester`: the server asks the requesting client's user with an MCP elicitation
+    (form mode) showing what will run; yes runs it, no refuses it with the user's note. A
+    client that did not declare elicitation is told so at once, and nothing waits."""
+    from mcp import types
+
+    asked: list[str] = []
+    answers = iter([True, False, None])
+    checked = anyio.Event()
+
+    async def user(context, params):
+        asked.append(params.message)
+        assert "approve" in params.requested_schema["properties"], params.requested_schema
+        yes = next(answers)
+        if yes is None:
+            # The third is left open until the test has tried the approve tool, then declined.
+            await checked.wait()
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": yes, "note": "" if yes else "not now"})
+
+    async with connect(bench.url, AGENT, "legacy", elicitation_callback=user) as agent:
+        r = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"], "note": "my own call"})
+        assert r.is_error is not True, r
+        assert r.structured_content["stdout"] == "done ef\n"
+        assert f"{bench.dir}/tool.sh ef" in asked[0] and "my own call" in asked[0], asked
+        no = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
+        assert no.is_error is True
+        assert no.structured_content["refusal"]["reason"] == "approval_denied"
+        assert "not now" in no.structured_content["refusal"]["message"]
+        # The approve tool is no way around the user: refused for a by: requester request.
+        bg = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"], "background": True})
+        own = await agent.call_tool("approve", {"approval": bg.structured_content["approval"]})
+        assert own.structured_content["refusal"]["reason"] == "not_an_approver"
+        checked.set()
+        end = await agent.call_tool("wait_job", {"job": bg.structured_content["job"], "timeout_secs": 10})
+        assert "approval_denied" in end.structured_content["stop_reason"]
+        assert "declined in the client" in end.structured_content["stop_reason"]
+    assert ran(bench) == "ran ef\n"
+    async with connect(bench.url, AGENT, "legacy") as plain:
+        r = await plain.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
+        assert r.is_error is True
+        assert r.structured_content["refusal"]["reason"] == "approval_unavailable"
+        assert "elicitation" in r.structured_content["refusal"]["message"]
+
+
+async def test_approvers_are_told_and_metrics_count(bench):
+    """An approver subscribed to gatecmd://approvals is notified when a request comes and
+    when it is decided; /metrics shows it pending, then counted by outcome."""
+    import urllib.request
+    import warnings
+
+    from mcp import types
+
+    updates: list[str] = []
+    moved = anyio.Event()
+
+    async def on_message(message) -> None:
+        nonlocal moved
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            moved.set()
+
+    def metric(name: str) -> float:
+        req = urllib.request.Request(bench.base + "/metrics", headers={"Authorization": f"Bearer {OPS}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read().decode()
+        for line in text.splitlines():
+            if line.split(" ")[0] == name:
+                return float(line.split(" ")[-1])
+        raise AssertionError(f"{name} not in the scrape:\n{text}")
+
+    async def next_update() -> None:
+        nonlocal moved
+        with anyio.fail_after(5):
+            while "gatecmd://approvals" not in updates:
+                moved = anyio.Event()
+                await moved.wait()
+        updates.clear()
+
+    async with (
+        connect(bench.url, OPS, "legacy", message_handler=on_message) as ops,
+        connect(bench.url, AGENT, "legacy") as agent,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # resources/subscribe is the 2025-11-25 way, on purpose
+            await ops.subscribe_resource("gatecmd://approvals")
+        denied_before = metric('gatecmd_approval_decisions_total{outcome="denied"}')
+        r = await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "background": True})
+        await next_update()
+        assert metric("gatecmd_approvals_pending") == 1
+        await ops.call_tool("deny", {"approval": r.structured_content["approval"]})
+        await next_update()
+        await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
+        assert metric("gatecmd_approvals_pending") == 0
+        assert metric('gatecmd_approval_decisions_total{outcome="denied"}') == denied_before + 1
+
+
+async def test_boot_board_waits_for_its_approver(board_bench):
+    bench = board_bench
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        lease = (await agent.call_tool("lock_board", {"board": "rock5b-1"})).structured_content["lease_id"]
+
+        async def boot() -> None:
+            answer["r"] = await agent.call_tool(
+                "boot_board", {"board": "rock5b-1", "to": "off", "lease": lease, "note": "power it down"}
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(boot)
+            [req] = await pending(ops)
+            assert req["what"] == "boot_board rock5b-1 to off" and req["holder"] == "agent", req
+            assert req["note"] == "power it down"
+            # Nothing was done to the board yet; the board's key is not held while it waits.
+            assert ran(bench) == ""
+            locks = (await agent.call_tool("list_locks", {})).structured_content
+            assert not any(k.get("running") for k in locks.get("locks", [])), locks
+            await ops.call_tool("approve", {"approval": req["id"]})
+        r = answer["r"]
+        assert r.is_error is not True, r
+        assert r.structured_content["state"] == "off"
+    assert ran(bench) == "ran off 3\n"
