@@ -13,6 +13,7 @@
 //! - `sections`: the sections of plain settings (`limits`, `leases`, `monitor`,
 //!   `isolation`, `audit`), declared.
 //! - `jobs`, `page`: the `jobs:` and `page:` sections, declared.
+//! - `flash`: the `flash:` section (`flash_board`'s policy), declared.
 //! - `boards`: the named boards (usb port, console, power).
 //! - `power/`: a board's power switch, one file per backend behind one trait.
 //! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
@@ -35,6 +36,7 @@ mod boards;
 mod command;
 pub(crate) mod declare;
 mod error;
+mod flash;
 mod host;
 mod jobs;
 mod lab;
@@ -59,6 +61,7 @@ pub use boards::{
 pub use command::{CancelPolicy, CommandConfig, PatternConfig};
 pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
+pub use flash::FlashSettings;
 pub use host::binary_problem;
 pub use jobs::JobSettings;
 pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};

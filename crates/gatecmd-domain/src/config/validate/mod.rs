@@ -7,6 +7,7 @@ mod boards;
 mod clients;
 mod commands;
 mod devices;
+mod flash;
 mod lab;
 mod metrics;
 mod page;
