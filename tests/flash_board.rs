@@ -25,8 +25,14 @@ fn refusal(r: &rmcp::model::CallToolResult) -> (String, String) {
     assert!(is_error(r), "not refused: {}", text(r));
     let v = structured(r);
     (
-        v["refusal"]["reason"].as_str().unwrap_or_default().to_string(),
-        v["refusal"]["message"].as_str().unwrap_or_default().to_string(),
+        v["refusal"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        v["refusal"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
     )
 }
 
@@ -60,10 +66,20 @@ async fn policy_lease_and_files_are_checked_before_anything_runs() {
         .await
         .expect("connect");
     // A board flash.boards leaves out.
-    let r = call(&a, "flash_board", json!({"board": "vb2", "image": "disk.img"})).await;
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb2", "image": "disk.img"}),
+    )
+    .await;
     assert_eq!(refusal(&r).0, "not_permitted");
     // No lease.
-    let r = call(&a, "flash_board", json!({"board": "vb1", "image": "disk.img"})).await;
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img"}),
+    )
+    .await;
     let (reason, message) = refusal(&r);
     assert_eq!(reason, "lease_invalid", "{message}");
     let id = lease(&a, "vb1").await;
@@ -71,7 +87,12 @@ async fn policy_lease_and_files_are_checked_before_anything_runs() {
     let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
         .await
         .expect("connect");
-    let r = call(&b, "flash_board", json!({"board": "vb1", "image": "disk.img"})).await;
+    let r = call(
+        &b,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img"}),
+    )
+    .await;
     let (_, message) = refusal(&r);
     assert!(message.contains("vm-a"), "{message}");
     // Files beneath the roots only, and loaders from flash.loaders only.
@@ -152,7 +173,12 @@ async fn a_bmap_that_does_not_match_fails_before_the_board_is_touched_as_a_job()
             .unwrap_or_default()
             .contains("bmap")
     );
-    assert!(w["stdout"].as_str().unwrap_or_default().contains("check_image"));
+    assert!(
+        w["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("check_image")
+    );
 }
 
 /// A board with nothing at its port and no power.maskrom cannot be put where flashing

@@ -350,6 +350,36 @@ async def test_another_client_without_the_lease_is_refused(bench):
             assert "vm-a" in refusal["message"], refusal
 
 
+async def test_cancel_job_stops_between_chunks_and_names_the_board_state(bench):
+    async with connect(bench.url, TOKEN_A, "legacy") as c:
+        lid = await lease(c, "vb2")
+        r = await c.call_tool(
+            "flash_board",
+            {"board": "vb2", "image": "raw.img", "loader": "loader.bin", "lease": lid, "background": True},
+        )
+        assert r.is_error is not True, text(r)
+        job = r.structured_content["job"]
+        with anyio.fail_after(120):
+            while True:
+                w = await c.call_tool("wait_job", {"job": job, "timeout_secs": 1})
+                assert w.structured_content["state"] == "running", w.structured_content
+                if (w.structured_content.get("progress") or 0) >= 20:
+                    break
+        r = await c.call_tool("cancel_job", {"job": job})
+        assert r.is_error is not True, text(r)
+        with anyio.fail_after(60):
+            while True:
+                w = await c.call_tool("wait_job", {"job": job, "timeout_secs": 30})
+                if w.structured_content["state"] != "running":
+                    break
+        s = w.structured_content
+        assert s["state"] == "cancelled" and s["ended_by"] == "vm-a", s
+        f = s["result"]["failure"]
+        assert f["step"] == "write" and "cancelled" in f["message"], f
+        assert f["board_state"] == "loader" and 0 < f["bytes_written"] < 64 * MIB, f
+        assert "flash_board again" in f["next_action"], f
+
+
 async def test_power_cut_mid_write_then_resume(bench, images):
     async with connect(bench.url, TOKEN_A, "legacy") as c:
         lid = await lease(c, "vb1")

@@ -395,10 +395,10 @@ async fn steps(
             run.done(Step::Maskrom, t, "power.maskrom ran".into());
         }
     }
-    let t = run.started(Step::AwaitRockusb);
     let mode = match mode {
         Some(m) => m,
         None => {
+            let t = run.started(Step::AwaitRockusb);
             let m = device::await_rockusb(run.state, &board, device_wait, waits)
                 .await
                 .map_err(|e| match e {
@@ -549,8 +549,15 @@ async fn steps(
                 .unwrap_or_else(|p| p.into_inner())
                 .is_some();
             let step = if in_verify { Step::Verify } else { Step::Write };
-            if let FlashError::Write { done, .. } = &e {
-                run.bytes_written = parse_done(done);
+            // The engine words what it had written; its figure, back to bytes (to 0.1 %).
+            match &e {
+                FlashError::Write { done, .. }
+                | FlashError::Cancelled {
+                    phase: Phase::Write,
+                    done,
+                    ..
+                } => run.bytes_written = parse_done(done),
+                _ => {}
             }
             return Err((step, cancel_as_stop(stop, step, e.into())));
         }
