@@ -6,7 +6,7 @@
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
 #   make deb    the Debian package (cargo-deb, release build): target/debian/gatecmd_*.deb
-.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-lab screenshot-vboard soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke
 
 setup:
 	./scripts/setup.sh
@@ -83,6 +83,14 @@ bench-vboard: test-setup
 	cargo build --release --locked --bin gatecmd
 	cargo build --release --locked -p gatecmd-vboard
 	.venv/bin/python benches/vboard.py
+
+# flash_board against rkdeveloptool (issue 32, docs/PERFORMANCE.md "flash_board"): the same
+# VM with release binaries; dense 64 MiB at 64 KiB and 4 MiB transfers, a 25 % bmap end to end.
+bench-flash: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	cargo build --release --locked -p gatecmd-vboard
+	.venv/bin/python benches/flash_board.py
 
 # labgrid rows (issue 25, docs/LAB.md; not part of `make test`): a real labgrid 26
 # coordinator on loopback, acquire -> agent refusal latency and reconnection time.

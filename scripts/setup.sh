@@ -42,6 +42,9 @@ if [ "${1:-}" = "--test" ]; then
   # The pdudaemon power backend against Debian's real daemon and its client, pduclient
   # (tests/power_pdudaemon.rs).
   packages+=(pdudaemon pdudaemon-client)
+  # flash_board's VM test makes its images with the real tools (tests/python/
+  # test_flash_board_usbvm.py): bmaptool create, img2simg, zstd.
+  packages+=(bmap-tools android-sdk-libsparse-utils zstd)
 fi
 
 missing=()

@@ -17,5 +17,12 @@ if [ -z "${GATECMD_BIN:-}" ]; then
   GATECMD_BIN="$target_dir/debug/gatecmd"
 fi
 export GATECMD_BIN
+# The virtual board (vboard/, docs/VBOARD.md) for tests/ts/flash_board.test.mjs's VM.
+if [ -z "${GATECMD_VBOARD_BIN:-}" ] && [ -f vboard/Cargo.toml ]; then
+  cargo build --locked --quiet -p gatecmd-vboard
+  target_dir=${target_dir:-$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')}
+  GATECMD_VBOARD_BIN="$target_dir/debug/gatecmd-vboard"
+fi
+export GATECMD_VBOARD_BIN="${GATECMD_VBOARD_BIN:-}"
 if [ "$#" -gt 0 ]; then files=("$@"); else files=(tests/ts/*.test.mjs); fi
 exec timeout 900 node --test --test-concurrency=3 "${files[@]}"

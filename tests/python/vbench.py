@@ -90,15 +90,27 @@ def bootable_image(size: int, seed: bytes) -> bytes:
     return bytes(out[:size])
 
 
-def config(power_on_vb1: list[str], power_on_vb2: list[str], vboard: str = "/usr/local/bin/gatecmd-vboard") -> str:
+def config(
+    power_on_vb1: list[str],
+    power_on_vb2: list[str],
+    vboard: str = "/usr/local/bin/gatecmd-vboard",
+    flash: str | None = None,
+) -> str:
     """gatecmd's configuration in the guest: two boards whose power switches are the
-    vboard's CLI, their consoles its ACM gadgets, and rkdeveloptool isolated per board."""
+    vboard's CLI, their consoles its ACM gadgets, and rkdeveloptool isolated per board.
+    `flash`: a `flash:` section (YAML, indented by two) that turns `flash_board` on; the
+    boards then get a `power.maskrom` action too (`power vbK on --maskrom`)."""
 
     def args(a: list[str]) -> str:
         return "[" + ", ".join(a) + "]"
 
     (u1, c1), (u2, c2) = PORTS["vb1"], PORTS["vb2"]
-    return f"""
+    m1 = m2 = flash_section = ""
+    if flash is not None:
+        m1 = "\n      maskrom: {command: vboard-power, args: [power, vb1, on, --maskrom]}"
+        m2 = "\n      maskrom: {command: vboard-power, args: [power, vb2, on, --maskrom]}"
+        flash_section = "flash:\n" + flash
+    return flash_section + f"""
 bind: 0.0.0.0:{GUEST_PORT}
 clients:
   - name: vm-a
@@ -122,14 +134,14 @@ boards:
     console: {{port: "{c1}", baud: 1500000}}
     power:
       on: {{command: vboard-power, args: {args(power_on_vb1)}}}
-      off: {{command: vboard-power, args: [power, vb1, off]}}
+      off: {{command: vboard-power, args: [power, vb1, off]}}{m1}
   - name: vb2
     tags: {{soc: rk3588}}
     usb: "{u2}"
     console: {{port: "{c2}", baud: 1500000}}
     power:
       on: {{command: vboard-power, args: {args(power_on_vb2)}}}
-      off: {{command: vboard-power, args: [power, vb2, off]}}
+      off: {{command: vboard-power, args: [power, vb2, off]}}{m2}
 commands:
   - name: rkdeveloptool
     binary: /usr/bin/rkdeveloptool
@@ -191,6 +203,7 @@ class Bench:
         extra_files: list[str] | None = None,
         vboard_args: str = "",
         udcs: int = 4,
+        flash: str | None = None,
     ):
         """`boards`, `config_text`, `ports`, `extra_files` and `vboard_args` make another
         bench than the two Rockchip boards: families by name (bench-start's BOARDS), the
@@ -217,6 +230,7 @@ class Bench:
             or config(
                 power_on_vb1 or ["power", "vb1", "on", "--maskrom"],
                 power_on_vb2 or ["power", "vb2", "on"],
+                flash=flash,
             )
         )
         self.ports = ports or PORTS

@@ -23,6 +23,8 @@
 //! - `progress`: the percentage a command's output line reports, from its `progress:` regex.
 //! - `isolation`: an isolated command's mount namespace, in which the USB view holds only
 //!   its board.
+//! - `flash`: `flash_board`'s orchestration: from any state to an image written, verified
+//!   and booted, over the native rockusb engine (`gatecmd-flash`).
 //! - `jobs`: commands that outlive their call, per client, with bounded retention.
 //! - `running`: the commands running now, for the bench page.
 //! - `permits`: a counting semaphore that a reload can resize (children, client slots).
@@ -38,6 +40,7 @@ pub mod capture;
 pub mod config;
 pub mod console;
 pub mod exec;
+pub mod flash;
 pub mod isolation;
 pub mod jobs;
 pub mod locks;

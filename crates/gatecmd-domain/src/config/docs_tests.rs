@@ -68,6 +68,7 @@ fn every_section_of_plain_settings_is_declared() {
         "page",
         "metrics",
         "jobs",
+        "flash",
         "labgrid",
     ] {
         assert!(

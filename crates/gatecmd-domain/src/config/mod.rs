@@ -14,6 +14,7 @@
 //!   `isolation`, `audit`), declared.
 //! - `jobs`, `page`: the `jobs:` and `page:` sections, declared.
 //! - `approvals`: which actions wait for an approver's yes, and the lookup.
+//! - `flash`: the `flash:` section (`flash_board`'s policy), declared.
 //! - `boards`: the named boards (usb port, console, power).
 //! - `power/`: a board's power switch, one file per backend behind one trait.
 //! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
@@ -37,6 +38,7 @@ mod boards;
 mod command;
 pub(crate) mod declare;
 mod error;
+mod flash;
 mod host;
 mod jobs;
 mod lab;
@@ -62,6 +64,7 @@ pub use boards::{
 pub use command::{CancelPolicy, CommandConfig, PatternConfig};
 pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
+pub use flash::FlashSettings;
 pub use host::binary_problem;
 pub use jobs::JobSettings;
 pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};

@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::command::CancelPolicy;
 use super::declare::{Setting, Value, settings};
+use super::flash::FlashSettings;
 use super::jobs::JobSettings;
 use super::lab::RawLab;
 use super::metrics::RawMetrics;
@@ -117,6 +118,11 @@ settings! {
             default: JobSettings::default(),
             docs: "how many finished jobs are kept per client, how long, and how much of their \
                 output.",
+        },
+        flash: FlashSettings {
+            default: FlashSettings::default(),
+            docs: "`flash_board` (docs/FLASHING.md): off unless enabled; which boards, \
+                clients and loaders; where resume journals live; the USB write size.",
         },
         labgrid: RawLab {
             default: RawLab::default(),

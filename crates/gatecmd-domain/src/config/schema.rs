@@ -43,6 +43,8 @@ pub struct Config {
     pub page: super::page::PageSettings,
     /// Background jobs: how many finished ones are kept per client, and how long.
     pub jobs: super::jobs::JobSettings,
+    /// `flash_board`: on or off, which boards, clients and loaders (docs/FLASHING.md).
+    pub flash: super::flash::FlashSettings,
     /// Who may read `/metrics`, and where (docs/METRICS.md).
     pub metrics: super::metrics::MetricsSettings,
     /// gatecmd as a labgrid exporter (docs/LAB.md); `None` when off.

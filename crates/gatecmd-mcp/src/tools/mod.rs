@@ -24,6 +24,7 @@ pub mod console_read;
 pub mod console_write;
 pub mod deny;
 pub mod execute_command;
+pub mod flash_board;
 pub mod list_boards;
 pub mod list_commands;
 pub mod list_devices;

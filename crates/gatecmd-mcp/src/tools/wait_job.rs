@@ -77,6 +77,10 @@ pub struct WaitJobResult {
     pub more_output: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Once the job ended, the structured result its call would have answered, for the
+    /// jobs that keep one (`flash_board`'s, a task's); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 #[tool_router(router = wait_job_router, vis = "pub(crate)")]
@@ -176,6 +180,12 @@ fn answer(
         },
         more_output,
         notices: notices(state, &who.name),
+        result: v
+            .end
+            .result
+            .as_ref()
+            .and_then(|r| r.get("structuredContent"))
+            .cloned(),
     };
     let mut text = format!(
         "job {} ({}): {}",

@@ -8,6 +8,7 @@ mod boards;
 mod clients;
 mod commands;
 mod devices;
+mod flash;
 mod include;
 mod lab;
 mod metrics;

@@ -209,6 +209,7 @@ impl Validator {
         self.declared(&raw.isolation, "isolation");
         self.declared(&raw.audit, "audit");
         self.page(&raw.page, &clients);
+        self.flash(&raw.flash, &clients, &boards);
         self.origins(&raw.allowed_origins);
         let metrics = self.metrics(raw.metrics, &clients, bind);
         let labgrid = self.lab(raw.labgrid);
@@ -234,6 +235,7 @@ impl Validator {
             page: raw.page,
             metrics,
             jobs: raw.jobs,
+            flash: raw.flash,
             labgrid,
             written,
         }

@@ -1,0 +1,164 @@
+//! The `flash:` section: who may use `flash_board` on which boards, which loaders it may
+//! send, where its resume journals live and how large its USB writes are
+//! (docs/FLASHING.md). Off unless `enabled: true`: writing a board's flash is the most
+//! destructive thing gatecmd does, so an operator turns it on knowingly.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::declare::settings;
+
+settings! {
+    /// `flash:` as written and as used (every key applies on reload: `flash_board` reads
+    /// the configuration in force at each call).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct FlashSettings {
+        enabled: bool {
+            default: false,
+            docs: "offer `flash_board`; `false`: every call is refused (`not_configured`) \
+                naming this key. Off by default: it rewrites a board's flash.",
+        },
+        boards: Option<Vec<String>> {
+            default: None,
+            shown: "all boards",
+            docs: "names of the boards `flash_board` may write; each must be a configured \
+                board. The caller needs the board's lease in any case.",
+        },
+        clients: Option<Vec<String>> {
+            default: None,
+            shown: "all clients",
+            docs: "names of the clients that may call `flash_board`; each must be a \
+                configured client (`default` when only the generated token exists).",
+        },
+        loaders: Option<Vec<PathBuf>> {
+            default: None,
+            shown: "any file in `file_roots`",
+            docs: "absolute paths of the loader files (or of directories holding them) \
+                `flash_board` may send to a board in MaskROM; a loader is opened beneath \
+                `file_roots` like any file argument and must then resolve to one of these.",
+        },
+        state_dir: Option<PathBuf> {
+            default: None,
+            shown: "`<state_dir>/flash`",
+            check: absolute_if_set,
+            docs: "where the resume journals live (one owner-only file per board, created \
+                0700 if missing).",
+        },
+        transfer_kib: u32 {
+            default: 64,
+            check: transfer_in_range,
+            docs: "bytes per USB write command, in KiB (16 … 4096). 64 is what \
+                rkdeveloptool and the rockusb crate send, hence what every Rockchip loader \
+                is known to take; larger is faster (4096: 0.94× rkdeveloptool's time in the \
+                VM) where the loader takes it. A loader that fails a large transfer waits \
+                for a power cycle.",
+        },
+        device_wait_secs: u64 {
+            default: 20,
+            check: wait_in_range,
+            docs: "how long the rockusb device is awaited at the board's port after the \
+                MaskROM action, and the Loader after the loader was sent (1 … 300).",
+        },
+    }
+}
+
+#[allow(clippy::ref_option)] // a check takes its key's declared type
+fn absolute_if_set(p: &Option<PathBuf>) -> Option<String> {
+    p.as_ref()
+        .filter(|p| !p.is_absolute())
+        .map(|p| format!("{} is not an absolute path", p.display()))
+}
+
+fn transfer_in_range(v: &u32) -> Option<String> {
+    (!(16..=4096).contains(v)).then(|| "must be between 16 and 4096 (KiB); default 64".into())
+}
+
+fn wait_in_range(v: &u64) -> Option<String> {
+    (!(1..=300).contains(v)).then(|| "must be between 1 and 300 (seconds); default 20".into())
+}
+
+impl FlashSettings {
+    /// Whether `board` may be flashed.
+    pub fn allows_board(&self, board: &str) -> bool {
+        self.boards
+            .as_ref()
+            .is_none_or(|b| b.iter().any(|n| n == board))
+    }
+
+    /// Whether client `name` may flash.
+    pub fn allows_client(&self, name: &str) -> bool {
+        self.clients
+            .as_ref()
+            .is_none_or(|c| c.iter().any(|n| n == name))
+    }
+
+    /// Whether a loader that resolved to `real` may be sent: it is one of `loaders`, or
+    /// lies beneath one of them (component-wise, on the resolved path of the open file).
+    pub fn allows_loader(&self, real: &Path) -> bool {
+        self.loaders
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|allowed| real.starts_with(allowed)))
+    }
+
+    /// Where the resume journals live.
+    pub fn journal_dir(&self, state_dir: &Path) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| state_dir.join("flash"))
+    }
+
+    /// Blocks of 512 bytes per USB write command.
+    pub fn transfer_blocks(&self) -> u32 {
+        self.transfer_kib * 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+
+    const BOARD: &str = "boards:\n  - name: vb1\n    usb: \"1-1\"\n";
+
+    #[test]
+    fn off_by_default_and_every_key_applies() {
+        let c = Config::parse(BOARD, "t.yaml").expect("valid");
+        assert!(!c.flash.enabled);
+        assert!(c.flash.allows_board("vb1") && c.flash.allows_client("anyone"));
+        let text = format!(
+            "{BOARD}flash:\n  enabled: true\n  boards: [vb1]\n  loaders: [/srv/loaders]\n  transfer_kib: 4096\n"
+        );
+        let c = Config::parse(&text, "t.yaml").expect("valid");
+        assert!(c.flash.enabled && c.flash.allows_board("vb1") && !c.flash.allows_board("vb2"));
+        assert!(
+            c.flash
+                .allows_loader(std::path::Path::new("/srv/loaders/rk3588.bin"))
+        );
+        assert!(
+            !c.flash
+                .allows_loader(std::path::Path::new("/srv/loadersx/a.bin"))
+        );
+        assert_eq!(c.flash.transfer_blocks(), 8192);
+    }
+
+    #[test]
+    fn unknown_board_client_and_bad_values_are_named_with_line_and_field() {
+        let text = format!(
+            "{BOARD}flash:\n  enabled: true\n  boards: [vb9]\n  clients: [nobody]\n  loaders: [rel/dir]\n  transfer_kib: 8\n"
+        );
+        let errors = Config::parse(&text, "t.yaml").expect_err("refused").0;
+        let find = |field: &str| {
+            errors
+                .iter()
+                .find(|e| e.field == field)
+                .unwrap_or_else(|| panic!("{field} not blamed: {errors:?}"))
+        };
+        let e = find("flash.boards[0]");
+        assert_eq!(e.line, 6, "{e}");
+        assert!(e.message.contains("vb1"), "{e}");
+        assert!(find("flash.clients[0]").message.contains("unknown client"));
+        assert!(find("flash.loaders[0]").message.contains("absolute"));
+        assert_eq!(find("flash.transfer_kib").line, 9);
+    }
+}

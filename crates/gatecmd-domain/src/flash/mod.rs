@@ -1,0 +1,26 @@
+//! `flash_board`'s domain: a board taken from whatever state it is in (off, running,
+//! MaskROM, Loader) to an image written, verified and booted, with the native rockusb
+//! engine (`gatecmd-flash`) doing the USB work. The MCP tool (gatecmd-mcp's
+//! `tools/flash_board.rs`) checks the lease, the policy and the files, runs this as a job
+//! and renders what it returns.
+//!
+//! # Layout
+//!
+//! - `step`: the steps, named once; a step's record; the events a running flash reports.
+//! - `run`: the orchestration, step by step.
+//! - `device`: the board's USB port as the registry sees it, and the wait for rockusb.
+//! - `hash`: an input file's SHA-256, taken beside the flash.
+//! - `outcome`: what a finished flash reports.
+//! - `failure`: why one stopped, what was seen, and what to do next.
+
+mod device;
+mod failure;
+mod hash;
+mod outcome;
+mod run;
+mod step;
+
+pub use failure::{Failed, FlashFailure, Seen};
+pub use outcome::{FileFacts, FlashFacts, Flashed, Written};
+pub use run::{BOOT_LOG_BYTES, Events, Inputs, OpenFile, flash};
+pub use step::{Bytes, Event, Step, StepRecord};

@@ -1,0 +1,92 @@
+//! What a finished flash reports: every step with its duration, the files (with their
+//! SHA-256), what was written where, the verification, and the boot log.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::step::StepRecord;
+
+/// A flash that ran to its end: written, verified, reset (and, with `wait_for`, booted).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Flashed {
+    pub board: String,
+    /// Every step in order, each with its duration; skipped ones say why.
+    pub steps: Vec<StepRecord>,
+    pub image: FileFacts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bmap: Option<FileFacts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loader: Option<FileFacts>,
+    /// What the loader said of the flash.
+    pub flash: FlashFacts,
+    pub written: Written,
+    /// Every chunk written in this call was read back and equal (SHA-256 per chunk).
+    pub verified: bool,
+    pub verify_bytes: u64,
+    pub verify_ms: u64,
+    /// The resume journal (one per board).
+    pub journal: String,
+    /// The console cursor just before the reset (console_read from here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub console_cursor: Option<u64>,
+    /// The console's output of this boot up to the `wait_for` match (at most 64 KiB, the
+    /// newest kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_log: Option<String>,
+    /// `booted` (wait_for seen), or `reset` (reset, not watched).
+    pub board_state: String,
+    pub took_ms: u64,
+}
+
+/// An input file as the flash used it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FileFacts {
+    /// Where it resolved beneath the file roots.
+    pub path: String,
+    pub bytes: u64,
+    /// SHA-256 of the whole file (for the image: hashed beside the flash at low priority).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// `none`, `gzip`, `zstd`, `xz` (images only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
+    /// `raw`, `android_sparse` (images only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+    /// Bytes of the disk image it expands to (images only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logical_bytes: Option<u64>,
+    /// Bytes it maps: all of a raw image, a bmap's ranges, a sparse image's data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapped_bytes: Option<u64>,
+}
+
+/// The board's flash, as its loader reported it.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct FlashFacts {
+    pub flash_id: String,
+    pub bytes: u64,
+}
+
+/// What the write phase did.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Written {
+    /// The image's LBA range on the flash, `[first, end)` in 512-byte sectors; only its
+    /// mapped chunks were written.
+    pub start_lba: u64,
+    pub end_lba: u64,
+    pub bytes_written: u64,
+    pub chunks_written: u64,
+    /// Chunks a previous, cut flash had written that the board still held (read back,
+    /// equal): not written again.
+    pub bytes_skipped: u64,
+    pub chunks_skipped: u64,
+    /// Journalled chunks the board no longer held, written again.
+    pub chunks_rewritten: u64,
+    pub chunk_bytes: u64,
+    /// Bytes per USB write command (flash.transfer_kib).
+    pub transfer_bytes: u64,
+    pub write_ms: u64,
+    /// Bytes written per second of the write phase, in MB/s.
+    pub rate_mb_s: f64,
+}

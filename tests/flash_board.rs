@@ -1,0 +1,210 @@
+//! `flash_board` through the real server and a real MCP client, without a USB bus: what it
+//! decides before the board is touched (policy, lease, files beneath the roots, a bmap that
+//! does not match its image, a board that cannot be put in MaskROM) and the job it runs as
+//! (`background`, `wait_job`'s `result`, the audit line). The flash itself is
+//! tests/python/test_flash_board_usbvm.py's (a real kernel and the virtual board).
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::*;
+use serde_json::{Value, json};
+
+fn config(flash: &str) -> String {
+    format!(
+        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n  - name: vm-b\n    token: {TOKEN_B}\n\
+         file_roots: [$DIR]\n\
+         boards:\n  - name: vb1\n    usb: \"1-1\"\n  - name: vb2\n    usb: \"2-1\"\n{flash}"
+    )
+}
+
+const ON: &str = "flash:\n  enabled: true\n  boards: [vb1]\n  loaders: [$DIR/loaders]\n";
+
+fn refusal(r: &rmcp::model::CallToolResult) -> (String, String) {
+    assert!(is_error(r), "not refused: {}", text(r));
+    let v = structured(r);
+    (
+        v["refusal"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        v["refusal"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+async fn lease(c: &Client, board: &str) -> String {
+    let r = call(c, "lock_board", json!({"board": board})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease_id")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_by_default_and_the_key_is_named() {
+    let s = Server::start(&config(""));
+    let c = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("connect");
+    let r = call(&c, "flash_board", json!({"board": "vb1", "image": "x.img"})).await;
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "not_configured");
+    assert!(message.contains("flash.enabled"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_lease_and_files_are_checked_before_anything_runs() {
+    let s = Server::start(&config(ON));
+    std::fs::write(s.path("disk.img"), vec![0u8; 4096]).expect("image");
+    std::fs::write(s.path("rogue-loader.bin"), b"not allowed").expect("loader");
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    // A board flash.boards leaves out.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb2", "image": "disk.img"}),
+    )
+    .await;
+    assert_eq!(refusal(&r).0, "not_permitted");
+    // No lease.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img"}),
+    )
+    .await;
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "lease_invalid", "{message}");
+    let id = lease(&a, "vb1").await;
+    // Another client, without the lease.
+    let b = connect(&s.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("connect");
+    let r = call(
+        &b,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img"}),
+    )
+    .await;
+    let (_, message) = refusal(&r);
+    assert!(message.contains("vm-a"), "{message}");
+    // Files beneath the roots only, and loaders from flash.loaders only.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "/etc/passwd", "lease": id}),
+    )
+    .await;
+    assert_eq!(refusal(&r).0, "outside_roots");
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "loader": "rogue-loader.bin", "lease": id}),
+    )
+    .await;
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "not_permitted");
+    assert!(message.contains("flash.loaders"), "{message}");
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "wait_for": "(", "lease": id}),
+    )
+    .await;
+    assert_eq!(refusal(&r).0, "invalid_request");
+    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    assert!(
+        audit
+            .lines()
+            .filter(|l| l.contains("\"flash_board\"") && l.contains("\"refused\""))
+            .count()
+            >= 5,
+        "{audit}"
+    );
+}
+
+/// A bmap that does not match its image fails in `check_image`, before any step that
+/// touches the board; run in the background, `wait_job` carries the final result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bmap_that_does_not_match_fails_before_the_board_is_touched_as_a_job() {
+    let s = Server::start(&config(ON));
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/gatecmd-flash/tests/fixtures/interop.bmap");
+    std::fs::copy(fixtures, s.path("disk.bmap")).expect("bmap");
+    // The interop bmap describes another image: same name, other bytes.
+    std::fs::write(s.path("disk.img"), vec![0x5au8; 1 << 20]).expect("image");
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let id = lease(&c, "vb1").await;
+    let r = call(
+        &c,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "bmap": "disk.bmap", "lease": id, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    assert_eq!(structured(&r)["state"], "running");
+    let mut w = Value::Null;
+    for _ in 0..30 {
+        let r = call(&c, "wait_job", json!({"job": job, "timeout_secs": 10})).await;
+        w = structured(&r);
+        if w["state"] != "running" {
+            break;
+        }
+    }
+    assert_eq!(w["state"], "failed", "{w}");
+    let result = &w["result"];
+    assert_eq!(result["failure"]["step"], "check_image", "{result}");
+    assert_eq!(result["steps"], json!([]), "{result}");
+    let message = result["failure"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nothing was written"), "{message}");
+    assert!(
+        result["failure"]["next_action"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("bmap")
+    );
+    assert!(
+        w["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("check_image")
+    );
+}
+
+/// A board with nothing at its port and no power.maskrom cannot be put where flashing
+/// needs it: the result says which key is missing, after the image was checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_without_power_maskrom_names_what_it_needs() {
+    let s = Server::start(&config(ON));
+    std::fs::write(s.path("disk.img"), vec![0u8; 1 << 20]).expect("image");
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let id = lease(&c, "vb1").await;
+    let started = std::time::Instant::now();
+    let r = call(
+        &c,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "lease": id}),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(is_error(&r), "{}", text(&r));
+    let v = structured(&r);
+    assert_eq!(v["failure"]["step"], "maskrom", "{v}");
+    assert_eq!(v["steps"][0]["step"], "check_image", "{v}");
+    let message = v["failure"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("power.maskrom"), "{message}");
+    assert_eq!(v["failure"]["seen"]["device"], "nothing");
+    assert!(text(&r).contains("failed at step maskrom"), "{}", text(&r));
+}
