@@ -8,6 +8,10 @@
 #   make deb    the Debian package (cargo-deb, release build): target/debian/gatecmd_*.deb
 .PHONY: run demo test setup test-setup build lint test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke
 
+# The server's crates, as every cargo test of `make test` selects them: the same selection
+# resolves the same features, so nothing is built twice (scripts/cargo-tests.sh).
+SERVER := --workspace --exclude gatecmd-vboard
+
 setup:
 	./scripts/setup.sh
 
@@ -36,16 +40,16 @@ test: test-setup lint
 	./scripts/cargo-tests.sh
 	# The Debian package installed, checked and purged on this machine: alone, since it
 	# changes what the other tests would find in /etc (tests/deb_package.rs).
-	cargo test --locked --test deb_package -- --ignored
+	cargo test --locked $(SERVER) --test deb_package -- --ignored
 	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
 	cargo test --locked -p gatecmd-vboard
 	# pytest and the TypeScript SDK tests side by side, then the conformance suites.
 	./scripts/client-tests.sh
-	GATECMD_BENCH_SMOKE=1 cargo test --locked --bench gatecmd
+	GATECMD_BENCH_SMOKE=1 cargo test --locked $(SERVER) --bench gatecmd
 
 # Only the Debian package's test: build, dpkg -i, gatecmd check, dpkg --purge (as root).
 test-deb: test-setup
-	cargo test --locked --test deb_package -- --ignored
+	cargo test --locked $(SERVER) --test deb_package -- --ignored
 
 # The MCP Python SDK against the real binary (tests/python, own .venv).
 test-python: test-setup

@@ -13,13 +13,17 @@ cargo test --locked "${server[@]}" --no-run --quiet
 # The flashing engine's VM test (lane 1) runs the virtual board's binary, which `cargo test`
 # of the other crates does not build: built here, same profile.
 cargo build --locked -p gatecmd-vboard --bin gatecmd-vboard --quiet
-# Lane 1: the library crates' tests (their unit tests, and their own tests/: the flashing
-# engine's VM test, the layer crates' compile-fail test), then half of tests/; lane 2: the
-# binary's unit tests and the other half of tests/.
-lanes=("" "")
+# Every lane runs with the same package selection as the build above, so that cargo
+# resolves the same features and builds nothing again (a lane of `-p gatecmd` alone would
+# rebuild the crates below it without the dev-dependencies' features: minutes on a clean
+# machine). Lane 1: every crate's unit tests, then its share of the integration tests;
+# lane 2: the flashing engine's VM test (the longest), then its share. The integration
+# tests are every crate's tests/*.rs, dealt out in turn.
+lanes=("--lib --bins" "--test usbvm")
 i=0
-for f in tests/*.rs; do
+for f in tests/*.rs crates/*/tests/*.rs; do
   t=$(basename "$f" .rs)
+  [ "$t" = usbvm ] && continue
   lanes[$((i % 2))]+=" --test $t"
   i=$((i + 1))
 done
@@ -30,13 +34,8 @@ for n in 0 1; do
   log=$(mktemp "${TMPDIR:-/tmp}/gatecmd-cargo-tests.XXXXXX")
   logs+=("$log")
   (
-    if [ "$n" = 0 ]; then
-      cargo test --locked --no-fail-fast "${server[@]}" --exclude gatecmd
-    else
-      cargo test --locked --no-fail-fast -p gatecmd --lib --bins
-    fi
     # shellcheck disable=SC2086 # the lane is a list of cargo arguments
-    cargo test --locked --no-fail-fast -p gatecmd ${lanes[$n]}
+    cargo test --locked --no-fail-fast "${server[@]}" ${lanes[$n]}
   ) >"$log" 2>&1 &
   pids+=($!)
 done

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${GATECMD_BIN:-}" ]; then
-  cargo test --locked --no-run --quiet
+  cargo test --locked --workspace --exclude gatecmd-vboard --no-run --quiet
   target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   export GATECMD_BIN="$target_dir/debug/gatecmd"
   if [ -z "${GATECMD_VBOARD_BIN:-}" ] && [ -f vboard/Cargo.toml ]; then

@@ -10,7 +10,7 @@ venv="$root/.venv"
 ./scripts/venv.sh
 
 if [ -z "${GATECMD_BIN:-}" ]; then
-  cargo test --locked --no-run --quiet
+  cargo test --locked --workspace --exclude gatecmd-vboard --no-run --quiet
   target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   GATECMD_BIN="$target_dir/debug/gatecmd"
 fi

@@ -12,7 +12,7 @@ if [ ! -d tests/ts/node_modules/@modelcontextprotocol/sdk ]; then
   (cd tests/ts && npm ci --no-audit --no-fund --silent)
 fi
 if [ -z "${GATECMD_BIN:-}" ]; then
-  cargo test --locked --no-run --quiet
+  cargo test --locked --workspace --exclude gatecmd-vboard --no-run --quiet
   target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   GATECMD_BIN="$target_dir/debug/gatecmd"
 fi
