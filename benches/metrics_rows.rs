@@ -55,7 +55,7 @@ async fn scrape(z: &Sizes) -> Row {
     let body = get().await.expect("scrape").text().await.expect("body");
     assert!(
         body.contains(&format!(
-            "gatecmd_devices_attached{{kind=\"rockusb\",mode=\"maskrom\"}} {BOARDS}"
+            "gatecmd_devices_attached{{kind=\"rockusb\",family=\"rockusb\",mode=\"maskrom\"}} {BOARDS}"
         )),
         "the scrape does not show the {BOARDS} boards:\n{body}"
     );
