@@ -4,10 +4,15 @@
 //! jobs after their client gave up (told once, with the client's next call), and how often
 //! a task client should poll. The jobs themselves are [`gatecmd_domain::jobs`].
 
+use std::sync::Arc;
+
+use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
 
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
-use gatecmd_domain::jobs::{JobError, JobView};
+use gatecmd_domain::audit::{Audit, JobRecord};
+use gatecmd_domain::jobs::{Job, JobError, JobView, Jobs};
 use gatecmd_domain::state::AppState;
 
 /// How often a task client should poll `tasks/get` (the job's progress moves about
@@ -86,5 +91,72 @@ pub fn tell(r: &mut CallToolResult, notices: Vec<String>) {
     }
     if let Some(serde_json::Value::Object(o)) = &mut r.structured_content {
         o.insert("notices".into(), notices.into());
+    }
+}
+
+/// Waits until a foreground call's job ends. When the client gives up first (it cancels,
+/// or drops the connection so that rmcp drops this future), the job is marked detached,
+/// audited, and runs on; `Err` is then the answer (which nobody may read) that says so.
+/// Shared by `execute_command` and `flash_board`, whose long calls continue as jobs.
+pub async fn wait_or_detach(
+    state: &AppState,
+    job: &Arc<Job>,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), CallToolResult> {
+    let mut guard = DetachOnDrop {
+        jobs: &state.jobs,
+        audit: &state.audit,
+        job,
+        armed: true,
+    };
+    let mut changes = job.watch();
+    while job.state().is_running() {
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { break },
+            _ = ctx.ct.cancelled() => {
+                guard.detach("the client cancelled the call (notifications/cancelled)");
+                let v = job.view();
+                return Err(crate::answer::structured_error(
+                    &serde_json::json!({"job": v.id.0, "state": "running"}),
+                    detached_text(&v),
+                ));
+            }
+        }
+    }
+    guard.armed = false;
+    Ok(())
+}
+
+/// Marks the job detached (and audits why) if the waiting call goes away unanswered:
+/// the client dropped its connection, so rmcp dropped the request's future.
+struct DetachOnDrop<'a> {
+    jobs: &'a Jobs,
+    audit: &'a Audit,
+    job: &'a Arc<Job>,
+    armed: bool,
+}
+
+impl DetachOnDrop<'_> {
+    fn detach(&mut self, why: &str) {
+        self.armed = false;
+        if !self.job.state().is_running() {
+            return;
+        }
+        self.job.mark_detached();
+        self.jobs.changed(&self.job.id);
+        self.audit.record(&JobRecord::detached(
+            &self.job.spec.client,
+            &self.job.id.0,
+            why,
+        ));
+        tracing::info!(client = %self.job.spec.client, job = %self.job.id, why, "foreground call continues as a job");
+    }
+}
+
+impl Drop for DetachOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.detach("the request went away (connection dropped)");
+        }
     }
 }

@@ -26,8 +26,9 @@
 //! - `device_filter`: the filter of `list_devices` and `wait_for_device`, and its refusal.
 //! - `file_staging`: what the file staging tools share: an audited refusal, blocking work
 //!   off the async workers, file times as text.
-//! - `jobs`: job refusals, the notices of calls that continued as jobs, the task poll
-//!   interval, shared by `execute_command`, the job tools and `tasks`.
+//! - `jobs`: job refusals, a foreground call's wait that detaches its job when the client
+//!   gives up, the notices of calls that continued as jobs, the task poll interval, shared
+//!   by `execute_command`, `flash_board`, the job tools and `tasks`.
 //! - `approvals`: what every gated tool shares: the wait for an approver's decision, the
 //!   refusal a no becomes, the file hashes an approval binds, and a decision taken.
 //! - `answer`: how every tool answers: structured content with a bounded text, or a

@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 use crate::answer::{refusal, structured, structured_error};
 use crate::board_talk::{TalkRefusal, take_board};
 use crate::handler::{GatecmdServer, session_id};
-use crate::jobs::detached_text;
 use crate::progress::{self, Sink};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
@@ -35,7 +34,7 @@ use gatecmd_domain::audit::{Audit, JobRecord};
 use gatecmd_domain::flash::{
     Event, Failed, FlashFailure, Flashed, Inputs, OpenFile, Seen, Step, StepRecord,
 };
-use gatecmd_domain::jobs::{Job, JobEnd, JobSpec, JobState, Jobs, Origin};
+use gatecmd_domain::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
 use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::state::AppState;
 
@@ -671,38 +670,6 @@ fn audit_failure(audit: &Audit, client: &str, job: &Job, board: &str, image: &st
     }));
 }
 
-/// Marks the job detached (and audits why) if the waiting call goes away unanswered.
-struct DetachOnDrop<'a> {
-    jobs: &'a Jobs,
-    audit: &'a Audit,
-    job: &'a Arc<Job>,
-    armed: bool,
-}
-
-impl DetachOnDrop<'_> {
-    fn detach(&mut self, why: &str) {
-        self.armed = false;
-        if !self.job.state().is_running() {
-            return;
-        }
-        self.job.mark_detached();
-        self.jobs.changed(&self.job.id);
-        self.audit.record(&JobRecord::detached(
-            &self.job.spec.client,
-            &self.job.id.0,
-            why,
-        ));
-    }
-}
-
-impl Drop for DetachOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.detach("the request went away (connection dropped)");
-        }
-    }
-}
-
 /// A waiting call: answers with the flash's result; when the client gives up, the flash
 /// runs on as a job and the answer (which nobody reads) says so.
 async fn wait_foreground(
@@ -710,27 +677,9 @@ async fn wait_foreground(
     job: &Arc<Job>,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let mut guard = DetachOnDrop {
-        jobs: &state.jobs,
-        audit: &state.audit,
-        job,
-        armed: true,
-    };
-    let mut changes = job.watch();
-    while job.state().is_running() {
-        tokio::select! {
-            r = changes.changed() => if r.is_err() { break },
-            _ = ctx.ct.cancelled() => {
-                guard.detach("the client cancelled the call (notifications/cancelled)");
-                let v = job.view();
-                return structured_error(
-                    &serde_json::json!({"job": v.id.0, "state": "running"}),
-                    detached_text(&v),
-                );
-            }
-        }
+    if let Err(gave_up) = crate::jobs::wait_or_detach(state, job, ctx).await {
+        return gave_up;
     }
-    guard.armed = false;
     let v = job.view();
     let answer = v
         .end

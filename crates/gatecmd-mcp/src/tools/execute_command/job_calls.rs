@@ -9,8 +9,8 @@ use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, Task, Task
 use rmcp::service::RequestContext;
 
 use crate::answer::{structured, structured_error};
-use crate::jobs::{TASK_POLL_MS, detached_text};
-use gatecmd_domain::jobs::{Job, Jobs};
+use crate::jobs::TASK_POLL_MS;
+use gatecmd_domain::jobs::Job;
 use gatecmd_domain::state::AppState;
 
 use super::background::stored_result;
@@ -39,41 +39,6 @@ pub(super) fn task_handle(job: &Job) -> CallToolResponse {
     CallToolResponse::Task(CreateTaskResult::new(task))
 }
 
-/// Marks the job detached (and audits why) if the waiting call goes away unanswered:
-/// the client dropped its connection, so rmcp dropped the request's future.
-struct DetachOnDrop<'a> {
-    jobs: &'a Jobs,
-    audit: &'a gatecmd_domain::audit::Audit,
-    job: &'a Arc<Job>,
-    armed: bool,
-}
-
-impl DetachOnDrop<'_> {
-    fn detach(&mut self, why: &str) {
-        self.armed = false;
-        if !self.job.state().is_running() {
-            return;
-        }
-        self.job.mark_detached();
-        self.jobs.changed(&self.job.id);
-        self.audit
-            .record(&gatecmd_domain::audit::JobRecord::detached(
-                &self.job.spec.client,
-                &self.job.id.0,
-                why,
-            ));
-        tracing::info!(client = %self.job.spec.client, job = %self.job.id, why, "foreground command continues as a job");
-    }
-}
-
-impl Drop for DetachOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.detach("the request went away (connection dropped)");
-        }
-    }
-}
-
 /// A foreground call of a `cancel: detach` command: waits for its job and answers as a
 /// foreground call does. When the client gives up, the job runs on and the answer (which
 /// nobody reads) says so; the client's next call is told.
@@ -82,27 +47,9 @@ pub(super) async fn wait_foreground(
     job: &Arc<Job>,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let mut guard = DetachOnDrop {
-        jobs: &state.jobs,
-        audit: &state.audit,
-        job,
-        armed: true,
-    };
-    let mut changes = job.watch();
-    while job.state().is_running() {
-        tokio::select! {
-            r = changes.changed() => if r.is_err() { break },
-            _ = ctx.ct.cancelled() => {
-                guard.detach("the client cancelled the call (notifications/cancelled)");
-                let v = job.view();
-                return structured_error(
-                    &serde_json::json!({"job": v.id.0, "state": "running"}),
-                    detached_text(&v),
-                );
-            }
-        }
+    if let Err(gave_up) = crate::jobs::wait_or_detach(state, job, ctx).await {
+        return gave_up;
     }
-    guard.armed = false;
     let answer = stored_result(job).unwrap_or_else(|| {
         structured_error(
             &serde_json::json!({"job": job.id.0}),
