@@ -343,11 +343,28 @@ fn store(
     }
     file.write_all_at(&chunk.data, chunk.offset)
         .map_err(|e| io("writing", e))?;
+    start_writeback(&file, chunk.offset, chunk.data.len());
     Ok((dir, file))
 }
 
 /// Opens (at the start of an upload: creates) the temporary file, which must be a private
 /// regular file.
+/// Starts the disk write of what a chunk just put in the page cache, without waiting for
+/// it: the fsync that finalises an upload then finds most of the file already on disk, so
+/// the disk works while the next chunks arrive (a streamed `PUT /upload` of 64 MiB by curl
+/// went from 201 to 259 MB/s here, where `dd conv=fsync` writes 269; docs/PERFORMANCE.md).
+/// Advice only: a failure changes nothing but the speed, and the finalising fsync still
+/// decides.
+fn start_writeback(file: &File, offset: u64, len: usize) {
+    let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: sync_file_range on a descriptor this function borrows, plain integers.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), off, n, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
 fn open_temp(dir: &Dir, t: &Target, names: &Names<'_>, create: bool) -> Result<File, StagingError> {
     let flags = if create {
         OFlag::O_RDWR | OFlag::O_CREAT
