@@ -204,7 +204,8 @@ async def main() -> None:
                         call.append(took)
                         print(
                             f"{label} bmap round {i % RUNS + 1}: rkdeveloptool wl of the raw expansion {rk_raw[-1]:.2f} s, "
-                            f"flash_board {e2e[-1]:.2f} s of steps ({took:.2f} s call), verify {f['verify_ms'] / 1000:.2f} s",
+                            f"flash_board {e2e[-1]:.2f} s of steps ({took:.2f} s call), verify {f['verify_ms'] / 1000:.2f} s; "
+                            + ", ".join(f"{s['step']} {s['ms'] / 1000:.2f}" for s in f["steps"]),
                             flush=True,
                         )
                     mr, me, mc = statistics.median(rk_raw), statistics.median(e2e), statistics.median(call)

@@ -5,12 +5,11 @@
 //! chunk) makes a shorter chunk; the image's last bytes are padded with zeros to a whole
 //! block, as rkdeveloptool pads its last sector.
 
-use sha2::{Digest, Sha256};
-
+use crate::chunk_hash::{ChunkHash, ChunkKey};
 use crate::image::stream::{Segments, StreamError};
 
 /// One chunk: where it goes in the image, its bytes (a whole number of blocks) and their
-/// SHA-256.
+/// keyed hash.
 pub struct Chunk {
     /// Image byte offset (a multiple of the block size).
     pub offset: u64,
@@ -19,8 +18,8 @@ pub struct Chunk {
     pub buf: Vec<u8>,
     /// Bytes of the chunk.
     pub len: usize,
-    /// SHA-256 of the chunk's bytes.
-    pub sha256: [u8; 32],
+    /// The chunk's bytes hashed with the journal's key.
+    pub hash: ChunkHash,
 }
 
 impl Chunk {
@@ -35,6 +34,7 @@ pub struct Chunker {
     src: Box<dyn Segments>,
     chunk_size: u64,
     block: u64,
+    key: ChunkKey,
 }
 
 /// Why a run cannot be cut into blocks.
@@ -52,12 +52,14 @@ pub enum ChunkError {
 }
 
 impl Chunker {
-    /// Chunks of at most `chunk_size` bytes (a multiple of `block`) from `src`.
-    pub fn new(src: Box<dyn Segments>, chunk_size: u64, block: u64) -> Chunker {
+    /// Chunks of at most `chunk_size` bytes (a multiple of `block`) from `src`, hashed
+    /// with `key`.
+    pub fn new(src: Box<dyn Segments>, chunk_size: u64, block: u64, key: ChunkKey) -> Chunker {
         Chunker {
             src,
             chunk_size,
             block,
+            key,
         }
     }
 
@@ -100,12 +102,12 @@ impl Chunker {
         for b in &mut buf[len..padded] {
             *b = 0;
         }
-        let sha256 = Sha256::digest(&buf[..padded]).into();
+        let hash = self.key.hash(&buf[..padded]);
         Ok(Some(Chunk {
             offset: start,
             buf,
             len: padded,
-            sha256,
+            hash,
         }))
     }
 }
@@ -145,10 +147,16 @@ mod tests {
     }
 
     fn cut(runs: Vec<(u64, Vec<u8>)>, size: u64, block: u64) -> Vec<(u64, usize)> {
-        let mut c = Chunker::new(Box::new(Runs { runs, i: 0, pos: 0 }), size, block);
+        let key = ChunkKey::fixed(3);
+        let mut c = Chunker::new(
+            Box::new(Runs { runs, i: 0, pos: 0 }),
+            size,
+            block,
+            key.clone(),
+        );
         let mut out = Vec::new();
         while let Some(ch) = c.next(Vec::new()).expect("chunk") {
-            assert_eq!(ch.sha256, <[u8; 32]>::from(Sha256::digest(ch.data())));
+            assert_eq!(ch.hash, key.hash(ch.data()));
             out.push((ch.offset, ch.len));
         }
         out
@@ -188,6 +196,7 @@ mod tests {
             }),
             4096,
             512,
+            ChunkKey::fixed(3),
         );
         assert!(matches!(
             c.next(Vec::new()),

@@ -1,14 +1,14 @@
 //! The resume journal: per board, the chunks confirmed written to it (offset, length,
-//! SHA-256), so that the next flash of the same image reads those chunks back, skips the
+//! keyed hash), so that the next flash of the same image reads those chunks back, skips the
 //! ones the board still holds, and writes only the rest.
 //!
 //! **Keys.** The file is the board's (`flash-journal-<board>-<hash>.json` in the caller's
-//! state directory); the image's identity is content-based: the SHA-256 of each chunk as it
-//! streams. A journal entry applies to a chunk of the image being flashed only when offset,
-//! length and hash are all equal, i.e. when that chunk's bytes are the ones recorded; and a
-//! chunk is skipped only when the board's bytes, read back, hash the same. A journal left by
-//! another image therefore skips nothing it should not (only chunks that are truly equal),
-//! and no separate image checksum is needed before the first byte is written.
+//! state directory); the image's identity is content-based: the hash of each chunk as it
+//! streams (crate::chunk_hash, under the journal's own random key). A journal entry applies
+//! to a chunk of the image being flashed only when offset, length and hash are all equal;
+//! the chunk is then read back and skipped only when the board's bytes *equal* the chunk's.
+//! A journal left by another image therefore skips nothing it should not, and no separate
+//! image checksum is needed before the first byte is written.
 //!
 //! **Geometry.** Entries are valid for one grid: block size, start LBA and chunk size are
 //! recorded, and a journal of another grid is set aside (started afresh).
@@ -29,10 +29,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::chunk_hash::{ChunkHash, ChunkKey};
 use crate::error::FlashError;
 
-/// The journal's format version.
-const FORMAT: u32 = 1;
+/// The journal's format version. 2: keyed XXH3-128 chunk hashes and the key (format 1 held
+/// SHA-256s; such a journal is set aside, so a flash cut by an older gatecmd starts over).
+const FORMAT: u32 = 2;
 /// Flushed at most this often while chunks are being recorded.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
@@ -67,7 +69,9 @@ struct OnDisk {
     state: State,
     /// What was being flashed, for a person reading the file (not used for matching).
     image: serde_json::Value,
-    /// `[offset, length, sha256 hex]`, by offset.
+    /// The chunk hashes' secret (hex): the file is owner-only for this.
+    key: String,
+    /// `[offset, length, hash hex]`, by offset.
     chunks: Vec<(u64, u64, String)>,
 }
 
@@ -78,7 +82,8 @@ pub struct Journal {
     geometry: Geometry,
     state: State,
     image: serde_json::Value,
-    chunks: BTreeMap<u64, (u64, [u8; 32])>,
+    key: ChunkKey,
+    chunks: BTreeMap<u64, (u64, ChunkHash)>,
     dirty: bool,
     last_flush: Instant,
 }
@@ -117,30 +122,39 @@ impl Journal {
                 })?;
         }
         let path = state_dir.join(file_name(board));
-        let mut j = Journal {
+        let kept = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<OnDisk>(&text).ok())
+            .filter(|d| d.format == FORMAT && d.board == board && d.geometry == geometry)
+            .and_then(|d| Some((ChunkKey::from_hex(&d.key)?, d.chunks)));
+        let (key, chunks) = match kept {
+            Some((key, listed)) => {
+                let chunks = listed
+                    .into_iter()
+                    .filter_map(|(off, len, h)| Some((off, (len, ChunkHash::from_hex(&h)?))))
+                    .collect();
+                (key, chunks)
+            }
+            None => {
+                let key = ChunkKey::random().map_err(|source| FlashError::Journal {
+                    path: path.clone(),
+                    action: "keyed (no random bytes from the operating system)",
+                    source,
+                })?;
+                (key, BTreeMap::new())
+            }
+        };
+        Ok(Journal {
             path,
             board: board.to_string(),
             geometry,
             state: State::Writing,
             image,
-            chunks: BTreeMap::new(),
+            key,
+            chunks,
             dirty: true,
             last_flush: Instant::now(),
-        };
-        if let Ok(text) = std::fs::read_to_string(&j.path)
-            && let Ok(d) = serde_json::from_str::<OnDisk>(&text)
-            && d.format == FORMAT
-            && d.board == board
-            && d.geometry == geometry
-        {
-            for (off, len, h) in d.chunks {
-                let mut sha = [0u8; 32];
-                if hex::decode_to_slice(&h, &mut sha).is_ok() {
-                    j.chunks.insert(off, (len, sha));
-                }
-            }
-        }
-        Ok(j)
+        })
     }
 
     /// Starts over: no chunk is known (a flash without resume).
@@ -164,18 +178,24 @@ impl Journal {
         self.chunks.is_empty()
     }
 
-    /// Whether the chunk at `offset` of `len` bytes hashing `sha256` was recorded written.
-    pub fn lists(&self, offset: u64, len: u64, sha256: &[u8; 32]) -> bool {
+    /// The key chunks are hashed with (the journal's own, kept in its file).
+    pub fn key(&self) -> &ChunkKey {
+        &self.key
+    }
+
+    /// Whether the chunk at `offset` of `len` bytes with `hash` was recorded written: a
+    /// hint that it is worth reading back, never a reason to skip it on its own.
+    pub fn lists(&self, offset: u64, len: u64, hash: &ChunkHash) -> bool {
         self.chunks
             .get(&offset)
-            .is_some_and(|(l, h)| *l == len && h == sha256)
+            .is_some_and(|(l, h)| *l == len && h == hash)
     }
 
     /// Records a chunk confirmed written (the device acknowledged every transfer).
-    pub fn record(&mut self, offset: u64, len: u64, sha256: [u8; 32]) {
+    pub fn record(&mut self, offset: u64, len: u64, hash: ChunkHash) {
         // A chunk of another grid cell overlapping this one cannot exist on one grid; an
         // entry at the same offset is replaced.
-        self.chunks.insert(offset, (len, sha256));
+        self.chunks.insert(offset, (len, hash));
         self.dirty = true;
     }
 
@@ -210,10 +230,11 @@ impl Journal {
             geometry: self.geometry,
             state: self.state,
             image: self.image.clone(),
+            key: self.key.to_hex(),
             chunks: self
                 .chunks
                 .iter()
-                .map(|(o, (l, h))| (*o, *l, hex::encode(h)))
+                .map(|(o, (l, h))| (*o, *l, h.to_hex()))
                 .collect(),
         };
         let text = serde_json::to_vec(&d).map_err(|e| FlashError::Journal {
@@ -268,23 +289,24 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let state = dir.path().join("state");
         let mut j = Journal::open(&state, "vb1", G, serde_json::json!({})).expect("open");
-        j.record(0, 4096, [1; 32]);
-        j.record(1 << 20, 512, [2; 32]);
+        j.record(0, 4096, ChunkHash([1; 16]));
+        j.record(1 << 20, 512, ChunkHash([2; 16]));
         j.flush().expect("flush");
         let meta = std::fs::metadata(j.path()).expect("meta");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         let dmeta = std::fs::metadata(&state).expect("dir");
         assert_eq!(dmeta.permissions().mode() & 0o777, 0o700);
         let j2 = Journal::open(&state, "vb1", G, serde_json::json!({})).expect("reopen");
-        assert!(j2.lists(0, 4096, &[1; 32]));
+        assert!(j2.lists(0, 4096, &ChunkHash([1; 16])));
         assert!(
-            !j2.lists(0, 4096, &[2; 32]),
+            !j2.lists(0, 4096, &ChunkHash([2; 16])),
             "another hash is another chunk"
         );
         assert!(
-            !j2.lists(0, 512, &[1; 32]),
+            !j2.lists(0, 512, &ChunkHash([1; 16])),
             "another length is another chunk"
         );
+        assert_eq!(j2.key(), j.key(), "the key is kept with the entries");
         // Another grid: set aside.
         let other = Geometry {
             chunk_size: 4 << 20,
@@ -292,6 +314,7 @@ mod tests {
         };
         let j3 = Journal::open(&state, "vb1", other, serde_json::json!({})).expect("other");
         assert!(j3.is_empty());
+        assert_ne!(j3.key(), j.key(), "a journal started afresh gets a new key");
         // Another board: its own file.
         let j4 = Journal::open(&state, "vb2", G, serde_json::json!({})).expect("vb2");
         assert!(j4.is_empty());
@@ -301,6 +324,17 @@ mod tests {
             file_name("ab"),
             "the hash keeps names apart"
         );
+    }
+
+    #[test]
+    fn a_format_1_journal_is_set_aside() {
+        // gatecmd before keyed hashes wrote SHA-256 entries and no key.
+        let dir = tempfile::tempdir().expect("tmp");
+        let old = serde_json::json!({"format": 1, "board": "vb1", "geometry": G,
+            "state": "writing", "image": {}, "chunks": [[0, 4096, "ab".repeat(32)]]});
+        std::fs::write(dir.path().join(file_name("vb1")), old.to_string()).expect("write");
+        let j = Journal::open(dir.path(), "vb1", G, serde_json::json!({})).expect("open");
+        assert!(j.is_empty());
     }
 
     #[test]

@@ -30,7 +30,8 @@
 //! - [`image`] — formats, detected by magic: raw, Android sparse, either gzip/zstd/xz
 //!   compressed (streamed), raw + bmap; the pre-pass that refuses a bad image before any
 //!   write.
-//! - [`chunk`] — cutting the image into grid-aligned chunks with their SHA-256.
+//! - [`chunk`] — cutting the image into grid-aligned chunks with their hashes.
+//! - [`chunk_hash`] — the chunks' keyed XXH3-128, and why it is enough.
 //! - [`target`] — the block-device trait ([`BlockTarget`]) and a file-backed one.
 //! - [`usb`] — the rockusb board by port path: mode, chip info, download boot, Loader as a
 //!   target, reset.
@@ -44,6 +45,7 @@
 
 pub mod boot_file;
 pub mod chunk;
+pub mod chunk_hash;
 pub mod error;
 pub mod image;
 pub mod journal;

@@ -1,14 +1,14 @@
-//! Read-back: a chunk read from the target in transfer-sized pieces and hashed. Used to
-//! decide whether a journalled chunk can be skipped, and by the verification after the
-//! write, which reads back every chunk written and compares its SHA-256 with the one taken
-//! as it was written (no second staged copy of the image is kept or re-read).
+//! Read-back: a chunk read from the target in transfer-sized pieces. Used to decide whether
+//! a journalled chunk can be skipped (compared byte for byte with the image's chunk), and by
+//! the verification after the write, which reads back every chunk written and compares its
+//! keyed hash with the one taken as it was written (no second staged copy of the image is
+//! kept or re-read).
 
 use std::sync::mpsc::{channel, sync_channel};
 use std::thread;
 use std::time::Instant;
 
-use sha2::{Digest, Sha256};
-
+use crate::chunk_hash::{ChunkHash, ChunkKey};
 use crate::error::FlashError;
 use crate::progress::{Control, Phase};
 use crate::report::VerifyReport;
@@ -43,18 +43,8 @@ pub(crate) fn write_chunk(
     Ok(())
 }
 
-/// SHA-256 of the target's bytes at `lba` (`buf` sized to the chunk).
-pub(crate) fn hash_back(
-    target: &mut dyn BlockTarget,
-    lba: u64,
-    buf: &mut [u8],
-) -> Result<[u8; 32], TargetError> {
-    read_chunk(target, lba, buf)?;
-    Ok(Sha256::digest(&*buf).into())
-}
-
-/// A chunk written in this run: image offset, length, SHA-256.
-pub(crate) type Written = (u64, u64, [u8; 32]);
+/// A chunk written in this run: image offset, length, hash.
+pub(crate) type Written = (u64, u64, ChunkHash);
 
 /// Reads back every chunk written and compares. Returns the report and the chunks that
 /// differ (image offset, length). The reads (USB, on this thread) and the hashing (a second
@@ -63,6 +53,7 @@ pub(crate) fn verify(
     target: &mut dyn BlockTarget,
     start_lba: u64,
     written: &[Written],
+    key: &ChunkKey,
     ctl: &mut Control,
 ) -> Result<(VerifyReport, Vec<(u64, u64)>), FlashError> {
     let t0 = Instant::now();
@@ -72,12 +63,12 @@ pub(crate) fn verify(
     let mut bad = Vec::new();
     ctl.report(Phase::Verify, 0, total);
     let (to_hash, hashing) = sync_channel::<(usize, Vec<u8>, usize)>(1);
-    let (to_check, hashed) = channel::<(usize, [u8; 32], Vec<u8>)>();
+    let (to_check, hashed) = channel::<(usize, ChunkHash, Vec<u8>)>();
     let outcome = thread::scope(|s| {
         s.spawn(move || {
             for (i, buf, len) in hashing {
-                let sha: [u8; 32] = Sha256::digest(&buf[..len]).into();
-                if to_check.send((i, sha, buf)).is_err() {
+                let got = key.hash(&buf[..len]);
+                if to_check.send((i, got, buf)).is_err() {
                     return;
                 }
             }
@@ -85,12 +76,12 @@ pub(crate) fn verify(
         let mut spare: Vec<Vec<u8>> = vec![vec![0u8; longest], vec![0u8; longest]];
         let mut done = 0;
         let mut in_flight = 0usize;
-        let mut check = |(i, sha, buf): (usize, [u8; 32], Vec<u8>),
+        let mut check = |(i, got, buf): (usize, ChunkHash, Vec<u8>),
                          spare: &mut Vec<Vec<u8>>,
                          done: &mut u64,
                          ctl: &mut Control| {
             let (offset, len, want) = written[i];
-            if sha != want {
+            if got != want {
                 bad.push((offset, len));
             }
             *done += len;
