@@ -271,6 +271,8 @@ pub enum FlashError {
         reason: String,
         /// Human-readable bytes written before it in this run.
         done: String,
+        /// Bytes written before it in this run (what `done` says, exactly).
+        bytes_written: u64,
         /// Human-readable bytes to write.
         total: String,
         /// The journal file.
@@ -316,6 +318,9 @@ pub enum FlashError {
         phase: Phase,
         /// Human-readable bytes done in that phase.
         done: String,
+        /// Bytes written to the board in this run before the stop (chunks read back and
+        /// skipped are not counted).
+        bytes_written: u64,
         /// Human-readable bytes of that phase.
         total: String,
         /// Image offset of the first chunk not handled.

@@ -93,6 +93,7 @@ pub(crate) fn verify(
                 return Err(FlashError::Cancelled {
                     phase: Phase::Verify,
                     done: human(done),
+                    bytes_written: total,
                     total: human(total),
                     at: offset,
                     after: "the image was written whole but not verified to the end; the journal resumes a later flash of it (reading back what is there)".into(),

@@ -259,6 +259,7 @@ fn consume(
             return Err(FlashError::Cancelled {
                 phase: Phase::Write,
                 done: human(done),
+                bytes_written: r.bytes_written,
                 total: human(mapped),
                 at: chunk.offset,
                 after: if r.bytes_written == 0 {
@@ -312,6 +313,7 @@ fn consume(
                 len,
                 reason: e.to_string(),
                 done: human(r.bytes_written),
+                bytes_written: r.bytes_written,
                 total: human(mapped),
                 journal: journal.path().display().to_string(),
             });

@@ -406,7 +406,17 @@ fn a_cut_flash_resumes_writing_only_what_is_missing() {
     };
     let mut image = Image::open(b.file("r.img", &img), None).expect("open");
     let e = flash_quiet(&mut t, &mut image, &b.opts(64 << 10)).expect_err("cut");
-    assert!(matches!(e, FlashError::Write { lba: 2560, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            FlashError::Write {
+                lba: 2560,
+                bytes_written: 1_310_720, // the 20 chunks before it
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("flash the same image again"), "{e}");
     assert!(journal_path(&b).exists());
     // Someone changed chunk 3 meanwhile: it is read back, found different, rewritten.
@@ -464,9 +474,15 @@ fn cancel_stops_between_chunks_and_says_where() {
     )
     .expect_err("cancelled");
     match &e {
-        FlashError::Cancelled { phase, at, .. } => {
+        FlashError::Cancelled {
+            phase,
+            at,
+            bytes_written,
+            ..
+        } => {
             assert_eq!(*phase, Phase::Write);
             assert_eq!(*at, 3 * (64 << 10), "stopped before the 4th chunk");
+            assert_eq!(*bytes_written, 3 * (64 << 10));
         }
         other => panic!("{other}"),
     }

@@ -549,14 +549,9 @@ async fn steps(
                 .unwrap_or_else(|p| p.into_inner())
                 .is_some();
             let step = if in_verify { Step::Verify } else { Step::Write };
-            // The engine words what it had written; its figure, back to bytes (to 0.1 %).
             match &e {
-                FlashError::Write { done, .. }
-                | FlashError::Cancelled {
-                    phase: Phase::Write,
-                    done,
-                    ..
-                } => run.bytes_written = parse_done(done),
+                FlashError::Write { bytes_written, .. }
+                | FlashError::Cancelled { bytes_written, .. } => run.bytes_written = *bytes_written,
                 _ => {}
             }
             return Err((step, cancel_as_stop(stop, step, e.into())));
@@ -720,20 +715,6 @@ fn cancel_as_stop(stop: &Stop, step: Step, e: FlashFailure) -> FlashFailure {
         }
         other => other,
     }
-}
-
-/// The engine's "21.0 MB" back to bytes, roughly (for the failure's `bytes_written`).
-fn parse_done(s: &str) -> u64 {
-    let mut it = s.split_whitespace();
-    let n: f64 = it.next().and_then(|n| n.parse().ok()).unwrap_or(0.0);
-    let unit = match it.next() {
-        Some("kB") => 1e3,
-        Some("MB") => 1e6,
-        Some("GB") => 1e9,
-        Some("TB") => 1e12,
-        _ => 1.0,
-    };
-    (n * unit) as u64
 }
 
 fn rate(bytes: u64, secs: f64) -> f64 {

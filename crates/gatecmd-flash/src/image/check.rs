@@ -312,6 +312,7 @@ fn cancel_point(ctl: &Control, done: u64, total: u64) -> Result<(), FlashError> 
         return Err(FlashError::Cancelled {
             phase: Phase::Check,
             done: human(done),
+            bytes_written: 0,
             total: human(total),
             at: 0,
             after: "nothing was written".into(),
