@@ -254,6 +254,15 @@ def assert_flashed(s: dict, expected: dict[int, bytes]) -> None:
     want = {off // 512: (len(b) // 512, sha(b)) for off, b in expected.items()}
     assert got == want, f"boot log regions {got} != expected {want}\n{f['boot_log'][-3000:]}"
     assert f["written"]["bytes_written"] == sum(len(b) for b in expected.values()), f["written"]
+    # The sector ranges written (what the audit line lists): the expected pieces, adjacent
+    # ones merged.
+    spans: list[list[int]] = []
+    for off, b in sorted(expected.items()):
+        if spans and spans[-1][1] == off // 512:
+            spans[-1][1] = (off + len(b)) // 512
+        else:
+            spans.append([off // 512, (off + len(b)) // 512])
+    assert f["written"]["ranges"] == spans and f["written"]["ranges_total"] == len(spans), f["written"]
 
 
 async def power_off(client, board: str, lease_id: str) -> None:

@@ -45,6 +45,10 @@ pub struct WriteReport {
     /// Chunks the journal listed that had to be written after all (the board's bytes
     /// differed).
     pub chunks_rewritten: u64,
+    /// The LBA ranges written in this run, `[first, end)` in the target's blocks, in
+    /// order, contiguous chunks merged (a bmap's mapped ranges; skipped chunks are not in
+    /// it).
+    pub ranges: Vec<(u64, u64)>,
     /// Wall time of the phase, seconds (reading, decompressing, hashing and writing overlap).
     pub secs: f64,
     /// Part of `secs` spent reading back journalled chunks.

@@ -320,6 +320,11 @@ fn consume(
         }
         journal.record(chunk.offset, len, chunk.hash);
         journal.flush_if_due()?;
+        let end = lba + len / bs;
+        match r.ranges.last_mut() {
+            Some(last) if last.1 == lba => last.1 = end,
+            _ => r.ranges.push((lba, end)),
+        }
         written.push((chunk.offset, len, chunk.hash));
         r.chunks_written += 1;
         r.bytes_written += len;

@@ -274,6 +274,10 @@ fn a_bmap_writes_only_its_ranges() {
             assert_eq!(check.ranges_checked, 4, "{name}");
             // 1 MiB cells hold 256 blocks: each range lies in one cell, one chunk each.
             assert_eq!(r.write.chunks_written, 4, "{name}");
+            // The ranges written, in 512-byte sectors: the bmap's, and nothing else.
+            let sectors: Vec<(u64, u64)> =
+                ranges.iter().map(|&(a, z)| (a * 8, (z + 1) * 8)).collect();
+            assert_eq!(r.write.ranges, sectors, "{name}");
         }
     }
 }

@@ -68,6 +68,10 @@ pub struct FlashFacts {
     pub bytes: u64,
 }
 
+/// The most ranges a result and its audit line list: a bmap of a real root filesystem maps
+/// thousands, and the line stays readable and bounded.
+pub const MAX_RANGES: usize = 64;
+
 /// What the write phase did.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Written {
@@ -83,6 +87,12 @@ pub struct Written {
     pub chunks_skipped: u64,
     /// Journalled chunks the board no longer held, written again.
     pub chunks_rewritten: u64,
+    /// The sector ranges written in this run, `[first, end)`, contiguous chunks merged (a
+    /// bmap's mapped ranges; chunks read back and skipped are not in it); the first
+    /// [`MAX_RANGES`] of them.
+    pub ranges: Vec<[u64; 2]>,
+    /// How many ranges there were (more than `ranges` holds when above [`MAX_RANGES`]).
+    pub ranges_total: usize,
     pub chunk_bytes: u64,
     /// Bytes per USB write command (flash.transfer_kib).
     pub transfer_bytes: u64,

@@ -683,6 +683,13 @@ async fn steps(
             bytes_skipped: w.bytes_skipped,
             chunks_skipped: w.chunks_skipped,
             chunks_rewritten: w.chunks_rewritten,
+            ranges: w
+                .ranges
+                .iter()
+                .take(super::outcome::MAX_RANGES)
+                .map(|&(a, b)| [a, b])
+                .collect(),
+            ranges_total: w.ranges.len(),
             chunk_bytes: chunk_size,
             transfer_bytes: report.transfer_size,
             write_ms: (w.secs * 1000.0) as u64,
