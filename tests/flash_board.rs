@@ -208,3 +208,116 @@ async fn a_board_without_power_maskrom_names_what_it_needs() {
     assert_eq!(v["failure"]["seen"]["device"], "nothing");
     assert!(text(&r).contains("failed at step maskrom"), "{}", text(&r));
 }
+
+/// A flash is a command like any other for the client's limits and the bench page: it
+/// takes one of `limits.max_concurrent_per_client`'s slots while it runs (another command
+/// or flash of that client is refused, naming the limit) and shows as a running row with
+/// its job; both are given back when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flash_holds_a_command_slot_and_a_page_row_until_it_ends() {
+    let cfg = format!(
+        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n\
+         file_roots: [$DIR]\n\
+         limits:\n  max_concurrent_per_client: 1\n\
+         commands:\n  - name: nap\n    binary: /usr/bin/sleep\n    description: Sleep.\n\
+         \x20   params: {{secs: \"[0-9]\"}}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n\
+         \x20 - name: say\n    binary: /usr/bin/echo\n    description: Say a word.\n\
+         \x20   params: {{w: \"[a-z]+\"}}\n    allowed_args:\n      - pattern: \"{{w}}\"\n\
+         boards:\n  - name: vb1\n    usb: \"1-1\"\n    power:\n\
+         \x20     on: {{command: nap, args: [\"0\"]}}\n      off: {{command: nap, args: [\"0\"]}}\n\
+         \x20     maskrom: {{command: nap, args: [\"3\"]}}\n\
+         flash:\n  enabled: true\n  boards: [vb1]\n  device_wait_secs: 1\n"
+    );
+    let s = Server::start(&cfg);
+    std::fs::write(s.path("disk.img"), vec![0u8; 1 << 20]).expect("image");
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let id = lease(&a, "vb1").await;
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "lease": id, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+
+    // The slot is taken: a command and a second flash of the same client are refused.
+    let r = call(
+        &a,
+        "execute_command",
+        json!({"command": "say", "args": ["hi"]}),
+    )
+    .await;
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "limit", "{message}");
+    assert!(message.contains("max_concurrent_per_client"), "{message}");
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "lease": id, "background": true}),
+    )
+    .await;
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "limit", "{message}");
+    assert!(message.contains("a flash counts as one"), "{message}");
+
+    // The page lists it as running, with its job.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("http");
+    let signed = http
+        .post(format!("{}/signin", s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", &s.base)
+        .body(format!("token={TOKEN_A}"))
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(signed.status(), 303);
+    let cookie = signed.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("name=value")
+        .to_string();
+    let page_state = || async {
+        let v: Value = http
+            .get(format!("{}/state", s.base))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .expect("GET /state")
+            .json()
+            .await
+            .expect("json");
+        v["running"].as_array().cloned().unwrap_or_default()
+    };
+    let running = page_state().await;
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(running[0]["command"], "flash_board");
+    assert_eq!(running[0]["board"], "vb1");
+    assert_eq!(running[0]["job"], job.as_str());
+
+    // It ends (nothing enumerates at 1-1 after the MaskROM action): slot and row go.
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let w = call(&a, "wait_job", json!({"job": job, "timeout_secs": 10})).await;
+        if structured(&w)["state"] != "running" {
+            assert_eq!(structured(&w)["state"], "failed", "{}", text(&w));
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "the flash did not end");
+    }
+    assert!(page_state().await.is_empty());
+    let r = call(
+        &a,
+        "execute_command",
+        json!({"command": "say", "args": ["hi"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+}

@@ -151,6 +151,24 @@ impl RunGuard {
         self.running.tick();
     }
 
+    /// Records `p` (0-100) when it is higher than the run's percentage so far: for a run
+    /// that knows its progress without output lines (flash_board counts bytes).
+    pub fn set_progress(&self, p: f64) {
+        let raised = {
+            let mut t = self.running.lock();
+            match t.runs.get_mut(&self.id) {
+                Some(r) if p.is_finite() && r.progress.is_none_or(|h| p > h) => {
+                    r.progress = Some(p.clamp(0.0, 100.0));
+                    true
+                }
+                _ => false,
+            }
+        };
+        if raised {
+            self.running.tick();
+        }
+    }
+
     /// Looks for a percentage in an output line; a higher one is recorded. Returns whether
     /// the line reported one (the `LineTap::Latest` contract).
     pub fn offer(&self, line: &str) -> bool {

@@ -27,8 +27,8 @@ settings! {
         max_concurrent_per_client: usize {
             default: 8,
             check: at_least_one,
-            docs: "commands one client may run at once; more are refused at once with this \
-                limit named.",
+            docs: "commands one client may run at once (a `flash_board` counts as one); more are \
+                refused at once with this limit named.",
         },
         max_request_body_bytes: usize {
             default: 4 * 1024 * 1024,

@@ -36,6 +36,8 @@ use gatecmd_domain::flash::{
 };
 use gatecmd_domain::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
 use gatecmd_domain::locks::SessionId;
+use gatecmd_domain::permits::Permit;
+use gatecmd_domain::running::{NewRun, RunGuard};
 use gatecmd_domain::state::AppState;
 
 /// Default limit of one flash, everything included.
@@ -176,6 +178,12 @@ pub enum FlashRefusal {
     BadPattern { why: String },
     #[error("timeout_secs must be 1 to {max}; {given} was given")]
     TimeoutOutOfRange { given: u64, max: u64 },
+    /// A flash takes one of the client's command slots, as a command does.
+    #[error(
+        "client {client:?} already runs {max} commands at once (limits.max_concurrent_per_client; \
+         a flash counts as one); wait for one to finish, then retry"
+    )]
+    TooManyRunning { client: String, max: usize },
     #[error(transparent)]
     Talk(#[from] TalkRefusal),
 }
@@ -191,6 +199,7 @@ impl Classified for FlashRefusal {
             FlashRefusal::File { error, .. } => file_reason(error),
             FlashRefusal::BadPattern { .. } => R::InvalidRequest,
             FlashRefusal::TimeoutOutOfRange { .. } => R::TimeoutTooLong,
+            FlashRefusal::TooManyRunning { .. } => R::Limit,
             FlashRefusal::Talk(e) => e.reason(),
         }
     }
@@ -298,6 +307,16 @@ pub async fn flash_call(
         Ok(p) => p,
         Err(e) => return refuse(e.into()),
     };
+    // One of the client's command slots, held until the flash ends (as execute_command's).
+    let Some(slot) = state.client_slot(&who.name) else {
+        return refuse(
+            FlashRefusal::TooManyRunning {
+                client: who.name.clone(),
+                max: config.limits.max_concurrent_per_client,
+            }
+            .into(),
+        );
+    };
     let leased = match take_board(
         state,
         &config,
@@ -378,6 +397,20 @@ pub async fn flash_call(
         uncancellable: false,
         origin,
     });
+    // The bench page's "running" row, with the flash's percentage.
+    let row = Arc::new(state.running.start(NewRun {
+        client: who.name.clone(),
+        command: "flash_board".into(),
+        argv: vec![
+            "flash_board".into(),
+            req.board.clone(),
+            inputs.image.path.display().to_string(),
+        ],
+        device: Some(leased.board.usb.to_string()),
+        board: Some(req.board.clone()),
+        progress: None,
+    }));
+    row.set_job(&job.id.0);
     state.audit.record(&JobRecord::started(
         &who.name,
         &job.id.0,
@@ -407,6 +440,8 @@ pub async fn flash_call(
         reporter,
         // The board key (under the caller's lease) lives as long as the flash.
         guard: leased.guard,
+        slot,
+        row,
     };
     let watched = job.clone();
     let jobs = state.jobs.clone();
@@ -453,6 +488,10 @@ struct FlashTask {
     inputs: Inputs,
     reporter: Option<(progress::Tap, tokio::task::JoinHandle<()>)>,
     guard: gatecmd_domain::locks::CommandGuard,
+    /// The client's command slot, given back when the flash ends.
+    slot: Permit,
+    /// The page's row; gone when the last holder (this task, the events) drops it.
+    row: Arc<RunGuard>,
 }
 
 impl FlashTask {
@@ -464,6 +503,8 @@ impl FlashTask {
             inputs,
             reporter,
             guard,
+            slot,
+            row,
         } = self;
         let config = state.config();
         let board = inputs.board.name.clone();
@@ -472,11 +513,13 @@ impl FlashTask {
         let events: gatecmd_domain::flash::Events = {
             let job = job.clone();
             let jobs = state.jobs.clone();
+            let row = row.clone();
             Arc::new(move |e: Event| {
                 let line = match &e {
                     Event::Started(s) => format!("step {s} ..."),
                     Event::Done(r) => format!("step {} done in {} ms: {}", r.step, r.ms, r.detail),
                     Event::Bytes(b) => {
+                        row.set_progress(b.overall_percent());
                         if job.set_progress(b.overall_percent()) {
                             jobs.changed(&job.id);
                         }
@@ -513,9 +556,11 @@ impl FlashTask {
             events.clone(),
         )
         .await;
-        // The board key goes once the USB work is over.
+        // The board key, the client's slot and the page's row go once the work is over.
         drop(guard);
         drop(events);
+        drop(row);
+        drop(slot);
         let _ = forward.await;
         let (job_state, result, text) = match outcome {
             Ok(f) => {
