@@ -321,3 +321,51 @@ async fn a_flash_holds_a_command_slot_and_a_page_row_until_it_ends() {
     .await;
     assert!(!is_error(&r), "{}", text(&r));
 }
+
+/// A client that declares the MCP tasks extension gets a task for `flash_board`, whose id
+/// is the flash's job: `tasks/get` follows it to the result a waiting call would have had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_augmented_flash_is_a_task_followed_with_tasks_get() {
+    let s = Server::start(&config(ON));
+    std::fs::write(s.path("disk.img"), vec![0u8; 1 << 20]).expect("image");
+    let leased = task_rpc(
+        &s,
+        TOKEN_A,
+        "tools/call",
+        json!({"name": "lock_board", "arguments": {"board": "vb1"}}),
+    )
+    .await;
+    let lease_id = leased["result"]["structuredContent"]["lease_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no lease: {leased}"))
+        .to_string();
+    let created = task_rpc(
+        &s,
+        TOKEN_A,
+        "tools/call",
+        json!({"name": "flash_board", "arguments": {"board": "vb1", "image": "disk.img", "lease": lease_id}}),
+    )
+    .await;
+    let r = &created["result"];
+    assert_eq!(r["resultType"], "task", "{created}");
+    let id = r["taskId"].as_str().expect("taskId").to_string();
+    assert!(id.starts_with("job-"), "{created}");
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let g = task_rpc(&s, TOKEN_A, "tasks/get", json!({"taskId": id})).await;
+        if g["result"]["status"] != "working" {
+            break g;
+        }
+        assert!(std::time::Instant::now() < end, "never finished: {g}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // The flash failed (vb1 has no power.maskrom): the task completed with that result.
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let result = &done["result"]["result"];
+    assert_eq!(result["isError"], true, "{done}");
+    assert_eq!(
+        result["structuredContent"]["failure"]["step"], "maskrom",
+        "{done}"
+    );
+    assert_eq!(result["structuredContent"]["job"], id.as_str(), "{done}");
+}

@@ -8,7 +8,7 @@ mod harness;
 use std::time::{Duration, Instant};
 
 use harness::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn config() -> String {
     format!(
@@ -42,51 +42,10 @@ commands:
     )
 }
 
-/// One 2026-07-28 request declaring the tasks extension; the answer's JSON-RPC message.
-async fn rpc(s: &Server, token: &str, method: &str, params: Value) -> Value {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-    });
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut req = reqwest::Client::new()
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("authorization", format!("Bearer {token}"))
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    // Mcp-Name: the tool of a tools/call, the task of a tasks/* request.
-    if let Some(name) = params
-        .get("name")
-        .or_else(|| params.get("taskId"))
-        .and_then(Value::as_str)
-    {
-        req = req.header("mcp-name", name);
-    }
-    let text = req
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("http")
-        .text()
-        .await
-        .expect("body");
-    // One JSON body, or an SSE stream whose last `data:` line is the answer.
-    let msg = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .rfind(|v| v.get("id").is_some())
-        .or_else(|| serde_json::from_str(&text).ok());
-    msg.unwrap_or_else(|| panic!("{method}: no answer in {text:?}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_is_a_job_followed_with_tasks_get() {
     let s = Server::start(&config());
-    let created = rpc(
+    let created = task_rpc(
         &s,
         TOKEN_A,
         "tools/call",
@@ -99,11 +58,11 @@ async fn a_task_is_a_job_followed_with_tasks_get() {
     assert!(id.starts_with("job-"), "{created}");
     assert_eq!(r["status"], "working");
     // Another client: not its task.
-    let other = rpc(&s, TOKEN_B, "tasks/get", json!({"taskId": id})).await;
+    let other = task_rpc(&s, TOKEN_B, "tasks/get", json!({"taskId": id})).await;
     assert!(other.get("error").is_some(), "{other}");
     let started = Instant::now();
     let done = loop {
-        let g = rpc(&s, TOKEN_A, "tasks/get", json!({"taskId": id})).await;
+        let g = task_rpc(&s, TOKEN_A, "tasks/get", json!({"taskId": id})).await;
         let status = g["result"]["status"]
             .as_str()
             .unwrap_or_default()
@@ -132,7 +91,7 @@ async fn a_task_is_a_job_followed_with_tasks_get() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_cancel_stops_the_job_and_a_quick_command_is_no_task() {
     let s = Server::start(&config());
-    let created = rpc(
+    let created = task_rpc(
         &s,
         TOKEN_A,
         "tools/call",
@@ -143,11 +102,11 @@ async fn tasks_cancel_stops_the_job_and_a_quick_command_is_no_task() {
         .as_str()
         .expect("taskId")
         .to_string();
-    let c = rpc(&s, TOKEN_A, "tasks/cancel", json!({"taskId": id})).await;
+    let c = task_rpc(&s, TOKEN_A, "tasks/cancel", json!({"taskId": id})).await;
     assert!(c.get("error").is_none(), "{c}");
     let started = Instant::now();
     loop {
-        let g = rpc(&s, TOKEN_A, "tasks/get", json!({"taskId": id})).await;
+        let g = task_rpc(&s, TOKEN_A, "tasks/get", json!({"taskId": id})).await;
         if g["result"]["status"] == "cancelled" {
             break;
         }
@@ -158,7 +117,7 @@ async fn tasks_cancel_stops_the_job_and_a_quick_command_is_no_task() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // `echo` is `cancel: kill` (not destructive): answered at once, no task.
-    let quick = rpc(
+    let quick = task_rpc(
         &s,
         TOKEN_A,
         "tools/call",

@@ -14,7 +14,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub const TOKEN_A: &str = "token-for-vm-a-0123456789";
 pub const TOKEN_B: &str = "token-for-vm-b-9876543210";
@@ -453,4 +453,45 @@ pub fn reachable_by_nobody(bin: &Path) -> (tempfile::TempDir, PathBuf) {
     }
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     (dir, copy)
+}
+
+/// One 2026-07-28 request declaring the tasks extension; the answer's JSON-RPC message.
+pub async fn task_rpc(s: &Server, token: &str, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut req = reqwest::Client::new()
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    // Mcp-Name: the tool of a tools/call, the task of a tasks/* request.
+    if let Some(name) = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+    {
+        req = req.header("mcp-name", name);
+    }
+    let text = req
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("http")
+        .text()
+        .await
+        .expect("body");
+    // One JSON body, or an SSE stream whose last `data:` line is the answer.
+    let msg = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .rfind(|v| v.get("id").is_some())
+        .or_else(|| serde_json::from_str(&text).ok());
+    msg.unwrap_or_else(|| panic!("{method}: no answer in {text:?}"))
 }

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, Task, TaskStatus,
+};
 use rmcp::service::RequestContext;
 
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
@@ -18,6 +20,16 @@ use gatecmd_domain::state::AppState;
 /// How often a task client should poll `tasks/get` (the job's progress moves about
 /// once a second for a flash).
 pub const TASK_POLL_MS: u64 = 1000;
+
+/// The answer to a task-augmented call (execute_command, flash_board): a task whose id is
+/// the job's (src/tasks.rs maps `tasks/*` onto the job).
+pub fn task_handle(job: &Job) -> CallToolResponse {
+    let at = job.started_at.to_rfc3339();
+    let task = Task::new(job.id.0.clone(), TaskStatus::Working, at.clone(), at)
+        .with_poll_interval_ms(TASK_POLL_MS)
+        .with_status_message(format!("running {}", job.spec.argv.join(" ")));
+    CallToolResponse::Task(CreateTaskResult::new(task))
+}
 
 /// Why a job tool said no.
 #[derive(Debug, thiserror::Error)]

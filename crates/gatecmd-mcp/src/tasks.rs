@@ -1,5 +1,6 @@
 //! The MCP tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663, in rmcp 3.11) mapped
-//! onto jobs: a task-augmented `execute_command` is a job whose id is the task id;
+//! onto jobs: a task-augmented `execute_command` or `flash_board` is a job whose id is the
+//! task id;
 //! `tasks/get` reads the job, `tasks/cancel` is `cancel_job`, and the final result is
 //! the tool result the command would have answered in the foreground.
 //!

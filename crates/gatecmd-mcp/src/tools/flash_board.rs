@@ -17,7 +17,7 @@ use std::time::Duration;
 use regex::{Regex, RegexBuilder};
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured, structured_error};
 use crate::board_talk::{TalkRefusal, take_board};
-use crate::handler::{GatecmdServer, session_id};
+use crate::handler::{GatecmdServer, session_id, wants_task};
 use crate::progress::{self, Sink};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
@@ -142,9 +142,10 @@ impl GatecmdServer {
         &self,
         Parameters(req): Parameters<FlashRequest>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(flash_call(&self.state, &who, session_id(&ctx), req, &ctx).await)
+        let task = wants_task(&ctx);
+        Ok(flash_call(&self.state, &who, session_id(&ctx), req, &ctx, task).await)
     }
 }
 
@@ -262,8 +263,9 @@ pub async fn flash_call(
     session: Option<SessionId>,
     req: FlashRequest,
     ctx: &RequestContext<RoleServer>,
-) -> CallToolResult {
-    let refuse = |r: Refusal| {
+    task: bool,
+) -> CallToolResponse {
+    let refuse = |r: Refusal| -> CallToolResponse {
         state.audit.record(&serde_json::json!({
             "event": "flash_board",
             "client": who.name,
@@ -273,7 +275,7 @@ pub async fn flash_call(
             "reason": r.reason.as_str(),
             "message": r.message,
         }));
-        refusal(r)
+        refusal(r).into()
     };
     let config = state.config();
     let policy = &config.flash;
@@ -381,10 +383,13 @@ pub async fn flash_call(
         transfer_blocks: policy.transfer_blocks(),
         device_wait: Duration::from_secs(policy.device_wait_secs),
     };
-    let origin = if req.background {
-        Origin::Background
-    } else {
-        Origin::Foreground
+    // A task-augmented call (the client declared the tasks extension) is answered with a
+    // task at once, `background` or not (as execute_command's job-shaped calls): the task
+    // id is the job's.
+    let origin = match (task, req.background) {
+        (true, _) => Origin::Task,
+        (false, true) => Origin::Background,
+        (false, false) => Origin::Foreground,
     };
     let job = state.jobs.start(JobSpec {
         client: who.name.clone(),
@@ -414,14 +419,14 @@ pub async fn flash_call(
     state.audit.record(&JobRecord::started(
         &who.name,
         &job.id.0,
-        if req.background {
-            "background"
-        } else {
-            "foreground"
+        match origin {
+            Origin::Background => "background",
+            Origin::Task => "task",
+            _ => "foreground",
         },
     ));
     // Progress notifications for a waiting call that asked for them.
-    let reporter = (!req.background)
+    let reporter = (origin == Origin::Foreground)
         .then(|| ctx.meta.get_progress_token())
         .flatten()
         .and_then(|token| {
@@ -459,7 +464,10 @@ pub async fn flash_call(
             );
         }
     });
-    if req.background {
+    if origin == Origin::Task {
+        return crate::jobs::task_handle(&job);
+    }
+    if origin == Origin::Background {
         let result = FlashResult {
             board: req.board.clone(),
             job: job.id.0.clone(),
@@ -475,9 +483,9 @@ pub async fn flash_call(
              stop it with cancel_job.",
             req.image, req.board, job.id, job.id
         );
-        return structured(&result, text);
+        return structured(&result, text).into();
     }
-    wait_foreground(state, &job, ctx).await
+    wait_foreground(state, &job, ctx).await.into()
 }
 
 /// What the flash's task takes with it.

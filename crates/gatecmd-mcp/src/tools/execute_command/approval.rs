@@ -222,7 +222,7 @@ pub(super) async fn ask(a: Ask<'_, '_>) -> CallToolResponse {
     result.started_at = Some(job.started_at.to_rfc3339());
     result.approval = Some(request.id.0.clone());
     match origin {
-        Origin::Task => super::job_calls::task_handle(&job),
+        Origin::Task => crate::jobs::task_handle(&job),
         Origin::Background => {
             let text = format!(
                 "{}. Nothing runs until then. Follow it with wait_job {{\"job\": \"{}\"}} (each \

@@ -5,11 +5,10 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, Task, TaskStatus};
+use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 
 use crate::answer::{structured, structured_error};
-use crate::jobs::TASK_POLL_MS;
 use gatecmd_domain::jobs::Job;
 use gatecmd_domain::state::AppState;
 
@@ -28,15 +27,6 @@ pub(super) fn job_handle(job: &Job, mut result: ExecuteResult) -> CallToolResult
         job.id
     );
     structured(&result, text)
-}
-
-/// The answer to a task-augmented call: a task whose id is the job's.
-pub(super) fn task_handle(job: &Job) -> CallToolResponse {
-    let at = job.started_at.to_rfc3339();
-    let task = Task::new(job.id.0.clone(), TaskStatus::Working, at.clone(), at)
-        .with_poll_interval_ms(TASK_POLL_MS)
-        .with_status_message(format!("running {}", job.spec.argv.join(" ")));
-    CallToolResponse::Task(CreateTaskResult::new(task))
 }
 
 /// A foreground call of a `cancel: detach` command: waits for its job and answers as a

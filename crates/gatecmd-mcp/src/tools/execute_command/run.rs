@@ -141,7 +141,7 @@ async fn run_call(
             registry: state.registry.clone(),
         });
         return match origin {
-            gatecmd_domain::jobs::Origin::Task => super::job_calls::task_handle(&job),
+            gatecmd_domain::jobs::Origin::Task => crate::jobs::task_handle(&job),
             gatecmd_domain::jobs::Origin::Background => {
                 super::job_calls::job_handle(&job, result).into()
             }
