@@ -59,7 +59,8 @@ impl ChunkKey {
     }
 
     /// A fixed key (tests).
-    pub fn fixed(byte: u8) -> ChunkKey {
+    #[cfg(test)]
+    pub(crate) fn fixed(byte: u8) -> ChunkKey {
         ChunkKey(Box::new([byte; KEY_LEN]))
     }
 

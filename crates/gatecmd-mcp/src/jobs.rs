@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_domain::audit::{Audit, JobRecord};
-use gatecmd_domain::jobs::{Job, JobError, JobView, Jobs};
+use gatecmd_domain::jobs::{Job, JobEnd, JobError, JobState, JobView, Jobs};
 use gatecmd_domain::state::AppState;
 
 /// How often a task client should poll `tasks/get` (the job's progress moves about
@@ -90,6 +90,22 @@ pub fn notices(state: &AppState, client: &str) -> Vec<String> {
             s
         })
         .collect()
+}
+
+/// Ends a job the way every job ends: its state and end recorded (waking its waiters),
+/// the `job_ended` audit line, the `gatecmd_jobs_finished` count. Shared by
+/// execute_command's jobs, its approval jobs that never ran, and flash_board.
+pub fn end_job(jobs: &Jobs, audit: &Audit, job: &Arc<Job>, state: JobState, end: JobEnd) {
+    jobs.finish(job, state, end);
+    let v = job.view();
+    audit.record(&JobRecord::ended(
+        &v.spec.client,
+        &v.id.0,
+        v.state.as_str(),
+        v.end.ended_by.as_deref(),
+        v.end.stop_reason.as_deref(),
+    ));
+    gatecmd_core::metrics::job_done(v.state.as_str());
 }
 
 /// Adds `notices` to an answer: a line of text each, and `notices` in its structured

@@ -640,27 +640,20 @@ impl FlashTask {
             structured_error(&result, text)
         };
         let stop_reason = result.failure.as_ref().map(|f| f.message.clone());
-        let v = job.view();
-        state.jobs.finish(
+        let elapsed = job.view().elapsed_ms;
+        crate::jobs::end_job(
+            &state.jobs,
+            &state.audit,
             &job,
             job_state,
             JobEnd {
-                duration_ms: v.elapsed_ms,
+                duration_ms: elapsed,
                 stop_reason,
                 ended_by: (job_state == JobState::TimedOut).then(|| "timeout".to_string()),
                 result: serde_json::to_value(&call).ok(),
                 ..JobEnd::default()
             },
         );
-        let v = job.view();
-        state.audit.record(&JobRecord::ended(
-            &v.spec.client,
-            &v.id.0,
-            v.state.as_str(),
-            v.end.ended_by.as_deref(),
-            v.end.stop_reason.as_deref(),
-        ));
-        gatecmd_core::metrics::job_done(v.state.as_str());
     }
 }
 

@@ -414,7 +414,9 @@ fn binding(
 /// Ends an approval job without running anything: its answer is the refusal.
 fn end_refused(state: &AppState, job: &Arc<Job>, r: Refusal) {
     let stop = format!("{}: {}", r.reason, r.message);
-    state.jobs.finish(
+    crate::jobs::end_job(
+        &state.jobs,
+        &state.audit,
         job,
         JobState::Failed,
         JobEnd {
@@ -423,13 +425,4 @@ fn end_refused(state: &AppState, job: &Arc<Job>, r: Refusal) {
             ..JobEnd::default()
         },
     );
-    let v = job.view();
-    state.audit.record(&JobRecord::ended(
-        &v.spec.client,
-        &v.id.0,
-        v.state.as_str(),
-        v.end.ended_by.as_deref(),
-        v.end.stop_reason.as_deref(),
-    ));
-    metrics::job_done(v.state.as_str());
 }

@@ -202,16 +202,7 @@ pub(super) async fn run_job(l: Launch, job: Arc<Job>) {
             )
         }
     };
-    jobs.finish(&job, state, end);
-    let v = job.view();
-    audit.record(&audit::JobRecord::ended(
-        &v.spec.client,
-        &v.id.0,
-        v.state.as_str(),
-        v.end.ended_by.as_deref(),
-        v.end.stop_reason.as_deref(),
-    ));
-    metrics::job_done(v.state.as_str());
+    crate::jobs::end_job(&jobs, &audit, &job, state, end);
 }
 
 /// The final answer a job stored, as the tool result it was.
