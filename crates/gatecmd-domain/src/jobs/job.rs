@@ -78,6 +78,18 @@ pub enum Origin {
     Foreground,
 }
 
+impl Origin {
+    /// The word for it (the audit's `job_started` line, the job views).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Background => "background",
+            Origin::Detached => "detached",
+            Origin::Foreground => "foreground",
+            Origin::Task => "task",
+        }
+    }
+}
+
 /// What a job is running, fixed at its start.
 #[derive(Debug, Clone)]
 pub struct JobSpec {

@@ -416,15 +416,9 @@ pub async fn flash_call(
         progress: None,
     }));
     row.set_job(&job.id.0);
-    state.audit.record(&JobRecord::started(
-        &who.name,
-        &job.id.0,
-        match origin {
-            Origin::Background => "background",
-            Origin::Task => "task",
-            _ => "foreground",
-        },
-    ));
+    state
+        .audit
+        .record(&JobRecord::started(&who.name, &job.id.0, origin.as_str()));
     // Progress notifications for a waiting call that asked for them.
     let reporter = (origin == Origin::Foreground)
         .then(|| ctx.meta.get_progress_token())

@@ -67,7 +67,7 @@ pub(super) fn launch(l: Launch) -> Arc<Job> {
     l.audit.record(&audit::JobRecord::started(
         &job.spec.client,
         &job.id.0,
-        origin_name(l.origin),
+        l.origin.as_str(),
     ));
     let jobs = l.jobs.clone();
     let watched = job.clone();
@@ -86,15 +86,6 @@ pub(super) fn launch(l: Launch) -> Arc<Job> {
         }
     });
     job
-}
-
-fn origin_name(o: Origin) -> &'static str {
-    match o {
-        Origin::Background => "background",
-        Origin::Detached => "detached",
-        Origin::Foreground => "foreground",
-        Origin::Task => "task",
-    }
 }
 
 /// Runs a job's command to its end and records the end (a job whose locks are held).
