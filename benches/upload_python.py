@@ -5,9 +5,12 @@ docs/TOOLS.md shows it, the token read from a file, not argv) against `write_fil
 (base64 in MCP calls of 1 MiB and of 4 MiB, the last with the SHA-256; the config raises
 `staging.max_chunk_bytes` to 4 MiB and the body limit to 8 MiB for them), in MB/s of file,
 median of RUNS. The release server (`GATECMD_BIN`, default target/release/gatecmd) is
-started here with a config of its own.
+started here with a config of its own. `UPLOAD_BENCH_DIR` puts the work directory (the
+write root among it) on another filesystem: `/dev/shm` takes the disk out, so what is left
+is the server's own cost per byte.
 
   .venv/bin/python benches/upload_python.py
+  UPLOAD_BENCH_DIR=/dev/shm .venv/bin/python benches/upload_python.py
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import base64
 import hashlib
 import os
+import shutil
 import socket
 import stat
 import statistics
@@ -94,7 +98,7 @@ def curl(base: str, src: Path, headers: Path, path: str, digest: str) -> float:
 
 async def main() -> None:
     binary = os.environ.get("GATECMD_BIN") or str(REPO / "target/release/gatecmd")
-    work = Path(tempfile.mkdtemp(prefix="gatecmd-upload-bench."))
+    work = Path(tempfile.mkdtemp(prefix="gatecmd-upload-bench.", dir=os.environ.get("UPLOAD_BENCH_DIR")))
     (work / "root").mkdir()
     port = free_port()
     cfg = work / "config.yaml"
@@ -129,7 +133,8 @@ async def main() -> None:
             rows["PUT /upload (httpx2, streamed)"].append(await put(base, data, f"put{i}.img"))
             rows["write_file, 1 MiB chunks"].append(await write_file(f"{base}/mcp", data, f"w1-{i}.img", MIB))
             rows["write_file, 4 MiB chunks"].append(await write_file(f"{base}/mcp", data, f"w4-{i}.img", 4 * MIB))
-        print(f"| upload of {SIZE // MIB} MiB over loopback, Python (median of {RUNS}) | MB/s |")
+        fs = subprocess.run(["stat", "-f", "-c", "%T", str(work)], capture_output=True, text=True, check=False).stdout.strip()
+        print(f"| upload of {SIZE // MIB} MiB over loopback into {work} ({fs}), Python (median of {RUNS}) | MB/s |")
         print("|---|---|")
         curl_rate = SIZE / 1e6 / statistics.median(rows["PUT /upload (curl -T)"])
         put_rate = SIZE / 1e6 / statistics.median(rows["PUT /upload (httpx2, streamed)"])
@@ -142,6 +147,7 @@ async def main() -> None:
     finally:
         server.terminate()
         server.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -347,8 +347,6 @@ fn store(
     Ok((dir, file))
 }
 
-/// Opens (at the start of an upload: creates) the temporary file, which must be a private
-/// regular file.
 /// Starts the disk write of what a chunk just put in the page cache, without waiting for
 /// it: the fsync that finalises an upload then finds most of the file already on disk, so
 /// the disk works while the next chunks arrive (a streamed `PUT /upload` of 64 MiB by curl
@@ -365,6 +363,8 @@ fn start_writeback(file: &File, offset: u64, len: usize) {
     }
 }
 
+/// Opens (at the start of an upload: creates) the temporary file, which must be a private
+/// regular file.
 fn open_temp(dir: &Dir, t: &Target, names: &Names<'_>, create: bool) -> Result<File, StagingError> {
     let flags = if create {
         OFlag::O_RDWR | OFlag::O_CREAT
