@@ -369,3 +369,138 @@ async fn a_task_augmented_flash_is_a_task_followed_with_tasks_get() {
     );
     assert_eq!(result["structuredContent"]["job"], id.as_str(), "{done}");
 }
+
+/// The pending approval requests, once there are some (read from `gatecmd://approvals`).
+async fn pending(c: &Client) -> Vec<Value> {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let read = c
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "gatecmd://approvals",
+            ))
+            .await
+            .expect("read gatecmd://approvals");
+        let listed = match read.contents.first() {
+            Some(rmcp::model::ResourceContents::TextResourceContents { text, .. }) => {
+                serde_json::from_str::<Value>(text).expect("json")["pending"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            }
+            other => panic!("not text: {other:?}"),
+        };
+        if !listed.is_empty() {
+            return listed;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no approval request appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A flash an `approvals:` rule holds for waits for its approver before anything is done
+/// to the board: the approver sees the image's SHA-256; an image rewritten after the
+/// request is refused after the yes, with nothing written (and nothing is held while it
+/// waits: the client's only command slot runs a command); a no is refused with the
+/// approver's note; a yes runs the flash (here it stops at the board's MaskROM, nothing
+/// being on the bus), as a job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flash_waits_for_its_approver_and_writes_only_the_bytes_approved() {
+    use sha2::{Digest, Sha256};
+    let cfg = format!(
+        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n  - name: ops\n    token: {TOKEN_B}\n\
+         file_roots: [$DIR]\n\
+         limits:\n  max_concurrent_per_client: 1\n\
+         commands:\n  - name: nap\n    binary: /usr/bin/sleep\n    description: Sleep.\n\
+         \x20   params: {{secs: \"[0-9]\"}}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n\
+         \x20 - name: say\n    binary: /usr/bin/echo\n    description: Say a word.\n\
+         \x20   params: {{w: \"[a-z]+\"}}\n    allowed_args:\n      - pattern: \"{{w}}\"\n\
+         boards:\n  - name: vb1\n    usb: \"1-1\"\n    power:\n\
+         \x20     on: {{command: nap, args: [\"0\"]}}\n      off: {{command: nap, args: [\"0\"]}}\n\
+         \x20     maskrom: {{command: nap, args: [\"0\"]}}\n\
+         flash:\n  enabled: true\n  boards: [vb1]\n  device_wait_secs: 1\n\
+         approvals:\n  - {{tool: flash_board, approve: {{by: [ops], timeout_secs: 60}}}}\n"
+    );
+    let s = Server::start(&cfg);
+    let image = vec![7u8; 1 << 20];
+    std::fs::write(s.path("disk.img"), &image).expect("image");
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let ops = connect(&s.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect");
+    let id = lease(&a, "vb1").await;
+    let args = json!({"board": "vb1", "image": "disk.img", "lease": id, "note": "the new image"});
+
+    // Rewritten in place after the approver looked: refused after the yes.
+    let (r, ()) = tokio::join!(call(&a, "flash_board", args.clone()), async {
+        let listed = pending(&ops).await;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let req = &listed[0];
+        assert_eq!(req["tool"], "flash_board", "{req}");
+        assert_eq!(req["board"], "vb1", "{req}");
+        assert_eq!(req["client"], "vm-a", "{req}");
+        assert_eq!(req["note"], "the new image", "{req}");
+        assert_eq!(
+            req["files"][0]["sha256"],
+            hex::encode(Sha256::digest(&image)),
+            "{req}"
+        );
+        assert_eq!(req["files"][0]["size"], 1 << 20, "{req}");
+        // Nothing has started while it waits, and nothing is held: the client's only
+        // command slot is free for a command.
+        let jobs = call(&a, "list_jobs", json!({})).await;
+        assert_eq!(structured(&jobs)["jobs"], json!([]), "{}", text(&jobs));
+        let say = call(
+            &a,
+            "execute_command",
+            json!({"command": "say", "args": ["hi"]}),
+        )
+        .await;
+        assert!(!is_error(&say), "{}", text(&say));
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(s.path("disk.img"))
+            .expect("open");
+        f.write_all_at(b"changed", 0).expect("rewrite");
+        let ok = call(&ops, "approve", json!({"approval": req["id"]})).await;
+        assert!(!is_error(&ok), "{}", text(&ok));
+    });
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "changed_since_approval", "{message}");
+    assert!(message.contains("nothing was written"), "{message}");
+    let jobs = call(&a, "list_jobs", json!({})).await;
+    assert_eq!(structured(&jobs)["jobs"], json!([]), "{}", text(&jobs));
+
+    // A no.
+    let (r, ()) = tokio::join!(call(&a, "flash_board", args.clone()), async {
+        let req = pending(&ops).await.remove(0);
+        let no = call(
+            &ops,
+            "deny",
+            json!({"approval": req["id"], "note": "not on a Friday"}),
+        )
+        .await;
+        assert!(!is_error(&no), "{}", text(&no));
+    });
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "approval_denied", "{message}");
+    assert!(message.contains("not on a Friday"), "{message}");
+
+    // A yes: the flash runs, as a job (and stops where nothing enumerates).
+    let (r, ()) = tokio::join!(call(&a, "flash_board", args.clone()), async {
+        let req = pending(&ops).await.remove(0);
+        let ok = call(&ops, "approve", json!({"approval": req["id"]})).await;
+        assert!(!is_error(&ok), "{}", text(&ok));
+    });
+    let v = structured(&r);
+    assert!(v["job"].as_str().is_some_and(|j| !j.is_empty()), "{v}");
+    assert_eq!(v["steps"][0]["step"], "check_image", "{v}");
+    assert_eq!(v["state"], "failed", "{v}");
+    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    assert!(audit.contains("changed_since_approval"), "{audit}");
+}

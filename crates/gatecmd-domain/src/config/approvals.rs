@@ -55,6 +55,7 @@ pub(crate) enum RawApprovers {
 pub enum GatedTool {
     PowerBoard,
     BootBoard,
+    FlashBoard,
 }
 
 impl GatedTool {
@@ -62,6 +63,7 @@ impl GatedTool {
     pub const ALL: &'static [(GatedTool, &'static str)] = &[
         (GatedTool::PowerBoard, "power_board"),
         (GatedTool::BootBoard, "boot_board"),
+        (GatedTool::FlashBoard, "flash_board"),
     ];
 
     pub fn parse(name: &str) -> Option<GatedTool> {
@@ -72,14 +74,17 @@ impl GatedTool {
         match self {
             GatedTool::PowerBoard => "power_board",
             GatedTool::BootBoard => "boot_board",
+            GatedTool::FlashBoard => "flash_board",
         }
     }
 
-    /// The actions a rule's `action` may name for this tool.
+    /// The actions a rule's `action` may name for this tool (none: the tool does one
+    /// thing, and a rule on it takes no `action`).
     pub fn actions(self) -> &'static [&'static str] {
         match self {
             GatedTool::PowerBoard => &["on", "off", "cycle"],
             GatedTool::BootBoard => &["recovery", "maskrom", "uboot", "shell", "off"],
+            GatedTool::FlashBoard => &[],
         }
     }
 }
@@ -111,7 +116,8 @@ pub struct ApprovalRule {
     /// Matched against the arguments that will run, joined by one space.
     pub args_match: Option<Regex>,
     pub tool: Option<GatedTool>,
-    /// `power_board`'s `on`, `off` or `cycle`, `boot_board`'s `to`; any when absent.
+    /// `power_board`'s `on`, `off` or `cycle`, `boot_board`'s `to`; any when absent
+    /// (always absent for `flash_board`).
     pub action: Option<String>,
     pub board: Option<String>,
     pub board_tag: BTreeMap<String, String>,

@@ -80,6 +80,37 @@ fn each_mistake_is_named_with_its_line() {
         "approvals[0].action",
     );
     assert!(e.message.contains("maskrom"), "{e}");
+    let e = error_on(
+        "  - {tool: flash_board, action: write, approve: {by: [ops]}}\n",
+        "approvals[0].action",
+    );
+    assert!(e.message.contains("leave action out"), "{e}");
+}
+
+/// `flash_board` can be held: a rule naming it holds for it alone, and a rule on a board
+/// alone (everything that may change the board) holds for it as well.
+#[test]
+fn a_flash_is_held_by_its_own_rule_and_by_a_board_rule() {
+    let c = parse(
+        "  - {tool: power_board, approve: {by: [ops]}}\n  - {tool: flash_board, board: b1, approve: {by: [ops]}}\n",
+    )
+    .expect("valid");
+    let b1 = c.board("b1").expect("board");
+    let flash = |rules: &[ApprovalRule], boards: &[&BoardConfig]| {
+        approval_rule(
+            rules,
+            Gated::Tool {
+                tool: GatedTool::FlashBoard,
+                action: "flash",
+            },
+            boards,
+        )
+        .map(|r| r.index)
+    };
+    assert_eq!(flash(&c.approvals, &[b1]), Some(1));
+    assert_eq!(flash(&c.approvals, &[]), None, "the rule names board b1");
+    let board_only = parse("  - {board: b1, approve: {by: [ops]}}\n").expect("valid");
+    assert_eq!(flash(&board_only.approvals, &[b1]), Some(0));
 }
 
 #[test]

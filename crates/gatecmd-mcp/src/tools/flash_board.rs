@@ -1,4 +1,4 @@
-//! `flash_board {board, image, bmap?, loader?, wait_for?, background?, timeout_secs?}`: a
+//! `flash_board {board, image, bmap?, loader?, wait_for?, background?, timeout_secs?, note?}`: a
 //! leased board from whatever state it is in to the image written, verified and booted,
 //! natively over rockusb (gatecmd-domain's `flash`, on the `gatecmd-flash` engine).
 //!
@@ -9,8 +9,15 @@
 //! notification, a dropped connection) the flash continues as a job the client's next
 //! call is told about. `cancel_job` stops it between chunks (never inside the loader
 //! download); the result then names the board's state. Every flash is audited.
+//!
+//! When an `approvals:` rule holds for the flash (`tool: flash_board`, or a rule on the
+//! board alone), the call waits for a yes after every check and before the job starts,
+//! holding the board's key under the caller's lease; the approver sees the image's, the
+//! bmap's and the loader's SHA-256, and after the yes the same open files are hashed again:
+//! bytes changed since are refused `changed_since_approval`, nothing written.
 
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,18 +31,21 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured, structured_error};
-use crate::board_talk::{TalkRefusal, take_board};
+use crate::approvals;
+use crate::board_talk::{Leased, TalkRefusal, take_board};
 use crate::handler::{GatecmdServer, session_id, wants_task};
 use crate::progress::{self, Sink};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_core::sanitizer::{FileArgError, FileKind, FileRules, open_file_arg};
+use gatecmd_domain::approvals::{FileDigest, NewRequest};
 use gatecmd_domain::audit::{Audit, JobRecord};
+use gatecmd_domain::config::{Config, Gated, GatedTool, approval_rule};
 use gatecmd_domain::flash::{
     Event, Failed, FlashFailure, Flashed, Inputs, OpenFile, Seen, Step, StepRecord,
 };
 use gatecmd_domain::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
-use gatecmd_domain::locks::SessionId;
+use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::permits::Permit;
 use gatecmd_domain::running::{NewRun, RunGuard};
 use gatecmd_domain::state::AppState;
@@ -79,6 +89,9 @@ pub struct FlashRequest {
     /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
     #[serde(default)]
     pub lease: Option<String>,
+    /// Why, shown to the approver when an approval rule holds for this flash.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Result of `flash_board` (or a refusal in its place). Field names are part of the
@@ -129,12 +142,13 @@ impl GatecmdServer {
         description = "Flash a disk image to a leased board natively over rockusb, from whatever state it is \
                        in (off, running, MaskROM, Loader): power.maskrom, the loader sent if it is in MaskROM, \
                        the image written (raw, bmap-mapped ranges only, Android sparse; gzip/zstd/xz streamed), \
-                       every chunk read back and compared (SHA-256), reset, and optionally wait_for on the \
+                       every chunk read back and compared, reset, and optionally wait_for on the \
                        console. A flash cut part-way resumes from the last verified chunk on the next call with \
                        the same image. Runs as a job: background: true answers with its id (wait_job, \
                        cancel_job); otherwise it waits with progress, and continues as a job if you give up. \
                        The result names each step with its duration, and on failure the step, what was seen \
-                       and the next action. Needs flash.enabled in the config.",
+                       and the next action. Needs flash.enabled in the config; an approvals rule may make \
+                       it wait for a person's yes first (pass note to say why).",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<FlashResult>()
     )]
@@ -185,6 +199,9 @@ pub enum FlashRefusal {
          a flash counts as one); wait for one to finish, then retry"
     )]
     TooManyRunning { client: String, max: usize },
+    /// The approved files are not the bytes the flash would write now.
+    #[error("{why}; nothing was written. Call flash_board again to ask for a new approval")]
+    ChangedSinceApproval { why: String },
     #[error(transparent)]
     Talk(#[from] TalkRefusal),
 }
@@ -198,6 +215,7 @@ impl Classified for FlashRefusal {
             | FlashRefusal::ClientNotAllowed { .. }
             | FlashRefusal::LoaderNotAllowed { .. } => R::NotPermitted,
             FlashRefusal::File { error, .. } => file_reason(error),
+            FlashRefusal::ChangedSinceApproval { .. } => R::ChangedSinceApproval,
             FlashRefusal::BadPattern { .. } => R::InvalidRequest,
             FlashRefusal::TimeoutOutOfRange { .. } => R::TimeoutTooLong,
             FlashRefusal::TooManyRunning { .. } => R::Limit,
@@ -244,6 +262,121 @@ fn open_input(
     })
 }
 
+/// One of the client's command slots, held until the flash ends (as execute_command's),
+/// and the board's key under the caller's lease (with its console when `wait_for` needs
+/// one).
+async fn take_slot_and_board(
+    state: &Arc<AppState>,
+    config: &Config,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    req: &FlashRequest,
+    needs_console: bool,
+) -> Result<(Permit, Leased), Refusal> {
+    let Some(slot) = state.client_slot(&who.name) else {
+        return Err(FlashRefusal::TooManyRunning {
+            client: who.name.clone(),
+            max: config.limits.max_concurrent_per_client,
+        }
+        .into());
+    };
+    let leased = take_board(
+        state,
+        config,
+        who,
+        session,
+        &req.board,
+        req.lease.as_deref(),
+        "flash_board",
+    )
+    .await?;
+    if needs_console && leased.console.is_none() {
+        let e = TalkRefusal::NoConsole {
+            board: req.board.clone(),
+        };
+        return Err(FlashRefusal::from(e).into());
+    }
+    Ok((slot, leased))
+}
+
+/// What `flash.` allows: flashing at all, this client, this board, this loader (checked
+/// before anything runs, and again after an approval: a reload may have changed them).
+fn policy_allows(
+    config: &Config,
+    who: &ClientIdentity,
+    board: &str,
+    loader: Option<&OpenFile>,
+) -> Result<(), FlashRefusal> {
+    let policy = &config.flash;
+    if !policy.enabled {
+        return Err(FlashRefusal::Disabled);
+    }
+    if !policy.allows_client(&who.name) {
+        return Err(FlashRefusal::ClientNotAllowed {
+            client: who.name.clone(),
+        });
+    }
+    if config.board(board).is_some() && !policy.allows_board(board) {
+        let allowed = policy.boards.iter().flatten().cloned().collect::<Vec<_>>();
+        return Err(FlashRefusal::BoardNotAllowed {
+            board: board.to_string(),
+            allowed: allowed.join(", "),
+        });
+    }
+    if let Some(l) = loader
+        && !policy.allows_loader(&l.path)
+    {
+        let allowed: Vec<String> = policy
+            .loaders
+            .iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(FlashRefusal::LoaderNotAllowed {
+            path: l.path.display().to_string(),
+            allowed: allowed.join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// The flash's open files as an approval hashes them: image, bmap, loader, each by the
+/// path it resolved to, through a descriptor of the very file the engine will read.
+fn approval_files(
+    image: &OpenFile,
+    bmap: Option<&OpenFile>,
+    loader: Option<&OpenFile>,
+) -> Result<Vec<(String, Arc<OwnedFd>)>, Refusal> {
+    std::iter::once(image)
+        .chain(bmap)
+        .chain(loader)
+        .map(|f| {
+            let fd = f.file.try_clone().map_err(|e| {
+                Refusal::new(
+                    RefusalReason::IoError,
+                    format!(
+                        "{} could not be opened again for the approval: {e}",
+                        f.path.display()
+                    ),
+                )
+            })?;
+            Ok((f.path.display().to_string(), Arc::new(OwnedFd::from(fd))))
+        })
+        .collect()
+}
+
+/// [`approvals::hash_files`] off the async threads: an image may be gigabytes.
+async fn hash_blocking(files: Vec<(String, Arc<OwnedFd>)>) -> Result<Vec<FileDigest>, Refusal> {
+    tokio::task::spawn_blocking(move || approvals::hash_files(&files))
+        .await
+        .unwrap_or_else(|e| {
+            Err(Refusal::new(
+                RefusalReason::IoError,
+                format!("the files could not be hashed for the approval: {e}"),
+            ))
+        })
+}
+
 fn pattern(p: &str) -> Result<Regex, FlashRefusal> {
     if p.is_empty() || p.len() > MAX_PATTERN_LEN {
         return Err(FlashRefusal::BadPattern {
@@ -279,26 +412,8 @@ pub async fn flash_call(
     };
     let config = state.config();
     let policy = &config.flash;
-    if !policy.enabled {
-        return refuse(FlashRefusal::Disabled.into());
-    }
-    if !policy.allows_client(&who.name) {
-        return refuse(
-            FlashRefusal::ClientNotAllowed {
-                client: who.name.clone(),
-            }
-            .into(),
-        );
-    }
-    if config.board(&req.board).is_some() && !policy.allows_board(&req.board) {
-        let allowed = policy.boards.iter().flatten().cloned().collect::<Vec<_>>();
-        return refuse(
-            FlashRefusal::BoardNotAllowed {
-                board: req.board.clone(),
-                allowed: allowed.join(", "),
-            }
-            .into(),
-        );
+    if let Err(e) = policy_allows(&config, who, &req.board, None) {
+        return refuse(e.into());
     }
     let max = config.limits.max_timeout_secs;
     let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS.min(max));
@@ -309,37 +424,20 @@ pub async fn flash_call(
         Ok(p) => p,
         Err(e) => return refuse(e.into()),
     };
-    // One of the client's command slots, held until the flash ends (as execute_command's).
-    let Some(slot) = state.client_slot(&who.name) else {
-        return refuse(
-            FlashRefusal::TooManyRunning {
-                client: who.name.clone(),
-                max: config.limits.max_concurrent_per_client,
-            }
-            .into(),
-        );
-    };
-    let leased = match take_board(
+    let (mut slot, mut leased) = match take_slot_and_board(
         state,
         &config,
         who,
-        session,
-        &req.board,
-        req.lease.as_deref(),
-        "flash_board",
+        session.clone(),
+        &req,
+        wait_for.is_some(),
     )
     .await
     {
-        Ok(l) => l,
+        Ok(t) => t,
         Err(r) => return refuse(r),
     };
-    if wait_for.is_some() && leased.console.is_none() {
-        let e = TalkRefusal::NoConsole {
-            board: req.board.clone(),
-        };
-        return refuse(FlashRefusal::from(e).into());
-    }
-    let opened = (|| {
+    let opened = (|| -> Result<_, FlashRefusal> {
         let image = open_input(&config, "image", &req.image)?;
         let bmap = req
             .bmap
@@ -351,26 +449,77 @@ pub async fn flash_call(
             .as_deref()
             .map(|l| open_input(&config, "loader", l))
             .transpose()?;
-        if let Some(l) = &loader
-            && !policy.allows_loader(&l.path)
-        {
-            let allowed: Vec<String> = policy
-                .loaders
-                .iter()
-                .flatten()
-                .map(|p| p.display().to_string())
-                .collect();
-            return Err(FlashRefusal::LoaderNotAllowed {
-                path: l.path.display().to_string(),
-                allowed: allowed.join(", "),
-            });
-        }
+        policy_allows(&config, who, &req.board, loader.as_ref())?;
         Ok((image, bmap, loader))
     })();
     let (image, bmap, loader) = match opened {
         Ok(f) => f,
         Err(e) => return refuse(e.into()),
     };
+    if let Some(rule) = approval_rule(
+        &config.approvals,
+        Gated::Tool {
+            tool: GatedTool::FlashBoard,
+            action: "flash",
+        },
+        &[&leased.board],
+    ) {
+        // Every check that can refuse has passed and nothing was done to the board. As for
+        // every approval, nothing is held while a person decides (the board's key and the
+        // command slot go back; the lease stays the caller's); after the yes both are taken
+        // again and only the bytes approved are flashed.
+        let files = match approval_files(&image, bmap.as_ref(), loader.as_ref()) {
+            Ok(f) => f,
+            Err(r) => return refuse(r),
+        };
+        let approved = match hash_blocking(files.clone()).await {
+            Ok(d) => d,
+            Err(r) => return refuse(r),
+        };
+        let mut what = format!("flash_board {} {}", req.board, image.path.display());
+        for (name, f) in [("bmap", &bmap), ("loader", &loader)] {
+            if let Some(f) = f {
+                what.push_str(&format!(" {name} {}", f.path.display()));
+            }
+        }
+        let spec = NewRequest {
+            client: who.name.clone(),
+            note: req.note.clone(),
+            tool: "flash_board".into(),
+            what,
+            argv: None,
+            board: Some(req.board.clone()),
+            holder: approvals::board_holder(state, &req.board),
+            files: approved.clone(),
+            rule: rule.describe(),
+            approvers: rule.by.clone(),
+            timeout: rule.timeout,
+            job: None,
+        };
+        let key = LockKey::Board(req.board.clone());
+        let lease = req.lease.clone().map(LeaseId);
+        let watch = approvals::LeaseWatch::find(state, std::slice::from_ref(&key), lease.as_ref());
+        drop((slot, leased));
+        if let Err(r) = approvals::wait_in_call(state, spec, watch, ctx).await {
+            return refuse(r);
+        }
+        // A reload while it waited may have taken the permission away.
+        let now = state.config();
+        if let Err(e) = policy_allows(&now, who, &req.board, loader.as_ref()) {
+            return refuse(e.into());
+        }
+        (slot, leased) =
+            match take_slot_and_board(state, &now, who, session, &req, wait_for.is_some()).await {
+                Ok(t) => t,
+                Err(r) => return refuse(r),
+            };
+        let now = tokio::task::spawn_blocking(move || approvals::files_changed(&approved, &files))
+            .await
+            .unwrap_or_else(|e| Some(format!("the files could not be hashed again: {e}")));
+        if let Some(why) = now {
+            return refuse(FlashRefusal::ChangedSinceApproval { why }.into());
+        }
+    }
     let inputs = Inputs {
         board: leased.board.clone(),
         console: leased.console.clone(),

@@ -103,6 +103,16 @@ impl Validator {
                         "action",
                         "action goes with tool: power_board or boot_board".into(),
                     ),
+                    Some(t) if t.actions().is_empty() => fail(
+                        self,
+                        "action",
+                        format!(
+                            "{} has no actions to choose from: leave action out (the rule holds \
+                             for every {} call it matches)",
+                            t.as_str(),
+                            t.as_str()
+                        ),
+                    ),
                     Some(t) if !t.actions().contains(&a.as_str()) => fail(
                         self,
                         "action",
