@@ -654,3 +654,78 @@ async def test_boot_board_waits_for_its_approver(board_bench):
         assert r.is_error is not True, r
         assert r.structured_content["state"] == "off"
     assert ran(bench) == "ran off 3\n"
+
+
+FLASH_RULES = """
+approvals:
+  - tool: flash_board
+    approve: {by: [ops], timeout_secs: 120}
+"""
+
+
+@pytest.fixture
+def flash_bench(tmp_path):
+    (tmp_path / "files").mkdir()
+    tool = tmp_path / "tool.sh"
+    tool.write_text(f'#!/bin/sh\necho "ran $*" >> {tmp_path}/ran.log\n')
+    tool.chmod(stat.S_IRWXU)
+    # The board's MaskROM action is the relay stand-in; nothing will enumerate at 1-2, so an
+    # approved flash stops at await_rockusb after a second.
+    board = BOARD + '      maskrom: {command: relay, args: "on 3"}\n'
+    flash = "flash:\n  enabled: true\n  boards: [rock5b-1]\n  device_wait_secs: 1\n"
+    text = config(tmp_path, rules=FLASH_RULES) + board + flash
+    text = text.replace("\n  - name: quick", RELAY.format(directory=tmp_path) + "  - name: quick")
+    s = Server(tmp_path, config=text)
+    yield s
+    s.stop()
+
+
+async def test_flash_board_waits_for_its_approver_even_in_the_background(flash_bench):
+    """flash_board under a rule waits in its call, before its job exists, also with
+    `background: true`: the approver sees the image's SHA-256, the agent hears who it waits
+    for, and the job exists only once approved."""
+    bench = flash_bench
+    image = bench.dir / "files" / "disk.img"
+    image.write_bytes(b"rootfs for rock5b-1\n" * 4096)
+    digest = hashlib.sha256(image.read_bytes()).hexdigest()
+    progress: list[str] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    answer: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        lease = (await agent.call_tool("lock_board", {"board": "rock5b-1"})).structured_content["lease_id"]
+
+        async def flash() -> None:
+            answer["r"] = await agent.call_tool(
+                "flash_board",
+                {"board": "rock5b-1", "image": "disk.img", "lease": lease, "background": True, "note": "new rootfs"},
+                progress_callback=on_progress,
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(flash)
+            [req] = await pending(ops)
+            assert req["tool"] == "flash_board" and req["holder"] == "agent", req
+            assert req["what"] == f"flash_board rock5b-1 {image}", req
+            assert req["files"] == [{"path": str(image), "sha256": digest, "size": image.stat().st_size}], req
+            assert req["note"] == "new rootfs"
+            # No job and nothing done to the board while it waits.
+            assert await agent_jobs(bench) == []
+            assert ran(bench) == ""
+            await anyio.sleep(5.5)
+            assert "r" not in answer, "the background call answered before the approval"
+            ok = await ops.call_tool("approve", {"approval": req["id"]})
+            assert ok.is_error is not True, ok
+        r = answer["r"]
+        assert r.is_error is not True, r
+        job = r.structured_content["job"]
+        assert r.structured_content["state"] == "running"
+        assert any(f"awaiting approval {req['id']} by ops" in m for m in progress), progress
+        end = await agent.call_tool("wait_job", {"job": job, "timeout_secs": 30})
+        result = end.structured_content["result"]
+        assert end.structured_content["state"] == "failed", end.structured_content
+        assert result["failure"]["step"] == "await_rockusb", result
+        # The approved flash ran: the board's MaskROM action switched the relay.
+        assert ran(bench) == "ran on 3\n"
