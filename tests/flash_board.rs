@@ -21,6 +21,24 @@ fn config(flash: &str) -> String {
 
 const ON: &str = "flash:\n  enabled: true\n  boards: [vb1]\n  loaders: [$DIR/loaders]\n";
 
+/// A flash-enabled vb1 whose power actions are `nap`s (MaskROM `maskrom_secs` long), one
+/// command slot for vm-a, an `ops` client, a `say` command, and `tail` appended.
+fn powered_config(maskrom_secs: u8, tail: &str) -> String {
+    format!(
+        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n  - name: ops\n    token: {TOKEN_B}\n\
+         file_roots: [$DIR]\n\
+         limits:\n  max_concurrent_per_client: 1\n\
+         commands:\n  - name: nap\n    binary: /usr/bin/sleep\n    description: Sleep.\n\
+         \x20   params: {{secs: \"[0-9]\"}}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n\
+         \x20 - name: say\n    binary: /usr/bin/echo\n    description: Say a word.\n\
+         \x20   params: {{w: \"[a-z]+\"}}\n    allowed_args:\n      - pattern: \"{{w}}\"\n\
+         boards:\n  - name: vb1\n    usb: \"1-1\"\n    power:\n\
+         \x20     on: {{command: nap, args: [\"0\"]}}\n      off: {{command: nap, args: [\"0\"]}}\n\
+         \x20     maskrom: {{command: nap, args: [\"{maskrom_secs}\"]}}\n\
+         flash:\n  enabled: true\n  boards: [vb1]\n  device_wait_secs: 1\n{tail}"
+    )
+}
+
 fn refusal(r: &rmcp::model::CallToolResult) -> (String, String) {
     assert!(is_error(r), "not refused: {}", text(r));
     let v = structured(r);
@@ -215,19 +233,7 @@ async fn a_board_without_power_maskrom_names_what_it_needs() {
 /// its job; both are given back when it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flash_holds_a_command_slot_and_a_page_row_until_it_ends() {
-    let cfg = format!(
-        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n\
-         file_roots: [$DIR]\n\
-         limits:\n  max_concurrent_per_client: 1\n\
-         commands:\n  - name: nap\n    binary: /usr/bin/sleep\n    description: Sleep.\n\
-         \x20   params: {{secs: \"[0-9]\"}}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n\
-         \x20 - name: say\n    binary: /usr/bin/echo\n    description: Say a word.\n\
-         \x20   params: {{w: \"[a-z]+\"}}\n    allowed_args:\n      - pattern: \"{{w}}\"\n\
-         boards:\n  - name: vb1\n    usb: \"1-1\"\n    power:\n\
-         \x20     on: {{command: nap, args: [\"0\"]}}\n      off: {{command: nap, args: [\"0\"]}}\n\
-         \x20     maskrom: {{command: nap, args: [\"3\"]}}\n\
-         flash:\n  enabled: true\n  boards: [vb1]\n  device_wait_secs: 1\n"
-    );
+    let cfg = powered_config(3, "");
     let s = Server::start(&cfg);
     std::fs::write(s.path("disk.img"), vec![0u8; 1 << 20]).expect("image");
     let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
@@ -409,19 +415,9 @@ async fn pending(c: &Client) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flash_waits_for_its_approver_and_writes_only_the_bytes_approved() {
     use sha2::{Digest, Sha256};
-    let cfg = format!(
-        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n  - name: ops\n    token: {TOKEN_B}\n\
-         file_roots: [$DIR]\n\
-         limits:\n  max_concurrent_per_client: 1\n\
-         commands:\n  - name: nap\n    binary: /usr/bin/sleep\n    description: Sleep.\n\
-         \x20   params: {{secs: \"[0-9]\"}}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n\
-         \x20 - name: say\n    binary: /usr/bin/echo\n    description: Say a word.\n\
-         \x20   params: {{w: \"[a-z]+\"}}\n    allowed_args:\n      - pattern: \"{{w}}\"\n\
-         boards:\n  - name: vb1\n    usb: \"1-1\"\n    power:\n\
-         \x20     on: {{command: nap, args: [\"0\"]}}\n      off: {{command: nap, args: [\"0\"]}}\n\
-         \x20     maskrom: {{command: nap, args: [\"0\"]}}\n\
-         flash:\n  enabled: true\n  boards: [vb1]\n  device_wait_secs: 1\n\
-         approvals:\n  - {{tool: flash_board, approve: {{by: [ops], timeout_secs: 60}}}}\n"
+    let cfg = powered_config(
+        0,
+        "approvals:\n  - {tool: flash_board, approve: {by: [ops], timeout_secs: 60}}\n",
     );
     let s = Server::start(&cfg);
     let image = vec![7u8; 1 << 20];

@@ -12,7 +12,8 @@
 //!
 //! When an `approvals:` rule holds for the flash (`tool: flash_board`, or a rule on the
 //! board alone), the call waits for a yes after every check and before the job starts,
-//! holding the board's key under the caller's lease; the approver sees the image's, the
+//! holding nothing meanwhile (the board's key and the command slot are taken again after
+//! the yes; the lease stays the caller's); the approver sees the image's, the
 //! bmap's and the loader's SHA-256, and after the yes the same open files are hashed again:
 //! bytes changed since are refused `changed_since_approval`, nothing written.
 
