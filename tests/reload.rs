@@ -202,16 +202,28 @@ commands:
     )
 }
 
-/// Rewrites the configuration, sends SIGHUP and waits for the reload's log line.
+/// Rewrites the configuration, sends SIGHUP and waits for the reload's log line and its
+/// `config_reloaded` audit record (written just after the line: waiting for the line alone
+/// raced the record on a loaded machine).
 fn reload(s: &Server, yaml: &str) -> String {
     let done = || s.log_text().matches("configuration reloaded").count();
-    let before = done();
+    let audited = || {
+        audit_events(s)
+            .iter()
+            .filter(|e| e["event"] == "config_reloaded")
+            .count()
+    };
+    let (before, audited_before) = (done(), audited());
     std::fs::write(s.path("config.yaml"), yaml).expect("rewrite config");
     s.signal(Signal::SIGHUP);
     assert!(
         eventually(Duration::from_secs(10), || done() > before),
         "no reload in the log:\n{}",
         s.log_text()
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || audited() > audited_before),
+        "no config_reloaded audit record"
     );
     s.log_text()
         .lines()
