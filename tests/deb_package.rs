@@ -27,7 +27,7 @@ const CONF: &str = "/etc/gatecmd/allowed_commands.yaml";
 const TEST: &str = "the_package_installs_checks_and_purges_cleanly";
 
 /// Every file the package installs, with its mode, owner and group after `configure`.
-const FILES: [(&str, u32, &str, &str); 10] = [
+const FILES: [(&str, u32, &str, &str); 11] = [
     ("/usr/bin/gatecmd", 0o755, "root", "root"),
     (
         "/usr/lib/systemd/system/gatecmd.service",
@@ -36,6 +36,12 @@ const FILES: [(&str, u32, &str, &str); 10] = [
         "root",
     ),
     ("/usr/lib/sysusers.d/gatecmd.conf", 0o644, "root", "root"),
+    (
+        "/usr/lib/modules-load.d/gatecmd.conf",
+        0o644,
+        "root",
+        "root",
+    ),
     (
         "/usr/lib/udev/rules.d/60-gatecmd.rules",
         0o644,

@@ -176,6 +176,11 @@ fn the_unit_has_the_required_settings() {
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
         "StateDirectory=gatecmd gatecmd/images",
         "ExecReload=/bin/kill -HUP $MAINPID",
+        // Issue 38: consoles, and the namespaces isolated commands unshare.
+        "DeviceAllow=char-ttyACM rw",
+        "DeviceAllow=char-ttyUSB rw",
+        "SupplementaryGroups=dialout",
+        "RestrictNamespaces=user mnt",
     ] {
         assert!(unit.lines().any(|l| l == line), "missing `{line}`");
     }

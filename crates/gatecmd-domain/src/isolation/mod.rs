@@ -19,10 +19,12 @@
 //!
 //! Layout: [`host`] (where the real trees are, what rights this process has), [`plan`]
 //! (the view, read from sysfs before the fork), [`setup`] (the syscall-ready steps the
-//! child takes, and how a failed step is reported), `sys` (the raw syscalls), `error`.
+//! child takes, and how a failed step is reported), [`confinement`] (why an unshare was
+//! refused, read from `/proc` in the server to name the cause), `sys` (the raw syscalls), `error`.
 //! Nothing here spawns a process: the executor (`src/exec.rs`) forks, runs
 //! [`Setup::apply`] in the child, and probes the host with an empty view.
 
+pub mod confinement;
 mod error;
 pub mod host;
 pub mod plan;

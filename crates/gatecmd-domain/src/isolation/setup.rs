@@ -238,23 +238,46 @@ impl Setup {
         let errno = err.raw_os_error().unwrap_or(0);
         let eperm = errno == libc::EPERM || errno == libc::EACCES;
         let what = match step {
-            Some(Step::Unshare) if eperm => match self.privilege {
-                Privilege::Root => "creating a mount namespace was refused although gatecmd runs as root: it lacks CAP_SYS_ADMIN (a container without it, a seccomp filter, or systemd's RestrictNamespaces=/CapabilityBoundingSet=). Give the service CAP_SYS_ADMIN and allow mount namespaces".to_owned(),
-                Privilege::UserNamespace => "creating a user namespace was refused: this host does not allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=0, user.max_user_namespaces=0, or kernel.apparmor_restrict_unprivileged_userns=1). Run gatecmd as root, or enable unprivileged user namespaces".to_owned(),
-            },
+            Some(Step::Unshare) if eperm => {
+                let seen = super::confinement::Confinement::read();
+                match self.privilege {
+                    Privilege::Root => seen.mountns_cause(),
+                    Privilege::UserNamespace => seen.userns_cause(),
+                }
+            }
             Some(Step::Unshare) => "creating the namespace failed".to_owned(),
-            Some(Step::Setgroups | Step::UidMap | Step::GidMap) => "mapping gatecmd's uid/gid into the user namespace failed".to_owned(),
+            Some(Step::Setgroups | Step::UidMap | Step::GidMap) => {
+                "mapping gatecmd's uid/gid into the user namespace failed".to_owned()
+            }
             Some(Step::MakePrivate) => "making the child's mounts private failed".to_owned(),
             Some(Step::OpenNode) => match &self.node {
-                Some((_, n)) => format!("opening the board's node {} failed (did it just re-enumerate?)", path(n)),
+                Some((_, n)) => format!(
+                    "opening the board's node {} failed (did it just re-enumerate?)",
+                    path(n)
+                ),
                 None => "opening the board's node failed".to_owned(),
             },
-            Some(Step::MountListing) => format!("mounting a tmpfs over {} failed (is there a USB bus? is sysfs_root right?)", path(&self.listing)),
-            Some(Step::Symlink) => format!("creating the view's entries in {} failed", path(&self.listing)),
-            Some(Step::SealListing) | Some(Step::SealUsbfs) => "making the view read-only failed".to_owned(),
-            Some(Step::MountUsbfs) => format!("mounting a tmpfs over {} failed (is devfs_root right?)", path(&self.usbfs)),
-            Some(Step::MkdirBus) | Some(Step::CreateNode) => format!("creating the board's node in {} failed", path(&self.usbfs)),
-            Some(Step::BindNode) => "bind-mounting the board's node into the view failed".to_owned(),
+            Some(Step::MountListing) => format!(
+                "mounting a tmpfs over {} failed (is there a USB bus? is sysfs_root right?)",
+                path(&self.listing)
+            ),
+            Some(Step::Symlink) => format!(
+                "creating the view's entries in {} failed",
+                path(&self.listing)
+            ),
+            Some(Step::SealListing) | Some(Step::SealUsbfs) => {
+                "making the view read-only failed".to_owned()
+            }
+            Some(Step::MountUsbfs) => format!(
+                "mounting a tmpfs over {} failed (is devfs_root right?)",
+                path(&self.usbfs)
+            ),
+            Some(Step::MkdirBus) | Some(Step::CreateNode) => {
+                format!("creating the board's node in {} failed", path(&self.usbfs))
+            }
+            Some(Step::BindNode) => {
+                "bind-mounting the board's node into the view failed".to_owned()
+            }
             None => "setting up the isolated view failed".to_owned(),
         };
         format!("isolation: {what}: {err}")
