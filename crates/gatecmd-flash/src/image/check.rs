@@ -307,6 +307,19 @@ fn drain(
     }
 }
 
+/// The stop of a cancel noticed while the image was opened (the bmap read, the sparse
+/// chunk headers walked): nothing was written.
+pub(crate) fn cancelled_at_open() -> FlashError {
+    FlashError::Cancelled {
+        phase: Phase::Check,
+        done: human(0),
+        bytes_written: 0,
+        total: human(0),
+        at: 0,
+        after: "nothing was written (stopped while the image was opened)".into(),
+    }
+}
+
 fn cancel_point(ctl: &Control, done: u64, total: u64) -> Result<(), FlashError> {
     if ctl.cancelled() {
         return Err(FlashError::Cancelled {

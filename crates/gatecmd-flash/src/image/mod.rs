@@ -24,15 +24,12 @@ use serde::Serialize;
 
 use crate::error::FlashError;
 use crate::progress::Control;
-use crate::units::human;
+use crate::units::{human, human_bin};
 use bmap::{Bmap, BmapSummary};
 use check::{CheckReport, stream_fault};
 pub use magic::{Compression, Layout};
 use sparse::{SparseCounts, SparseFault, SparseHeader, SparseReader};
 use stream::{BmapSegments, RawSegments, Segments, SparseSegments, sparse_err};
-
-/// The largest bmap file read (a bmap is a few KiB to a few MiB of XML).
-const MAX_BMAP_BYTES: u64 = 64 << 20;
 
 /// What is known of an image.
 #[derive(Debug, Clone, Serialize)]
@@ -84,6 +81,13 @@ impl Image {
     /// image's chunk headers. Cheap: the data are read by [`check`](Self::check) (when
     /// needed) and by the writer. The file's own offset is never used or moved.
     pub fn open(image: File, bmap: Option<File>) -> Result<Image, FlashError> {
+        Image::open_with(image, bmap, &Control::none())
+    }
+
+    /// As [`open`](Self::open), stopping with [`FlashError::Cancelled`] (nothing written)
+    /// once `ctl`'s cancel flag is up: it is read every few thousand XML events of the
+    /// bmap and every few thousand chunk headers of an uncompressed sparse image.
+    pub fn open_with(image: File, bmap: Option<File>, ctl: &Control) -> Result<Image, FlashError> {
         let file_size = image
             .metadata()
             .map_err(read_err("image's metadata"))?
@@ -119,7 +123,7 @@ impl Image {
             magic::layout(&inner[..k])
         };
         let bmap = match bmap {
-            Some(f) => Some(read_bmap(f)?),
+            Some(f) => Some(read_bmap(f, ctl)?),
             None => None,
         };
         if bmap.is_some() && layout == Layout::AndroidSparse {
@@ -294,39 +298,42 @@ fn read_head(file: &File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(got)
 }
 
-fn read_bmap(f: File) -> Result<Bmap, FlashError> {
-    let mut text = String::new();
-    let n = f
-        .take(MAX_BMAP_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidData {
-                FlashError::BmapInvalid {
-                    reason: "it is not UTF-8 text".into(),
-                }
-            } else {
-                FlashError::ImageRead {
-                    what: "bmap file",
-                    source: e,
-                    written: "nothing was written".into(),
-                }
-            }
-        })?;
-    if n as u64 > MAX_BMAP_BYTES {
-        return Err(FlashError::BmapInvalid {
-            reason: format!("it is larger than {}", human(MAX_BMAP_BYTES)),
-        });
-    }
-    Bmap::parse(&text).map_err(|reason| {
-        match reason
-            .strip_prefix(bmap::FILE_CHECKSUM_PREFIX)
-            .and_then(|r| r.split_once(':'))
-        {
-            Some((expected, got)) => FlashError::BmapFileChecksum {
-                expected: expected.to_string(),
-                got: got.to_string(),
-            },
-            None => FlashError::BmapInvalid { reason },
+fn read_bmap(f: File, ctl: &Control) -> Result<Bmap, FlashError> {
+    let read_error = |e: std::io::Error| FlashError::ImageRead {
+        what: "bmap file",
+        source: e,
+        written: "nothing was written".into(),
+    };
+    let too_large = || FlashError::BmapInvalid {
+        reason: bmap::BmapError::Limit {
+            what: format!("more than {}", human_bin(bmap::MAX_BMAP_BYTES)),
+            limit: human_bin(bmap::MAX_BMAP_BYTES),
         }
+        .to_string(),
+    };
+    // Refused from its length, before a byte is read.
+    let len = f.metadata().map_err(read_error)?.len();
+    if len > bmap::MAX_BMAP_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    // `take`: a file that grows while it is read stops at the bound all the same.
+    f.take(bmap::MAX_BMAP_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > bmap::MAX_BMAP_BYTES {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(bytes).map_err(|_| FlashError::BmapInvalid {
+        reason: "it is not UTF-8 text".into(),
+    })?;
+    Bmap::parse_with(&text, &|| ctl.cancelled()).map_err(|e| match e {
+        bmap::BmapError::FileChecksum { expected, got } => {
+            FlashError::BmapFileChecksum { expected, got }
+        }
+        bmap::BmapError::Cancelled => check::cancelled_at_open(),
+        other => FlashError::BmapInvalid {
+            reason: other.to_string(),
+        },
     })
 }
