@@ -16,15 +16,13 @@ if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
   packages+=(python3-venv nodejs npm systemd)
-  # The real-kernel tests (tests/console_usbvm.rs) boot a QEMU VM with the usbvm harness
-  # kept beside the repository (../shared/usbvm); where it is, install what it needs here
-  # (as root, through sudo) and let its prepare.sh cache a kernel below.
-  usbvm=""
+  # The real-kernel tests (tests/console_usbvm.rs, the usbvm tests of every crate, the
+  # Python benches) boot a QEMU VM with the repository's own harness, tests/vm
+  # (GATECMD_VM_DIR overrides it); install what it needs here (as root, through sudo) and
+  # let its prepare.sh cache Debian's kernel below.
   root=$(cd "$(dirname "$0")/.." && pwd)
-  for d in "${USBVM_DIR:-}" "$root/../shared/usbvm" "$root/../../shared/usbvm" /work/shared/usbvm; do
-    if [ -n "$d" ] && [ -x "$d/prepare.sh" ]; then usbvm=$(cd "$d" && pwd); break; fi
-  done
-  [ -z "$usbvm" ] || packages+=(qemu-system-x86 busybox-static kmod xz-utils zstd binutils)
+  usbvm=$(cd "${GATECMD_VM_DIR:-$root/tests/vm}" && pwd)
+  packages+=(qemu-system-x86 busybox-static kmod xz-utils zstd cpio binutils)
   # The bench page's browser test (tests/python/test_page.py): Debian's Chromium, driven by
   # Playwright from PyPI (its own browser downloads are never used); DejaVu for a readable
   # screenshot.
@@ -90,14 +88,11 @@ if $deb && [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $cargo_deb_versi
 fi
 
 if [ "${1:-}" = "--test" ]; then
-  if [ -n "$usbvm" ]; then
-    # Idempotent: under a second once the kernel is cached in ${USBVM_CACHE:-/tmp/usbvm-cache};
-    # the first time it downloads Debian's kernel .deb (107 MB). As this user, so the cache
-    # is writable by the tests. A failure does not stop the other tests: the usbvm test
-    # fails under CI=true and skips elsewhere, saying why.
-    echo "setup: preparing the usbvm harness in $usbvm"
-    "$usbvm/prepare.sh" || echo "setup: $usbvm/prepare.sh failed; the usbvm tests cannot boot their VM" >&2
-  else
-    echo "setup: no usbvm harness (../shared/usbvm, or USBVM_DIR): the real-kernel tests will skip"
-  fi
+  # Idempotent: under a second once the kernel is cached in
+  # ${GATECMD_VM_CACHE:-${XDG_CACHE_HOME:-~/.cache}/gatecmd-vm}; the first time it
+  # downloads Debian's kernel and udev .debs (about 110 MB, 20 s here). As this user, so
+  # the cache is writable by the tests. A failure does not stop the other tests: the VM
+  # tests fail under CI=true and skip elsewhere, saying why.
+  echo "setup: preparing the test VM harness in $usbvm"
+  "$usbvm/prepare.sh" || echo "setup: $usbvm/prepare.sh failed; the VM tests cannot boot their VM" >&2
 fi

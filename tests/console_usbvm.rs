@@ -1,4 +1,4 @@
-//! A board console over a real kernel: `/work/shared/usbvm` (../shared/usbvm) boots Debian's
+//! A board console over a real kernel: the repository's test VM (tests/vm) boots Debian's
 //! kernel in QEMU with `dummy_hcd`, and `plug … function=acm` gives a real CDC-ACM adapter
 //! (`/dev/ttyACM0` under port `1-1`) whose board side is `/dev/ttyGS0`.
 //!

@@ -1,5 +1,5 @@
 //! Hotplug over a real kernel with no udev daemon: the real `gatecmd serve` runs in the
-//! usbvm guest (../shared/usbvm: Debian's kernel under QEMU, `dummy_hcd` gadgets as USB
+//! usbvm guest (tests/vm: Debian's kernel under QEMU, `dummy_hcd` gadgets as USB
 //! devices), with the udev backend and systemd-udevd stopped, so it must take the kernel's
 //! own uevents (`listening to kernel uevents` in its log). From the host, over the forwarded
 //! port, a real MCP client subscribed to `gatecmd://devices` watches a Rockchip board plug

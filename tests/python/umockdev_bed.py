@@ -1,7 +1,7 @@
 """Owns a umockdev testbed for the Python tests and plugs boards on command.
 
 Run it as a child process under the preload (the process that owns a testbed and sends
-uevents must itself run under it; see /work/shared/TESTING.md and tests/common/umockdev.rs):
+uevents must itself run under it; see tests/common/umockdev.rs):
 
     LD_PRELOAD=libumockdev-preload.so.0 python3 umockdev_bed.py
 

@@ -1,4 +1,4 @@
-"""A virtual flashing bench in a VM: `../shared/usbvm` boots Debian's kernel (dummy_hcd,
+"""A virtual flashing bench in a VM: the repository's harness (tests/vm) boots Debian's kernel (dummy_hcd,
 configfs, FunctionFS) under QEMU and runs tests/python/vm/bench-start, which starts
 `gatecmd-vboard serve` (virtual RK3588 boards: rockusb over FunctionFS, a CDC-ACM console,
 a power CLI; docs/VBOARD.md) and then becomes `gatecmd serve` with the config below. Debian's
@@ -42,14 +42,13 @@ class Unavailable(Exception):
 
 
 def usbvm_dir() -> Path:
-    """The harness: USBVM_DIR, else ../shared/usbvm beside the repository or beside its
-    parent (a worktree), else /work/shared/usbvm: the search tests/usbvm/mod.rs and
-    scripts/setup.sh make."""
-    candidates = [os.environ.get("USBVM_DIR"), REPO / "../shared/usbvm", REPO / "../../shared/usbvm", "/work/shared/usbvm"]
+    """The harness: the repository's own (tests/vm), or GATECMD_VM_DIR when set, as
+    tests/usbvm/mod.rs and scripts/setup.sh find it."""
+    candidates = [os.environ.get("GATECMD_VM_DIR"), REPO / "tests/vm"]
     for c in candidates:
         if c and (Path(c) / "run.sh").exists():
             return Path(c).resolve()
-    raise Unavailable("no usbvm harness (../shared/usbvm beside the repository, or USBVM_DIR)")
+    raise Unavailable("no test VM harness (tests/vm in the repository, or GATECMD_VM_DIR)")
 
 
 def check_prerequisites() -> Path:

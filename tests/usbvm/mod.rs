@@ -1,4 +1,4 @@
-//! The usbvm harness (../shared/usbvm, its README) from Rust tests: where it is, whether it
+//! The test VM harness (tests/vm, its README) from Rust tests: where it is, whether it
 //! can run here, and one VM driven over its control channel (one command per line, answered
 //! by `ok VERB …` or `err VERB …` after `| …` data lines).
 #![allow(dead_code)]
@@ -11,16 +11,13 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{Unavailable, skip};
 
-/// The harness: `USBVM_DIR`, else `../shared/usbvm` beside the repository (a CI clone at
-/// /work/NAME) or beside its parent (a worktree at /work/wt/NAME), else /work/shared/usbvm;
-/// the same search as scripts/setup.sh, which prepares it.
+/// The harness: the repository's own (tests/vm), or `GATECMD_VM_DIR` when set; the same
+/// as scripts/setup.sh, which prepares it (`make test-setup`).
 pub fn dir() -> Option<PathBuf> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let candidates = [
-        std::env::var_os("USBVM_DIR").map(PathBuf::from),
-        Some(repo.join("../shared/usbvm")),
-        Some(repo.join("../../shared/usbvm")),
-        Some(PathBuf::from("/work/shared/usbvm")),
+        std::env::var_os("GATECMD_VM_DIR").map(PathBuf::from),
+        Some(repo.join("tests/vm")),
     ];
     candidates
         .into_iter()
@@ -37,14 +34,14 @@ fn has(program: &str) -> bool {
 }
 
 /// The harness when it can run here; otherwise says why (`SKIP: …`) and gives `None`.
-/// Without the harness the test skips anywhere; with it, a missing QEMU (which
-/// scripts/setup.sh --test installs wherever the harness is) fails under `CI=true`.
+/// The harness is in the repository, and scripts/setup.sh --test installs QEMU: under
+/// `CI=true` neither may be missing (the test fails instead of skipping).
 pub fn available(test: &str) -> Option<PathBuf> {
     let Some(dir) = dir() else {
         skip(
             test,
-            Unavailable::HostProperty,
-            "no usbvm harness (../shared/usbvm beside the repository, or USBVM_DIR)",
+            Unavailable::InstalledByCi,
+            "no test VM harness (tests/vm in the repository, or GATECMD_VM_DIR)",
         );
         return None;
     };

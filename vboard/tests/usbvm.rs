@@ -1,5 +1,5 @@
 //! gatecmd-vboard against Debian's real rkdeveloptool on a real kernel: one boot of
-//! `../shared/usbvm` (Debian's kernel, `dummy_hcd`, QEMU TCG) runs `usbvm_guest.sh`, which
+//! the repository's test VM, tests/vm (Debian's kernel, `dummy_hcd`, QEMU TCG) runs `usbvm_guest.sh`, which
 //! starts the vboard with two 64 MiB boards (vb2 is only powered on and off: while two
 //! are attached rkdeveloptool refuses all but `ld`) and drives vb1 with `/usr/bin/rkdeveloptool`
 //! (copied in with its libusb) and the console's host-side tty:
@@ -37,15 +37,13 @@ fn skip_or_fail(why: &str, installed_by_ci: bool) {
     let _ = writeln!(std::io::stderr(), "SKIP: usbvm_rkdeveloptool: {why}");
 }
 
-/// The harness, found as tests/usbvm/mod.rs finds it (USBVM_DIR, beside the repository or
-/// its parent, /work/shared/usbvm).
+/// The repository's test VM harness (tests/vm), found as tests/usbvm/mod.rs finds it
+/// (`GATECMD_VM_DIR` overrides it).
 fn harness() -> Option<PathBuf> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     [
-        std::env::var_os("USBVM_DIR").map(PathBuf::from),
-        Some(repo.join("../shared/usbvm")),
-        Some(repo.join("../../shared/usbvm")),
-        Some(PathBuf::from("/work/shared/usbvm")),
+        std::env::var_os("GATECMD_VM_DIR").map(PathBuf::from),
+        Some(repo.join("tests/vm")),
     ]
     .into_iter()
     .flatten()
@@ -177,8 +175,8 @@ fn strip_ansi(s: &str) -> String {
 fn usbvm_rkdeveloptool() {
     let Some(usbvm) = harness() else {
         skip_or_fail(
-            "no usbvm harness (../shared/usbvm beside the repository, or USBVM_DIR)",
-            false,
+            "no test VM harness (tests/vm in the repository, or GATECMD_VM_DIR)",
+            true,
         );
         return;
     };

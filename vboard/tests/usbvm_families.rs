@@ -1,5 +1,5 @@
 //! gatecmd-vboard's fastboot and DFU families against Debian's real tools on a real kernel:
-//! one boot of `../shared/usbvm` runs `usbvm_families_guest.sh`, which starts the vboard with
+//! one boot of the test VM (tests/vm) runs `usbvm_families_guest.sh`, which starts the vboard with
 //! a fastboot board (vb1) and a DFU board (vb2), 64 MiB each, writes throttled to 1 MiB/s,
 //! fastboot's max-download-size 1 MiB.
 //!
@@ -63,8 +63,8 @@ fn usbvm_fastboot_and_dfu() {
     let Some(usbvm) = harness() else {
         skip_or_fail(
             TEST,
-            "no usbvm harness (../shared/usbvm beside the repository, or USBVM_DIR)",
-            false,
+            "no test VM harness (tests/vm in the repository, or GATECMD_VM_DIR)",
+            true,
         );
         return;
     };

@@ -1,5 +1,5 @@
 //! The engine against gatecmd-vboard on a real kernel USB stack: one boot of
-//! `../shared/usbvm` (QEMU TCG, Debian's kernel, `dummy_hcd`, 2 vCPUs) runs
+//! the repository's test VM, tests/vm (QEMU TCG, Debian's kernel, `dummy_hcd`, 2 vCPUs) runs
 //! `usbvm_guest.sh`, which drives the board with this crate's `flash_driver` example:
 //! MaskROM (a write refused: "send a loader first") → download boot with a loader made by
 //! `gatecmd-vboard make-loader` → Loader at the same port → (a) a raw image, (b) a raw
@@ -38,10 +38,8 @@ fn skip_or_fail(why: &str, installed_by_ci: bool) {
 fn harness() -> Option<PathBuf> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     [
-        std::env::var_os("USBVM_DIR").map(PathBuf::from),
-        Some(repo.join("../shared/usbvm")),
-        Some(repo.join("../../shared/usbvm")),
-        Some(PathBuf::from("/work/shared/usbvm")),
+        std::env::var_os("GATECMD_VM_DIR").map(PathBuf::from),
+        Some(repo.join("tests/vm")),
     ]
     .into_iter()
     .flatten()
@@ -400,7 +398,10 @@ fn run_vm(usbvm: &Path, work: &Path, files: &Path, vboard: &Path, driver: &Path)
 #[test]
 fn usbvm_flash() {
     let Some(usbvm) = harness() else {
-        skip_or_fail("no usbvm harness (../shared/usbvm, or USBVM_DIR)", false);
+        skip_or_fail(
+            "no test VM harness (tests/vm in the repository, or GATECMD_VM_DIR)",
+            true,
+        );
         return;
     };
     for program in ["qemu-system-x86_64", "python3", "strip", RKDEVELOPTOOL] {

@@ -18,15 +18,13 @@ pub fn skip_or_fail(test: &str, why: &str, installed_by_ci: bool) {
     let _ = writeln!(std::io::stderr(), "SKIP: {test}: {why}");
 }
 
-/// The harness, found as tests/usbvm/mod.rs finds it (USBVM_DIR, beside the repository or
-/// its parent, /work/shared/usbvm).
+/// The repository's test VM harness (tests/vm), found as tests/usbvm/mod.rs finds it
+/// (`GATECMD_VM_DIR` overrides it).
 pub fn harness() -> Option<PathBuf> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     [
-        std::env::var_os("USBVM_DIR").map(PathBuf::from),
-        Some(repo.join("../shared/usbvm")),
-        Some(repo.join("../../shared/usbvm")),
-        Some(PathBuf::from("/work/shared/usbvm")),
+        std::env::var_os("GATECMD_VM_DIR").map(PathBuf::from),
+        Some(repo.join("tests/vm")),
     ]
     .into_iter()
     .flatten()
