@@ -58,6 +58,11 @@ pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
             rule.timeout.as_secs()
         );
     }
+    if let Some(lab) = &config.labgrid {
+        for line in crate::lab::check_lines(lab) {
+            println!("{line}");
+        }
+    }
     for note in password_notes(&config) {
         println!("{note}");
     }

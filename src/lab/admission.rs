@@ -3,15 +3,19 @@
 //!
 //! labgrid's raw-TCP serial port and its `rest` power model carry no credential, and a NAT
 //! guest reaches the host's loopback, so "bound to loopback" lets every VM on the host in.
-//! The credential is the peer's local user, as the kernel reports it (`sock_diag`,
-//! `transport::peer_user`): the port serves a connection only while a labgrid place holds
-//! the board **and** the local user that owns the connection's socket has the name the
-//! place was acquired under (`HOST/USER` from labgrid, its `USER` part). A person who
-//! acquired `p1` as `alice` reaches the console from her own account (directly on the
-//! bench host, or through labgrid's SSH proxy, whose forward runs as her SSH login); a VM
-//! running under another account, or a remote peer with no socket on this host, gets
-//! nothing. The limits of this (same-account processes, the SSH login name) are in
-//! docs/LAB.md, "Who may use the ports".
+//! Two things are known of a connection, and neither alone is a credential: the name its
+//! place was acquired under (labgrid's `HOST/USER`, self-declared at a coordinator that
+//! authenticates nobody) and the local account that owns its socket (the kernel's answer,
+//! `transport::peer_user`; a NAT guest's connections carry the account its emulator runs
+//! under). The operator joins them: `labgrid.people` names each person who may hold boards
+//! and the accounts that are theirs. A port serves a connection only while a labgrid place
+//! holds the board, the place's `USER` is a listed person, **and** the connection's account
+//! is one of that person's. Nothing else opens a port; with nobody listed, nobody gets in.
+//!
+//! What a refused peer is told names no local account and no acquirer (it may be anyone);
+//! the operator's log and audit line say which rule refused it, with the names. The limits
+//! of this (same-account processes, the SSH login name) are in docs/LAB.md, "Who may use
+//! the ports".
 
 use std::net::SocketAddr;
 
@@ -20,26 +24,24 @@ use super::holds::Hold;
 use crate::transport::peer_user::{PeerUser, peer_user};
 use gatecmd_domain::locks::{LeaseId, LockKey};
 
-/// Why a connection or a request to a labgrid port was refused; the text is what the
-/// client is told (console: one line before the close; power: the HTTP body).
+/// Why a connection or a request to a labgrid port was refused. `Display` is what the
+/// peer is told (console: one line before the close; power: the HTTP body) and names no
+/// account; [`PortRefusal::for_operator`] adds what the log and the audit line need.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PortRefusal {
     #[error(
-        "gatecmd: board {0} is not acquired through labgrid: acquire its place first (labgrid-client -p PLACE acquire)"
+        "gatecmd: these labgrid ports are closed: the operator has named no one in labgrid.people yet (docs/LAB.md, \"Who may use the ports\")"
+    )]
+    NobodyListed,
+    #[error(
+        "gatecmd: board {0} is not held through labgrid: acquire its place first (labgrid-client -p PLACE acquire); only a place acquired by a person named in labgrid.people holds a board"
     )]
     NotAcquired(String),
+    /// The connection is not the holder's: the peer is told that much, the operator why.
     #[error(
-        "gatecmd: this port serves local users only, as the user who acquired the place; reach it through labgrid's SSH proxy (the connection's owner could not be found on this host)"
+        "gatecmd: this connection may not use board {board}'s labgrid ports: they serve the person whose place holds the board, from a local account the operator listed for them (docs/LAB.md, \"Who may use the ports\")"
     )]
-    UnknownPeer,
-    #[error(
-        "gatecmd: board {board} is held by labgrid place {place}, acquired by another user; this connection belongs to local user {you} (docs/LAB.md, \"Who may use the ports\")"
-    )]
-    NotHolder {
-        board: String,
-        place: String,
-        you: String,
-    },
+    NotServed { board: String, why: NotServed },
     #[error(
         "gatecmd: labgrid place {place} holds board {board}, but the coordinator has not said yet who acquired it; retry in a moment"
     )]
@@ -48,6 +50,34 @@ pub enum PortRefusal {
     HoldEnded(String),
     #[error("gatecmd: cannot tell who owns this connection: {0}")]
     Lookup(String),
+}
+
+/// Why a connection is not the holder's, for the operator (log and audit only).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotServed {
+    #[error("no socket on this host owns the connection (a remote peer, or it closed)")]
+    NoLocalOwner,
+    #[error("place {place} was acquired by {acquirer:?}, who is not named in labgrid.people")]
+    NotListed { place: String, acquirer: String },
+    #[error(
+        "the connection belongs to local account {account:?}, which labgrid.people does not list for {person:?} (who acquired place {place})"
+    )]
+    OtherAccount {
+        place: String,
+        person: String,
+        account: String,
+    },
+}
+
+impl PortRefusal {
+    /// The refusal as the operator reads it (log, audit): the peer's text and, where the
+    /// connection was not the holder's, why, with the names the peer is not told.
+    pub fn for_operator(&self) -> String {
+        match self {
+            PortRefusal::NotServed { why, .. } => format!("{self} [{why}]"),
+            _ => self.to_string(),
+        }
+    }
 }
 
 /// A connection admitted to a board's port: whose it is and under which hold.
@@ -67,6 +97,12 @@ pub fn user_part(acquired_by: &str) -> &str {
 }
 
 impl Lab {
+    /// Whether a place acquired by `acquired_by` (`HOST/USER`) is a listed person's: only
+    /// such a place takes a board (`holds.rs`) and opens its ports.
+    pub(super) fn serves(&self, acquired_by: &str) -> bool {
+        self.settings.person(user_part(acquired_by)).is_some()
+    }
+
     /// Admits the connection `peer` → `local` to `board`'s ports, or says why not.
     pub(super) fn admit(
         &self,
@@ -74,13 +110,19 @@ impl Lab {
         peer: SocketAddr,
         local: SocketAddr,
     ) -> Result<Admitted, PortRefusal> {
+        if self.settings.people.is_empty() {
+            return Err(PortRefusal::NobodyListed);
+        }
         let hold = self
             .holds
             .get(board)
             .ok_or_else(|| PortRefusal::NotAcquired(board.to_string()))?;
         let who = peer_user(peer, local)
             .map_err(|e| PortRefusal::Lookup(e.to_string()))?
-            .ok_or(PortRefusal::UnknownPeer)?;
+            .ok_or_else(|| PortRefusal::NotServed {
+                board: board.to_string(),
+                why: NotServed::NoLocalOwner,
+            })?;
         let admitted = Admitted {
             board: board.to_string(),
             hold,
@@ -91,8 +133,9 @@ impl Lab {
     }
 
     /// Whether an admitted connection may still act: the same hold (same lease, still the
-    /// board's lease in the lock table) and the same user. Checked before every byte that
-    /// crosses the port in either direction and before every switch.
+    /// board's lease in the lock table), acquired by a listed person, and the connection's
+    /// account one of theirs. Checked before every byte that crosses the port in either
+    /// direction and before every switch.
     pub(super) fn still_admitted(&self, a: &Admitted) -> Result<(), PortRefusal> {
         let ended = || PortRefusal::HoldEnded(a.board.clone());
         let now = self.holds.get(&a.board).ok_or_else(ended)?;
@@ -105,12 +148,22 @@ impl Lab {
                 place: now.place.clone(),
             });
         };
-        if user_part(by) != a.peer.name {
-            return Err(PortRefusal::NotHolder {
-                board: a.board.clone(),
+        let not_served = |why| PortRefusal::NotServed {
+            board: a.board.clone(),
+            why,
+        };
+        let Some(person) = self.settings.person(user_part(by)) else {
+            return Err(not_served(NotServed::NotListed {
                 place: now.place.clone(),
-                you: a.peer.name.clone(),
-            });
+                acquirer: super::names::user_label(by),
+            }));
+        };
+        if !person.accounts.contains(&a.peer.name) {
+            return Err(not_served(NotServed::OtherAccount {
+                place: now.place.clone(),
+                person: person.name.clone(),
+                account: a.peer.name.clone(),
+            }));
         }
         Ok(())
     }
@@ -127,12 +180,26 @@ impl Lab {
 
 #[cfg(test)]
 mod tests {
-    use super::user_part;
+    use super::{NotServed, PortRefusal, user_part};
 
     #[test]
     fn the_user_is_the_last_part_of_host_user() {
         assert_eq!(user_part("desk-1/alice"), "alice");
         assert_eq!(user_part("alice"), "alice");
         assert_eq!(user_part("a/b/c"), "c");
+    }
+
+    #[test]
+    fn what_a_refused_peer_is_told_names_no_account() {
+        let r = PortRefusal::NotServed {
+            board: "rock5b-1".into(),
+            why: NotServed::OtherAccount {
+                place: "p1".into(),
+                person: "alice".into(),
+                account: "vmrun".into(),
+            },
+        };
+        assert!(!r.to_string().contains("vmrun") && !r.to_string().contains("alice"));
+        assert!(r.for_operator().contains("\"vmrun\"") && r.for_operator().contains("alice"));
     }
 }

@@ -1,7 +1,8 @@
 //! Each board's captured console on a TCP port (labgrid's `NetworkSerialPort`, protocol
-//! raw), for the labgrid place that holds the board and only for the local user who
-//! acquired it (`admission.rs`): output from the capture ring as it arrives, input written
-//! to the board. Anyone else is told why in one line and closed at once, so a refused
+//! raw), for the labgrid place that holds the board and only for the listed person who
+//! acquired it, from one of their accounts (`admission.rs`): output from the capture ring as it arrives, input written
+//! to the board. Anyone else is told in one line that it is not theirs (naming no account)
+//! and closed at once, so a refused
 //! peer holds nothing. Every byte in either direction is checked against the hold first,
 //! and a hold that ends closes the connection at that moment, a write to a client that
 //! stopped reading included (its unsent bytes are discarded, not delivered later).
@@ -176,11 +177,13 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
     }
 }
 
+/// The operator hears why (with the names the peer is not told).
 fn refused(lab: &Lab, board: &str, peer: SocketAddr, why: &PortRefusal) {
-    tracing::info!(board = %board, %peer, why = %why, "labgrid console: connection refused");
+    let reason = why.for_operator();
+    tracing::info!(board = %board, %peer, why = %reason, "labgrid console: connection refused");
     lab.audit(
         "labgrid_console_refused",
-        serde_json::json!({"board": board, "peer": peer.to_string(), "reason": why.to_string()}),
+        serde_json::json!({"board": board, "peer": peer.to_string(), "reason": reason}),
     );
 }
 

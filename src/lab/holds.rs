@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
@@ -31,7 +31,16 @@ pub struct Hold {
     pub resources: BTreeSet<String>,
     /// `HOST/USER` who acquired the place, once the coordinator's place update said so.
     pub user: Option<String>,
+    /// When the hold was taken: a hold whose acquirer is still unknown after
+    /// [`UNNAMED_HOLD`] is released.
+    pub since: Instant,
 }
+
+/// How long a place may hold a board before the coordinator has said who acquired it (its
+/// place update follows the acquire within milliseconds). Past this the hold is released:
+/// a board is held only for a listed person (`labgrid.people`), and an acquirer nobody
+/// named is not one.
+pub const UNNAMED_HOLD: Duration = Duration::from_secs(5);
 
 impl Hold {
     /// The lease note others read when they find the board busy: the user as a clean,
@@ -69,6 +78,12 @@ pub enum HoldError {
     HeldElsewhere(String),
     #[error("gatecmd: board {0} is busy")]
     Busy(String),
+    /// The place's acquirer is not a listed person: the acquisition takes no board. The
+    /// text goes to the coordinator and names nobody; the operator's audit line does.
+    #[error(
+        "gatecmd: place {0} takes no board on this exporter: it was not acquired by a person named in labgrid.people (docs/LAB.md, \"Who may use the ports\")"
+    )]
+    NotServed(String),
     #[error("gatecmd: board {board} is held by labgrid place {held_by}, not {asked}")]
     OtherPlace {
         board: String,
@@ -148,6 +163,7 @@ impl Holds {
             lease: LeaseId(String::new()),
             resources: BTreeSet::from([resource.to_string()]),
             user,
+            since: Instant::now(),
         };
         let settings = state.locks.settings();
         // The lease `lock_board` takes: the board's key, its port and the device there shared.
@@ -252,6 +268,13 @@ impl Holds {
             lost.into_iter()
                 .filter_map(|b| m.remove(&b).map(|h| (b, h)))
                 .collect()
+        })
+    }
+
+    /// Holds whose acquirer the coordinator has not named within [`UNNAMED_HOLD`]: ended.
+    pub fn release_unnamed(&self, state: &AppState) -> Vec<(String, Hold)> {
+        self.release_where(state, |_, h| {
+            h.user.is_none() && h.since.elapsed() >= UNNAMED_HOLD
         })
     }
 

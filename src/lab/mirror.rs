@@ -158,6 +158,8 @@ impl Mirrors {
                         lease: m.lease.clone(),
                         resources: m.resources.clone(),
                         user: None,
+                        // Shown only (resources.rs); never in the holds table.
+                        since: std::time::Instant::now(),
                     },
                 );
             }

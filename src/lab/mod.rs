@@ -7,8 +7,9 @@
 //! - `names`: place and user names from labgrid, checked or cleaned and bounded.
 //! - `mirror`: agent leases mirrored as place acquisitions (`EXPORTER/gatecmd:CLIENT`).
 //! - `session`: one connection: the exporter stream and the place updates.
-//! - `admission`: who may use a board's ports: the local user who acquired its place,
-//!   checked per byte and per switch (the peer's socket owner, from the kernel).
+//! - `admission`: who may use a board's ports: a person of `labgrid.people` who acquired
+//!   its place, from one of their listed accounts (the peer's socket owner, from the
+//!   kernel), checked per byte and per switch.
 //! - `console`: each board's captured console on a TCP port, for the place that holds it.
 //! - `power`: labgrid's `rest` power model served through the board's power backend.
 //! - `error`: why a session, a mirror call or a port failed (`LabError`).
@@ -81,6 +82,14 @@ pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<
     let Some(settings) = state.config().labgrid.clone() else {
         return Ok(());
     };
+    if settings.people.is_empty() {
+        tracing::warn!(
+            "labgrid: labgrid.people is empty: no labgrid acquisition takes a board and the console and power ports serve nobody until the operator names people (docs/LAB.md)"
+        );
+        eprintln!(
+            "gatecmd: warning: labgrid.people is empty: labgrid acquisitions take no board and the labgrid console and power ports are closed until people are named (docs/LAB.md, \"Who may use the ports\")"
+        );
+    }
     let consoles = console::bind(&state, &settings).await?;
     let power = power::bind(&settings).await?;
     // Every port gatecmd opens is named where it opens (docs/SECURITY.md, "Listeners"); a
@@ -119,6 +128,33 @@ pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<
     tokio::spawn(watchdog(lab.clone(), shutdown.clone()));
     tokio::spawn(connect_loop(lab, shutdown));
     Ok(())
+}
+
+/// What `gatecmd check` says of the labgrid bridge: who may hold boards through it and from
+/// which accounts, or that nobody may; a listed account this host does not have.
+pub fn check_lines(settings: &LabSettings) -> Vec<String> {
+    if settings.people.is_empty() {
+        return vec![
+            "labgrid: warning: labgrid.people is empty: labgrid acquisitions take no board and the labgrid console and power ports are closed until people are named (docs/LAB.md, \"Who may use the ports\")".into(),
+        ];
+    }
+    let mut out = Vec::new();
+    for p in &settings.people {
+        out.push(format!(
+            "labgrid: {} may hold boards through labgrid; the console and power ports serve them from account(s) {}",
+            p.name,
+            p.accounts.join(", ")
+        ));
+        for a in &p.accounts {
+            if !matches!(nix::unistd::User::from_name(a), Ok(Some(_))) {
+                out.push(format!(
+                    "labgrid: warning: account {a} (listed for {}) does not exist on this host: no connection can come from it",
+                    p.name
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -209,7 +245,10 @@ impl Lab {
         lock(&self.users).get(place).cloned()
     }
 
-    /// A place update: who acquired it now (`None`: nobody, or the place is gone).
+    /// A place update: who acquired it now (`None`: nobody, or the place is gone). A place
+    /// acquired by someone `labgrid.people` does not name gives up the board it was
+    /// holding (its set-acquired arrives before its acquirer is known): the acquisition
+    /// is not honoured, and the operator's log and audit line say so, naming the acquirer.
     fn place_update(&self, place: &str, acquired: Option<&str>) {
         match acquired {
             // No board is ever held for such a place (`names::valid_place`).
@@ -217,16 +256,25 @@ impl Lab {
             Some(user) => {
                 {
                     let mut users = lock(&self.users);
-                    if users.len() >= names::MAX_REMEMBERED_PLACES && !users.contains_key(place) {
+                    if users.len() < names::MAX_REMEMBERED_PLACES || users.contains_key(place) {
+                        users.insert(place.to_string(), user.to_string());
+                    } else {
+                        // Not remembered: a later set-acquired for it may hold the board
+                        // for `holds::UNNAMED_HOLD` at most.
                         tracing::warn!(
                             place,
                             "labgrid: too many acquired places to remember; this one's user is not kept"
                         );
-                        return;
                     }
-                    users.insert(place.to_string(), user.to_string());
                 }
-                self.holds.set_user(&self.state, place, user);
+                if self.serves(user) {
+                    self.holds.set_user(&self.state, place, user);
+                } else {
+                    let ended = self
+                        .holds
+                        .release_where(&self.state, |_, h| h.place == place);
+                    self.report_not_served(ended, user);
+                }
             }
             None => {
                 lock(&self.users).remove(place);
@@ -236,6 +284,31 @@ impl Lab {
                 self.report_released(ended, "the place is no longer acquired at the coordinator");
             }
         }
+    }
+
+    /// Holds given up because their place's acquirer is not a listed person.
+    fn report_not_served(&self, ended: Vec<(String, holds::Hold)>, user: &str) {
+        let user = names::user_label(user);
+        for (board, h) in ended {
+            let why = format!(
+                "place {} was acquired by {user}, who is not named in labgrid.people: the acquisition takes no board",
+                h.place
+            );
+            tracing::warn!(board = %board, place = %h.place, "labgrid: {why}");
+            self.audit(
+                "labgrid_hold_released",
+                serde_json::json!({"board": board, "place": h.place, "user": user, "why": why}),
+            );
+        }
+    }
+
+    /// Holds whose acquirer the coordinator did not name in time (`holds::UNNAMED_HOLD`).
+    fn release_unnamed(&self) {
+        let ended = self.holds.release_unnamed(&self.state);
+        self.report_released(
+            ended,
+            "the coordinator did not say who acquired the place within 5 s; a board is held only for a person named in labgrid.people",
+        );
     }
 
     /// After the first place listing of a session: holds of places the coordinator does

@@ -2,13 +2,14 @@
 //! PUT `0`/`1` to switch) served on `labgrid.console_bind`, one URL per board by index,
 //! through the board's configured power backend (`gatecmd_domain::config::power`, via the
 //! executor like `power_board`). Every request, reading included, is admitted on its own
-//! (`admission.rs`): the board held by a labgrid place and the connection owned by the
-//! local user who acquired it; the switch runs under that place's lease. The port is
+//! (`admission.rs`): the board held by a labgrid place acquired by a listed person and the
+//! connection owned by one of that person's accounts; the switch runs under that place's
+//! lease. The port is
 //! served by the same accept loop as `/mcp` (`transport::conn_limits`), with small caps
 //! of its own: a connection that no request of the holder has authenticated is closed
 //! after the header timeout, and the oldest such goes first when they pile up.
 
-use super::admission::PortRefusal;
+use super::admission::{NotServed, PortRefusal};
 use super::error::LabError;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -84,8 +85,22 @@ type Conn = (
     Extension<ConnTicket>,
 );
 
-/// Admits one request to `board` (see `admission.rs`), or answers why not.
-fn admit(lab: &Lab, board: &str, conn: &Conn) -> Result<Admitted, Answer> {
+/// A request refused at admission: the answer the peer gets (naming no account) and the
+/// reason the operator's audit line records.
+struct Refused {
+    status: StatusCode,
+    peer_text: String,
+    operator: String,
+}
+
+impl From<Refused> for Answer {
+    fn from(r: Refused) -> Answer {
+        (r.status, r.peer_text)
+    }
+}
+
+/// Admits one request to `board` (see `admission.rs`), or says why not.
+fn admit(lab: &Lab, board: &str, conn: &Conn) -> Result<Admitted, Refused> {
     let (ConnectInfo(peer), local, Extension(ticket)) = conn;
     let refused = |why: PortRefusal| {
         let status = match why {
@@ -93,10 +108,17 @@ fn admit(lab: &Lab, board: &str, conn: &Conn) -> Result<Admitted, Answer> {
             PortRefusal::Lookup(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::FORBIDDEN,
         };
-        (status, format!("{why}\n"))
+        Refused {
+            status,
+            operator: why.for_operator(),
+            peer_text: format!("{why}\n"),
+        }
     };
     let Some(Extension(LocalAddr(local))) = local else {
-        return Err(refused(PortRefusal::UnknownPeer));
+        return Err(refused(PortRefusal::NotServed {
+            board: board.to_string(),
+            why: NotServed::NoLocalOwner,
+        }));
     };
     let admitted = lab.admit(board, *peer, *local).map_err(refused)?;
     ticket.authenticated();
@@ -112,7 +134,7 @@ async fn read(
 ) -> Result<String, Answer> {
     let board = board_of(&lab, index)?;
     let conn = (ConnectInfo(peer), local, ticket);
-    admit(&lab, &board, &conn)?;
+    admit(&lab, &board, &conn).map_err(Answer::from)?;
     Ok(match lab.state.boards.power_state(&board) {
         PowerState::On => "1".into(),
         // labgrid reads anything but "1" as off; unknown is shown as off.
@@ -135,9 +157,9 @@ async fn switch(
         Err(refusal) => {
             lab.audit(
                 "labgrid_power_refused",
-                serde_json::json!({"board": board, "peer": peer.to_string(), "reason": refusal.1.trim()}),
+                serde_json::json!({"board": board, "peer": peer.to_string(), "reason": refusal.operator}),
             );
-            return Err(refusal);
+            return Err(refusal.into());
         }
     };
     let on = match body.trim() {

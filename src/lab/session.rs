@@ -191,6 +191,7 @@ async fn session(
             _ = tick.tick() => {
                 ticks += 1;
                 lab.forget_lost();
+                lab.release_unnamed();
                 // Leases live max_ttl: renewed three times per max_ttl (at most every minute).
                 let every = (lab.state.locks.settings().max_ttl.as_secs() / 3).clamp(1, 60);
                 if ticks.is_multiple_of(every) { lab.holds.renew_all(&lab.state); }
@@ -249,16 +250,32 @@ impl Lab {
             match &req.place_name {
                 Some(place) => {
                     let user = self.user_of(place);
-                    self.holds
-                        .acquire(&self.state, board, resource, place, user)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
+                    // Only a listed person's place takes a board. The acquirer is usually
+                    // not known yet (the coordinator names them once this answer is in):
+                    // the hold is then taken, and given up when the name comes and is not
+                    // a listed person's (`Lab::place_update`).
+                    let served = !self.settings.people.is_empty()
+                        && user.as_deref().is_none_or(|u| self.serves(u));
+                    if served {
+                        self.holds
+                            .acquire(&self.state, board, resource, place, user)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    } else {
+                        Err(super::holds::HoldError::NotServed(place.clone()).to_string())
+                    }
                 }
                 None => self
                     .holds
                     .release(&self.state, board, resource, None)
-                    .map(|_| ())
+                    .map(|ended| {
+                        // Whoever acquires the place next is not known until the
+                        // coordinator says so; the last acquirer's name must not stand in.
+                        if let Some(h) = ended {
+                            super::lock(&self.users).remove(&h.place);
+                        }
+                    })
                     .map_err(|e| e.to_string()),
             }
         };
@@ -274,6 +291,7 @@ impl Lab {
                 "resource": resource,
                 "ok": result.is_ok(),
                 "reason": result.as_ref().err(),
+                "user": req.place_name.as_deref().and_then(|p| self.user_of(p)).map(|u| super::names::user_label(&u)),
             }),
         );
         match result {

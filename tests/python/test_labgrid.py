@@ -28,11 +28,17 @@ from conftest import Testbed as UmockdevBed
 pytestmark = pytest.mark.anyio
 
 VENV_BIN = Path(sys.executable).parent
-# A person at a desk: labgrid names them HOST/USER. USER is this test's own account: the
-# console and power ports serve only the local user a place was acquired under (issue 29),
+# A person at a desk: labgrid names them HOST/USER. USER is this test's own account, and
+# the config names that person with that account (`labgrid.people`): the console and power
+# ports serve only a listed person's place, from one of their listed accounts (issue 37),
 # and labgrid-client connects to them from this process's user.
 USER = getpass.getuser()
 PERSON = {"LG_HOSTNAME": "desk", "LG_USERNAME": USER}
+PEOPLE = f"""
+  people:
+    - name: {USER}
+      accounts: [{USER}]
+"""
 HOLD_SECS = 3
 
 
@@ -103,7 +109,7 @@ class Coordinator:
         return r
 
 
-def config(coordinator: Coordinator, name: str, tty: str, boards: str = "") -> str:
+def config(coordinator: Coordinator, name: str, tty: str, boards: str = "", people: str = PEOPLE) -> str:
     return f"""
 clients:
   - name: vm-a
@@ -126,14 +132,22 @@ labgrid:
   name: {name}
   proxy_required: false
   hold_secs: {HOLD_SECS}
-"""
+{people}"""
 
 
 class Bench:
     """gatecmd exporting rock5b-1 (a pty console, a power script) to the coordinator."""
 
-    def __init__(self, directory: Path, coordinator: Coordinator, testbed: UmockdevBed, name: str = "bench-1"):
+    def __init__(
+        self,
+        directory: Path,
+        coordinator: Coordinator,
+        testbed: UmockdevBed,
+        name: str = "bench-1",
+        people: str = PEOPLE,
+    ):
         self.dir = directory
+        self.people = people
         self.env = testbed.server_env()
         self.coordinator = coordinator
         self.name = name
@@ -146,7 +160,7 @@ class Bench:
         self.start()
 
     def start(self) -> None:
-        self.server = Server(self.dir, config(self.coordinator, self.name, self.tty), env=self.env)
+        self.server = Server(self.dir, config(self.coordinator, self.name, self.tty, people=self.people), env=self.env)
         self.wait_registered(1)
 
     def registrations(self) -> int:
@@ -326,11 +340,11 @@ async def test_console_and_power_through_gatecmd(lab):
     for req in [urllib.request.Request(url, data=b"0", method="PUT"), urllib.request.Request(url)]:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=5)
-        assert refused.value.code == 409 and b"not acquired through labgrid" in refused.value.read()
+        assert refused.value.code == 409 and b"not held through labgrid" in refused.value.read()
     power = [e for e in b.audit() if e.get("event") == "labgrid_power"]
     assert [e["ok"] for e in power] == [True, True], power
     assert [e["reason"] for e in b.audit() if e.get("event") == "labgrid_power_refused"] == [
-        "gatecmd: board rock5b-1 is not acquired through labgrid: acquire its place first (labgrid-client -p PLACE acquire)"
+        "gatecmd: board rock5b-1 is not held through labgrid: acquire its place first (labgrid-client -p PLACE acquire); only a place acquired by a person named in labgrid.people holds a board"
     ]
     assert (b.dir / "power.log").read_text().split() == ["off", "on"]
 

@@ -29,8 +29,9 @@ settings! {
             default: "127.0.0.1".into(),
             docs: "the IP the console TCP ports (one per board with a console, ephemeral) and \
                 the power port (labgrid's `rest` power model) listen on. Not a boundary (NAT \
-                guests reach loopback): the ports serve only the local user who acquired the \
-                board's place (docs/LAB.md, \"Who may use the ports\").",
+                guests reach loopback): the ports serve only a person of `people` who \
+                acquired the board's place, from one of their accounts (docs/LAB.md, \"Who \
+                may use the ports\").",
         },
         host: Option<String> {
             default: None,
@@ -58,7 +59,39 @@ settings! {
                 held; then they are released (audited) so agents are not locked out by a \
                 coordinator that is gone.",
         },
+        people: Vec<RawLabPerson> {
+            default: Vec::new(),
+            docs: "who may hold boards through labgrid, and from which local accounts their \
+                connections to the console and power ports come: `[{name: alice, accounts: \
+                [alice]}]`. `name` is the `USER` of the place's `HOST/USER` (`LG_USERNAME`, \
+                or the login name), 1-64 of `[A-Za-z0-9_.@+-]`; `accounts`, at least one, \
+                are accounts on this host (1-32 of `[A-Za-z0-9_.-]`, the first a letter or \
+                `_`), each under one person. A place acquired by anyone else takes no board, \
+                and the ports serve no other connection. Empty: labgrid acquisitions take no \
+                board and the ports serve nobody. Never list an account VMs run under \
+                (docs/LAB.md, \"Who may use the ports\").",
+        },
     }
+}
+
+/// One entry of `labgrid.people` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLabPerson {
+    pub name: String,
+    #[serde(default)]
+    pub accounts: Vec<String>,
+}
+
+/// A person who may hold boards through labgrid (`labgrid.people`): the name their places
+/// are acquired under and the local accounts their port connections come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabPerson {
+    /// The `USER` of labgrid's `HOST/USER`: a claim anyone can make at the coordinator.
+    pub name: String,
+    /// Local accounts on this host (the kernel's owner of a connection's socket); the
+    /// credential that a claim of `name` is checked against.
+    pub accounts: Vec<String>,
 }
 
 /// Longest `hold_secs`: a board a person held through a lost coordinator is not kept
@@ -97,11 +130,18 @@ pub struct LabSettings {
     pub proxy_required: bool,
     /// How long boards held by a labgrid place stay held once the coordinator is lost.
     pub hold: Duration,
+    /// Who may hold boards through labgrid, and from which local accounts (empty: nobody).
+    pub people: Vec<LabPerson>,
 }
 
 impl LabSettings {
     /// The address a console or power listener binds (an ephemeral port on `console_bind`).
     pub fn listen_addr(&self) -> SocketAddr {
         SocketAddr::new(self.console_bind, 0)
+    }
+
+    /// The listed person named `name` (the `USER` part of a place's `HOST/USER`).
+    pub fn person(&self, name: &str) -> Option<&LabPerson> {
+        self.people.iter().find(|p| p.name == name)
     }
 }

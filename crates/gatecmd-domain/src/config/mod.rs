@@ -67,7 +67,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use flash::FlashSettings;
 pub use host::binary_problem;
 pub use jobs::JobSettings;
-pub use lab::{DEFAULT_LAB_HOLD_SECS, LabSettings, MAX_LAB_HOLD_SECS};
+pub use lab::{DEFAULT_LAB_HOLD_SECS, LabPerson, LabSettings, MAX_LAB_HOLD_SECS};
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
