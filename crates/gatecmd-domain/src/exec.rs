@@ -181,6 +181,12 @@ impl Executor {
         *self.inner.limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
     }
 
+    /// Cancelled once [`shutdown`](Self::shutdown) began: work that is not a child (a
+    /// flash's image check on a blocking thread) stops on it too.
+    pub fn stopping(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
     /// Stops every running child (SIGTERM, then SIGKILL after the grace) and refuses new ones.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();

@@ -224,8 +224,10 @@ fn run(a: &Args) -> Result<(), String> {
             let mut img = image(a)?;
             let cancel = AtomicBool::new(false);
             let mut progress = printer();
+            // No board here: the check expands at most 16 TiB (no board's flash is larger).
+            let limit = gatecmd_flash::SizeLimit::new(16 << 40, "this driver's check");
             let r = img
-                .check(&mut Control::new(&mut progress, &cancel))
+                .check(&mut Control::new(&mut progress, &cancel), &limit)
                 .map_err(err)?;
             println!(
                 "RESULT {{\"image\":{},\"check\":{}}}",

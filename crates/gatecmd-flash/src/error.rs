@@ -161,6 +161,23 @@ pub enum FlashError {
         offset: String,
     },
 
+    /// The image expands past the most the pre-pass reads: the board's flash, or before it
+    /// is known the caller's bound. Refused as soon as a header declares more or a decoder
+    /// has produced more, before the rest is read.
+    #[error(
+        "the image is larger than {limit}, the most {what} allows: {seen}; flash an image that fits; nothing was written"
+    )]
+    ImageOverLimit {
+        /// Human-readable bound.
+        limit: String,
+        /// The bound in bytes.
+        limit_bytes: u64,
+        /// What sets the bound (`the board's flash`, a configuration key).
+        what: String,
+        /// What told the size (`its sparse header declares 16.0 EB`).
+        seen: String,
+    },
+
     /// A flash option is out of range.
     #[error("invalid option {what}: {reason}")]
     InvalidOption {

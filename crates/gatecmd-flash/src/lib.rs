@@ -60,7 +60,7 @@ pub mod writer;
 pub use boot_file::{BootEntry, BootFile};
 pub use error::FlashError;
 pub use image::check::CheckReport;
-pub use image::{Compression, Image, ImageInfo, Layout};
+pub use image::{Compression, Image, ImageInfo, Layout, SizeLimit};
 pub use progress::{Control, Phase, Progress};
 pub use report::{FlashReport, VerifyReport, WriteReport};
 pub use target::{BlockTarget, FileTarget, TargetError};

@@ -95,14 +95,16 @@ pub fn flash(
             ),
         });
     }
+    let capacity = target.capacity_blocks().saturating_mul(bs);
+    let room = capacity.saturating_sub(opts.start_lba.saturating_mul(bs));
     let check = if image.needs_check() || image.check_report().is_some() {
-        Some(image.check(ctl)?)
+        let limit = crate::image::SizeLimit::new(room, "the board's flash");
+        Some(image.check(ctl, &limit)?)
     } else {
         None
     };
     let logical = image.logical_size().unwrap_or(0);
     let mapped = image.mapped_bytes().unwrap_or(logical);
-    let capacity = target.capacity_blocks().saturating_mul(bs);
     let need = opts
         .start_lba
         .saturating_mul(bs)

@@ -55,6 +55,16 @@ settings! {
                 VM) where the loader takes it. A loader that fails a large transfer waits \
                 for a power cycle.",
         },
+        max_image_gib: u64 {
+            default: 256,
+            check: max_image_in_range,
+            docs: "the most image, in GiB, `check_image` expands before the board's flash \
+                size is known (a compressed image is decompressed to learn its size; a sparse \
+                header declares one): past it `check_image` fails, naming this key, as \
+                soon as the image's header declares more or its decoder has produced more, \
+                before the board is touched (1 … 16384). 256 is the largest eMMC sold; after `flash_info` \
+                the board's own flash is the bound.",
+        },
         device_wait_secs: u64 {
             default: 20,
             check: wait_in_range,
@@ -73,6 +83,10 @@ fn absolute_if_set(p: &Option<PathBuf>) -> Option<String> {
 
 fn transfer_in_range(v: &u32) -> Option<String> {
     (!(16..=4096).contains(v)).then(|| "must be between 16 and 4096 (KiB); default 64".into())
+}
+
+fn max_image_in_range(v: &u64) -> Option<String> {
+    (!(1..=16384).contains(v)).then(|| "must be between 1 and 16384 (GiB); default 256".into())
 }
 
 fn wait_in_range(v: &u64) -> Option<String> {
@@ -109,6 +123,11 @@ impl FlashSettings {
             .unwrap_or_else(|| state_dir.join("flash"))
     }
 
+    /// The most image `check_image` expands, in bytes.
+    pub fn max_image_bytes(&self) -> u64 {
+        self.max_image_gib << 30
+    }
+
     /// Blocks of 512 bytes per USB write command.
     pub fn transfer_blocks(&self) -> u32 {
         self.transfer_kib * 2
@@ -140,12 +159,13 @@ mod tests {
                 .allows_loader(std::path::Path::new("/srv/loadersx/a.bin"))
         );
         assert_eq!(c.flash.transfer_blocks(), 8192);
+        assert_eq!(c.flash.max_image_bytes(), 256 << 30);
     }
 
     #[test]
     fn unknown_board_client_and_bad_values_are_named_with_line_and_field() {
         let text = format!(
-            "{BOARD}flash:\n  enabled: true\n  boards: [vb9]\n  clients: [nobody]\n  loaders: [rel/dir]\n  transfer_kib: 8\n"
+            "{BOARD}flash:\n  enabled: true\n  boards: [vb9]\n  clients: [nobody]\n  loaders: [rel/dir]\n  transfer_kib: 8\n  max_image_gib: 0\n"
         );
         let errors = Config::parse(&text, "t.yaml").expect_err("refused").0;
         let find = |field: &str| {
@@ -160,5 +180,8 @@ mod tests {
         assert!(find("flash.clients[0]").message.contains("unknown client"));
         assert!(find("flash.loaders[0]").message.contains("absolute"));
         assert_eq!(find("flash.transfer_kib").line, 9);
+        let e = find("flash.max_image_gib");
+        assert_eq!(e.line, 10, "{e}");
+        assert!(e.message.contains("16384"), "{e}");
     }
 }

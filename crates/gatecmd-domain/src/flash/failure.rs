@@ -95,6 +95,7 @@ impl FlashFailure {
             FlashFailure::Loader { .. } => "pass the loader made for this SoC (rkbin's *_spl_loader_*.bin); the board stays in MaskROM until then, and nothing was written to its flash".into(),
             FlashFailure::Engine(e) => match e.as_ref() {
                 FlashError::ImageTooLarge { .. } => "flash an image that fits the board's flash; nothing was written".into(),
+                FlashError::ImageOverLimit { .. } => "flash an image that fits the board's flash (an operator raises flash.max_image_gib for a larger flash); nothing was written".into(),
                 FlashError::BmapRangeMismatch { .. } | FlashError::BmapSizeMismatch { .. } | FlashError::BmapFileChecksum { .. } | FlashError::BmapInvalid { .. } | FlashError::BmapWithSparse { .. } => "pass the bmap made for this image (bmaptool create); nothing was written".into(),
                 FlashError::Write { .. } | FlashError::Read { .. } | FlashError::VerifyMismatch { .. } => "call flash_board again with the same image: the chunks the journal lists are read back and skipped, the rest is written".into(),
                 _ => "read the error: it names what was seen and what to do; call flash_board again once it is fixed".into(),

@@ -3,9 +3,11 @@
 //! executor, the device registry, the console), blocking threads where the engine talks
 //! USB (`gatecmd-flash` is synchronous: libusb).
 //!
-//! Cancel (and the call's time limit) raise the engine's flag, read between chunks; the
-//! loader download takes no flag on purpose (a mask ROM left with half a loader takes
-//! nothing else until power-cycled), so a cancel that arrives then stops at the next step.
+//! Cancel, the call's time limit and the server's shutdown raise the engine's flag (and so
+//! does dropping the flash's future), read between chunks and, in `check_image`, every few
+//! thousand XML events of a bmap, sparse chunk headers or buffers of a decoder; the loader
+//! download takes no flag on purpose (a mask ROM left with half a loader takes nothing else
+//! until power-cycled), so a cancel that arrives then stops at the next step.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -29,7 +31,9 @@ use crate::console::Console;
 use crate::console::session::{TalkError, Wait, last_line_since, watch};
 use crate::state::AppState;
 use gatecmd_devices::RockchipMode;
-use gatecmd_flash::{BootFile, Control, FlashError, FlashOptions, Image, Phase, Progress};
+use gatecmd_flash::{
+    BootFile, Control, FlashError, FlashOptions, Image, Phase, Progress, SizeLimit,
+};
 
 /// How long the registry is given to hear of a board that left after a failed transfer.
 const USB_SETTLE: Duration = Duration::from_millis(1500);
@@ -171,24 +175,30 @@ pub async fn flash(
         cancel: cancel.clone(),
         secs: timeout.as_secs(),
     };
-    // The engine reads a flag; the call's token and deadline raise it.
+    // The engine reads a flag; the call's token, its deadline and the server's shutdown
+    // raise it, and so does this future's drop (a runtime that shuts down drops it, then
+    // waits for the blocking thread that reads the flag).
+    let _raise_on_drop = RaiseOnDrop(stop.flag.clone());
+    let stopping = state.executor.stopping();
     let raiser = {
-        let stop = stop.clone();
+        let (stop, stopping) = (stop.clone(), stopping.clone());
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.cancel.cancelled() => {}
+                _ = stopping.cancelled() => {}
                 _ = tokio::time::sleep_until(deadline) => stop.timed_out.store(true, Ordering::Relaxed),
             }
             stop.flag.store(true, Ordering::Relaxed);
         })
     };
-    // A token the waits below watch: cancelled by a cancel or by the deadline.
+    // A token the waits below watch: cancelled by a cancel, the deadline or the shutdown.
     let waits = CancellationToken::new();
     let waits_guard = {
         let (waits, stop) = (waits.clone(), stop.clone());
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.cancel.cancelled() => {}
+                _ = stopping.cancelled() => {}
                 _ = tokio::time::sleep_until(deadline) => {}
             }
             waits.cancel();
@@ -239,6 +249,15 @@ pub async fn flash(
             }
             Err(run.fail(step, failure))
         }
+    }
+}
+
+/// Raises the engine's flag when dropped.
+struct RaiseOnDrop(Arc<AtomicBool>);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -336,18 +355,20 @@ async fn steps(
         mapped_bytes: None,
     });
 
-    // 1. The image, before the board is touched.
+    // 1. The image, before the board is touched. Each of its parsers reads the flag at
+    // bounded intervals of work, and expands at most flash.max_image_gib.
     let t = run.started(Step::CheckImage);
+    let limit = SizeLimit::new(config.flash.max_image_bytes(), "flash.max_image_gib");
     let (img, checked) = {
         let flag = stop.flag.clone();
         let events = run.events.clone();
         blocking(Step::CheckImage, move || {
-            let mut img = Image::open(image.file, bmap.map(|b| b.file))?;
+            let mut sink = progress_sink(events);
+            let mut ctl = Control::new(&mut sink, &flag);
+            let mut img = Image::open_with(image.file, bmap.map(|b| b.file), &ctl)?;
             let checked = img.needs_check();
             if checked {
-                let mut sink = progress_sink(events);
-                let mut ctl = Control::new(&mut sink, &flag);
-                img.check(&mut ctl)?;
+                img.check(&mut ctl, &limit)?;
             }
             Ok((img, checked))
         })

@@ -43,6 +43,45 @@ pub struct CheckReport {
     pub secs: f64,
 }
 
+/// The most image the pre-pass expands: the board's flash when it is known, else the
+/// caller's bound. Past it the image is refused ([`FlashError::ImageOverLimit`]) as soon as
+/// a header declares more or a decoder has produced more, before the rest is read.
+#[derive(Debug, Clone)]
+pub struct SizeLimit {
+    /// Bytes of image at most.
+    pub bytes: u64,
+    /// What sets it, for the refusal (`the board's flash`, `flash.max_image_gib`).
+    pub what: String,
+}
+
+impl SizeLimit {
+    /// At most `bytes`, set by `what`.
+    pub fn new(bytes: u64, what: impl Into<String>) -> SizeLimit {
+        SizeLimit {
+            bytes,
+            what: what.into(),
+        }
+    }
+
+    /// The refusal of an image `seen` (what told its size) past the limit.
+    pub(crate) fn refuse(&self, seen: String) -> FlashError {
+        FlashError::ImageOverLimit {
+            limit: human(self.bytes),
+            limit_bytes: self.bytes,
+            what: self.what.clone(),
+            seen,
+        }
+    }
+
+    /// Refuses a size declared by the image's own header.
+    pub(crate) fn declared(&self, by: &str, bytes: u64) -> Result<(), FlashError> {
+        if bytes > self.bytes {
+            return Err(self.refuse(format!("{by} declares {}", human(bytes))));
+        }
+        Ok(())
+    }
+}
+
 /// What the pre-pass learnt.
 pub(crate) struct Checked {
     pub logical_size: u64,
@@ -61,9 +100,13 @@ pub(crate) fn run(
     layout: Layout,
     bmap: Option<&Bmap>,
     file_size: u64,
+    limit: &SizeLimit,
     ctl: &mut Control,
 ) -> Result<Checked, FlashError> {
     let t0 = Instant::now();
+    if let Some(b) = bmap {
+        limit.declared("its bmap's <ImageSize>", b.image_size)?;
+    }
     let consumed = Arc::new(AtomicU64::new(0));
     let mut buf = vec![0u8; BUF];
     let mut ranges_checked = 0;
@@ -81,11 +124,17 @@ pub(crate) fn run(
                 .map_err(|e| decompress(compression, 0, e))?;
             ctl.report(Phase::Check, 0, file_size);
             for (r, (start, end)) in b.ranges.iter().zip(b.byte_ranges()) {
-                let gap = start - d.out;
-                let got =
-                    discard(&mut d, gap, &mut buf).map_err(|e| decompress(compression, 0, e))?;
-                if got < gap {
-                    return Err(size_mismatch(b, d.out));
+                // The gap before the range, dropped a buffer at a time between looks at
+                // the flag (it may be most of the image).
+                while d.out < start {
+                    cancel_point(ctl, consumed.load(Ordering::Relaxed), file_size)?;
+                    let k = (start - d.out).min(BUF as u64);
+                    let got =
+                        discard(&mut d, k, &mut buf).map_err(|e| decompress(compression, 0, e))?;
+                    if got < k {
+                        return Err(size_mismatch(b, d.out));
+                    }
+                    ctl.report(Phase::Check, consumed.load(Ordering::Relaxed), file_size);
                 }
                 let mut h = b.checksum.hasher();
                 let mut left = end - start;
@@ -107,7 +156,21 @@ pub(crate) fn run(
                     ranges_checked += 1;
                 }
             }
-            drain(&mut d, compression, &mut buf, ctl, &consumed, file_size)?;
+            // Past the bmap's ImageSize the image no longer matches it: stop there.
+            let bound = SizeLimit::new(b.image_size, "");
+            drain(
+                &mut d,
+                compression,
+                &mut buf,
+                ctl,
+                &consumed,
+                file_size,
+                &bound,
+            )
+            .map_err(|e| match e {
+                FlashError::ImageOverLimit { .. } => size_mismatch(b, b.image_size + 1),
+                other => other,
+            })?;
             if d.out != b.image_size {
                 return Err(size_mismatch(b, d.out));
             }
@@ -117,7 +180,15 @@ pub(crate) fn run(
             let mut d = Decoded::counted(file.clone(), compression, Some(consumed.clone()))
                 .map_err(|e| decompress(compression, 0, e))?;
             ctl.report(Phase::Check, 0, file_size);
-            drain(&mut d, compression, &mut buf, ctl, &consumed, file_size)?;
+            drain(
+                &mut d,
+                compression,
+                &mut buf,
+                ctl,
+                &consumed,
+                file_size,
+                limit,
+            )?;
             (d.out, d.out, None, d.out)
         }
         (None, _, Layout::AndroidSparse) => {
@@ -126,13 +197,15 @@ pub(crate) fn run(
             ctl.report(Phase::Check, 0, file_size);
             let mut r =
                 SparseReader::new(d).map_err(|e| stream_fault(sparse_err(compression, e), 0))?;
+            // Every chunk must fit the header's blocks (the reader refuses one that claims
+            // more), so the header bounds the whole image: judged before any chunk.
+            limit.declared("its sparse header", r.header().logical_size())?;
+            // One chunk header, or one buffer of a RAW run, between two looks at the flag;
+            // a FILL run is gone past at once (its CRC combined, never expanded).
             loop {
                 cancel_point(ctl, consumed.load(Ordering::Relaxed), file_size)?;
-                match r.next_offset() {
-                    Ok(Some(_)) => {
-                        r.read(&mut buf)
-                            .map_err(|e| stream_fault(sparse_err(compression, e), 0))?;
-                    }
+                match r.pass(&mut buf) {
+                    Ok(Some(_)) => {}
                     Ok(None) => break,
                     Err(e) => return Err(stream_fault(sparse_err(compression, e), 0)),
                 }
@@ -295,11 +368,19 @@ fn drain(
     ctl: &mut Control,
     consumed: &AtomicU64,
     file_size: u64,
+    limit: &SizeLimit,
 ) -> Result<(), FlashError> {
     loop {
         cancel_point(ctl, consumed.load(Ordering::Relaxed), file_size)?;
         let at = d.out;
         let n = read_full(d, buf).map_err(|e| decompress(compression, at, e))?;
+        if d.out > limit.bytes {
+            return Err(limit.refuse(format!(
+                "its {} stream had expanded to more after {} of the file",
+                compression.name(),
+                human(consumed.load(Ordering::Relaxed))
+            )));
+        }
         ctl.report(Phase::Check, consumed.load(Ordering::Relaxed), file_size);
         if n < buf.len() {
             return Ok(());
@@ -397,6 +478,7 @@ pub(crate) fn stream_fault(e: StreamError, written: u64) -> FlashError {
             computed,
             written: note,
         },
+        StreamError::Sparse(SparseFault::Cancelled) => cancelled_at_open(),
         StreamError::Sparse(SparseFault::Io(source)) => FlashError::ImageRead {
             what: "sparse image",
             source,

@@ -26,6 +26,7 @@ use crate::error::FlashError;
 use crate::progress::Control;
 use crate::units::{human, human_bin};
 use bmap::{Bmap, BmapSummary};
+pub use check::SizeLimit;
 use check::{CheckReport, stream_fault};
 pub use magic::{Compression, Layout};
 use sparse::{SparseCounts, SparseFault, SparseHeader, SparseReader};
@@ -166,8 +167,8 @@ impl Image {
                 let r = SparseReader::new(decompress::FileAt::new(file.clone(), 0))
                     .map_err(|e| sparse_open_err(e, compression))?;
                 let h = *r.header();
-                let counts =
-                    sparse::walk_file(&file, &h).map_err(|e| sparse_open_err(e, compression))?;
+                let counts = sparse::walk_file(&file, &h, &|| ctl.cancelled())
+                    .map_err(|e| sparse_open_err(e, compression))?;
                 info.sparse = Some(h);
                 info.sparse_chunks = Some(counts);
                 info.logical_size = Some(h.logical_size());
@@ -219,9 +220,15 @@ impl Image {
 
     /// The pre-pass before any write (see the [`check`] module): bmap range checksums, the
     /// decompressed size of a compressed image, a compressed sparse image's structure. A
-    /// mismatch or a damaged file is refused here, with nothing written. Runs once; later
+    /// mismatch or a damaged file is refused here, with nothing written, and so is an image
+    /// larger than `limit` (as soon as its header declares it or its decoder produced it).
+    /// `ctl`'s cancel flag is read between buffers and chunk headers. Runs once; later
     /// calls return the first report.
-    pub fn check(&mut self, ctl: &mut Control) -> Result<CheckReport, FlashError> {
+    pub fn check(
+        &mut self,
+        ctl: &mut Control,
+        limit: &SizeLimit,
+    ) -> Result<CheckReport, FlashError> {
         if let Some(r) = &self.check {
             return Ok(r.clone());
         }
@@ -241,6 +248,7 @@ impl Image {
             self.info.layout,
             self.bmap.as_ref(),
             self.info.file_size,
+            limit,
             ctl,
         )?;
         self.info.logical_size = Some(c.logical_size);

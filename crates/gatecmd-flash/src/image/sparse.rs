@@ -40,7 +40,12 @@ pub enum SparseFault {
     },
     /// Reading (or decompressing) the file failed.
     Io(io::Error),
+    /// The caller's cancel flag went up while the chunk headers were walked.
+    Cancelled,
 }
+
+/// Chunk headers walked between two looks at the cancel flag.
+const CANCEL_EVERY: u32 = 4096;
 
 impl From<io::Error> for SparseFault {
     fn from(e: io::Error) -> Self {
@@ -174,14 +179,22 @@ fn payload_len(h: &SparseHeader, c: &ChunkHeader, index: u32) -> Result<u64, Spa
 }
 
 /// Walks an uncompressed sparse file's chunk headers by offset (no data read): validates the
-/// structure and the file's length against it, and counts what it maps.
-pub fn walk_file(file: &File, h: &SparseHeader) -> Result<SparseCounts, SparseFault> {
+/// structure and the file's length against it, and counts what it maps. `cancelled` is
+/// looked at every few thousand chunks (a file of 12-byte chunks holds millions).
+pub fn walk_file(
+    file: &File,
+    h: &SparseHeader,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<SparseCounts, SparseFault> {
     let file_len = file.metadata()?.len();
     let mut at = h.file_header_len as u64;
     let mut block: u64 = 0;
     let mut counts = SparseCounts::default();
     let mut hdr = vec![0u8; h.chunk_header_len as usize];
     for index in 0..h.total_chunks {
+        if index % CANCEL_EVERY == CANCEL_EVERY - 1 && cancelled() {
+            return Err(SparseFault::Cancelled);
+        }
         if at + hdr.len() as u64 > file_len {
             return Err(SparseFault::Invalid(format!(
                 "the file ends before chunk #{index} of {} (truncated at {file_len} bytes)",
@@ -370,6 +383,39 @@ impl<R: Read> SparseReader<R> {
         }
     }
 
+    /// One step of a walk that checks everything and expands nothing, for a caller that
+    /// looks at its cancel flag between steps: goes past up to `scratch.len()` bytes of the
+    /// current RAW run (read, and counted in the CRC), or past a whole FILL run (its CRC
+    /// combined from the repeated value, never expanded: a FILL may claim the header's
+    /// whole size), or else reads the next chunk header. Returns the bytes of image gone
+    /// past, or `None` once every chunk was read.
+    pub fn pass(&mut self, scratch: &mut [u8]) -> Result<Option<u64>, SparseFault> {
+        match self.cur {
+            Current::Raw { left, .. } if left > 0 => self.read(scratch).map(|n| Some(n as u64)),
+            Current::Fill {
+                offset,
+                left,
+                value,
+                phase,
+            } if left > 0 => {
+                let rotated = [0, 1, 2, 3].map(|i| value[(phase + i) % 4]);
+                crc_pattern(&mut self.crc, &mut Vec::new(), rotated, left);
+                self.cur = Current::Fill {
+                    offset: offset + left,
+                    left: 0,
+                    value,
+                    phase: (phase + (left % 4) as usize) % 4,
+                };
+                Ok(Some(left))
+            }
+            _ if self.done => Ok(None),
+            _ => {
+                self.next_chunk()?;
+                Ok(Some(0))
+            }
+        }
+    }
+
     /// Reads the next chunk header and sets up its data run.
     fn next_chunk(&mut self) -> Result<(), SparseFault> {
         if self.next_chunk == self.h.total_chunks {
@@ -437,30 +483,10 @@ impl<R: Read> SparseReader<R> {
     }
 
     /// Advances the running CRC over `len` zero bytes without hashing them one by one (a
-    /// DONT_CARE chunk may be gigabytes): CRC states of 1 MiB << k zeros are combined.
+    /// DONT_CARE chunk may be gigabytes): CRC states of 1 MiB << k zeros are combined (and
+    /// kept: every DONT_CARE chunk uses the same ones).
     fn crc_zeros(&mut self, len: u64) {
-        if self.zeros.is_empty() {
-            let mut z = crc32fast::Hasher::new();
-            z.update(&vec![0u8; ZERO_UNIT]);
-            self.zeros.push(z);
-        }
-        let units = len / ZERO_UNIT as u64;
-        let mut k = 0;
-        while units >> k != 0 {
-            if self.zeros.len() <= k {
-                let mut twice = self.zeros[k - 1].clone();
-                twice.combine(&self.zeros[k - 1]);
-                self.zeros.push(twice);
-            }
-            if (units >> k) & 1 == 1 {
-                self.crc.combine(&self.zeros[k]);
-            }
-            k += 1;
-        }
-        let rest = (len % ZERO_UNIT as u64) as usize;
-        if rest > 0 {
-            self.crc.update(&vec![0u8; rest]);
-        }
+        crc_pattern(&mut self.crc, &mut self.zeros, [0; 4], len);
     }
 
     /// Reads to the end, dropping the data (the check pre-pass of a compressed image).
@@ -469,6 +495,40 @@ impl<R: Read> SparseReader<R> {
             self.read(scratch)?;
         }
         Ok(())
+    }
+}
+
+/// Advances `crc` over `len` bytes of `value` repeated, in O(log len): the CRC states of
+/// 1 MiB << k bytes of the pattern (`units`, built on first use, or reused when the caller
+/// keeps them) are combined. 1 MiB is a multiple of 4, so the pattern's phase is kept.
+fn crc_pattern(
+    crc: &mut crc32fast::Hasher,
+    units: &mut Vec<crc32fast::Hasher>,
+    value: [u8; 4],
+    len: u64,
+) {
+    let unit = |n: usize| -> Vec<u8> { value.iter().copied().cycle().take(n).collect() };
+    if units.is_empty() {
+        let mut z = crc32fast::Hasher::new();
+        z.update(&unit(ZERO_UNIT));
+        units.push(z);
+    }
+    let count = len / ZERO_UNIT as u64;
+    let mut k = 0;
+    while count >> k != 0 {
+        if units.len() <= k {
+            let mut twice = units[k - 1].clone();
+            twice.combine(&units[k - 1]);
+            units.push(twice);
+        }
+        if (count >> k) & 1 == 1 {
+            crc.combine(&units[k]);
+        }
+        k += 1;
+    }
+    let rest = (len % ZERO_UNIT as u64) as usize;
+    if rest > 0 {
+        crc.update(&unit(rest));
     }
 }
 
@@ -697,10 +757,10 @@ pub(crate) mod tests {
         std::fs::write(&p, &img).expect("write");
         let f = File::open(&p).expect("open");
         let h = *SparseReader::new(&img[..]).expect("h").header();
-        let walked = walk_file(&f, &h).expect("walk");
+        let walked = walk_file(&f, &h, &|| false).expect("walk");
         assert_eq!(walked, runs(&img).expect("runs").1);
         std::fs::write(&p, &img[..img.len() - 1]).expect("write");
         let f = File::open(&p).expect("open");
-        assert!(walk_file(&f, &h).is_err(), "truncated file");
+        assert!(walk_file(&f, &h, &|| false).is_err(), "truncated file");
     }
 }
