@@ -202,3 +202,112 @@ fn a_recipe_s_commands_join_the_allowlist_with_the_main_file_s() {
         "{out}"
     );
 }
+
+/// The `allowed_args` patterns of a recipe, as written (`- pattern: …` lines).
+fn patterns_of(recipe: &Path) -> Vec<String> {
+    std::fs::read_to_string(recipe)
+        .expect("read")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- pattern: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Runs the real uuu in its dry mode (`-dry`: the commands it would run are printed, no USB
+/// is touched) with `args`, killed after 20 s; its stdout and stderr.
+fn uuu_dry(args: &[String], cwd: &Path) -> String {
+    use std::io::Read;
+    let mut child = Command::new("/usr/bin/uuu")
+        .arg("-dry")
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run uuu");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("uuu -dry {args:?} still ran after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut out = String::new();
+    for pipe in [
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
+        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut p = pipe;
+        p.read_to_string(&mut out).expect("read uuu's output");
+    }
+    out
+}
+
+/// The uuu lead of issue 37: given a bare file, uuu reads it as its own command script when
+/// it starts with `uuu_version` (libuuu/cmd.cpp, `uuu_auto_detect_file`), and a script's
+/// `SDP: boot -f PATH` sends any host file to the board. No pattern of the recipe may hand
+/// uuu a file that way: with every file slot filled with such a script, uuu -dry (the real
+/// binary) lists the agent's file as a `-f` argument and never the host file the script
+/// names. The old pattern `-v {bootloader}` is run too, to show the script is real.
+#[test]
+fn no_uuu_pattern_runs_an_image_as_a_uuu_script() {
+    if !Path::new("/usr/bin/uuu").exists() {
+        harness::skip(
+            "no_uuu_pattern_runs_an_image_as_a_uuu_script",
+            Unavailable::InstalledByCi,
+            "/usr/bin/uuu is not installed",
+        );
+        return;
+    }
+    // uuu takes a script's paths from the script's directory (gatecmd hands it
+    // /proc/self/fd/N, so `../../../etc/…` reaches any host file): the host file here is
+    // beside the directory the image is in.
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir(dir.path().join("images")).expect("mkdir");
+    std::fs::write(dir.path().join("host-secret"), "not for the board\n").expect("write");
+    let image = dir.path().join("images/boot.img");
+    std::fs::write(&image, "uuu_version 1.0.0\nSDP: boot -f ../host-secret\n").expect("write");
+    let image = image.display().to_string();
+    let secret = "host-secret";
+
+    // As uuu.yaml had it: the image is run as a script naming the host file.
+    let old = uuu_dry(&["-v".into(), image.clone()], dir.path());
+    assert!(
+        old.contains("SDP: boot -f ../host-secret"),
+        "uuu no longer reads a bare uuu_version file as a script; this test must be revisited: {old}"
+    );
+
+    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/uuu.yaml");
+    let with_files: Vec<String> = patterns_of(&recipe)
+        .into_iter()
+        .filter(|p| p.contains('{'))
+        .collect();
+    assert!(with_files.len() >= 4, "{with_files:?}");
+    for pattern in with_files {
+        let args: Vec<String> = pattern
+            .split_whitespace()
+            .map(|w| {
+                if w.starts_with('{') {
+                    image.clone()
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect();
+        let out = uuu_dry(&args, dir.path());
+        assert!(
+            !out.contains(&secret),
+            "`{pattern}` let uuu run the image as a script naming {secret}: {out}"
+        );
+        assert!(
+            out.contains(&format!("-f {image}")),
+            "`{pattern}`: uuu should send the image itself: {out}"
+        );
+    }
+}
