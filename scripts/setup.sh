@@ -23,6 +23,9 @@ if [ "${1:-}" = "--test" ]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
   usbvm=$(cd "${GATECMD_VM_DIR:-$root/tests/vm}" && pwd)
   packages+=(qemu-system-x86 busybox-static kmod xz-utils zstd cpio binutils)
+  # The service lane (tests/python/test_service_lane.py): a Debian 12 guest with systemd,
+  # its root file system built by mmdebstrap (tests/vm/debian.py) into an ext4 image.
+  packages+=(mmdebstrap e2fsprogs)
   # The bench page's browser test (tests/python/test_page.py): Debian's Chromium, driven by
   # Playwright from PyPI (its own browser downloads are never used); DejaVu for a readable
   # screenshot.
@@ -95,4 +98,8 @@ if [ "${1:-}" = "--test" ]; then
   # tests fail under CI=true and skip elsewhere, saying why.
   echo "setup: preparing the test VM harness in $usbvm"
   "$usbvm/prepare.sh" || echo "setup: $usbvm/prepare.sh failed; the VM tests cannot boot their VM" >&2
+  # The Debian guest's root file system: about a minute once (mmdebstrap from Debian's
+  # packages), cached beside the kernel; nothing after that.
+  python3 "$usbvm/debian.py" build >/dev/null ||
+    echo "setup: $usbvm/debian.py build failed; the service lane cannot boot its guest" >&2
 fi

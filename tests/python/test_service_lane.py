@@ -1,0 +1,253 @@
+"""The service lane (issue 38): what a lab installs, run as a lab runs it. A Debian 12 guest
+with systemd (tests/vm/debian.py: mmdebstrap's root file system from Debian's packages,
+Debian's kernel under QEMU TCG) gets the .deb built from the binary under test
+(scripts/deb.sh), the virtual boards under their own unit (gatecmd-vboard, docs/VBOARD.md),
+an edited /etc/gatecmd/allowed_commands.yaml, and `systemctl enable --now gatecmd`. The
+host drives the packaged service over a forwarded port with the official MCP Python SDK.
+
+One guest serves the whole file (the tests run in file order and build on each other:
+install, start, calls, reload, audit log, stop, upgrade, purge). Without QEMU or mmdebstrap
+the file is skipped with the reason; under CI=true that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+import vbench
+from conftest import connect
+from vbench import TOKEN_A, TOKEN_B
+
+sys.path.insert(0, str(vbench.REPO / "tests/vm"))
+import debian  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+CONF = "/etc/gatecmd/allowed_commands.yaml"
+IMAGES = "/var/lib/gatecmd/images"
+VBOARD_UNIT = """[Unit]
+Description=gatecmd-vboard: two virtual RK3588 boards (the lane's bench)
+Before=gatecmd.service
+
+[Service]
+ExecStart=/usr/local/bin/gatecmd-vboard serve --boards 2 --flash-size 8M
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def text(result) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+class Lane:
+    def __init__(self, guest: debian.Guest, url: str, deb_name: str):
+        self.guest, self.url, self.deb = guest, url, deb_name
+        self.figures: dict[str, float] = {}
+
+    def run(self, *argv: str, ok: bool = True, timeout: float = 120) -> str:
+        rc, out, err = self.guest.run(list(argv), timeout=timeout)
+        if ok:
+            assert rc == 0, f"{argv}: rc {rc}\n{out}\n{err}"
+        return out + err
+
+    def journal(self) -> str:
+        return self.run("journalctl", "-u", "gatecmd", "--no-pager", "-o", "cat")
+
+
+def _fail_or_skip(why: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def lane():
+    t0 = time.monotonic()
+    try:
+        gatecmd = vbench.binary("GATECMD_BIN")
+        vboard = vbench.binary("GATECMD_VBOARD_BIN")
+    except vbench.Unavailable as e:
+        _fail_or_skip(str(e))
+    for program in ("qemu-system-x86_64", "strip", "cargo-deb"):
+        if shutil.which(program) is None:
+            _fail_or_skip(f"{program} is not installed (scripts/setup.sh --test installs it)")
+    if shutil.which("mmdebstrap") is None and os.geteuid() != 0:
+        _fail_or_skip("mmdebstrap is not installed (scripts/setup.sh --test installs it)")
+    work = Path(tempfile.mkdtemp(prefix="gatecmd-lane."))
+    files = work / "files"
+    files.mkdir()
+    built = subprocess.run(
+        [str(vbench.REPO / "scripts/deb.sh"), "--binary", str(gatecmd), "--fast", "--output", str(work / "deb")],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    deb = Path(built.stdout.strip().splitlines()[-1])
+    shutil.copy(deb, files / "gatecmd.deb")
+    shutil.copy(vboard, files / "gatecmd-vboard")
+    subprocess.run(["strip", str(files / "gatecmd-vboard")], check=True)
+    (files / "gatecmd-vboard.service").write_text(VBOARD_UNIT)
+    cfg = vbench.config(["power", "vb1", "on", "--maskrom"], ["power", "vb2", "on"]).replace(vbench.IMAGES, IMAGES)
+    (files / "allowed_commands.yaml").write_text(cfg)
+    figures = {"deb_build_s": time.monotonic() - t0}
+    port = vbench.free_port()
+    guest = debian.Guest([f"{port}:{vbench.GUEST_PORT}"], files=files, work=work / "vm")
+    t_boot = time.monotonic()
+    guest.start()
+    try:
+        lane = Lane(guest, f"http://127.0.0.1:{port}/mcp", deb.name)
+        lane.figures.update(figures)
+        lane.run("systemctl", "is-system-running", "--wait", timeout=300)
+        lane.figures["boot_to_running_s"] = time.monotonic() - t_boot
+        lane.run("mount", "-o", "ro", "/dev/vdb", "/mnt")
+        yield lane
+    finally:
+        guest.stop()
+        print(f"service lane figures: {({k: round(v, 1) for k, v in lane.figures.items()})}; total {time.monotonic() - t0:.0f} s")
+        print("--- the guest's console (last 60 lines) ---")
+        print("\n".join(guest.log().splitlines()[-60:]))
+        if not os.environ.get("KEEP_LANE"):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_package_installs_and_the_unit_starts(lane):
+    lane.run("dpkg", "-i", "/mnt/gatecmd.deb", timeout=180)
+    # The bench: the virtual boards under their own unit; their power switch (a control
+    # socket, root's 0600) is given to the group gatecmd, as a udev rule gives a relay.
+    lane.run("install", "-m", "0755", "/mnt/gatecmd-vboard", "/usr/local/bin/gatecmd-vboard")
+    lane.run("install", "-m", "0644", "/mnt/gatecmd-vboard.service", "/etc/systemd/system/")
+    lane.run("systemctl", "daemon-reload")
+    lane.run("systemctl", "start", "gatecmd-vboard")
+    for _ in range(300):
+        if lane.guest.run(["test", "-S", "/run/gatecmd-vboard/control.sock"])[0] == 0:
+            break
+        time.sleep(0.2)
+    lane.run("chgrp", "gatecmd", "/run/gatecmd-vboard", "/run/gatecmd-vboard/control.sock")
+    lane.run("chmod", "g+x", "/run/gatecmd-vboard")
+    lane.run("chmod", "g+rw", "/run/gatecmd-vboard/control.sock")
+    # The operator edits the conffile, then enables the unit.
+    lane.run("install", "-m", "0600", "-o", "gatecmd", "-g", "gatecmd", "/mnt/allowed_commands.yaml", CONF)
+    lane.run("gatecmd", "check", "--config", CONF)
+    t = time.monotonic()
+    lane.run("systemctl", "enable", "--now", "gatecmd")
+    for _ in range(600):
+        if "listening on" in lane.journal():
+            break
+        time.sleep(0.2)
+    lane.figures["enable_to_listening_s"] = time.monotonic() - t
+    assert lane.run("systemctl", "is-active", "gatecmd").strip() == "active"
+    journal = lane.journal()
+    assert re.search(r"gatecmd: listening on http://0\.0\.0\.0:\d+/mcp", journal), journal[-3000:]
+    # Issue 38 (a): $STATE_DIRECTORY holds two paths; one start, no restart loop.
+    assert lane.run("systemctl", "show", "-p", "NRestarts", "--value", "gatecmd").strip() == "0", journal[-3000:]
+
+
+async def test_boards_power_console_and_isolated_commands_under_the_unit(lane):
+    async with connect(lane.url, TOKEN_A, "legacy") as client:
+        r = await client.call_tool("list_devices", {})
+        assert r.is_error is not True, text(r)
+        r = await client.call_tool("lock_board", {"match": {"soc": "rk3588"}, "wait_secs": 30, "ttl_secs": 600})
+        assert r.is_error is not True, text(r)
+        board, lease = r.structured_content["board"], r.structured_content["lease_id"]
+        assert board == "vb1"
+        # power_board: the vboard's switch run as the user gatecmd.
+        for action in ("off", "on"):
+            r = await client.call_tool("power_board", {"board": board, "action": action, "lease": lease})
+            assert r.is_error is not True, f"power {action}: {text(r)}\n{lane.journal()[-2000:]}"
+        r = await client.call_tool(
+            "wait_for_device",
+            {"match": {"id": vbench.PORTS["vb1"][0], "mode": "maskrom"}, "state": "attached", "timeout_secs": 60},
+        )
+        assert r.structured_content["satisfied"] is True, text(r)
+        # Issue 38 (c): an isolated command (user + mount namespace) under the unit.
+        r = await client.call_tool(
+            "execute_command", {"command": "rkdeveloptool", "args": ["ld"], "board": board, "lease": lease}
+        )
+        assert r.is_error is not True, f"rkdeveloptool ld: {text(r)}"
+        assert re.search(r"Vid=0x2207,Pid=0x350b,LocationID=\d+\s+Maskrom", r.structured_content["stdout"]), r.structured_content
+        # Issue 38 (b): the console's /dev/ttyACM* opens under DevicePolicy=closed.
+        r = await client.call_tool("console_read", {"board": board})
+        assert r.is_error is not True, f"console_read: {text(r)}"
+        await client.call_tool("unlock_device", {"lease": lease})
+
+
+async def test_two_identical_boards_isolated_at_once(lane):
+    outs: dict[str, str] = {}
+
+    async def ld(token: str) -> None:
+        async with connect(lane.url, token, "legacy") as client:
+            r = await client.call_tool("lock_board", {"match": {"soc": "rk3588"}, "wait_secs": 60, "ttl_secs": 600})
+            assert r.is_error is not True, text(r)
+            board, lease = r.structured_content["board"], r.structured_content["lease_id"]
+            r = await client.call_tool("power_board", {"board": board, "action": "on", "lease": lease})
+            assert r.is_error is not True, text(r)
+            await client.call_tool(
+                "wait_for_device",
+                {"match": {"id": vbench.PORTS[board][0]}, "state": "attached", "timeout_secs": 60},
+            )
+            r = await client.call_tool(
+                "execute_command", {"command": "rkdeveloptool", "args": ["ld"], "board": board, "lease": lease}
+            )
+            assert r.is_error is not True, text(r)
+            outs[board] = r.structured_content["stdout"]
+            await client.call_tool("unlock_device", {"lease": lease})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ld, TOKEN_A)
+        tg.start_soon(ld, TOKEN_B)
+    assert sorted(outs) == ["vb1", "vb2"], outs
+    for board, out in outs.items():
+        # Each call saw exactly one board: its own.
+        assert len(re.findall(r"DevNo=", out)) == 1, (board, out)
+
+
+def test_reload_applies_a_change(lane):
+    lane.run("sed", "-i", "s/kill_grace_secs: 1/kill_grace_secs: 2/", CONF)
+    lane.run("systemctl", "reload", "gatecmd")
+    for _ in range(100):
+        if "reloaded" in lane.journal().lower():
+            break
+        time.sleep(0.2)
+    assert "reloaded" in lane.journal().lower(), lane.journal()[-2000:]
+    assert lane.run("systemctl", "is-active", "gatecmd").strip() == "active"
+
+
+def test_the_audit_log_is_the_services_and_owner_only(lane):
+    out = lane.run("stat", "-c", "%U %G %a", "/var/lib/gatecmd/audit.log").strip()
+    assert out == "gatecmd gatecmd 600", out
+
+
+def test_stop_leaves_no_child(lane):
+    lane.run("systemctl", "stop", "gatecmd")
+    rc, out, _ = lane.guest.run(["pgrep", "-u", "gatecmd", "-a"])
+    assert rc == 1 and out == "", out
+    lane.run("systemctl", "start", "gatecmd")
+
+
+def test_an_upgrade_keeps_the_edited_config(lane):
+    before = lane.run("sha256sum", CONF)
+    lane.run("dpkg", "-i", "/mnt/gatecmd.deb", timeout=180)
+    assert lane.run("sha256sum", CONF) == before
+    assert "kill_grace_secs: 2" in lane.run("cat", CONF)
+    assert lane.run("stat", "-c", "%U %a", CONF).strip() == "gatecmd 600"
+
+
+def test_purge_leaves_nothing(lane):
+    lane.run("dpkg", "--purge", "gatecmd", timeout=180)
+    for path in ("/etc/gatecmd", "/var/lib/gatecmd", "/usr/bin/gatecmd", "/usr/lib/systemd/system/gatecmd.service"):
+        rc, _, _ = lane.guest.run(["test", "-e", path])
+        assert rc != 0, f"{path} is still there after the purge"
+    rc, out, _ = lane.guest.run(["pgrep", "-u", "gatecmd", "-a"])
+    assert rc == 1, out
