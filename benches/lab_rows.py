@@ -36,7 +36,7 @@ from labgrid.remote.generated.labgrid_coordinator_pb2_grpc import CoordinatorStu
 
 import conftest  # noqa: E402
 from conftest import TOKEN_A, Server, connect  # noqa: E402
-from test_labgrid import Coordinator, config, make_place, wait_until  # noqa: E402
+from test_labgrid import USER, Coordinator, config, make_place, wait_until  # noqa: E402
 
 
 def binary() -> str:
@@ -68,7 +68,8 @@ class Person:
         self.stream = self.stub.ClientStream(messages())
         m = pb.ClientInMessage()
         m.startup.version = "bench"
-        m.startup.name = "desk/alice"
+        # A person the config names (test_labgrid.PEOPLE): only their place takes a board.
+        m.startup.name = f"desk/{USER}"
         await self.queue.put(m)
         s = pb.ClientInMessage()
         s.sync.id = 1

@@ -34,6 +34,9 @@ boards:
 labgrid:
   coordinator: "127.0.0.1:9"
   name: bench-1
+  people:
+    - name: alice
+      accounts: [alice]
 "#
     )
 }
@@ -136,7 +139,7 @@ async fn a_tokenless_loopback_client_gets_nothing_from_any_listener() {
     let mut got = String::new();
     let _ = c.read_to_string(&mut got);
     assert!(
-        got.starts_with("gatecmd: board secretboard is not acquired through labgrid"),
+        got.starts_with("gatecmd: board secretboard is not held through labgrid"),
         "{got:?}"
     );
     assert_eq!(got.lines().count(), 1, "{got:?}");
@@ -146,7 +149,7 @@ async fn a_tokenless_loopback_client_gets_nothing_from_any_listener() {
     for method in ["GET", "PUT"] {
         let (status, text) = http(&power, method, "/power/0/value", "0");
         assert_eq!(status, 409, "{method}: {text}");
-        assert!(text.contains("not acquired through labgrid"), "{text}");
+        assert!(text.contains("not held through labgrid"), "{text}");
     }
     let audit = std::fs::read_to_string(s.path("state/audit.log")).expect("audit");
     assert!(
