@@ -500,3 +500,146 @@ async fn a_flash_waits_for_its_approver_and_writes_only_the_bytes_approved() {
     let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("changed_since_approval"), "{audit}");
 }
+
+/// A zstd frame of `blocks` RLE blocks of 128 KiB of zeros, 4 bytes each: 4 MiB of file
+/// expands to 128 GiB, under flash.max_image_gib's 256, so `check_image` decompresses it
+/// for tens of seconds (a slow check, as a large real image's).
+fn slow_zstd(blocks: usize) -> Vec<u8> {
+    let mut z = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let header = last | (1 << 1) | ((128 << 10) << 3);
+        z.extend(&header.to_le_bytes()[..3]);
+        z.push(0);
+    }
+    z
+}
+
+/// A leased vb1 with `slow.img.zst` in the root; the client and the lease.
+async fn slow_image(s: &Server) -> (Client, String) {
+    std::fs::write(s.path("slow.img.zst"), slow_zstd(1 << 20)).expect("image");
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let id = lease(&c, "vb1").await;
+    (c, id)
+}
+
+/// Issue 37: `timeout_secs` stops a slow `check_image` (decompressing a large image)
+/// within a second of running out, the result saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_secs_stops_a_slow_check_image() {
+    let s = Server::start(&config(ON));
+    let (c, id) = slow_image(&s).await;
+    let t = std::time::Instant::now();
+    let r = call(
+        &c,
+        "flash_board",
+        json!({"board": "vb1", "image": "slow.img.zst", "lease": id, "timeout_secs": 2}),
+    )
+    .await;
+    let took = t.elapsed();
+    let v = structured(&r);
+    assert_eq!(v["state"], "timed_out", "{v}");
+    assert_eq!(v["failure"]["step"], "check_image", "{v}");
+    assert!(
+        took < Duration::from_secs(5),
+        "ended {took:?} after the call"
+    );
+}
+
+/// Issue 37: `cancel_job` stops a slow `check_image` within a second (asserted: 3 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_job_stops_a_slow_check_image() {
+    let s = Server::start(&config(ON));
+    let (c, id) = slow_image(&s).await;
+    let r = call(
+        &c,
+        "flash_board",
+        json!({"board": "vb1", "image": "slow.img.zst", "lease": id, "background": true}),
+    )
+    .await;
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let w = call(&c, "wait_job", json!({"job": job, "timeout_secs": 0})).await;
+    assert_eq!(structured(&w)["state"], "running", "{}", text(&w));
+    let t = std::time::Instant::now();
+    let r = call(&c, "cancel_job", json!({"job": job})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let mut w = Value::Null;
+    while t.elapsed() < Duration::from_secs(10) {
+        let r = call(&c, "wait_job", json!({"job": job, "timeout_secs": 1})).await;
+        w = structured(&r);
+        if w["state"] != "running" {
+            break;
+        }
+    }
+    let took = t.elapsed();
+    assert_eq!(w["state"], "cancelled", "{w}");
+    assert_eq!(w["result"]["failure"]["step"], "check_image", "{w}");
+    assert!(
+        took < Duration::from_secs(3),
+        "ended {took:?} after cancel_job"
+    );
+}
+
+/// Issue 37: the server's shutdown stops a slow `check_image`: SIGTERM ends the process
+/// within seconds (before, the runtime waited for the check's thread to finish).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_slow_check_image() {
+    let mut s = Server::start(&config(ON));
+    let (c, id) = slow_image(&s).await;
+    let r = call(
+        &c,
+        "flash_board",
+        json!({"board": "vb1", "image": "slow.img.zst", "lease": id, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let t = std::time::Instant::now();
+    s.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = s.wait(Duration::from_secs(10));
+    let took = t.elapsed();
+    assert!(status.is_some(), "still running 10 s after SIGTERM");
+    assert!(
+        took < Duration::from_secs(4),
+        "exited {took:?} after SIGTERM"
+    );
+}
+
+/// Issue 37, finding 2: the red team's bmap, elements nested deep, each declaring
+/// namespaces (a cost growing with the cube of the depth in the DOM that parsed it: the job
+/// ran 28 s past cancel_job and 23 s past its timeout). Read as a bounded stream it fails
+/// `check_image` at once, saying why, with nothing touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bmap_of_nested_namespaces_fails_check_image_at_once() {
+    let s = Server::start(&config(ON));
+    let depth = 12_000;
+    let mut bmap = String::from("<?xml version=\"1.0\"?>\n<bmap version=\"2.0\">");
+    for i in 0..depth {
+        bmap.push_str(&format!("<e xmlns:n{i}=\"u{i}\">"));
+    }
+    bmap.push_str(&"</e>".repeat(depth));
+    bmap.push_str("</bmap>\n");
+    std::fs::write(s.path("disk.bmap"), bmap).expect("bmap");
+    std::fs::write(s.path("disk.img"), vec![0u8; 1 << 20]).expect("image");
+    let c = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let id = lease(&c, "vb1").await;
+    let t = std::time::Instant::now();
+    let r = call(
+        &c,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "bmap": "disk.bmap", "lease": id, "timeout_secs": 5}),
+    )
+    .await;
+    let took = t.elapsed();
+    let v = structured(&r);
+    assert_eq!(v["state"], "failed", "{v}");
+    assert_eq!(v["failure"]["step"], "check_image", "{v}");
+    let message = v["failure"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nested more than 8 deep"), "{message}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
