@@ -6,7 +6,7 @@
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
 #   make deb    the Debian package (cargo-deb, release build): target/debian/gatecmd_*.deb
-.PHONY: run demo test setup test-setup build lint test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-lane test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke
 
 # The server's crates, as every cargo test of `make test` selects them: the same selection
 # resolves the same features, so nothing is built twice (scripts/cargo-tests.sh).
@@ -54,6 +54,11 @@ test-deb: test-setup
 # The MCP Python SDK against the real binary (tests/python, own .venv).
 test-python: test-setup
 	./scripts/pytest.sh
+
+# Only the service lane: the .deb under systemd in a Debian 12 guest, about 3 minutes
+# (tests/python/test_service_lane.py; make test-python runs it among the others).
+test-lane: test-setup
+	./scripts/pytest.sh test_service_lane.py
 
 # The official MCP TypeScript SDK (tests/ts, default options) against the real binary.
 test-ts: test-setup

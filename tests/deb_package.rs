@@ -5,6 +5,9 @@
 //! owners and modes it promises, then `dpkg --remove` keeps the conffile and the state and
 //! `dpkg --purge` leaves nothing behind.
 //!
+//! This machine has no systemd as PID 1, so the unit itself runs in the service lane
+//! (tests/python/test_service_lane.py: the same .deb in a Debian 12 guest with systemd).
+//!
 //! It changes the machine, so it is `#[ignore]`d in the parallel lanes of
 //! scripts/cargo-tests.sh (an installed /etc/gatecmd/allowed_commands.yaml would change
 //! what `gatecmd check` finds in tests/cli_check.rs) and `make test` runs it alone after
