@@ -329,3 +329,41 @@ impl Lab {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check_lines;
+    use gatecmd_domain::config::Config;
+
+    fn lab(people: &str) -> gatecmd_domain::config::LabSettings {
+        let yaml = format!("labgrid:\n  coordinator: 127.0.0.1:20408\n  name: bench-1\n{people}");
+        Config::parse(&yaml, "t.yaml")
+            .expect("valid")
+            .labgrid
+            .expect("on")
+    }
+
+    #[test]
+    fn check_says_when_nobody_is_named_and_which_accounts_are_missing() {
+        let none = check_lines(&lab(""));
+        assert_eq!(none.len(), 1);
+        assert!(
+            none[0].contains("warning: labgrid.people is empty"),
+            "{none:?}"
+        );
+        // `root` exists on every host; the other account name is made up.
+        let some = check_lines(&lab(
+            "  people:\n    - {name: alice, accounts: [root, no-such-account-gc37]}\n",
+        ));
+        assert!(
+            some[0].contains("alice may hold boards")
+                && some[0].contains("root, no-such-account-gc37")
+        );
+        let missing: Vec<&String> = some
+            .iter()
+            .filter(|l| l.contains("does not exist"))
+            .collect();
+        assert_eq!(missing.len(), 1, "{some:?}");
+        assert!(missing[0].contains("no-such-account-gc37"), "{some:?}");
+    }
+}
