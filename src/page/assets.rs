@@ -65,6 +65,21 @@ pub(super) fn sign_in(message: Option<&str>) -> String {
     SIGNIN_HTML.replace("{{MESSAGE}}", &msg)
 }
 
+/// The sign-in form for the link to approval request `id` (`apr-N`, checked by the
+/// caller): signing in leads to the page with that request picked out (the redirect to `/`
+/// keeps the form's `#apr-N`).
+pub(super) fn sign_in_to(id: &str) -> String {
+    let message = format!(
+        "<p>Approval request {} waits for you. Sign in with your own token to see it and \
+         approve or deny it.</p>",
+        escape(id)
+    );
+    SIGNIN_HTML.replace("{{MESSAGE}}", &message).replace(
+        "action=\"/signin\"",
+        &format!("action=\"/signin#{}\"", escape(id)),
+    )
+}
+
 /// HTML-escapes text for an element or a double-quoted attribute.
 pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -102,5 +117,8 @@ mod tests {
         assert!(p.contains("&lt;b&gt;&quot;x&quot;"));
         assert!(!p.contains("{{"));
         assert!(sign_in(Some("<x>")).contains("&lt;x&gt;"));
+        let to = sign_in_to("apr-7");
+        assert!(to.contains("action=\"/signin#apr-7\""), "{to}");
+        assert!(!to.contains("{{"));
     }
 }

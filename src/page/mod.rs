@@ -8,7 +8,8 @@
 //! - `snapshot`: the JSON view of the bench (`GET /state`, and each event);
 //! - `stream`: `GET /events`, the SSE stream (a snapshot on connect, then on each change);
 //! - `release`: `POST /release`, an admin ending a stuck lease;
-//! - `approval`: `POST /approval`, a signed-in approver deciding an approval request;
+//! - `approval`: `POST /approval`, a signed-in approver deciding an approval request, and
+//!   `GET /approval/apr-N`, the link to one (a `by: requester` request's elicitation);
 //! - `console`: `GET /console`, a board's console text from a cursor (the read-only view).
 //!
 //! Nothing of the bench reaches a visitor without a session (or `--no-auth` on loopback).
@@ -91,6 +92,7 @@ pub fn routes(state: Arc<AppState>, gate: Arc<Gate>) -> Router {
         .route("/console", get(console::console))
         .route("/release", post(release::release))
         .route("/approval", post(approval::decide))
+        .route("/approval/{id}", get(approval::show))
         .layer(axum::middleware::from_fn_with_state(checked, target_host))
         .with_state(page)
 }

@@ -104,6 +104,7 @@ function release(key, holder) {
 }
 
 const notes = new Map(); // approval id -> note typed so far
+const scrolledTo = new Set(); // #apr-N already brought into view once
 
 function decide(id, decision, note) {
   fetch("/approval", {
@@ -129,16 +130,24 @@ function renderApprovals(s) {
           el("button", { type: "button", class: "approve", onclick: () => decide(a.id, "approve", note.value) }, "Approve"), " ",
           el("button", { type: "button", class: "danger", onclick: () => decide(a.id, "deny", note.value) }, "Deny"))
       : el("span", { class: "hint" }, `for ${a.approvers.join(", ")}`);
-    return el("tr", { "data-approval": a.id, "data-client": a.client },
+    const forWhom = a.answers_for ? el("div", { class: "hint" }, `answering for ${a.answers_for}`) : null;
+    // The link of a by: requester request (/approval/apr-N) lands here as #apr-N.
+    const wanted = location.hash === `#${a.id}`;
+    return el("tr", { "data-approval": a.id, "data-client": a.client, class: wanted ? "wanted" : "" },
       el("td", { class: "mono" }, a.id, el("div", { class: "hint" }, a.rule)),
       el("td", {}, a.client, a.note ? el("div", { class: "hint" }, `“${a.note}”`) : null),
       el("td", {}, el("div", { class: "mono argv" }, a.what), ...runs, ...files),
       el("td", {}, a.board || "–", a.holder ? el("div", { class: "hint" }, `held by ${a.holder}`) : null),
       el("td", {}, ago(a.since), el("div", { class: "hint" }, "expires in ", countdown(a.deadline))),
-      el("td", {}, buttons));
+      el("td", {}, buttons, forWhom));
   });
   document.getElementById("approvals-count").textContent = `(${rows.length})`;
   fill("approvals", rows, 6, "Nothing waits for an approval.");
+  const picked = document.querySelector("#approvals tr.wanted");
+  if (picked && !scrolledTo.has(location.hash)) {
+    scrolledTo.add(location.hash);
+    picked.scrollIntoView({ block: "center" });
+  }
 }
 
 function renderLocks(s) {

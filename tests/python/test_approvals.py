@@ -31,6 +31,8 @@ pytestmark = pytest.mark.anyio
 AGENT = "approvals-agent-token-0123456789"
 OPS = "approvals-ops-token-0123456789ab"
 MALLORY = "approvals-mallory-token-012345"
+# The person who answers for the agent (`clients[].person`): a token only she holds.
+ALICE = "approvals-alice-token-0123456789a"
 
 RULES = """
 approvals:
@@ -52,10 +54,13 @@ def config(directory: Path, rules: str = RULES) -> str:
 clients:
   - name: agent
     token: {AGENT}
+    person: alice
   - name: ops
     token: {OPS}
   - name: mallory
     token: {MALLORY}
+  - name: alice
+    token: {ALICE}
 file_roots: [{directory}/files]
 commands:
   - name: tool
@@ -74,7 +79,7 @@ commands:
       - pattern: ef
   - name: mine
     binary: {directory}/tool.sh
-    description: The same, approved by the requesting client's own user (elicitation).
+    description: The same, approved by the person who answers for the requesting client.
     allowed_args:
       - pattern: ef
 {rules}
@@ -529,52 +534,151 @@ async def test_the_host_cli_decides_with_an_approvers_token(bench):
     )
     assert check.returncode == 0, check
     assert "approval: approvals[0] (command tool, args ^ef$) waits for ops (at most 120 s)" in check.stdout, check.stdout
-    assert "approvals[3] (command mine) waits for the requesting client's user (by: requester)" in check.stdout
+    assert "approvals[3] (command mine) waits for the person who answers for the requesting client" in check.stdout
 
 
-async def test_by_requester_asks_the_clients_user_through_elicitation(bench):
-    """`by: requester`: the server asks the requesting client's user with an MCP elicitation
-    (form mode) showing what will run; yes runs it, no refuses it with the user's note. A
-    client that did not declare elicitation is told so at once, and nothing waits."""
+async def page_session(base: str, token: str) -> tuple:
+    """An HTTP client signed in to the bench page as the holder of `token`, the way a
+    browser is: POST /signin from the page's origin (a session cookie), then the page's
+    CSRF token from its `<meta name="csrf-token">`."""
+    import re
+
+    import httpx2
+
+    http = httpx2.AsyncClient(base_url=base, follow_redirects=False, timeout=10, trust_env=False)
+    r = await http.post("/signin", data={"token": token}, headers={"Origin": base})
+    assert r.status_code == 303, (r.status_code, r.text)
+    page = await http.get("/")
+    m = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+    assert m, page.text[:500]
+    return http, m.group(1)
+
+
+async def test_by_requester_is_decided_by_the_person_on_the_page_not_by_the_agents_process(bench):
+    """Issue 37, finding 5: `by: requester` used to be decided by the MCP elicitation's
+    answer, which the agent's own process gives (it ran 2-4 ms after the request). Now the
+    request is for the person who answers for the agent (`clients[].person: alice`); the
+    agent's client gets a URL elicitation pointing at the request on the bench page, and
+    its accept approves nothing. Alice signs in on the page with her own token and
+    approves: then it runs, audited as approved by alice via the page."""
     from mcp import types
 
-    asked: list[str] = []
-    answers = iter([True, False, None])
-    checked = anyio.Event()
+    asked: list = []
+    completed: list[str] = []
 
-    async def user(context, params):
-        asked.append(params.message)
-        assert "approve" in params.requested_schema["properties"], params.requested_schema
-        yes = next(answers)
-        if yes is None:
-            # The third is left open until the test has tried the approve tool, then declined.
-            await checked.wait()
-            return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content={"approve": yes, "note": "" if yes else "not now"})
+    async def agent_process(context, params):
+        # Exactly what a script holding the agent's token would do: say yes at once.
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
 
-    async with connect(bench.url, AGENT, "legacy", elicitation_callback=user) as agent:
-        r = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"], "note": "my own call"})
+    async def on_message(message) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            completed.append(message.params.elicitation_id)
+
+    answer: dict = {}
+    async with (
+        connect(bench.url, AGENT, "legacy", elicitation_callback=agent_process, message_handler=on_message) as agent,
+        connect(bench.url, AGENT, "legacy") as agent_again,
+    ):
+
+        async def ask() -> None:
+            answer["r"] = await agent.call_tool(
+                "execute_command", {"command": "mine", "args": ["ef"], "note": "my own call"}
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            with anyio.fail_after(10):
+                while not asked:
+                    await anyio.sleep(0.02)
+            [req] = await pending(agent_again)
+            p = asked[0]
+            assert p.mode == "url", p
+            assert p.url == f"{bench.base}/approval/{req['id']}", p
+            assert p.elicitation_id == req["id"]
+            assert "alice" in p.message and "approves nothing" in p.message, p.message
+            assert req["approvers"] == ["alice"] and req["answers_for"] == "agent", req
+            # The agent said yes at once; nothing ran, the call still waits.
+            await anyio.sleep(1.5)
+            assert ran(bench) == "" and "r" not in answer
+            # Nor does the agent's token decide it through the approve tool.
+            own = await agent_again.call_tool("approve", {"approval": req["id"]})
+            assert own.structured_content["refusal"]["reason"] == "not_an_approver", own
+            assert ran(bench) == ""
+            # Alice follows the link: the sign-in form, leading back to the request.
+            import httpx2
+
+            async with httpx2.AsyncClient(follow_redirects=False, timeout=10, trust_env=False) as anon:
+                form = await anon.get(p.url)
+                assert form.status_code == 200 and f'action="/signin#{req["id"]}"' in form.text, form.text
+            http, csrf = await page_session(bench.base, ALICE)
+            try:
+                there = await http.get(f"/approval/{req['id']}")
+                assert there.status_code == 303 and there.headers["location"] == f"/#{req['id']}", there
+                snap = (await http.get("/state")).json()
+                [row] = [a for a in snap["approvals"] if a["id"] == req["id"]]
+                assert row["may_decide"] is True, row
+                # Without the session's CSRF token: refused, nothing ran.
+                bad = await http.post(
+                    "/approval", data={"id": req["id"], "decision": "approve"}, headers={"Origin": bench.base}
+                )
+                assert bad.status_code == 403 and ran(bench) == "", bad.text
+                ok = await http.post(
+                    "/approval",
+                    data={"id": req["id"], "decision": "approve", "note": "looked at it"},
+                    headers={"Origin": bench.base, "X-CSRF-Token": csrf},
+                )
+                assert ok.status_code == 200, ok.text
+                assert f"{req['id']} approved by alice" in ok.text
+            finally:
+                await http.aclose()
+        r = answer["r"]
         assert r.is_error is not True, r
         assert r.structured_content["stdout"] == "done ef\n"
-        assert f"{bench.dir}/tool.sh ef" in asked[0] and "my own call" in asked[0], asked
+        with anyio.fail_after(5):
+            while req["id"] not in completed:
+                await anyio.sleep(0.05)
+    assert ran(bench) == "ran ef\n"
+    log = (bench.dir / "state" / "audit.log").read_text()
+    [decided] = [
+        json.loads(line) for line in log.splitlines() if '"approval_decided"' in line and req["id"] in line
+    ]
+    assert decided["outcome"] == "approved", decided
+    assert decided["by"] == "alice" and decided["via"] == "page", decided
+    assert decided["note"] == "looked at it"
+
+
+async def test_by_requester_without_url_elicitation_or_person(bench):
+    """A client that cannot be sent the link still waits, and the person decides (here
+    with the approve tool from her own client); the agent declining the link withdraws
+    its own request; a client nobody answers for is refused at once, naming the key."""
+    from mcp import types
+
+    async with connect(bench.url, AGENT, "legacy") as plain, connect(bench.url, ALICE, "legacy") as alice:
+        r = await plain.call_tool("execute_command", {"command": "mine", "args": ["ef"], "background": True})
+        assert r.is_error is not True, r
+        assert "by alice (who answers for agent" in r.content[0].text, r.content[0].text
+        ok = await alice.call_tool("approve", {"approval": r.structured_content["approval"]})
+        assert ok.structured_content["request"]["decision"]["via"] == "mcp", ok
+        end = await plain.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
+        assert end.structured_content["state"] == "succeeded", end.structured_content
+    assert ran(bench) == "ran ef\n"
+
+    async def decline(context, params):
+        return types.ElicitResult(action="decline")
+
+    async with connect(bench.url, AGENT, "legacy", elicitation_callback=decline) as agent:
         no = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
         assert no.is_error is True
-        assert no.structured_content["refusal"]["reason"] == "approval_denied"
-        assert "not now" in no.structured_content["refusal"]["message"]
-        # The approve tool is no way around the user: refused for a by: requester request.
-        bg = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"], "background": True})
-        own = await agent.call_tool("approve", {"approval": bg.structured_content["approval"]})
-        assert own.structured_content["refusal"]["reason"] == "not_an_approver"
-        checked.set()
-        end = await agent.call_tool("wait_job", {"job": bg.structured_content["job"], "timeout_secs": 10})
-        assert "approval_denied" in end.structured_content["stop_reason"]
-        assert "declined in the client" in end.structured_content["stop_reason"]
-    assert ran(bench) == "ran ef\n"
-    async with connect(bench.url, AGENT, "legacy") as plain:
-        r = await plain.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
+        assert no.structured_content["refusal"]["reason"] == "approval_ended", no
+        assert "declined in the requesting client" in no.structured_content["refusal"]["message"]
+    async with connect(bench.url, MALLORY, "legacy") as mallory:
+        r = await mallory.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
         assert r.is_error is True
-        assert r.structured_content["refusal"]["reason"] == "approval_unavailable"
-        assert "elicitation" in r.structured_content["refusal"]["message"]
+        refusal = r.structured_content["refusal"]
+        assert refusal["reason"] == "approval_unavailable", refusal
+        assert "person:" in refusal["message"] and "mallory" in refusal["message"], refusal
+    assert ran(bench) == "ran ef\n"
 
 
 async def test_approvers_are_told_and_metrics_count(bench):
@@ -729,3 +833,146 @@ async def test_flash_board_waits_for_its_approver_even_in_the_background(flash_b
         assert result["failure"]["step"] == "await_rockusb", result
         # The approved flash ran: the board's MaskROM action switched the relay.
         assert ran(bench) == "ran on 3\n"
+
+
+BOARD_RULES = """
+approvals:
+  - board: b1
+    approve: {by: [ops], timeout_secs: 120}
+"""
+
+
+class FakeUboot:
+    """The board end of a pty console: records every byte typed into it, and answers like
+    U-Boot at its `=> ` prompt (a newline gets the prompt; `CMD; echo 'a''b':$?` gets a
+    line of output, the marker with status 0, and the prompt)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.master, self._slave = os.openpty()
+        self.tty = os.ttyname(self._slave)
+        self.typed = b""
+        self._lock = threading.Lock()
+        self._stop = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import select
+
+        line = b""
+        while not self._stop:
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if not ready:
+                continue
+            try:
+                got = os.read(self.master, 4096)
+            except OSError:
+                return
+            with self._lock:
+                self.typed += got
+            line += got
+            while b"\n" in line:
+                one, line = line.split(b"\n", 1)
+                text = one.decode(errors="replace").strip("\r")
+                if "; echo '" in text:
+                    marker = text.split("; echo ", 1)[1].replace("'", "").replace("$?", "0")
+                    os.write(self.master, b"\r\nfrom u-boot\r\n" + marker.encode() + b"\r\n=> ")
+                else:
+                    os.write(self.master, b"\r\n=> ")
+
+    def seen(self) -> bytes:
+        with self._lock:
+            return self.typed
+
+    def close(self) -> None:
+        self._stop = True
+        time.sleep(0.2)
+        os.close(self.master)
+        os.close(self._slave)
+
+
+@pytest.fixture
+def console_bench(tmp_path):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "tool.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "tool.sh").chmod(stat.S_IRWXU)
+    board = FakeUboot()
+    text = config(tmp_path, rules=BOARD_RULES) + f"""
+boards:
+  - name: b1
+    usb: "1-2"
+    console: {{path: {board.tty}, baud: 115200}}
+"""
+    s = Server(tmp_path, config=text)
+    yield s, board
+    s.stop()
+    board.close()
+
+
+async def test_a_board_rule_holds_the_console_tools_until_the_yes(console_bench):
+    """Issue 37, finding 6: a rule on board b1 alone ("everything that may change b1") held
+    power_board but not console_write, which typed `dd if=/dev/zero of=/dev/mmcblk0` into
+    b1 in 35 ms. Now console_write, board_run and uboot_run wait for the approver, nothing
+    typed into the board before the yes; the approver sees the board and exactly what
+    will be typed."""
+    bench, board = console_bench
+    dd = "dd if=/dev/zero of=/dev/mmcblk0\n"
+    answers: dict = {}
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        lease = (await agent.call_tool("lock_board", {"board": "b1"})).structured_content["lease_id"]
+        await anyio.sleep(0.5)  # the console is open; nothing was typed yet
+        assert board.seen() == b""
+
+        async def call(name: str, args: dict) -> None:
+            answers[name] = await agent.call_tool(name, args)
+
+        async with anyio.create_task_group() as tg:
+            # console_write: held, then approved: the exact bytes arrive after the yes.
+            tg.start_soon(call, "console_write", {"board": "b1", "text": dd})
+            [req] = await pending(ops)
+            assert req["tool"] == "console_write" and req["board"] == "b1" and req["holder"] == "agent", req
+            assert json.dumps(dd) in req["what"] and hashlib.sha256(dd.encode()).hexdigest() in req["what"], req
+            await anyio.sleep(1.0)
+            assert board.seen() == b"" and "console_write" not in answers
+            await ops.call_tool("approve", {"approval": req["id"]})
+        r = answers["console_write"]
+        assert r.is_error is not True, r
+        with anyio.fail_after(5):
+            while dd.encode() not in board.seen():
+                await anyio.sleep(0.05)
+        typed_before = board.seen()
+
+        async with anyio.create_task_group() as tg:
+            # board_run: held, then denied: nothing more typed.
+            tg.start_soon(call, "board_run", {"board": "b1", "command": "rm -rf /data", "lease": lease})
+            [req] = await pending(ops)
+            assert req["tool"] == "board_run" and req["what"] == "board_run b1: rm -rf /data", req
+            await anyio.sleep(1.0)
+            assert board.seen() == typed_before
+            await ops.call_tool("deny", {"approval": req["id"], "note": "not on b1"})
+        r = answers["board_run"]
+        assert r.is_error is True and r.structured_content["refusal"]["reason"] == "approval_denied", r
+        assert board.seen() == typed_before
+
+        async with anyio.create_task_group() as tg:
+            # uboot_run: held (the board's key is free meanwhile), then approved: it runs.
+            tg.start_soon(call, "uboot_run", {"board": "b1", "command": "mmc erase 0 100", "lease": lease})
+            [req] = await pending(ops)
+            assert req["what"] == "uboot_run b1: mmc erase 0 100", req
+            locks = (await agent.call_tool("list_locks", {})).structured_content
+            assert not any(k.get("running") for k in locks.get("locks", [])), locks
+            await anyio.sleep(1.0)
+            assert board.seen() == typed_before
+            await ops.call_tool("approve", {"approval": req["id"]})
+        r = answers["uboot_run"]
+        assert r.is_error is not True, r
+        assert r.structured_content["exit_code"] == 0, r.structured_content
+        assert b"mmc erase 0 100" in board.seen()[len(typed_before) :]
+    log = (bench.dir / "state" / "audit.log").read_text()
+    decided = [json.loads(line) for line in log.splitlines() if '"approval_decided"' in line]
+    assert [(d["what"].split(":")[0], d["outcome"]) for d in decided] == [
+        ("console_write b1", "approved"),
+        ("board_run b1", "denied"),
+        ("uboot_run b1", "approved"),
+    ], decided

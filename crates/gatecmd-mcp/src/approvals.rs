@@ -3,6 +3,12 @@
 //! other than yes becomes, the progress line saying who is awaited, and a decision taken by
 //! an approver (the `approve`/`deny` tools, the bench page and the host CLI all go through
 //! [`decide`]).
+//!
+//! `by: requester` is answered by a person, never by the requesting client: the request
+//! is made for the client's `person` (a configured client whose token only that person
+//! holds), who decides on the bench page, with `gatecmd approve` or the `approve` tool. The
+//! requesting client is only told where (an MCP URL-mode elicitation pointing at the
+//! request on the page); its answer to that elicitation approves nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::approvals::{
-    ApprovalError, Decision, FileDigest, NewRequest, Outcome, Request, RequestView,
+    ApprovalError, Decision, FileDigest, NewRequest, Outcome, Request, RequestView, Via,
 };
 use gatecmd_domain::audit::ApprovalRecord;
+use gatecmd_domain::config::Approvers;
 use gatecmd_domain::locks::{LeaseId, LockKey};
 use gatecmd_domain::state::AppState;
 
@@ -85,8 +92,40 @@ pub fn board_holder(state: &AppState, board: &str) -> Option<String> {
         .or_else(|| s.running.map(|r| r.client.0))
 }
 
-/// Makes a pending request and audits it.
-pub fn open(state: &AppState, spec: NewRequest) -> Result<Arc<Request>, Refusal> {
+/// The person who answers `by: requester` requests of `client` (`clients[].person`), or
+/// the refusal saying what the operator must configure.
+pub fn person_for(
+    state: &AppState,
+    client: &str,
+    what: &str,
+    rule: &str,
+) -> Result<String, Refusal> {
+    match state.config().persons.get(client) {
+        Some(p) => Ok(p.clone()),
+        None => Err(Refusal::new(
+            RefusalReason::ApprovalUnavailable,
+            format!(
+                "{what} must be approved by the person who answers for client {client} ({rule}: \
+                 by: requester), and the server's configuration names nobody for {client}; \
+                 nothing ran. The operator sets `person:` on client {client} in `clients:` (a \
+                 configured client whose token only that person holds; docs/APPROVALS.md), or \
+                 names approvers in the rule"
+            ),
+        )),
+    }
+}
+
+/// Makes a pending request and audits it. A `by: requester` rule's request is made for the
+/// person who answers for the requesting client (refused `approval_unavailable` when the
+/// configuration names nobody).
+pub fn open(state: &AppState, mut spec: NewRequest) -> Result<Arc<Request>, Refusal> {
+    if spec.approvers == Approvers::Requester {
+        let person = person_for(state, &spec.client, &spec.what, &spec.rule)?;
+        spec.approvers = Approvers::Person {
+            client: spec.client.clone(),
+            person,
+        };
+    }
     let req = state
         .approvals
         .request(spec)
@@ -170,15 +209,14 @@ pub fn decision_refusal(v: &RequestView, d: &Decision) -> Option<Refusal> {
         Outcome::Withdrawn => (
             RefusalReason::ApprovalEnded,
             format!(
-                "approval request {} for {} was withdrawn by its requester; nothing ran",
+                "approval request {} for {} was withdrawn by its requester; nothing ran.{note}",
                 v.id, v.what
             ),
         ),
         Outcome::Unavailable => (
             RefusalReason::ApprovalUnavailable,
             format!(
-                "approval request {} for {} asks your client's user (by: requester), and your \
-                 client could not ask them; nothing ran.{note}",
+                "approval request {} for {} has nobody who can decide it; nothing ran.{note}",
                 v.id, v.what
             ),
         ),
@@ -196,10 +234,17 @@ pub fn decision_refusal(v: &RequestView, d: &Decision) -> Option<Refusal> {
 
 /// The progress line of a waiting call.
 pub fn waiting_line(v: &RequestView) -> String {
+    let person = v.answers_for.as_ref().map(|c| {
+        format!(
+            " (who answers for {c}: on the bench page at /approval/{}, or gatecmd approve)",
+            v.id
+        )
+    });
     format!(
-        "awaiting approval {} by {} for {} (until {}){}",
+        "awaiting approval {} by {}{} for {} (until {}){}",
         v.id,
         v.approvers.join(", "),
+        person.unwrap_or_default(),
         v.what,
         v.deadline.to_rfc3339(),
         v.job
@@ -223,30 +268,34 @@ pub async fn tell_waiting(peer: Peer<RoleServer>, token: ProgressToken, v: Reque
     }
 }
 
-/// `by` approves or denies request `id` with `note` (an approver client over MCP, a
-/// signed-in approver on the page, the host's CLI): checked against the request's
+/// `by` approves or denies request `id` with `note` `via` MCP (an approver client's tool
+/// call, the host's CLI) or the page (a signed-in approver): checked against the request's
 /// approvers; the waiting call audits the decision and acts on it.
 pub fn decide(
     state: &AppState,
     by: &str,
+    via: Via,
     id: &str,
     approve: bool,
     note: Option<String>,
 ) -> Result<(RequestView, Decision), Refusal> {
-    state.approvals.decide(id, by, approve, note).map_err(|e| {
-        let r = approval_refusal(&e);
-        state.audit.execute_refused(
-            &gatecmd_domain::audit::ExecuteCall::new(
-                by,
-                None,
-                if approve { "approve" } else { "deny" },
-            ),
-            &[id.to_string()],
-            r.reason.as_str(),
-            &r.message,
-        );
-        r
-    })
+    state
+        .approvals
+        .decide(id, by, via, approve, note)
+        .map_err(|e| {
+            let r = approval_refusal(&e);
+            state.audit.execute_refused(
+                &gatecmd_domain::audit::ExecuteCall::new(
+                    by,
+                    None,
+                    if approve { "approve" } else { "deny" },
+                ),
+                &[id.to_string()],
+                r.reason.as_str(),
+                &r.message,
+            );
+            r
+        })
 }
 
 /// Re-hashes the files of an approved request through the descriptors the child will get:
@@ -333,7 +382,7 @@ pub fn decide_call(
     req: DecisionRequest,
     approve: bool,
 ) -> rmcp::model::CallToolResult {
-    match decide(state, &who.name, &req.approval, approve, req.note) {
+    match decide(state, &who.name, Via::Mcp, &req.approval, approve, req.note) {
         Ok((mut view, d)) => {
             let text = format!(
                 "{} {}: {}{}\n",
@@ -379,15 +428,9 @@ pub async fn wait_in_call(
     lease: Option<LeaseWatch>,
     ctx: &rmcp::service::RequestContext<RoleServer>,
 ) -> Result<(), Refusal> {
-    let requester = spec.approvers == gatecmd_domain::config::Approvers::Requester;
-    if requester && !can_elicit(&ctx.peer) {
-        return Err(cannot_elicit(&spec.what, &spec.rule));
-    }
     let req = open(state, spec)?;
     let _withdraw = WithdrawOnDrop { state, req: &req };
-    if requester {
-        ask_requester(state.approvals.clone(), ctx.peer.clone(), req.clone());
-    }
+    tell_person(state, ctx, &req);
     let view = req.view();
     let telling = ctx.meta.get_progress_token().map(|t| {
         AbortOnDrop(tokio::spawn(tell_waiting(
@@ -413,96 +456,101 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Whether the calling client can be asked for a `by: requester` approval: it declared
-/// MCP elicitation (form mode) when it initialized. A 2026-07-28 stateless client has no
-/// session to be asked on: it cannot.
-pub fn can_elicit(peer: &Peer<RoleServer>) -> bool {
-    peer.peer_info().is_some_and(|i| {
-        i.capabilities
-            .elicitation
-            .as_ref()
-            .is_some_and(|e| e.form.is_some() || e.url.is_none())
-    })
+/// Where the bench page shows request `id`, as the calling client reached the server
+/// (its `Host`, which the guard checked); `None` without one (stdio) or with the page off.
+pub fn page_url(
+    state: &AppState,
+    ctx: &rmcp::service::RequestContext<RoleServer>,
+    id: &str,
+) -> Option<String> {
+    if !state.config().page.enabled {
+        return None;
+    }
+    let parts = ctx.extensions.get::<http::request::Parts>()?;
+    let host = parts.headers.get(http::header::HOST)?.to_str().ok()?;
+    // The guard checked it against the Host policy; a path or user info is no host.
+    if host.is_empty() || host.contains(['/', '@', '?', '#', ' ']) {
+        return None;
+    }
+    Some(format!("http://{host}/approval/{id}"))
 }
 
-/// The refusal of a `by: requester` call whose client cannot be asked.
-pub fn cannot_elicit(what: &str, rule: &str) -> Refusal {
-    Refusal::new(
-        RefusalReason::ApprovalUnavailable,
-        format!(
-            "{what} needs your client's user to approve it ({rule}: by: requester), asked \
-             through MCP elicitation, and your client did not declare elicitation (form mode) \
-             on a 2025-11-25 session; nothing ran. Use a client that supports elicitation, or \
-             ask the operator for a rule with named approvers"
-        ),
-    )
-}
-
-/// Asks the requesting client's user, through MCP elicitation (form mode), whether `req`
-/// may run, and decides it by the answer: `approve: true` approves, anything else denies;
-/// a client that fails to ask ends it `unavailable`. The approver is recorded as the
-/// client's user.
-pub fn ask_requester(
-    approvals: gatecmd_domain::approvals::Approvals,
-    peer: Peer<RoleServer>,
-    req: Arc<Request>,
+/// For a `by: requester` request: tells the requesting client's user where the person who
+/// answers for the client decides it — an MCP URL-mode elicitation pointing at the request
+/// on the bench page, when the client declared URL elicitation on a 2025-11-25 session.
+/// Its answer decides nothing (the agent's process can give it): accept only says the user
+/// was shown the link; decline or cancel withdraws the request, as the requester may. Once
+/// the request is decided the client is sent `notifications/elicitation/complete`. Any
+/// other client is told through the waiting line; the person decides all the same.
+pub fn tell_person(
+    state: &AppState,
+    ctx: &rmcp::service::RequestContext<RoleServer>,
+    req: &Arc<Request>,
 ) {
-    use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+    use rmcp::model::{ElicitRequestParams, ElicitationAction};
+    use rmcp::service::ElicitationMode;
+    let Approvers::Person { client, person } = &req.spec.approvers else {
+        return;
+    };
+    if !(ctx.peer.supported_elicitation_modes()).contains(&ElicitationMode::Url) {
+        return;
+    }
+    let Some(url) = page_url(state, ctx, &req.id.0) else {
+        return;
+    };
+    let mut message = format!(
+        "gatecmd holds {} for approval by {person}, the person who answers for {client}. \
+         {person} decides on gatecmd's bench page: open {url} and sign in with {person}'s own \
+         token. Answering this prompt approves nothing",
+        req.spec.what
+    );
+    if let Some(b) = &req.spec.board {
+        message.push_str(&format!(" (board {b})"));
+    }
+    let (approvals, peer, req) = (state.approvals.clone(), ctx.peer.clone(), req.clone());
     tokio::spawn(async move {
-        let v = req.view();
-        let mut message = format!("gatecmd asks you to approve {}: {}", v.id, v.what);
-        if let Some(b) = &v.board {
-            message.push_str(&format!(" on board {b}"));
-        }
-        for f in &v.files {
-            message.push_str(&format!(
-                "; {} ({} bytes, SHA-256 {})",
-                f.path, f.size, f.sha256
-            ));
-        }
-        if let Some(n) = &v.note {
-            message.push_str(&format!(". The agent says: {n}"));
-        }
-        let schema = ElicitationSchema::builder()
-            .required_bool("approve")
-            .optional_string("note")
-            .build_unchecked();
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message,
-            requested_schema: schema,
-        };
+        let id = req.id.0.clone();
         let left = req
             .deadline_instant()
             .saturating_duration_since(std::time::Instant::now());
-        let by = Some(format!("{} (its user, by elicitation)", v.client));
-        let (outcome, who, note) = match peer
-            .create_elicitation_with_timeout(params, Some(left))
-            .await
-        {
-            Ok(r) => {
-                let content = r.content.unwrap_or_default();
-                let note = content["note"].as_str().map(str::to_string);
-                let yes = content["approve"].as_bool() == Some(true);
-                match r.action {
-                    ElicitationAction::Accept if yes => (Outcome::Approved, by, note),
-                    ElicitationAction::Accept => (Outcome::Denied, by, note),
-                    // Decline, Cancel, and whatever a later revision adds: no yes.
-                    _ => (
-                        Outcome::Denied,
-                        by,
-                        note.or_else(|| Some("declined in the client".to_string())),
-                    ),
-                }
-            }
-            Err(e) => (
-                Outcome::Unavailable,
-                None,
-                Some(format!("the client did not answer the elicitation: {e}")),
-            ),
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message,
+            url,
+            elicitation_id: id.clone(),
         };
-        // A decision that came first (expiry, withdrawal) stands.
-        approvals.end(&req, outcome, who, note);
+        let asked = tokio::select! {
+            r = peer.create_elicitation_with_timeout(params, Some(left)) => r,
+            d = approvals.wait(&req) => {
+                tracing::debug!(approval = %id, outcome = d.outcome.as_str(), "decided before the client answered its elicitation");
+                return;
+            }
+        };
+        match asked.map(|r| r.action) {
+            Ok(ElicitationAction::Accept) => {
+                approvals.wait(&req).await;
+                let done = rmcp::model::CustomNotification::new(
+                    "notifications/elicitation/complete",
+                    Some(serde_json::json!({ "elicitationId": id })),
+                );
+                let _ = peer
+                    .send_notification(rmcp::model::ServerNotification::CustomNotification(done))
+                    .await;
+            }
+            Ok(_) => {
+                // Decline, cancel: the requester's side said no; that withdraws, it is no
+                // person's denial.
+                approvals.end(
+                    &req,
+                    Outcome::Withdrawn,
+                    None,
+                    Some("declined in the requesting client".to_string()),
+                );
+            }
+            Err(e) => {
+                tracing::info!(approval = %id, error = %e, "the client did not answer its URL elicitation; the person decides on the page all the same");
+            }
+        }
     });
 }
 
@@ -548,7 +596,13 @@ mod tests {
         };
         let r = a.request(spec).expect("made");
         let (v, d) = a
-            .decide(&r.id.0, "ops", false, Some("not at 3 a.m.".into()))
+            .decide(
+                &r.id.0,
+                "ops",
+                Via::Mcp,
+                false,
+                Some("not at 3 a.m.".into()),
+            )
             .expect("denied");
         let refused = decision_refusal(&v, &d).expect("a refusal");
         assert_eq!(refused.reason, RefusalReason::ApprovalDenied);

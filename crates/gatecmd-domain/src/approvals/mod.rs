@@ -22,7 +22,9 @@ use std::time::Instant;
 use chrono::Utc;
 use tokio::sync::watch;
 
-pub use request::{ApprovalId, Decision, FileDigest, NewRequest, Outcome, Request, RequestView};
+pub use request::{
+    ApprovalId, Decision, FileDigest, NewRequest, Outcome, Request, RequestView, Via,
+};
 
 use crate::config::Approvers;
 
@@ -64,8 +66,8 @@ pub enum ApprovalError {
         rule: String,
     },
     #[error(
-        "approval request {id} is for the requesting client's own user (by: requester): \
-         it is answered through the elicitation sent to that client, not by a tool call"
+        "approval request {id} (by: requester) was never given the person who answers for \
+         its client; nobody can decide it"
     )]
     RequesterOnly { id: String },
     #[error(
@@ -166,13 +168,15 @@ impl Approvals {
         Ok(req)
     }
 
-    /// `by` approves (or denies) pending request `id`. `by` must be one of the rule's
-    /// approvers and not the requester; a `by: requester` request is answered only through
-    /// its elicitation ([`Approvals::end`]).
+    /// `by` approves (or denies) pending request `id`, `via` the page or MCP. `by` must be
+    /// one of the rule's approvers (for `by: requester`, the person who answers for the
+    /// requesting client) and never the requester: nothing the requester's own process
+    /// says decides its request.
     pub fn decide(
         &self,
         id: &str,
         by: &str,
+        via: Via,
         approve: bool,
         note: Option<String>,
     ) -> Result<(RequestView, Decision), ApprovalError> {
@@ -181,28 +185,29 @@ impl Approvals {
         let unknown = || ApprovalError::Unknown { id: id.to_string() };
         let approvers = req.spec.approvers.to_string();
         let rule = req.spec.rule.clone();
-        match &req.spec.approvers {
+        let names = match &req.spec.approvers {
+            // Resolved when the request is made ([`Approvers::Person`]); never here.
             Approvers::Requester => {
                 return Err(ApprovalError::RequesterOnly { id: id.to_string() });
             }
-            Approvers::Clients(names) => {
-                if req.spec.client == by {
-                    return Err(ApprovalError::OwnRequest {
-                        id: id.to_string(),
-                        by: by.to_string(),
-                        approvers,
-                        rule,
-                    });
-                }
-                if !names.iter().any(|n| n == by) {
-                    return Err(ApprovalError::NotAnApprover {
-                        id: id.to_string(),
-                        by: by.to_string(),
-                        approvers,
-                        rule,
-                    });
-                }
-            }
+            Approvers::Clients(names) => names.clone(),
+            Approvers::Person { person, .. } => vec![person.clone()],
+        };
+        if req.spec.client == by {
+            return Err(ApprovalError::OwnRequest {
+                id: id.to_string(),
+                by: by.to_string(),
+                approvers,
+                rule,
+            });
+        }
+        if !names.iter().any(|n| n == by) {
+            return Err(ApprovalError::NotAnApprover {
+                id: id.to_string(),
+                by: by.to_string(),
+                approvers,
+                rule,
+            });
         }
         let outcome = if approve {
             Outcome::Approved
@@ -210,7 +215,7 @@ impl Approvals {
             Outcome::Denied
         };
         let d = self
-            .end(&req, outcome, Some(by.to_string()), note)
+            .end_by(&req, outcome, Some((by.to_string(), via)), note)
             .ok_or_else(unknown)?;
         Ok((req.view(), d))
     }
@@ -224,9 +229,22 @@ impl Approvals {
         by: Option<String>,
         note: Option<String>,
     ) -> Option<Decision> {
+        self.end_by(req, outcome, by.map(|b| (b, Via::Mcp)), note)
+    }
+
+    /// [`Approvals::end`] with the approver and the way it decided.
+    fn end_by(
+        &self,
+        req: &Request,
+        outcome: Outcome,
+        by: Option<(String, Via)>,
+        note: Option<String>,
+    ) -> Option<Decision> {
+        let (by, via) = by.map_or((None, None), |(b, v)| (Some(b), Some(v)));
         let d = Decision {
             outcome,
             by,
+            via,
             note,
             at: Utc::now(),
             after_ms: req.since_instant.elapsed().as_millis() as u64,
@@ -280,6 +298,7 @@ impl Approvals {
         req.decision().unwrap_or(Decision {
             outcome: Outcome::Withdrawn,
             by: None,
+            via: None,
             note: None,
             at: Utc::now(),
             after_ms: 0,

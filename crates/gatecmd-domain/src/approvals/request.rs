@@ -67,7 +67,7 @@ pub enum Outcome {
     Withdrawn,
     /// The lease the request was made under ended.
     LeaseEnded,
-    /// A `by: requester` request whose client could not ask its user (elicitation failed).
+    /// A `by: requester` request nobody can answer (no person answers for the client).
     Unavailable,
 }
 
@@ -94,13 +94,37 @@ impl Outcome {
     ];
 }
 
+/// How an approver's decision reached gatecmd: what it proves is the credential behind
+/// it (docs/APPROVALS.md, "What each way proves").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// The `approve`/`deny` tools over MCP with the approver client's token (the host's
+    /// `gatecmd approve` CLI is such a client).
+    Mcp,
+    /// The bench page, in a session signed in with the approver client's token.
+    Page,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Mcp => "mcp",
+            Via::Page => "page",
+        }
+    }
+}
+
 /// A decision: how, by whom, with what note, when.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Decision {
     pub outcome: Outcome,
-    /// The approver (a client name, `page:NAME`, `cli`), for an approval or a denial.
+    /// The approver (a configured client's name), for an approval or a denial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// How the approver decided (`mcp`, `page`), for an approval or a denial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     #[schemars(with = "String")]
@@ -145,9 +169,10 @@ impl Request {
             holder: self.spec.holder.clone(),
             files: self.spec.files.clone(),
             rule: self.spec.rule.clone(),
-            approvers: match &self.spec.approvers {
-                Approvers::Clients(names) => names.clone(),
-                Approvers::Requester => vec!["requester".to_string()],
+            approvers: self.spec.approvers.names(),
+            answers_for: match &self.spec.approvers {
+                Approvers::Person { client, .. } => Some(client.clone()),
+                _ => None,
             },
             since: self.since,
             deadline: self.deadline,
@@ -180,8 +205,12 @@ pub struct RequestView {
     /// Each file argument's SHA-256 and size when the request was made.
     pub files: Vec<FileDigest>,
     pub rule: String,
-    /// Client names that may decide, or `["requester"]`.
+    /// Client names that may decide: the rule's approvers, or for `by: requester` the
+    /// person who answers for the requesting client (`clients[].person`).
     pub approvers: Vec<String>,
+    /// `by: requester`: the client the approver answers for (the requester).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answers_for: Option<String>,
     #[schemars(with = "String")]
     pub since: DateTime<Utc>,
     #[schemars(with = "String")]

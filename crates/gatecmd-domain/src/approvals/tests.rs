@@ -33,12 +33,13 @@ async fn an_approver_approves_and_the_waiter_sees_it() {
         tokio::spawn(async move { a.wait(&r).await })
     };
     let (_, d) = a
-        .decide(&r.id.0, "ops", true, Some("go".into()))
+        .decide(&r.id.0, "ops", Via::Page, true, Some("go".into()))
         .expect("ops approves");
     assert_eq!(d.outcome, Outcome::Approved);
     let seen = waiter.await.expect("joined");
     assert_eq!(seen.outcome, Outcome::Approved);
     assert_eq!(seen.by.as_deref(), Some("ops"));
+    assert_eq!(seen.via, Some(Via::Page));
     assert!(a.list_pending().is_empty());
     assert_eq!(a.list_decided()[0].id, r.id);
     assert_eq!(a.counts().1[0], ("approved", 1));
@@ -48,20 +49,45 @@ async fn an_approver_approves_and_the_waiter_sees_it() {
 fn the_requester_cannot_approve_its_own_even_when_listed() {
     let a = Approvals::default();
     let r = a.request(spec("agent", ops(), 60)).expect("made");
-    let e = a.decide(&r.id.0, "agent", true, None).unwrap_err();
+    let e = a
+        .decide(&r.id.0, "agent", Via::Mcp, true, None)
+        .unwrap_err();
     assert!(matches!(e, ApprovalError::OwnRequest { .. }), "{e}");
-    let e = a.decide(&r.id.0, "mallory", true, None).unwrap_err();
+    let e = a
+        .decide(&r.id.0, "mallory", Via::Mcp, true, None)
+        .unwrap_err();
     assert!(matches!(e, ApprovalError::NotAnApprover { .. }), "{e}");
     assert!(r.decision().is_none(), "still pending");
 }
 
 #[test]
-fn a_requester_rule_is_not_decided_by_a_tool_call() {
+fn a_requester_rule_is_decided_by_its_person_only() {
     let a = Approvals::default();
+    let person = Approvers::Person {
+        client: "agent".into(),
+        person: "alice".into(),
+    };
+    let r = a.request(spec("agent", person, 60)).expect("made");
+    assert_eq!(r.view().approvers, vec!["alice".to_string()]);
+    assert_eq!(r.view().answers_for.as_deref(), Some("agent"));
+    // The agent (whose process answers any elicitation) and anyone else: refused.
+    let e = a
+        .decide(&r.id.0, "agent", Via::Mcp, true, None)
+        .unwrap_err();
+    assert!(matches!(e, ApprovalError::OwnRequest { .. }), "{e}");
+    let e = a.decide(&r.id.0, "ops", Via::Page, true, None).unwrap_err();
+    assert!(matches!(e, ApprovalError::NotAnApprover { .. }), "{e}");
+    let (_, d) = a
+        .decide(&r.id.0, "alice", Via::Page, true, None)
+        .expect("the person approves");
+    assert_eq!((d.by.as_deref(), d.via), (Some("alice"), Some(Via::Page)));
+    // An unresolved rule's request is decided by nobody.
     let r = a
         .request(spec("agent", Approvers::Requester, 60))
         .expect("made");
-    let e = a.decide(&r.id.0, "agent", true, None).unwrap_err();
+    let e = a
+        .decide(&r.id.0, "alice", Via::Page, true, None)
+        .unwrap_err();
     assert!(matches!(e, ApprovalError::RequesterOnly { .. }), "{e}");
 }
 
@@ -69,9 +95,9 @@ fn a_requester_rule_is_not_decided_by_a_tool_call() {
 fn the_first_decision_wins() {
     let a = Approvals::default();
     let r = a.request(spec("agent", ops(), 60)).expect("made");
-    a.decide(&r.id.0, "ops", false, Some("not now".into()))
+    a.decide(&r.id.0, "ops", Via::Mcp, false, Some("not now".into()))
         .expect("denied");
-    let e = a.decide(&r.id.0, "ops", true, None).unwrap_err();
+    let e = a.decide(&r.id.0, "ops", Via::Mcp, true, None).unwrap_err();
     assert!(matches!(e, ApprovalError::Unknown { .. }), "{e}");
     assert!(a.end(&r, Outcome::Expired, None, None).is_none());
     assert_eq!(r.decision().map(|d| d.outcome), Some(Outcome::Denied));

@@ -39,6 +39,9 @@ pub enum ApprovalRecord<'a> {
         outcome: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         by: Option<&'a str>,
+        /// How the approver decided: `page` or `mcp` (docs/APPROVALS.md).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        via: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<&'a str>,
         /// From the request to the decision.
@@ -77,6 +80,7 @@ impl<'a> ApprovalRecord<'a> {
             what: &v.what,
             outcome: d.outcome.as_str(),
             by: d.by.as_deref(),
+            via: d.via.map(|v| v.as_str()),
             note: d.note.as_deref(),
             after_ms: d.after_ms,
         }

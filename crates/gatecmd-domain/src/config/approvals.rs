@@ -56,6 +56,12 @@ pub enum GatedTool {
     PowerBoard,
     BootBoard,
     FlashBoard,
+    /// Text typed into a board's console.
+    ConsoleWrite,
+    /// A command line at a board's shell.
+    BoardRun,
+    /// A command at a board's U-Boot prompt.
+    UbootRun,
 }
 
 impl GatedTool {
@@ -64,6 +70,9 @@ impl GatedTool {
         (GatedTool::PowerBoard, "power_board"),
         (GatedTool::BootBoard, "boot_board"),
         (GatedTool::FlashBoard, "flash_board"),
+        (GatedTool::ConsoleWrite, "console_write"),
+        (GatedTool::BoardRun, "board_run"),
+        (GatedTool::UbootRun, "uboot_run"),
     ];
 
     pub fn parse(name: &str) -> Option<GatedTool> {
@@ -75,6 +84,9 @@ impl GatedTool {
             GatedTool::PowerBoard => "power_board",
             GatedTool::BootBoard => "boot_board",
             GatedTool::FlashBoard => "flash_board",
+            GatedTool::ConsoleWrite => "console_write",
+            GatedTool::BoardRun => "board_run",
+            GatedTool::UbootRun => "uboot_run",
         }
     }
 
@@ -84,7 +96,10 @@ impl GatedTool {
         match self {
             GatedTool::PowerBoard => &["on", "off", "cycle"],
             GatedTool::BootBoard => &["recovery", "maskrom", "uboot", "shell", "off"],
-            GatedTool::FlashBoard => &[],
+            GatedTool::FlashBoard
+            | GatedTool::ConsoleWrite
+            | GatedTool::BoardRun
+            | GatedTool::UbootRun => &[],
         }
     }
 }
@@ -94,18 +109,46 @@ impl GatedTool {
 pub enum Approvers {
     /// These configured clients (never the requester itself).
     Clients(Vec<String>),
-    /// The requesting client's own user, asked through MCP elicitation.
+    /// As written in a rule (`by: requester`): the person who answers for the requesting
+    /// client (`clients[].person`). A request never carries it: it is resolved to
+    /// [`Approvers::Person`] when the request is made.
     Requester,
+    /// A `by: requester` request resolved: the configured client `person` (a sign-in only
+    /// that person holds) answers for the requesting client `client`. Nothing the agent's
+    /// own process can answer (its elicitation answer included) decides it.
+    Person { client: String, person: String },
+}
+
+impl Approvers {
+    /// The client names that may decide (`["alice"]` for a person), or `["requester"]`
+    /// for an unresolved rule.
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            Approvers::Clients(names) => names.clone(),
+            Approvers::Requester => vec!["requester".to_string()],
+            Approvers::Person { person, .. } => vec![person.clone()],
+        }
+    }
 }
 
 impl std::fmt::Display for Approvers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Approvers::Clients(names) => f.write_str(&names.join(", ")),
-            Approvers::Requester => f.write_str("the requesting client's user (by: requester)"),
+            Approvers::Requester => f.write_str(
+                "the person who answers for the requesting client (by: requester, \
+                 clients[].person)",
+            ),
+            Approvers::Person { client, person } => {
+                write!(f, "{person} (who answers for {client}, by: requester)")
+            }
         }
     }
 }
+
+/// Who answers `by: requester` approvals for which client: `clients[].person`, by client
+/// name. The person is a configured client whose token only that person holds.
+pub type Persons = BTreeMap<String, String>;
 
 /// A validated rule.
 #[derive(Debug, Clone)]

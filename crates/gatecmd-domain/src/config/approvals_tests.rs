@@ -2,7 +2,7 @@
 
 use super::*;
 
-const BASE: &str = "clients:\n  - {name: agent, token: aaaaaaaaaaaaaaaaaaaa}\n  - {name: ops, token: bbbbbbbbbbbbbbbbbbbb}\ncommands:\n  - name: rk\n    binary: /bin/true\n    allowed_args:\n      - pattern: ef\n      - pattern: ld\n  - name: relay\n    binary: /bin/true\n    allowed_args:\n      - pattern: \"on 3\"\n      - pattern: \"off 3\"\nboards:\n  - name: b1\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    power:\n      on: {command: relay, args: \"on 3\"}\n      off: {command: relay, args: \"off 3\"}\n";
+const BASE: &str = "clients:\n  - {name: agent, token: aaaaaaaaaaaaaaaaaaaa, person: alice}\n  - {name: ops, token: bbbbbbbbbbbbbbbbbbbb}\n  - {name: alice, token: cccccccccccccccccccc}\ncommands:\n  - name: rk\n    binary: /bin/true\n    allowed_args:\n      - pattern: ef\n      - pattern: ld\n  - name: relay\n    binary: /bin/true\n    allowed_args:\n      - pattern: \"on 3\"\n      - pattern: \"off 3\"\nboards:\n  - name: b1\n    tags: {soc: rk3588}\n    usb: \"1-2\"\n    power:\n      on: {command: relay, args: \"on 3\"}\n      off: {command: relay, args: \"off 3\"}\n";
 
 fn parse(rules: &str) -> Result<Config, ConfigErrors> {
     Config::parse(&format!("{BASE}approvals:\n{rules}"), "a.yaml")
@@ -24,6 +24,7 @@ fn rules_load_in_order() {
     assert_eq!(c.approvals.len(), 3);
     assert_eq!(c.approvals[0].timeout.as_secs(), 60);
     assert_eq!(c.approvals[1].by, Approvers::Requester);
+    assert_eq!(c.persons.get("agent").map(String::as_str), Some("alice"));
     assert_eq!(
         c.approvals[2].timeout.as_secs(),
         approvals::DEFAULT_APPROVAL_TIMEOUT_SECS
@@ -170,4 +171,84 @@ fn the_first_rule_that_holds_applies() {
         .map(|r| r.index),
         None
     );
+}
+
+/// `by: requester` is answered by a person (`clients[].person`): the person must be another
+/// configured client, and a rule nobody could answer is refused at load.
+#[test]
+fn a_person_is_another_client_and_a_requester_rule_needs_one() {
+    let text = |agent: &str, rules: &str| {
+        BASE.replace(
+            "{name: agent, token: aaaaaaaaaaaaaaaaaaaa, person: alice}",
+            agent,
+        ) + "approvals:\n"
+            + rules
+    };
+    let rule = "  - {command: rk, approve: {by: requester}}\n";
+    let on = |agent: &str, rules: &str, field: &str| {
+        let errs = Config::parse(&text(agent, rules), "a.yaml")
+            .expect_err("refused")
+            .0;
+        errs.into_iter()
+            .find(|e| e.field == field)
+            .unwrap_or_else(|| panic!("no error on {field}"))
+    };
+    let e = on(
+        "{name: agent, token: aaaaaaaaaaaaaaaaaaaa, person: agent}",
+        rule,
+        "clients[0].person",
+    );
+    assert!(e.message.contains("cannot answer for itself"), "{e}");
+    assert_eq!(e.line, 2, "{e}");
+    let e = on(
+        "{name: agent, token: aaaaaaaaaaaaaaaaaaaa, person: bob}",
+        rule,
+        "clients[0].person",
+    );
+    assert!(e.message.contains("unknown client \"bob\""), "{e}");
+    let e = on(
+        "{name: agent, token: aaaaaaaaaaaaaaaaaaaa}",
+        rule,
+        "approvals[0].approve.by",
+    );
+    assert!(e.message.contains("clients[].person"), "{e}");
+    // A person for a client that may not run the command does not answer for this rule.
+    let e = on(
+        "{name: agent, token: aaaaaaaaaaaaaaaaaaaa, person: alice, commands: [relay]}",
+        rule,
+        "approvals[0].approve.by",
+    );
+    assert!(e.message.contains("person"), "{e}");
+}
+
+/// A rule on a board alone holds for every tool that can change the board: the console
+/// tools too (issue 37, finding 6), and a rule may name each of them.
+#[test]
+fn a_board_rule_holds_the_console_tools() {
+    let c = parse("  - {board: b1, approve: {by: [ops]}}\n").expect("valid");
+    let b1 = c.board("b1").expect("board");
+    for tool in [
+        GatedTool::ConsoleWrite,
+        GatedTool::BoardRun,
+        GatedTool::UbootRun,
+    ] {
+        let held = approval_rule(&c.approvals, Gated::Tool { tool, action: "" }, &[b1]);
+        assert_eq!(held.map(|r| r.index), Some(0), "{}", tool.as_str());
+    }
+    let c = parse(
+        "  - {tool: console_write, approve: {by: [ops]}}\n  - {tool: board_run, board: b1, approve: {by: [ops]}}\n  - {tool: uboot_run, board_tag: {soc: rk3588}, approve: {by: [ops]}}\n",
+    )
+    .expect("valid");
+    let of = |tool| {
+        approval_rule(&c.approvals, Gated::Tool { tool, action: "" }, &[b1]).map(|r| r.index)
+    };
+    assert_eq!(of(GatedTool::ConsoleWrite), Some(0));
+    assert_eq!(of(GatedTool::BoardRun), Some(1));
+    assert_eq!(of(GatedTool::UbootRun), Some(2));
+    assert_eq!(of(GatedTool::PowerBoard), None);
+    let e = error_on(
+        "  - {tool: console_write, action: type, approve: {by: [ops]}}\n",
+        "approvals[0].action",
+    );
+    assert!(e.message.contains("leave action out"), "{e}");
 }

@@ -166,6 +166,9 @@ pub(crate) struct RawClient {
     pub(crate) commands: Option<Vec<String>>,
     #[serde(default)]
     pub(crate) admin: bool,
+    /// The configured client whose holder answers `by: requester` approvals for this one:
+    /// read by `Validator::persons`, not by `Validator::clients`.
+    pub(crate) person: Option<String>,
     // File staging: read by `Validator::staging`, not by `Validator::clients`.
     pub(crate) write_roots: Option<Vec<String>>,
     pub(crate) staging: Option<RawStagingOverride>,
@@ -304,6 +307,29 @@ pub(crate) fn take_client_staging(clients: &mut [RawClient]) -> Vec<RawClientSta
             name: c.name.clone(),
             write_roots: c.write_roots.take(),
             overrides: c.staging.take().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// `clients[N].person` as written: the entry's index, its name and the person named
+/// (checked by `Validator::persons`).
+pub(crate) struct RawPerson {
+    pub(crate) index: usize,
+    pub(crate) client: String,
+    pub(crate) person: String,
+}
+
+/// Takes `person` out of each raw client (`Validator::clients` does not read it).
+pub(crate) fn take_persons(clients: &mut [RawClient]) -> Vec<RawPerson> {
+    clients
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(index, c)| {
+            c.person.take().map(|person| RawPerson {
+                index,
+                client: c.name.clone(),
+                person,
+            })
         })
         .collect()
 }

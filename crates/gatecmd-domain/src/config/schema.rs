@@ -39,6 +39,8 @@ pub struct Config {
     pub boards: Vec<super::boards::BoardConfig>,
     /// Actions that wait for an approver's yes (docs/APPROVALS.md), in config order.
     pub approvals: Vec<super::approvals::ApprovalRule>,
+    /// Who answers `by: requester` approvals for which client (`clients[].person`).
+    pub persons: super::approvals::Persons,
     /// The bench page (docs/OPERATING.md).
     pub page: super::page::PageSettings,
     /// Background jobs: how many finished ones are kept per client, and how long.

@@ -6,17 +6,21 @@
 
 use std::time::{Duration, Instant};
 
+use rmcp::RoleServer;
 use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio_util::sync::CancellationToken;
 
 use super::access::{take_board, talk_refusal};
 use super::refusal::TalkRefusal;
 use crate::answer::{refusal, structured, structured_error};
+use crate::approvals;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
+use gatecmd_domain::approvals::NewRequest;
+use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
 use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
 use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
 use gatecmd_domain::console::uboot;
@@ -91,17 +95,29 @@ impl At {
             At::Uboot => "uboot_run",
         }
     }
+
+    /// The tool as an `approvals:` rule names it.
+    fn gated(self) -> GatedTool {
+        match self {
+            At::Shell => GatedTool::BoardRun,
+            At::Uboot => GatedTool::UbootRun,
+        }
+    }
 }
 
-/// `board_run` (`At::Shell`) and `uboot_run` (`At::Uboot`).
+/// `board_run` (`At::Shell`) and `uboot_run` (`At::Uboot`). When an `approvals:` rule
+/// holds (the tool's own, or one on the board), the call waits for a yes after every check
+/// and before a byte is typed, holding nothing (the board's key goes back and is taken
+/// again after the yes).
 pub async fn run(
     state: &AppState,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: BoardRunRequest,
     at: At,
-    cancel: &CancellationToken,
+    ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
+    let cancel = &ctx.ct;
     let started = Instant::now();
     let audit = |outcome: &str, detail: serde_json::Value| {
         state.audit.record(&serde_json::json!({
@@ -133,20 +149,60 @@ pub async fn run(
         return refuse(e.into());
     }
     let config = state.config();
-    let leased = match take_board(
-        state,
-        &config,
-        who,
-        session,
-        &req.board,
-        req.lease.as_deref(),
-        at.tool(),
-    )
-    .await
-    {
+    let take = || {
+        take_board(
+            state,
+            &config,
+            who,
+            session.clone(),
+            &req.board,
+            req.lease.as_deref(),
+            at.tool(),
+        )
+    };
+    let mut leased = match take().await {
         Ok(l) => l,
         Err(r) => return refuse(r),
     };
+    if leased.console.is_none() {
+        let e = TalkRefusal::NoConsole {
+            board: req.board.clone(),
+        };
+        return refuse(e.into());
+    }
+    let held = Gated::Tool {
+        tool: at.gated(),
+        action: "",
+    };
+    if let Some(rule) = approval_rule(&config.approvals, held, &[&leased.board]) {
+        // Every check passed and nothing was typed: wait for a yes holding nothing, then
+        // take the board again like any call (refused busy if another call has it now).
+        let key = gatecmd_domain::locks::LockKey::Board(leased.board.name.clone());
+        drop(leased);
+        let spec = NewRequest {
+            client: who.name.clone(),
+            note: None,
+            tool: at.tool().into(),
+            what: format!("{} {}: {}", at.tool(), req.board, req.command),
+            argv: None,
+            board: Some(req.board.clone()),
+            holder: approvals::board_holder(state, &req.board),
+            files: vec![],
+            rule: rule.describe(),
+            approvers: rule.by.clone(),
+            timeout: rule.timeout,
+            job: None,
+        };
+        let lease = req.lease.clone().map(gatecmd_domain::locks::LeaseId);
+        let watch = approvals::LeaseWatch::find(state, std::slice::from_ref(&key), lease.as_ref());
+        if let Err(r) = approvals::wait_in_call(state, spec, watch, ctx).await {
+            return refuse(r);
+        }
+        leased = match take().await {
+            Ok(l) => l,
+            Err(r) => return refuse(r),
+        };
+    }
     let Some(console) = leased.console.clone() else {
         let e = TalkRefusal::NoConsole {
             board: req.board.clone(),

@@ -1,5 +1,8 @@
 //! `console_write`: text to a board's serial console as given, control characters
 //! included, under the board's lease; audited by length and SHA-256, never the bytes.
+//! When an `approvals:` rule holds (`tool: console_write`, or a rule on the board), the
+//! call waits for a yes after every check and before a byte is written; the approver sees
+//! the text (escaped, bounded), its length and SHA-256.
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -11,15 +14,22 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::answer::{refusal, structured};
+use crate::approvals;
 use crate::console_access::{ConsoleError, console_of};
 use crate::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
+use gatecmd_domain::approvals::NewRequest;
 use gatecmd_domain::audit::{Audit, ConsoleWriteRecord};
-use gatecmd_domain::console::Consoles;
+use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
+use gatecmd_domain::console::{Console, Consoles};
+use gatecmd_domain::state::AppState;
 
 /// Most bytes one `console_write` sends (a command line, a few keystrokes, a short script).
 pub const MAX_WRITE_BYTES: usize = 16 * 1024;
+/// Most characters of the (escaped) text an approver is shown; its length and SHA-256
+/// cover the whole.
+pub const SHOWN_CHARS: usize = 1024;
 
 /// Arguments of `console_write`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -58,9 +68,109 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Err(r) = approved(&self.state, &who, &req, &ctx).await {
+            return Ok(r);
+        }
         let boards = self.state.config().board_names();
         Ok(write(&self.state.consoles, &boards, &self.state.audit, &who, req).await)
     }
+}
+
+/// The text as an approver sees it: JSON-escaped (`\u0003`, `\n`), at most
+/// [`SHOWN_CHARS`] characters, with the length and SHA-256 of the whole.
+pub fn shown(text: &str) -> String {
+    let escaped = serde_json::to_string(text).unwrap_or_default();
+    let mut out: String = escaped.chars().take(SHOWN_CHARS).collect();
+    if out.len() < escaped.len() {
+        out.push('…');
+    }
+    format!(
+        "{out} ({} bytes, SHA-256 {})",
+        text.len(),
+        hex::encode(Sha256::digest(text.as_bytes()))
+    )
+}
+
+/// When an `approvals:` rule holds for the write: after the checks `write` makes (so a
+/// call refused anyway asks nobody), waits in the call for a yes, holding nothing. `Ok`
+/// when no rule holds or the yes came; the refusal (audited like `write`'s) otherwise.
+/// `write` then checks everything again, the lease included.
+async fn approved(
+    state: &AppState,
+    who: &ClientIdentity,
+    req: &ConsoleWriteRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), CallToolResult> {
+    let config = state.config();
+    if config.approvals.is_empty() {
+        return Ok(());
+    }
+    let Some(board) = config.board(&req.board) else {
+        return Ok(()); // `write` refuses it, naming the boards
+    };
+    let held = Gated::Tool {
+        tool: GatedTool::ConsoleWrite,
+        action: "",
+    };
+    let Some(rule) = approval_rule(&config.approvals, held, &[board]) else {
+        return Ok(());
+    };
+    if checked(&state.consoles, &config.board_names(), who, req).is_err() {
+        return Ok(()); // `write` refuses it, audited
+    }
+    let spec = NewRequest {
+        client: who.name.clone(),
+        note: None,
+        tool: "console_write".into(),
+        what: format!("console_write {}: {}", req.board, shown(&req.text)),
+        argv: None,
+        board: Some(req.board.clone()),
+        holder: approvals::board_holder(state, &req.board),
+        files: vec![],
+        rule: rule.describe(),
+        approvers: rule.by.clone(),
+        timeout: rule.timeout,
+        job: None,
+    };
+    approvals::wait_in_call(state, spec, None, ctx)
+        .await
+        .map_err(|r| {
+            state.audit.record(&ConsoleWriteRecord {
+                client: &who.name,
+                board: &req.board,
+                bytes: req.text.len(),
+                sha256: &hex::encode(Sha256::digest(req.text.as_bytes())),
+                outcome: "refused",
+                detail: Some(r.reason.as_str()),
+            });
+            refusal(r)
+        })
+}
+
+/// Every check of a write but the writing: the text's size, the board's console, the
+/// caller's lease.
+fn checked(
+    consoles: &Consoles,
+    boards: &[String],
+    who: &ClientIdentity,
+    req: &ConsoleWriteRequest,
+) -> Result<Console, ConsoleError> {
+    let bytes = req.text.as_bytes();
+    if bytes.is_empty() {
+        return Err(ConsoleError::EmptyText);
+    }
+    if bytes.len() > MAX_WRITE_BYTES {
+        return Err(ConsoleError::TextTooLong {
+            bytes: bytes.len(),
+            max: MAX_WRITE_BYTES,
+        });
+    }
+    let console = console_of(consoles, boards, &req.board)?;
+    consoles
+        .access()
+        .check_lease(&who.name, &req.board)
+        .map_err(ConsoleError::NoLease)?;
+    Ok(console)
 }
 
 /// `console_write`: needs the board's lease; audited by length and SHA-256, never the bytes.
@@ -88,22 +198,10 @@ pub async fn write(
         record("refused", Some(r.reason.as_str()));
         refusal(r)
     };
-    if bytes.is_empty() {
-        return refuse(ConsoleError::EmptyText);
-    }
-    if bytes.len() > MAX_WRITE_BYTES {
-        return refuse(ConsoleError::TextTooLong {
-            bytes: bytes.len(),
-            max: MAX_WRITE_BYTES,
-        });
-    }
-    let console = match console_of(consoles, boards, &req.board) {
+    let console = match checked(consoles, boards, who, &req) {
         Ok(c) => c,
         Err(e) => return refuse(e),
     };
-    if let Err(e) = consoles.access().check_lease(&who.name, &req.board) {
-        return refuse(ConsoleError::NoLease(e));
-    }
     let cursor = console.bounds().1;
     match console.write(bytes).await {
         Ok(()) => {

@@ -27,6 +27,6 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(run(&self.state, &who, session_id(&ctx), req, At::Uboot, &ctx.ct).await)
+        Ok(run(&self.state, &who, session_id(&ctx), req, At::Uboot, &ctx).await)
     }
 }

@@ -7,20 +7,63 @@ use regex::Regex;
 
 use super::super::approvals::{
     ApprovalRule, Approvers, DEFAULT_APPROVAL_TIMEOUT_SECS, GatedTool, MAX_APPROVAL_TIMEOUT_SECS,
-    RawApprovalRule, RawApprovers,
+    Persons, RawApprovalRule, RawApprovers,
 };
 use super::super::boards::BoardConfig;
 use super::super::command::CommandConfig;
+use super::super::raw::RawPerson;
 use super::super::schema::ClientConfig;
 use super::validator::Validator;
 
 impl Validator {
+    /// `clients[].person`: each names another configured client (the sign-in only that
+    /// person holds), never the client itself (the agent cannot answer for itself).
+    pub(super) fn persons(&mut self, raw: Vec<RawPerson>, clients: &[ClientConfig]) -> Persons {
+        let mut out = Persons::new();
+        for RawPerson {
+            index,
+            client,
+            person,
+        } in raw
+        {
+            let field = format!("clients[{index}].person");
+            let at = self.at(&field);
+            if person == client {
+                self.err(
+                    at,
+                    field,
+                    format!(
+                        "client {client:?} cannot answer for itself: its process holds its token, \
+                         so its yes proves no person saw the request. Name the client whose token \
+                         only that person holds (add one for them under clients:)"
+                    ),
+                );
+            } else if !clients.iter().any(|c| c.name == person) {
+                let names: Vec<_> = clients.iter().map(|c| c.name.as_str()).collect();
+                self.err(
+                    at,
+                    field,
+                    format!(
+                        "unknown client {person:?}; the person who answers for {client:?} must be \
+                         a configured client whose token only that person holds (configured \
+                         clients: {})",
+                        names.join(", ")
+                    ),
+                );
+            } else {
+                out.insert(client, person);
+            }
+        }
+        out
+    }
+
     pub(super) fn approvals(
         &mut self,
         raw: Vec<RawApprovalRule>,
         commands: &[CommandConfig],
         boards: &[BoardConfig],
         clients: &[ClientConfig],
+        persons: &Persons,
     ) -> Vec<ApprovalRule> {
         let mut out = Vec::new();
         for (i, r) in raw.into_iter().enumerate() {
@@ -147,7 +190,30 @@ impl Validator {
                 );
             }
             let by = match r.approve.by {
-                RawApprovers::Word(w) if w == "requester" => Some(Approvers::Requester),
+                RawApprovers::Word(w) if w == "requester" => {
+                    // Who could make a request under this rule: a command's are the clients
+                    // that may run it; a tool's or a board's, every client.
+                    let reach = |c: &&ClientConfig| match (&r.command, &c.commands) {
+                        (Some(cmd), Some(allowed)) => allowed.contains(cmd),
+                        _ => true,
+                    };
+                    let answered = clients
+                        .iter()
+                        .filter(reach)
+                        .any(|c| persons.contains_key(&c.name));
+                    if !answered {
+                        fail(
+                            self,
+                            "approve.by",
+                            "`by: requester` is answered by the person who answers for the \
+                             requesting client (`clients[].person`: a client whose token only \
+                             that person holds), and no client this rule can hold has one: set \
+                             `person` on the agents' clients, or name approvers (`by: [ops]`)"
+                                .into(),
+                        );
+                    }
+                    Some(Approvers::Requester)
+                }
                 RawApprovers::Word(w) => {
                     fail(
                         self,

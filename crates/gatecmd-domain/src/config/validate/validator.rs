@@ -133,7 +133,9 @@ impl Validator {
             .value(parse_bind(&raw.bind), at, "bind".into())
             .unwrap_or(default_bind);
         let client_staging = take_client_staging(&mut raw.clients);
+        let raw_persons = super::super::raw::take_persons(&mut raw.clients);
         let clients = self.clients(raw.auth_token, raw.clients);
+        let persons = self.persons(raw_persons, &clients);
         let mut devices = self.devices(raw.devices);
         let mut fragments = self.fragments(&raw.include);
         for f in &mut fragments {
@@ -203,7 +205,7 @@ impl Validator {
         }
         let boards = self.boards(raw.boards, &commands, &file_roots);
         self.power_commands_unlisted(&clients, &boards);
-        let approvals = self.approvals(raw.approvals, &commands, &boards, &clients);
+        let approvals = self.approvals(raw.approvals, &commands, &boards, &clients, &persons);
         self.limits(&raw.limits, &raw.leases);
         self.declared(&raw.monitor, "monitor");
         self.declared(&raw.isolation, "isolation");
@@ -232,6 +234,7 @@ impl Validator {
             audit: raw.audit,
             boards,
             approvals,
+            persons,
             page: raw.page,
             metrics,
             jobs: raw.jobs,

@@ -134,10 +134,16 @@ pub(super) async fn ask(a: Ask<'_, '_>) -> CallToolResponse {
         ctx,
         task,
     } = a;
-    let requester = rule.by == Approvers::Requester;
-    if requester && !approvals::can_elicit(&ctx.peer) {
-        let r =
-            approvals::cannot_elicit(&super::render::shell_words(&result.argv), &rule.describe());
+    // `by: requester` with nobody configured to answer for this client: refused before
+    // anything waits.
+    if rule.by == Approvers::Requester
+        && let Err(r) = approvals::person_for(
+            state,
+            &who.name,
+            &super::render::shell_words(&result.argv),
+            &rule.describe(),
+        )
+    {
         state
             .audit
             .execute_refused(&refuser.call, &refuser.asked, r.reason.as_str(), &r.message);
@@ -203,9 +209,7 @@ pub(super) async fn ask(a: Ask<'_, '_>) -> CallToolResponse {
         "awaiting_approval",
     ));
     job.set_approval(&request.id.0);
-    if requester {
-        approvals::ask_requester(state.approvals.clone(), ctx.peer.clone(), request.clone());
-    }
+    approvals::tell_person(state, ctx, &request);
     let view = request.view();
     tokio::spawn(decided(Decided {
         state: state.clone(),
