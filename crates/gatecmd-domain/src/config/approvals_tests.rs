@@ -206,6 +206,21 @@ fn a_person_is_another_client_and_a_requester_rule_needs_one() {
         "clients[0].person",
     );
     assert!(e.message.contains("unknown client \"bob\""), "{e}");
+    // She decides on the page: a page she may not sign in to is refused.
+    let errs = Config::parse(
+        &(text(
+            "{name: agent, token: aaaaaaaaaaaaaaaaaaaa, person: alice}",
+            rule,
+        ) + "page: {viewers: [ops]}\n"),
+        "a.yaml",
+    )
+    .expect_err("refused")
+    .0;
+    let e = errs
+        .iter()
+        .find(|e| e.field == "clients[0].person")
+        .expect("an error on clients[0].person");
+    assert!(e.message.contains("page.viewers"), "{e}");
     let e = on(
         "{name: agent, token: aaaaaaaaaaaaaaaaaaaa}",
         rule,

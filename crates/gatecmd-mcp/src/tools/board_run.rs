@@ -20,7 +20,8 @@ impl GatecmdServer {
                        prompt (the board's console.login). The command must be printable text (no line ends or \
                        control characters); on timeout_secs (default 30) or cancel, Ctrl-C is sent and the prompt \
                        awaited. Needs your lock_board lease (pass it as lease). The board must be booted: \
-                       boot_board {to: \"shell\"}.",
+                       boot_board {to: \"shell\"}. When an approvals rule holds, \
+                       nothing is typed until an approver says yes (the call waits).",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<BoardRunResult>()
     )]

@@ -58,7 +58,8 @@ impl GatecmdServer {
     #[tool(
         description = "Write text to a board's serial console as given, control characters included \
                        (\"\\u0003\" = Ctrl-C stops U-Boot's autoboot; end a command with \"\\n\"). Needs \
-                       the board's lease (lock_board). Returns the cursor to read the answer from.",
+                       the board's lease (lock_board). Returns the cursor to read the answer from. When an approvals rule \
+                       holds, nothing is written until an approver says yes (the call waits).",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<ConsoleWriteResult>()
     )]

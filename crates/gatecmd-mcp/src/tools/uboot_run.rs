@@ -17,7 +17,8 @@ impl GatecmdServer {
     #[tool(
         description = "Run one command at a leased board's U-Boot prompt (the board must sit there: boot_board \
                        {to: \"uboot\"}) and get its output up to the next prompt and, where U-Boot has $?, its \
-                       exit_code (else null). Same rules as board_run: printable text, lease, timeout → Ctrl-C.",
+                       exit_code (else null). Same rules as board_run: printable text, lease, timeout → Ctrl-C, \
+                       approvals.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<BoardRunResult>()
     )]

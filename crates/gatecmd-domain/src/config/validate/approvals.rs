@@ -11,6 +11,7 @@ use super::super::approvals::{
 };
 use super::super::boards::BoardConfig;
 use super::super::command::CommandConfig;
+use super::super::page::PageSettings;
 use super::super::raw::RawPerson;
 use super::super::schema::ClientConfig;
 use super::validator::Validator;
@@ -18,7 +19,12 @@ use super::validator::Validator;
 impl Validator {
     /// `clients[].person`: each names another configured client (the sign-in only that
     /// person holds), never the client itself (the agent cannot answer for itself).
-    pub(super) fn persons(&mut self, raw: Vec<RawPerson>, clients: &[ClientConfig]) -> Persons {
+    pub(super) fn persons(
+        &mut self,
+        raw: Vec<RawPerson>,
+        clients: &[ClientConfig],
+        page: &PageSettings,
+    ) -> Persons {
         let mut out = Persons::new();
         for RawPerson {
             index,
@@ -48,6 +54,17 @@ impl Validator {
                          a configured client whose token only that person holds (configured \
                          clients: {})",
                         names.join(", ")
+                    ),
+                );
+            } else if page.enabled && !page.may_view(&person) {
+                // The link a URL elicitation carries leads to the page: she must be able
+                // to sign in there.
+                self.err(
+                    at,
+                    field,
+                    format!(
+                        "{person:?} answers for {client:?} on the bench page, and page.viewers \
+                         does not list {person:?}: add {person:?} to page.viewers"
                     ),
                 );
             } else {

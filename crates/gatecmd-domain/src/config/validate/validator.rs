@@ -135,7 +135,7 @@ impl Validator {
         let client_staging = take_client_staging(&mut raw.clients);
         let raw_persons = super::super::raw::take_persons(&mut raw.clients);
         let clients = self.clients(raw.auth_token, raw.clients);
-        let persons = self.persons(raw_persons, &clients);
+        let persons = self.persons(raw_persons, &clients, &raw.page);
         let mut devices = self.devices(raw.devices);
         let mut fragments = self.fragments(&raw.include);
         for f in &mut fragments {
