@@ -646,6 +646,10 @@ async def test_by_requester_is_decided_by_the_person_on_the_page_not_by_the_agen
     assert decided["outcome"] == "approved", decided
     assert decided["by"] == "alice" and decided["via"] == "page", decided
     assert decided["note"] == "looked at it"
+    [requested] = [
+        json.loads(line) for line in log.splitlines() if '"approval_requested"' in line and req["id"] in line
+    ]
+    assert requested["approvers"] == ["alice"] and requested["answers_for"] == "agent", requested
 
 
 async def test_by_requester_without_url_elicitation_or_person(bench):

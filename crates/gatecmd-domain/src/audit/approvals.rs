@@ -24,6 +24,9 @@ pub enum ApprovalRecord<'a> {
         files: &'a [FileDigest],
         rule: &'a str,
         approvers: &'a [String],
+        /// `by: requester`: the client the approver answers for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        answers_for: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,6 +71,7 @@ impl<'a> ApprovalRecord<'a> {
             files: &v.files,
             rule: &v.rule,
             approvers: &v.approvers,
+            answers_for: v.answers_for.as_deref(),
             note: v.note.as_deref(),
             job: v.job.as_deref(),
         }
