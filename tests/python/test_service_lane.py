@@ -171,15 +171,23 @@ async def test_boards_power_console_and_isolated_commands_under_the_unit(lane):
             {"match": {"id": vbench.PORTS["vb1"][0], "mode": "maskrom"}, "state": "attached", "timeout_secs": 60},
         )
         assert r.structured_content["satisfied"] is True, text(r)
+        # Issue 38 (b): the console's /dev/ttyACM* opens under DevicePolicy=closed (the
+        # capture opens it in the background: give it a few seconds).
+        state = None
+        for _ in range(50):
+            r = await client.call_tool("console_read", {"board": board})
+            assert r.is_error is not True, f"console_read: {text(r)}"
+            state = r.structured_content["state"]
+            if state == "open":
+                break
+            await anyio.sleep(0.2)
+        assert state == "open", f"the console is {state}:\n{lane.journal()[-2000:]}"
         # Issue 38 (c): an isolated command (user + mount namespace) under the unit.
         r = await client.call_tool(
             "execute_command", {"command": "rkdeveloptool", "args": ["ld"], "board": board, "lease": lease}
         )
         assert r.is_error is not True, f"rkdeveloptool ld: {text(r)}"
         assert re.search(r"Vid=0x2207,Pid=0x350b,LocationID=\d+\s+Maskrom", r.structured_content["stdout"]), r.structured_content
-        # Issue 38 (b): the console's /dev/ttyACM* opens under DevicePolicy=closed.
-        r = await client.call_tool("console_read", {"board": board})
-        assert r.is_error is not True, f"console_read: {text(r)}"
         await client.call_tool("unlock_device", {"lease": lease})
 
 
