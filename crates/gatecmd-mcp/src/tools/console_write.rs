@@ -222,3 +222,24 @@ pub async fn write(
         Err(e) => refuse(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approver_sees_control_characters_escaped_and_a_long_text_bounded() {
+        let s = shown("\u{3}dd if=/dev/zero of=/dev/mmcblk0\n");
+        assert!(
+            s.starts_with(r#""\u0003dd if=/dev/zero of=/dev/mmcblk0\n""#),
+            "{s}"
+        );
+        assert!(s.contains("(33 bytes, SHA-256 "), "{s}");
+        let long = "x".repeat(MAX_WRITE_BYTES);
+        let s = shown(&long);
+        let digest = hex::encode(Sha256::digest(long.as_bytes()));
+        assert!(s.contains(&digest), "the digest covers the whole text");
+        assert!(s.contains("…"), "cut where it is bounded");
+        assert!(s.len() < SHOWN_CHARS + 200, "{} bytes shown", s.len());
+    }
+}
