@@ -302,7 +302,7 @@ fn no_uuu_pattern_runs_an_image_as_a_uuu_script() {
             .collect();
         let out = uuu_dry(&args, dir.path());
         assert!(
-            !out.contains(&secret),
+            !out.contains(secret),
             "`{pattern}` let uuu run the image as a script naming {secret}: {out}"
         );
         assert!(

@@ -1,8 +1,14 @@
 //! Uploads at disk speed (issue 32): `PUT /upload?path=P` streams the request body into a
 //! client's write root, no base64, no MCP call per chunk. The same token, write roots,
-//! quotas, hidden temporary file and audit as `write_file` (`gatecmd_domain::staging`): the
-//! body is cut into pieces of 8 MiB and each piece is one staging write (its quota and
-//! size checks included), so nothing a chunked `write_file` refuses gets in this way. `final=true` (or `sha256=…`)
+//! quotas, hidden temporary file and audit as `write_file` (`gatecmd_domain::staging`).
+//! A request is admitted from its request line and headers before any of its body is read
+//! (issue 37): one request per file at a time, `staging.max_uploads_per_client` per client,
+//! and the file size, upload state, new directories and quotas checked with the declared
+//! `Content-Length` (then promised to it, so that uploads admitted together fit together).
+//! The body is then cut into pieces of 1 MiB, each one staging write (its quota and size
+//! checks included, which bound a body of undeclared length), so nothing a chunked
+//! `write_file` refuses gets in this way, and a request holds at most three pieces. A body
+//! silent for `staging.upload_stall_secs` ends as a broken one. `final=true` (or `sha256=…`)
 //! makes the request's last piece finish the upload: the file is hashed, checked against
 //! the given SHA-256 if there is one, and renamed into place; the answer carries the hash.
 //! A connection that breaks leaves the temporary file: `GET /upload?path=P` says how many
@@ -21,16 +27,17 @@ use serde::{Deserialize, Serialize};
 use crate::transport::gate::{Gate, admit};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
-use gatecmd_domain::staging::upload::{self, Chunk, Finish};
-use gatecmd_domain::staging::{self, AuditRecord, StagingError, Target};
+use gatecmd_domain::staging::upload::{self, Chunk, Finish, Plan};
+use gatecmd_domain::staging::{self, AuditRecord, ClaimRefused, StagingError, Target};
 use gatecmd_domain::state::AppState;
 use gatecmd_mcp::reasons::staging_reason;
 
 /// The path both methods serve.
 pub const PATH: &str = "/upload";
 
-/// Bytes of a body written to the upload at once.
-const PIECE: usize = 8 << 20;
+/// Bytes of a body written to the upload at once. A request holds at most three pieces
+/// (one filling, one queued for the writer, one being written): 3 MiB.
+pub const PIECE: usize = 1 << 20;
 
 /// One piece of a body, for the writer.
 struct Piece {
@@ -45,6 +52,8 @@ struct Wrote {
     stored: u64,
     /// The last piece's result: the upload's size now, and whether it finished.
     last: Option<upload::Written>,
+    /// Stale entries removed in passing (audited as `expire`).
+    expired: Vec<String>,
 }
 
 /// What a `PUT` or `GET` names.
@@ -93,9 +102,20 @@ pub fn routes(state: Arc<AppState>, gate: Arc<Gate>) -> Router {
 
 type Shared = (Arc<AppState>, Arc<Gate>);
 
+/// The body's length as the headers declare it (`None`: chunked, or not said).
+fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
 fn refusal(e: &StagingError) -> Response {
     let r = Refusal::from_error(staging_reason(e), e);
     let status = match r.reason {
+        _ if matches!(e, StagingError::TooManyUploads { .. }) => StatusCode::TOO_MANY_REQUESTS,
         RefusalReason::NotPermitted => StatusCode::FORBIDDEN,
         RefusalReason::NotFound => StatusCode::NOT_FOUND,
         RefusalReason::Limit => StatusCode::PAYLOAD_TOO_LARGE,
@@ -189,8 +209,8 @@ async fn get(
     }
 }
 
-/// `PUT /upload?path=P[&offset=N][&restart=true][&final=true][&sha256=HEX]`: the body,
-/// streamed into the upload of P in pieces.
+/// `PUT /upload?path=P[&offset=N][&restart=true][&final=true][&sha256=HEX]`: admitted from
+/// its request line and headers, then its body streamed into the upload of P in pieces.
 async fn put(
     State(shared): State<Shared>,
     Query(q): Query<UploadQuery>,
@@ -214,12 +234,73 @@ async fn put(
     };
     let config = state.config();
     let policy = config.staging.policy(&who.name);
+    let limits = policy.limits;
     let stale = Duration::from_secs(config.staging.stale_upload_secs);
-    // `max_chunk_bytes` bounds a write_file request; a streamed piece is the server's own.
-    let mut limits = policy.limits;
-    limits.max_chunk_bytes = limits.max_chunk_bytes.max(PIECE as u64);
+    let stall = Duration::from_secs(config.staging.upload_stall_secs);
+    // Nothing of the body is read before the request is admitted: one request per file, a
+    // bounded number per client, and the file size, upload state, directories and quotas
+    // checked with the length the headers declare.
+    let claim = match state.staging.streams.claim(
+        &target.root.join(target.rel.to_path()),
+        &target.root,
+        &who.name,
+        config.staging.max_uploads_per_client,
+    ) {
+        Ok(c) => c,
+        Err(ClaimRefused::Busy { client }) => {
+            let by = if client == who.name {
+                " (another request of this client)"
+            } else {
+                " (another client)"
+            };
+            let e = StagingError::UploadReceiving {
+                path: shown.clone(),
+                by: by.into(),
+            };
+            return fail(e, 0);
+        }
+        Err(ClaimRefused::TooMany { max }) => {
+            let e = StagingError::TooManyUploads {
+                client: who.name.clone(),
+                max,
+            };
+            return fail(e, 0);
+        }
+    };
+    let plan = Plan {
+        offset: q.offset,
+        restart: q.restart,
+        length: declared_length(&req),
+    };
+    let claim = {
+        let (st, t) = (state.clone(), target.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            let r = upload::admit(&st.staging, &limits, &t, plan, &claim);
+            r.map(|cleared| (claim, cleared))
+        })
+        .await;
+        match checked {
+            Ok(Ok((claim, cleared))) => {
+                for p in &cleared {
+                    audit(&state, &who, "expire", p, None, None, None);
+                }
+                claim
+            }
+            Ok(Err(e)) => return fail(e, 0),
+            Err(e) => {
+                let e = StagingError::Io {
+                    op: "admitting an upload to",
+                    path: shown.clone(),
+                    reason: e.to_string(),
+                };
+                return fail(e, 0);
+            }
+        }
+    };
     // The writer: a blocking thread taking pieces in order, so that the disk write of one
-    // piece overlaps the receiving of the next (memory per upload: three pieces at most).
+    // piece overlaps the receiving of the next. It holds the claim: the file stays this
+    // request's until its last piece is written, even if the connection went first.
+    // Memory per request: three pieces at most (one filling, one queued, one written).
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(1);
     let writer = {
         let (state, target) = (state.clone(), target.clone());
@@ -234,13 +315,15 @@ async fn put(
                     truncate,
                     finish: piece.finish,
                 };
-                let w = upload::write(&state.staging, &limits, stale, &target, chunk)
+                let w = upload::write_piece(&state.staging, &limits, stale, &target, chunk, &claim)
                     .map_err(|e| (e, wrote.stored))?;
                 offset += len;
                 wrote.stored += len;
                 truncate = false;
+                wrote.expired.extend(w.expired.iter().cloned());
                 wrote.last = Some(w);
             }
+            drop(claim);
             Ok(wrote)
         })
     };
@@ -255,29 +338,41 @@ async fn put(
         }
     };
     let mut body = req.into_body().into_data_stream();
-    let mut buf: Vec<u8> = Vec::with_capacity(PIECE);
+    let mut buf: Vec<u8> = Vec::new();
     let mut broken: Option<String> = None;
+    let mut stalled = false;
     'body: loop {
-        match body.next().await {
-            Some(Ok(mut bytes)) => {
+        match tokio::time::timeout(stall, body.next()).await {
+            Ok(Some(Ok(mut bytes))) => {
                 while !bytes.is_empty() {
+                    if buf.capacity() == 0 {
+                        buf.reserve_exact(PIECE);
+                    }
                     let take = (PIECE - buf.len()).min(bytes.len());
                     buf.extend_from_slice(&bytes.split_to(take));
                     if buf.len() == PIECE {
-                        let data = std::mem::replace(&mut buf, Vec::with_capacity(PIECE));
+                        let data = std::mem::take(&mut buf);
                         if !send(Piece { data, finish: None }).await {
                             break 'body;
                         }
                     }
                 }
             }
-            Some(Err(e)) => {
+            Ok(Some(Err(e))) => {
                 // The client went away or sent a broken body: what arrived is kept in the
                 // temporary file for a later PUT at the offset GET reports.
                 broken = Some(e.to_string());
                 break;
             }
-            None => break,
+            Ok(None) => break,
+            Err(_) => {
+                stalled = true;
+                broken = Some(format!(
+                    "no byte of the body arrived for {} s (staging.upload_stall_secs)",
+                    stall.as_secs()
+                ));
+                break;
+            }
         }
     }
     // The rest, finishing the upload when asked and the body arrived whole.
@@ -298,6 +393,9 @@ async fn put(
             return fail(e, 0);
         }
     };
+    for p in &wrote.expired {
+        audit(&state, &who, "expire", p, None, None, None);
+    }
     if let Some(why) = broken {
         let e = StagingError::Io {
             op: "receiving the body of",
@@ -307,6 +405,12 @@ async fn put(
                 wrote.stored
             ),
         };
+        if stalled {
+            // The client is still there: it hears why, with 408 (a stall, not a fault).
+            let mut r = fail(e, wrote.stored);
+            *r.status_mut() = StatusCode::REQUEST_TIMEOUT;
+            return r;
+        }
         return fail(e, wrote.stored);
     }
     let Some(done) = wrote.last else {

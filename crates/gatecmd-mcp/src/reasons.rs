@@ -45,17 +45,20 @@ pub fn staging_reason(e: &StagingError) -> RefusalReason {
         E::NotADirectory { .. }
         | E::NotRegular { .. }
         | E::IsDirectory { .. }
-        | E::HardLinked { .. } => RefusalReason::WrongFileType,
+        | E::HardLinked { .. }
+        | E::TempNameTaken { .. } => RefusalReason::WrongFileType,
         E::NotFound { .. } => RefusalReason::NotFound,
         E::ChunkTooLarge { .. }
         | E::FileTooLarge { .. }
         | E::QuotaExceeded { .. }
         | E::EntryQuotaExceeded { .. }
         | E::TooDeep { .. }
-        | E::TooManyNewDirs { .. } => RefusalReason::Limit,
-        E::WrongOffset { .. } | E::NoUpload { .. } | E::UploadInProgress { .. } => {
-            RefusalReason::UploadState
-        }
+        | E::TooManyNewDirs { .. }
+        | E::TooManyUploads { .. } => RefusalReason::Limit,
+        E::WrongOffset { .. }
+        | E::NoUpload { .. }
+        | E::UploadInProgress { .. }
+        | E::UploadReceiving { .. } => RefusalReason::UploadState,
         E::TruncateNeedsZeroOffset(_) | E::BadBase64(_) | E::BadSha256 => {
             RefusalReason::InvalidRequest
         }

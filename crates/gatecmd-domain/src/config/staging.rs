@@ -65,6 +65,21 @@ settings! {
             docs: "an unfinished upload not touched for this long is deleted when another \
                 upload starts in its directory.",
         },
+        max_uploads_per_client: u64 {
+            default: 4,
+            check: at_least_one,
+            docs: "`PUT /upload` requests one client may have in flight at once; one more is \
+                refused (429, reason `limit`) before its body is read. Each holds at most \
+                3 MiB of its body in memory (docs/SECURITY.md), so one client's uploads hold \
+                at most this many times 3 MiB.",
+        },
+        upload_stall_secs: u64 {
+            default: 60,
+            check: at_least_one_second,
+            docs: "a `PUT /upload` whose body brings no byte for this long ends as if the \
+                connection broke: what arrived is kept for a later `PUT` at the offset \
+                `GET /upload` reports, and its place among the client's uploads is free.",
+        },
     }
 }
 
@@ -152,6 +167,10 @@ pub struct StagingConfig {
     /// An unfinished upload untouched for this long is deleted (when another upload starts
     /// in its directory).
     pub stale_upload_secs: u64,
+    /// `PUT /upload` requests one client may have in flight.
+    pub max_uploads_per_client: u64,
+    /// A `PUT /upload` body silent for this long ends as a broken one.
+    pub upload_stall_secs: u64,
     /// Policies of the clients listed under `clients:`, by name.
     pub clients: BTreeMap<String, ClientStaging>,
 }

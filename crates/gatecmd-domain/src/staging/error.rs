@@ -54,11 +54,12 @@ pub enum StagingError {
     #[error("the file would grow to {size} bytes, more than the {max} bytes allowed for one file")]
     FileTooLarge { size: u64, max: u64 },
     #[error(
-        "{root} would hold {would} bytes, more than its quota of {quota} bytes (staging.quota_bytes_per_root; {used} in use, at every depth, unfinished uploads included); remove files you no longer need with remove_file, then retry"
+        "{root} would hold {would} bytes, more than its quota of {quota} bytes (staging.quota_bytes_per_root; {used} in use, at every depth, unfinished uploads included, and {reserved} promised to uploads being received now); remove files you no longer need with remove_file, then retry"
     )]
     QuotaExceeded {
         root: String,
         used: u64,
+        reserved: u64,
         would: u64,
         quota: u64,
     },
@@ -114,8 +115,26 @@ pub enum StagingError {
         actual: String,
         size: u64,
     },
-    #[error("{name:?} is reserved for unfinished uploads; choose another file name")]
+    #[error(
+        "{name:?} is reserved for unfinished uploads (`.<name>.gatecmd-upload`); no file or directory may be made under that name, nor reached through it: choose another name"
+    )]
     ReservedName { name: String },
+    #[error(
+        "{temp} is a {kind} with content, in the place of the temporary file of an upload of {path}; gatecmd removes an empty one (or a link, FIFO or device node) there, but never a directory's content: ask the operator to remove it, or upload under another name"
+    )]
+    TempNameTaken {
+        path: String,
+        temp: String,
+        kind: &'static str,
+    },
+    #[error(
+        "{path} is being received now by another PUT /upload{by}; one request at a time per file: wait for it to end (GET /upload?path=… says how far it got) and continue at the offset it reports"
+    )]
+    UploadReceiving { path: String, by: String },
+    #[error(
+        "client {client:?} already has {max} PUT /upload requests in flight (staging.max_uploads_per_client); wait for one to end, then retry"
+    )]
+    TooManyUploads { client: String, max: u64 },
     #[error("{op} {path} failed: {reason}")]
     Io {
         op: &'static str,

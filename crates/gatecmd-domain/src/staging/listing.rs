@@ -24,6 +24,7 @@ pub struct Listing {
 
 /// Lists a directory beneath a root, without following any symlink.
 pub fn list(t: &Target) -> Result<Listing, StagingError> {
+    t.refuse_reserved(true)?;
     let root = t.open_root()?;
     let dir = root.open_dir(&t.rel).map_err(|d| t.denied(d))?;
     let names = dir

@@ -1,5 +1,7 @@
-//! Per-file and per-root serialisation of staging operations.
+//! Per-file and per-root serialisation of staging operations, and the streamed uploads
+//! (`PUT /upload`) being received now with the bytes each was promised.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -32,11 +34,137 @@ impl KeyedLocks {
     }
 }
 
-/// Shared staging state: the locks. Cheap to share behind the `AppState`.
+/// Shared staging state: the locks and the streams. Cheap to share behind the `AppState`.
 #[derive(Default)]
 pub struct Staging {
     /// One upload (or remove) at a time per file.
     pub files: KeyedLocks,
     /// Quota check and write as one step per root.
     pub roots: KeyedLocks,
+    /// The streamed uploads being received now.
+    pub streams: Streams,
+}
+
+/// One streamed upload being received.
+#[derive(Debug)]
+struct Stream {
+    client: String,
+    root: PathBuf,
+    /// Bytes its request declared and has not written yet: counted as used by every other
+    /// write's quota check in the root, so that uploads admitted together fit together.
+    reserved: u64,
+}
+
+/// Why a stream was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimRefused {
+    /// The file is being received by another request (of this client or another).
+    Busy { client: String },
+    /// The client has this many streams already.
+    TooMany { max: u64 },
+}
+
+/// The streamed uploads being received now, by file (the final path).
+#[derive(Default)]
+pub struct Streams {
+    table: Arc<Mutex<HashMap<PathBuf, Stream>>>,
+}
+
+impl Streams {
+    /// Admits a stream of `client` into the file `key` under `root`, unless the file is
+    /// being received already or the client has `max_per_client` streams. The stream holds
+    /// the file until the returned claim is dropped.
+    pub fn claim(
+        &self,
+        key: &Path,
+        root: &Path,
+        client: &str,
+        max_per_client: u64,
+    ) -> Result<Claim, ClaimRefused> {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = t.get(key) {
+            return Err(ClaimRefused::Busy {
+                client: s.client.clone(),
+            });
+        }
+        let mine = t.values().filter(|s| s.client == client).count() as u64;
+        if mine >= max_per_client {
+            return Err(ClaimRefused::TooMany {
+                max: max_per_client,
+            });
+        }
+        t.insert(
+            key.to_path_buf(),
+            Stream {
+                client: client.to_string(),
+                root: root.to_path_buf(),
+                reserved: 0,
+            },
+        );
+        Ok(Claim {
+            table: self.table.clone(),
+            key: key.to_path_buf(),
+        })
+    }
+
+    /// The client whose stream holds `key`, if one does.
+    pub fn holder(&self, key: &Path) -> Option<String> {
+        let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        t.get(key).map(|s| s.client.clone())
+    }
+
+    /// Bytes promised to the streams into `root`, but the one into `except`.
+    pub fn reserved_in(&self, root: &Path, except: Option<&Path>) -> u64 {
+        let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        t.iter()
+            .filter(|(k, s)| s.root == root && Some(k.as_path()) != except)
+            .fold(0u64, |sum, (_, s)| sum.saturating_add(s.reserved))
+    }
+
+    /// Streams being received now.
+    pub fn len(&self) -> usize {
+        self.table.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether no stream is being received.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A stream's hold on its file, released when dropped.
+#[derive(Debug)]
+pub struct Claim {
+    table: Arc<Mutex<HashMap<PathBuf, Stream>>>,
+    key: PathBuf,
+}
+
+impl Claim {
+    /// The file this claim holds.
+    pub fn key(&self) -> &Path {
+        &self.key
+    }
+
+    /// Sets the bytes still promised to this stream.
+    pub(super) fn set_reserved(&self, bytes: u64) {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = t.get_mut(&self.key) {
+            s.reserved = bytes;
+        }
+    }
+
+    /// Takes `bytes` written off what is promised.
+    pub(super) fn wrote(&self, bytes: u64) {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = t.get_mut(&self.key) {
+            s.reserved = s.reserved.saturating_sub(bytes);
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        t.remove(&self.key);
+    }
 }

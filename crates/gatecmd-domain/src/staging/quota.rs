@@ -81,6 +81,9 @@ pub struct Growth {
     pub freed: u64,
     /// Entries this call creates: directories, and the temporary file of a new upload.
     pub entries: u64,
+    /// Bytes promised to other uploads being received into the root now (streams admitted
+    /// on their declared length): counted as used.
+    pub reserved: u64,
 }
 
 /// Refuses unless the root stays within both quotas after `growth`. A call that adds
@@ -114,11 +117,13 @@ pub fn check(
         let would = used
             .bytes
             .saturating_sub(growth.freed)
+            .saturating_add(growth.reserved)
             .saturating_add(growth.bytes);
         if would > limits.quota_bytes_per_root {
             return Err(StagingError::QuotaExceeded {
                 root: root_path.display().to_string(),
                 used: used.bytes,
+                reserved: growth.reserved,
                 would,
                 quota: limits.quota_bytes_per_root,
             });

@@ -6,6 +6,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::error::StagingError;
+use super::temp::final_name_of;
 use crate::config::{ClientStaging, WriteRoots};
 use gatecmd_core::beneath::{Denied, Dir, RelPath};
 
@@ -57,6 +58,24 @@ impl Target {
             })
     }
 
+    /// Refuses a reserved temporary upload name (`.<name>.gatecmd-upload`) among the
+    /// directories of the path, and as its last component too when `last`: no staging call
+    /// makes or enters a directory of that name, so none can block an upload's temporary
+    /// file (`resolve` refuses it above the last component for every call).
+    pub fn refuse_reserved(&self, last: bool) -> Result<(), StagingError> {
+        let path = self.rel.to_path();
+        let n = self.rel.len();
+        for (i, c) in path.components().enumerate() {
+            let name = c.as_os_str().to_string_lossy();
+            if (last || i + 1 < n) && final_name_of(&name).is_some() {
+                return Err(StagingError::ReservedName {
+                    name: name.into_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn denied(&self, d: Denied) -> StagingError {
         let at = |p: PathBuf| self.root.join(p).display().to_string();
         match d {
@@ -102,8 +121,19 @@ fn roots_list(roots: &[PathBuf]) -> String {
 }
 
 /// Resolves what an agent wrote: relative to `root` (or the first root), or absolute
-/// under one of the roots. Nothing is opened; `..` is refused outright.
+/// under one of the roots. Nothing is opened; `..` is refused outright, and so is a
+/// reserved temporary upload name above the last component ([`Target::refuse_reserved`]).
 pub fn resolve(
+    roots: &[PathBuf],
+    root: Option<&RootSel>,
+    path: &str,
+) -> Result<Target, StagingError> {
+    let t = resolve_lexically(roots, root, path)?;
+    t.refuse_reserved(false)?;
+    Ok(t)
+}
+
+fn resolve_lexically(
     roots: &[PathBuf],
     root: Option<&RootSel>,
     path: &str,

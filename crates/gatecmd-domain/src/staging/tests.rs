@@ -243,19 +243,15 @@ fn symlink_swapped_in_between_chunks_is_refused() {
         ),
         "{e}"
     );
-    let e = b
+    // A new start removes the symlink (the name only: its target is not touched, issue 37
+    // finding 8) and writes a fresh private file.
+    let w = b
         .put("sub/img", 0, b"again", None)
-        .expect_err("restart onto a symlink");
-    assert!(
-        matches!(
-            e,
-            StagingError::NotRegular {
-                kind: "symlink",
-                ..
-            }
-        ),
-        "{e}"
-    );
+        .expect("restart over a symlink");
+    assert_eq!(w.expired, [temp.display().to_string()]);
+    let meta = std::fs::symlink_metadata(&temp).expect("temp");
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    assert_eq!(std::fs::read(&temp).expect("temp"), b"again");
     b.outside_untouched();
 }
 
@@ -295,10 +291,19 @@ fn fifo_and_path_through_a_file_are_refused() {
         nix::sys::stat::Mode::from_bits_truncate(0o600),
     )
     .expect("mkfifo");
-    let e = b.put("up", 0, b"x", None).expect_err("fifo temp");
+    // A FIFO under the temporary name is not written: continuing is refused, a new start
+    // removes it (never opening it) and writes a regular file.
+    let e = b.put("up", 1, b"x", None).expect_err("fifo temp");
     assert!(
         matches!(e, StagingError::NotRegular { kind: "fifo", .. }),
         "{e}"
+    );
+    b.put("up", 0, b"x", None).expect("fifo cleared");
+    assert!(
+        std::fs::symlink_metadata(b.root.join(".up.gatecmd-upload"))
+            .expect("temp")
+            .file_type()
+            .is_file()
     );
     // /dev/null through an absolute path is outside; a device node is refused by kind.
     std::fs::write(b.root.join("plain"), b"p").expect("write");
@@ -598,4 +603,152 @@ fn an_empty_file_is_refused_when_the_byte_quota_is_spent() {
         matches!(e, StagingError::QuotaExceeded { used: 5, .. }),
         "{e}"
     );
+}
+
+/// Issue 37 finding 8: a directory under the reserved temporary name of `disk.img` made
+/// every later upload of `disk.img` fail `wrong_file_type`, and nobody could remove it.
+/// Now no staging call can make or enter such a directory, and an upload that finds one
+/// empty removes it; one with content is refused with what to do.
+#[test]
+fn a_reserved_name_is_no_directory_and_does_not_block_an_upload() {
+    let b = bench();
+    let data = b"image".to_vec();
+    // Made by a write (the missing directory of the file): refused before anything exists.
+    let e = b
+        .put(".disk.img.gatecmd-upload/x", 0, &data, Some(&sha(&data)))
+        .expect_err("directory under a reserved name");
+    assert!(matches!(e, StagingError::ReservedName { .. }), "{e}");
+    assert!(!b.root.join(".disk.img.gatecmd-upload").exists());
+    for p in [
+        "sub/.disk.img.gatecmd-upload/x",
+        ".disk.img.gatecmd-upload/deeper/x",
+    ] {
+        assert!(
+            matches!(b.target(p), Err(StagingError::ReservedName { .. })),
+            "{p}"
+        );
+    }
+    // Listing it, as a directory, is refused too.
+    let t = b
+        .target(".disk.img.gatecmd-upload")
+        .expect("last component");
+    assert!(matches!(list(&t), Err(StagingError::ReservedName { .. })));
+
+    // One that exists anyway (made on the host, or before this fix), empty: the upload
+    // removes it and goes on.
+    let dir = b.root.join(".disk.img.gatecmd-upload");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let w = b
+        .put("disk.img", 0, &data, Some(&sha(&data)))
+        .expect("the empty directory is removed");
+    assert!(w.complete);
+    assert_eq!(w.expired, [dir.display().to_string()]);
+    assert_eq!(std::fs::read(b.root.join("disk.img")).expect("file"), data);
+
+    // With content: refused, naming it and what to do; the content stays.
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("keep"), b"someone's").expect("write");
+    let e = b
+        .put("disk.img", 0, &data, Some(&sha(&data)))
+        .expect_err("a directory with content");
+    assert!(
+        matches!(&e, StagingError::TempNameTaken { kind: "directory", temp, .. } if *temp == dir.display().to_string()),
+        "{e}"
+    );
+    assert!(e.to_string().contains("ask the operator"), "{e}");
+    assert_eq!(std::fs::read(dir.join("keep")).expect("kept"), b"someone's");
+}
+
+/// Streamed uploads: one request per file, a bounded number per client, and what each
+/// was admitted with counted by every other write in the root.
+#[test]
+fn streams_are_admitted_on_their_declared_length() {
+    let b = bench();
+    let l = StagingLimits {
+        quota_bytes_per_root: 1000,
+        ..limits()
+    };
+    let t = b.target("a.img").expect("t");
+    let key = b.root.join("a.img");
+    let claim = b
+        .staging
+        .streams
+        .claim(&key, &b.root, "vm-a", 2)
+        .expect("first");
+    // The same file again, by anyone: busy.
+    assert_eq!(
+        b.staging
+            .streams
+            .claim(&key, &b.root, "vm-b", 2)
+            .expect_err("busy"),
+        ClaimRefused::Busy {
+            client: "vm-a".into()
+        }
+    );
+    // More than declared fits: refused before a byte is stored.
+    let plan = |length| upload::Plan {
+        offset: 0,
+        restart: false,
+        length: Some(length),
+    };
+    let e = upload::admit(&b.staging, &l, &t, plan(1001), &claim).expect_err("quota");
+    assert!(
+        matches!(e, StagingError::QuotaExceeded { would: 1001, .. }),
+        "{e}"
+    );
+    let e = upload::admit(
+        &b.staging,
+        &StagingLimits {
+            max_file_bytes: 10,
+            ..l
+        },
+        &t,
+        plan(11),
+        &claim,
+    )
+    .expect_err("file size");
+    assert!(matches!(e, StagingError::FileTooLarge { .. }), "{e}");
+    upload::admit(&b.staging, &l, &t, plan(600), &claim).expect("fits");
+    assert!(
+        !b.root.join(".a.img.gatecmd-upload").exists(),
+        "nothing written yet"
+    );
+    // A second stream into the root: the first one's 600 bytes are promised.
+    let key2 = b.root.join("b.img");
+    let claim2 = b
+        .staging
+        .streams
+        .claim(&key2, &b.root, "vm-a", 2)
+        .expect("second");
+    let t2 = b.target("b.img").expect("t");
+    let e = upload::admit(&b.staging, &l, &t2, plan(500), &claim2).expect_err("promised");
+    assert!(
+        matches!(e, StagingError::QuotaExceeded { reserved: 600, .. }),
+        "{e}"
+    );
+    // The client's third stream: refused whatever the file.
+    assert_eq!(
+        b.staging
+            .streams
+            .claim(&b.root.join("c.img"), &b.root, "vm-a", 2)
+            .expect_err("too many"),
+        ClaimRefused::TooMany { max: 2 }
+    );
+    // write_file may not cut into a file being received.
+    let e = b.put("a.img", 0, b"x", None).expect_err("receiving");
+    assert!(matches!(e, StagingError::UploadReceiving { .. }), "{e}");
+    // Written pieces are taken off the promise.
+    let piece = Chunk {
+        offset: 0,
+        data: vec![0; 400],
+        truncate: false,
+        finish: None,
+    };
+    upload::write_piece(&b.staging, &l, Duration::from_secs(3600), &t, piece, &claim)
+        .expect("piece");
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 200);
+    drop(claim);
+    drop(claim2);
+    assert!(b.staging.streams.is_empty());
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 0);
 }

@@ -26,7 +26,7 @@ use nix::fcntl::OFlag;
 
 use super::error::StagingError;
 use super::inspect::hash_reader;
-use super::locks::Staging;
+use super::locks::{Claim, Staging};
 use super::quota::{self, Growth};
 use super::target::Target;
 pub use super::temp::{TEMP_SUFFIX, final_name_of, temp_name};
@@ -106,11 +106,13 @@ pub struct Written {
     pub sha256: Option<String>,
     /// Path of the temporary file while incomplete.
     pub temp_path: String,
-    /// Stale temporary files removed in passing (absolute paths).
+    /// Stale temporary files removed in passing, and what occupied this upload's
+    /// temporary name when it started and was removed (absolute paths).
     pub expired: Vec<String>,
 }
 
-/// Writes one chunk of an upload (see the module documentation).
+/// Writes one chunk of an upload (see the module documentation). Refused while a streamed
+/// upload (`PUT /upload`) of the same file is being received.
 pub fn write(
     staging: &Staging,
     limits: &StagingLimits,
@@ -118,9 +120,118 @@ pub fn write(
     t: &Target,
     chunk: Chunk,
 ) -> Result<Written, StagingError> {
-    let names = check_form(limits, t, &chunk)?;
-    let start = chunk.offset == 0;
+    let key = t.root.join(t.rel.to_path());
+    if let Some(by) = staging.streams.holder(&key) {
+        return Err(StagingError::UploadReceiving {
+            path: t.display(),
+            by: format!(" (client {by:?})"),
+        });
+    }
+    write_as(staging, limits, stale_after, t, chunk, None)
+}
+
+/// Writes one piece of a streamed upload that `claim` admitted (see [`admit`]): as
+/// [`write`], without the per-call chunk limit (the stream's pieces are the server's own),
+/// and the bytes written are taken off what the stream was promised.
+pub fn write_piece(
+    staging: &Staging,
+    limits: &StagingLimits,
+    stale_after: Duration,
+    t: &Target,
+    chunk: Chunk,
+    claim: &Claim,
+) -> Result<Written, StagingError> {
+    write_as(staging, limits, stale_after, t, chunk, Some(claim))
+}
+
+/// What a streamed upload's request says before its body is read.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Where the body goes (0 starts an upload).
+    pub offset: u64,
+    /// With offset 0: discard an unfinished upload first.
+    pub restart: bool,
+    /// The body's length, when the request declares it (`Content-Length`).
+    pub length: Option<u64>,
+}
+
+/// Admits a streamed upload from its request line and headers, before any of its body is
+/// read: the path's form and depth, the file size the body would reach, the state of the
+/// upload it starts or continues, the directories it would create and both quotas with the
+/// declared length (what other streams into the root were promised counted as used). On
+/// success the claim is promised the declared length, so that streams admitted together
+/// fit together. Each piece is still checked as it is written ([`write_piece`]), which is
+/// what bounds a body of undeclared length. Returns what occupied the upload's temporary
+/// name and was removed (see [`write`]; absolute paths, for the audit).
+pub fn admit(
+    staging: &Staging,
+    limits: &StagingLimits,
+    t: &Target,
+    plan: Plan,
+    claim: &Claim,
+) -> Result<Vec<String>, StagingError> {
+    let length = plan.length.unwrap_or(0);
+    let names = check_form(limits, t, plan.offset, length, plan.restart, None)?;
+    let start = plan.offset == 0;
+    let key = t.root.join(t.rel.to_path());
+    staging.files.with(&key, || {
+        let root = t.open_root()?;
+        let dir = match root.open_dir(&names.parent) {
+            Ok(dir) => Some(dir),
+            Err(Denied::NotFound(_)) if start => None,
+            Err(d) => return Err(t.denied(d)),
+        };
+        let mut cleared = vec![];
+        let (dir, existing) = match dir {
+            Some(dir) => {
+                let dir = if start {
+                    clear_temp(dir, t, &names, &mut cleared)?
+                } else {
+                    dir
+                };
+                let existing = existing_upload(t, &dir, &names, plan.offset, plan.restart)?;
+                (Some(dir), existing)
+            }
+            None => (None, None),
+        };
+        staging.roots.with(&t.root, || {
+            let missing = match &dir {
+                Some(_) => 0,
+                None => root.missing_dirs(&names.parent).map_err(|d| t.denied(d))?,
+            };
+            too_many_dirs(t, limits, missing)?;
+            quota::check(
+                &root,
+                &t.root,
+                limits,
+                Growth {
+                    bytes: length,
+                    freed: if start { existing.unwrap_or(0) } else { 0 },
+                    entries: missing as u64 + u64::from(start && existing.is_none()),
+                    reserved: staging.streams.reserved_in(&t.root, Some(claim.key())),
+                },
+            )?;
+            claim.set_reserved(length);
+            Ok(cleared)
+        })
+    })
+}
+
+fn write_as(
+    staging: &Staging,
+    limits: &StagingLimits,
+    stale_after: Duration,
+    t: &Target,
+    chunk: Chunk,
+    claim: Option<&Claim>,
+) -> Result<Written, StagingError> {
     let len = chunk.data.len() as u64;
+    let chunk_max = match claim {
+        Some(_) => None,
+        None => Some(limits.max_chunk_bytes),
+    };
+    let names = check_form(limits, t, chunk.offset, len, chunk.truncate, chunk_max)?;
+    let start = chunk.offset == 0;
     let key = t.root.join(t.rel.to_path());
     staging.files.with(&key, || {
         let root = t.open_root()?;
@@ -132,19 +243,27 @@ pub fn write(
             Err(Denied::NotFound(_)) if start => None,
             Err(d) => return Err(t.denied(d)),
         };
-        let (expired, existing) = match &dir {
+        let mut expired = vec![];
+        let (dir, existing) = match dir {
             Some(dir) => {
-                let expired = if start {
-                    sweep(dir, &names.parent_path, stale_after, &names.temp)
+                let dir = if start {
+                    expired = sweep(&dir, &names.parent_path, stale_after, &names.temp);
+                    clear_temp(dir, t, &names, &mut expired)?
                 } else {
-                    vec![]
+                    dir
                 };
-                (expired, existing_upload(t, dir, &names, &chunk)?)
+                let existing = existing_upload(t, &dir, &names, chunk.offset, chunk.truncate)?;
+                (Some(dir), existing)
             }
-            None => (vec![], None),
+            None => (None, None),
         };
         let (dir, file) = staging.roots.with(&t.root, || {
-            store(&root, dir, t, &names, limits, &chunk, existing)
+            let reserved = staging.streams.reserved_in(&t.root, claim.map(Claim::key));
+            let stored = store(&root, dir, t, &names, limits, &chunk, existing, reserved)?;
+            if let Some(claim) = claim {
+                claim.wrote(len);
+            }
+            Ok::<_, StagingError>(stored)
         })?;
         let mut written = Written {
             bytes: len,
@@ -162,6 +281,55 @@ pub fn write(
     })
 }
 
+/// Clears the temporary name of an upload that starts: what is there and is not a regular
+/// file was not left by gatecmd's uploads (no staging call can make it: the name is
+/// reserved). An empty directory is removed, and so is a symlink, FIFO, socket or device
+/// node (only the name: nothing it points to is touched); their paths join `removed`. A
+/// directory with content is refused: its content may be someone's, and only the operator
+/// removes it.
+fn clear_temp(
+    dir: Dir,
+    t: &Target,
+    names: &Names<'_>,
+    removed: &mut Vec<String>,
+) -> Result<Dir, StagingError> {
+    let st = match dir.stat(&names.temp) {
+        Ok(Some(st)) => st,
+        Ok(None) => return Ok(dir),
+        Err(e) => return Err(StagingError::io("inspecting", &names.temp_display, e)),
+    };
+    match kind_of(&st) {
+        Kind::File => Ok(dir),
+        Kind::Dir => {
+            let fd = dir.into_fd();
+            let r = nix::unistd::unlinkat(
+                Some(fd.as_raw_fd()),
+                names.temp.as_os_str(),
+                nix::unistd::UnlinkatFlags::RemoveDir,
+            );
+            let dir = Dir::from_fd(fd);
+            match r {
+                Ok(()) => {
+                    removed.push(names.temp_display.clone());
+                    Ok(dir)
+                }
+                Err(Errno::ENOTEMPTY | Errno::EEXIST) => Err(StagingError::TempNameTaken {
+                    path: t.display(),
+                    temp: names.temp_display.clone(),
+                    kind: "directory",
+                }),
+                Err(e) => Err(StagingError::io("removing", &names.temp_display, e)),
+            }
+        }
+        _ => {
+            dir.unlink(&names.temp)
+                .map_err(|e| StagingError::io("removing", &names.temp_display, e))?;
+            removed.push(names.temp_display.clone());
+            Ok(dir)
+        }
+    }
+}
+
 /// Where an upload goes: the final name and its hidden temporary name.
 struct Names<'a> {
     /// The directory of the file, below the root.
@@ -173,22 +341,23 @@ struct Names<'a> {
     temp_display: String,
 }
 
-/// Checks that need no file system: offsets, sizes, depth and names.
+/// Checks that need no file system: offsets, sizes, depth and names. `len` bytes at
+/// `offset`; `chunk_max`: the per-call chunk limit, when there is one.
 fn check_form<'a>(
     limits: &StagingLimits,
     t: &'a Target,
-    chunk: &Chunk,
+    offset: u64,
+    len: u64,
+    truncate: bool,
+    chunk_max: Option<u64>,
 ) -> Result<Names<'a>, StagingError> {
-    let offset = chunk.offset;
-    if chunk.truncate && offset != 0 {
+    if truncate && offset != 0 {
         return Err(StagingError::TruncateNeedsZeroOffset(offset));
     }
-    let len = chunk.data.len() as u64;
-    if len > limits.max_chunk_bytes {
-        return Err(StagingError::ChunkTooLarge {
-            bytes: len,
-            max: limits.max_chunk_bytes,
-        });
+    if let Some(max) = chunk_max
+        && len > max
+    {
+        return Err(StagingError::ChunkTooLarge { bytes: len, max });
     }
     let end = offset.saturating_add(len);
     if end > limits.max_file_bytes {
@@ -242,7 +411,8 @@ fn existing_upload(
     t: &Target,
     dir: &Dir,
     names: &Names<'_>,
-    chunk: &Chunk,
+    offset: u64,
+    truncate: bool,
 ) -> Result<Option<u64>, StagingError> {
     if let Ok(Some(st)) = dir.stat(names.name)
         && kind_of(&st) == Kind::Dir
@@ -264,8 +434,8 @@ fn existing_upload(
         });
     }
     let have = existing.as_ref().map(|st| st.st_size as u64);
-    match (chunk.offset, have) {
-        (0, Some(have)) if have > 0 && !chunk.truncate => Err(StagingError::UploadInProgress {
+    match (offset, have) {
+        (0, Some(have)) if have > 0 && !truncate => Err(StagingError::UploadInProgress {
             path: t.display(),
             have,
         }),
@@ -282,7 +452,8 @@ fn existing_upload(
 
 /// The directory bound, the quota check and the write, as one step under the root's lock:
 /// the missing directories and the temporary file are created only once the bound and
-/// both quotas allow them.
+/// both quotas allow them. `reserved`: bytes promised to other streams into the root.
+#[allow(clippy::too_many_arguments)] // one caller (`write_as`): its context, unpacked
 fn store(
     root: &Dir,
     dir: Option<Dir>,
@@ -291,6 +462,7 @@ fn store(
     limits: &StagingLimits,
     chunk: &Chunk,
     existing: Option<u64>,
+    reserved: u64,
 ) -> Result<(Dir, File), StagingError> {
     let start = chunk.offset == 0;
     let missing = match &dir {
@@ -307,6 +479,7 @@ fn store(
             bytes: chunk.data.len() as u64,
             freed: if start { existing.unwrap_or(0) } else { 0 },
             entries: missing as u64 + u64::from(new_file),
+            reserved,
         },
     )?;
     let dir = match dir {

@@ -70,7 +70,8 @@ impl Validator {
             };
             let prefix = format!("clients[{i}].staging");
             // The section's declared bounds hold for a client's overrides too.
-            // `stale_upload_secs` is not per client: a valid stand-in, so that its refusal
+            // `stale_upload_secs`, `max_uploads_per_client` and `upload_stall_secs` are not
+            // per client: valid stand-ins, so that their refusal
             // (reported for the section) is not repeated for every client.
             let overridden = RawStaging {
                 max_file_bytes: limits.max_file_bytes,
@@ -80,6 +81,8 @@ impl Validator {
                 max_depth: limits.max_depth,
                 max_new_dirs_per_call: limits.max_new_dirs_per_call,
                 stale_upload_secs: raw.stale_upload_secs.max(1),
+                max_uploads_per_client: raw.max_uploads_per_client.max(1),
+                upload_stall_secs: raw.upload_stall_secs.max(1),
             };
             self.declared(&overridden, &prefix);
             self.chunk_fits(&limits, &prefix, file_roots, max_body);
@@ -94,6 +97,8 @@ impl Validator {
         StagingConfig {
             defaults,
             stale_upload_secs: raw.stale_upload_secs,
+            max_uploads_per_client: raw.max_uploads_per_client,
+            upload_stall_secs: raw.upload_stall_secs,
             clients: out,
         }
     }
