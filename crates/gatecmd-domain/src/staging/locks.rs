@@ -153,6 +153,12 @@ impl Claim {
         }
     }
 
+    /// Bytes still promised to this stream.
+    pub(super) fn promised(&self) -> u64 {
+        let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        t.get(&self.key).map_or(0, |s| s.reserved)
+    }
+
     /// Takes `bytes` written off what is promised.
     pub(super) fn wrote(&self, bytes: u64) {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());

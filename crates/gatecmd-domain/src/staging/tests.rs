@@ -747,6 +747,22 @@ fn streams_are_admitted_on_their_declared_length() {
     upload::write_piece(&b.staging, &l, Duration::from_secs(3600), &t, piece, &claim)
         .expect("piece");
     assert_eq!(b.staging.streams.reserved_in(&b.root, None), 200);
+    // A piece beyond the promise is counted again: 400 stored + 700 > 1000.
+    let piece = |offset, len| Chunk {
+        offset,
+        data: vec![0; len],
+        truncate: false,
+        finish: None,
+    };
+    let stale = Duration::from_secs(3600);
+    let e = upload::write_piece(&b.staging, &l, stale, &t, piece(400, 700), &claim)
+        .expect_err("beyond the promise");
+    assert!(
+        matches!(e, StagingError::QuotaExceeded { would: 1100, .. }),
+        "{e}"
+    );
+    upload::write_piece(&b.staging, &l, stale, &t, piece(400, 200), &claim).expect("promised");
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 0);
     drop(claim);
     drop(claim2);
     assert!(b.staging.streams.is_empty());

@@ -258,7 +258,12 @@ fn write_as(
             None => (None, None),
         };
         let (dir, file) = staging.roots.with(&t.root, || {
-            let reserved = staging.streams.reserved_in(&t.root, claim.map(Claim::key));
+            // A stream's later piece within what it was promised at admission needs no count
+            // of the root: every other write counted the promise as used since. (The count
+            // walks the whole root: once per piece of 1 MiB would cost a large root dearly.)
+            let covered = claim.is_some_and(|c| !start && c.promised() >= len);
+            let reserved =
+                (!covered).then(|| staging.streams.reserved_in(&t.root, claim.map(Claim::key)));
             let stored = store(&root, dir, t, &names, limits, &chunk, existing, reserved)?;
             if let Some(claim) = claim {
                 claim.wrote(len);
@@ -452,7 +457,9 @@ fn existing_upload(
 
 /// The directory bound, the quota check and the write, as one step under the root's lock:
 /// the missing directories and the temporary file are created only once the bound and
-/// both quotas allow them. `reserved`: bytes promised to other streams into the root.
+/// both quotas allow them. `reserved`: bytes promised to other streams into the root, or
+/// `None` when the chunk is a stream's piece within its own promise (no new entry, its
+/// bytes already counted by every other write): then the root is not counted again.
 #[allow(clippy::too_many_arguments)] // one caller (`write_as`): its context, unpacked
 fn store(
     root: &Dir,
@@ -462,7 +469,7 @@ fn store(
     limits: &StagingLimits,
     chunk: &Chunk,
     existing: Option<u64>,
-    reserved: u64,
+    reserved: Option<u64>,
 ) -> Result<(Dir, File), StagingError> {
     let start = chunk.offset == 0;
     let missing = match &dir {
@@ -471,17 +478,19 @@ fn store(
     };
     too_many_dirs(t, limits, missing)?;
     let new_file = start && existing.is_none();
-    quota::check(
-        root,
-        &t.root,
-        limits,
-        Growth {
-            bytes: chunk.data.len() as u64,
-            freed: if start { existing.unwrap_or(0) } else { 0 },
-            entries: missing as u64 + u64::from(new_file),
-            reserved,
-        },
-    )?;
+    if let Some(reserved) = reserved {
+        quota::check(
+            root,
+            &t.root,
+            limits,
+            Growth {
+                bytes: chunk.data.len() as u64,
+                freed: if start { existing.unwrap_or(0) } else { 0 },
+                entries: missing as u64 + u64::from(new_file),
+                reserved,
+            },
+        )?;
+    }
     let dir = match dir {
         Some(dir) => dir,
         None => {
