@@ -121,10 +121,10 @@ pub fn write(
     chunk: Chunk,
 ) -> Result<Written, StagingError> {
     let key = t.root.join(t.rel.to_path());
-    if let Some(by) = staging.streams.holder(&key) {
+    if staging.streams.holder(&key).is_some() {
         return Err(StagingError::UploadReceiving {
             path: t.display(),
-            by: format!(" (client {by:?})"),
+            by: String::new(),
         });
     }
     write_as(staging, limits, stale_after, t, chunk, None)
