@@ -5,7 +5,7 @@
 //! writes on the caller's thread, so a slow decoder and the board work side by side.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, channel, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel, sync_channel};
 use std::thread;
 use std::time::Instant;
 
@@ -135,8 +135,11 @@ pub fn flash(
     // found out while the board is still untouched.
     journal.flush()?;
 
-    let segments = image.segments()?;
-    let (write, written) = write_phase(target, segments, opts, mapped, &mut journal, ctl)?;
+    // Raised when the write phase ends whichever way: the decoding thread stops then even
+    // in a long walk between two runs, so the phase never waits for it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let segments = image.segments(&stop)?;
+    let (write, written) = write_phase(target, segments, opts, mapped, &mut journal, ctl, &stop)?;
     journal.set_state(State::Written);
     journal.flush()?;
 
@@ -186,6 +189,7 @@ fn write_phase(
     mapped: u64,
     journal: &mut Journal,
     ctl: &mut Control,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<(WriteReport, Vec<Written>), FlashError> {
     let bs = target.block_size() as u64;
     let chunk_size = opts.chunk_size;
@@ -212,10 +216,38 @@ fn write_phase(
             }
         });
         let r = consume(target, rx, back_tx, opts, mapped, journal, ctl);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
         // Whatever happened, the journal on disk says what the board holds.
         let _ = journal.flush();
         r
     })
+}
+
+/// The write phase's stop by the cancel flag, before the chunk at image offset `at` (or,
+/// while the next chunk was being decoded, after the last one received).
+fn cancelled_write(
+    done: u64,
+    r: &WriteReport,
+    mapped: u64,
+    at: u64,
+    journal: &Journal,
+) -> FlashError {
+    FlashError::Cancelled {
+        phase: Phase::Write,
+        done: human(done),
+        bytes_written: r.bytes_written,
+        total: human(mapped),
+        at,
+        after: if r.bytes_written == 0 {
+            "nothing was written".into()
+        } else {
+            format!(
+                "{} were written; the journal {} lists them: flash the same image again to resume",
+                human(r.bytes_written),
+                journal.path().display()
+            )
+        },
+    }
 }
 
 fn consume(
@@ -237,11 +269,27 @@ fn consume(
     // Allocated at the first journalled chunk: most flashes never read back.
     let mut scratch: Vec<u8> = Vec::new();
     let mut done = 0u64;
+    let mut after_last = 0u64;
     ctl.report(Phase::Write, 0, mapped);
     // `rx` is dropped on every return, which stops the decoding thread at its next send.
     loop {
+        // Before waiting for the next chunk, and in slices while waiting: a cancel is seen
+        // while the decoder walks a long gap (its own flag then stops the walk).
+        if ctl.cancelled() {
+            return Err(cancelled_write(done, &r, mapped, after_last, journal));
+        }
         let tw = Instant::now();
-        let Ok(fed) = rx.recv() else {
+        let fed = loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(fed) => break Some(fed),
+                Err(RecvTimeoutError::Timeout) if ctl.cancelled() => {
+                    return Err(cancelled_write(done, &r, mapped, after_last, journal));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        let Some(fed) = fed else {
             break;
         };
         r.wait_secs += tw.elapsed().as_secs_f64();
@@ -257,23 +305,9 @@ fn consume(
                 });
             }
         };
+        after_last = chunk.offset + chunk.len as u64;
         if ctl.cancelled() {
-            return Err(FlashError::Cancelled {
-                phase: Phase::Write,
-                done: human(done),
-                bytes_written: r.bytes_written,
-                total: human(mapped),
-                at: chunk.offset,
-                after: if r.bytes_written == 0 {
-                    "nothing was written".into()
-                } else {
-                    format!(
-                        "{} were written; the journal {} lists them: flash the same image again to resume",
-                        human(r.bytes_written),
-                        journal.path().display()
-                    )
-                },
-            });
+            return Err(cancelled_write(done, &r, mapped, chunk.offset, journal));
         }
         let len = chunk.len as u64;
         let lba = opts.start_lba + chunk.offset / bs;

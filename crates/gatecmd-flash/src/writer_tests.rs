@@ -599,7 +599,8 @@ fn a_sparse_fill_claiming_two_to_the_64_bytes_is_never_expanded() {
     let e = flash_quiet(&mut b.target(), &mut image, &b.opts(4096)).expect_err("too large");
     assert!(matches!(e, FlashError::ImageOverLimit { .. }), "{e}");
     assert!(
-        e.to_string().contains("its sparse header declares 18446741.9 TB"),
+        e.to_string()
+            .contains("its sparse header declares 18446741.9 TB"),
         "{e}"
     );
     assert!(b.untouched());
@@ -677,4 +678,49 @@ fn a_raised_flag_stops_the_sparse_walk_at_open() {
         .err()
         .expect("cancelled");
     assert!(matches!(e, FlashError::Cancelled { .. }), "{e}");
+}
+
+/// Issue 37: a cancel while the decoding thread walks a long run of chunks without data
+/// (here two million empty DONT_CARE chunks between two RAW ones) stops the write there:
+/// the writer waits for the next chunk in slices and looks at its flag, and its stop
+/// raises the stream's own, so the walk ends too. Before, the writer saw the flag only
+/// once the walk had produced the next chunk (at image offset 11 × 4096).
+#[test]
+fn cancel_while_the_decoder_walks_a_long_gap_stops_there() {
+    let mut chunks = vec![TestChunk::Raw(pattern(4096, 1))];
+    chunks.extend((0..2_000_000).map(|_| TestChunk::DontCare(0)));
+    chunks.push(TestChunk::DontCare(10));
+    chunks.push(TestChunk::Raw(pattern(4096, 2)));
+    let (img, _) = build_sparse(4096, &chunks);
+    let b = Bench::new(1 << 20);
+    let cancel = AtomicBool::new(false);
+    let mut progress = |p: Progress| {
+        if p.phase == Phase::Write && p.done > 0 {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    };
+    let mut image = Image::open(b.file("gap.simg", &img), None).expect("open");
+    let e = flash(
+        &mut b.target(),
+        &mut image,
+        &b.opts(4096),
+        &mut Control::new(&mut progress, &cancel),
+    )
+    .expect_err("cancelled");
+    match &e {
+        FlashError::Cancelled {
+            phase,
+            at,
+            bytes_written,
+            ..
+        } => {
+            assert_eq!(*phase, Phase::Write);
+            assert_eq!(*bytes_written, 4096, "{e}");
+            assert_eq!(
+                *at, 4096,
+                "stopped in the gap, not at the next RAW chunk: {e}"
+            );
+        }
+        other => panic!("{other}"),
+    }
 }

@@ -489,6 +489,14 @@ pub(crate) fn stream_fault(e: StreamError, written: u64) -> FlashError {
             source,
             written: note,
         },
+        StreamError::Stopped => FlashError::Cancelled {
+            phase: Phase::Write,
+            done: human(written),
+            bytes_written: written,
+            total: "the image".into(),
+            at: 0,
+            after: note,
+        },
         StreamError::Short { at, expected } => FlashError::ImageChanged {
             at,
             expected,

@@ -271,16 +271,27 @@ impl Image {
         }
     }
 
-    /// A fresh stream of the image's runs, from its start.
-    pub(crate) fn segments(&self) -> Result<Box<dyn Segments>, FlashError> {
+    /// A fresh stream of the image's runs, from its start. Its long walks between two runs
+    /// (a compressed bmap image's gaps, sparse chunks without data) stop once `stop` is
+    /// raised (the writer raises it when it stops).
+    pub(crate) fn segments(
+        &self,
+        stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<Box<dyn Segments>, FlashError> {
         let c = self.info.compression;
         let s: Box<dyn Segments> = match (self.info.layout, &self.bmap) {
-            (Layout::AndroidSparse, _) => {
-                Box::new(SparseSegments::new(self.file.clone(), c).map_err(|e| stream_fault(e, 0))?)
-            }
-            (Layout::Raw, Some(b)) => Box::new(
-                BmapSegments::new(self.file.clone(), c, b.byte_ranges().collect())
+            (Layout::AndroidSparse, _) => Box::new(
+                SparseSegments::new(self.file.clone(), c, stop.clone())
                     .map_err(|e| stream_fault(e, 0))?,
+            ),
+            (Layout::Raw, Some(b)) => Box::new(
+                BmapSegments::new(
+                    self.file.clone(),
+                    c,
+                    b.byte_ranges().collect(),
+                    stop.clone(),
+                )
+                .map_err(|e| stream_fault(e, 0))?,
             ),
             (Layout::Raw, None) => {
                 let size = self.info.logical_size.unwrap_or(0);

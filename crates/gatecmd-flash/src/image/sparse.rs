@@ -9,6 +9,8 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
@@ -291,6 +293,8 @@ pub struct SparseReader<R: Read> {
     /// What the chunks held so far.
     pub counts: SparseCounts,
     done: bool,
+    /// Looked at between chunk headers by `next_offset` (a writer's stop).
+    stop: Option<Arc<AtomicBool>>,
 }
 
 const ZERO_UNIT: usize = 1 << 20;
@@ -321,7 +325,14 @@ impl<R: Read> SparseReader<R> {
             zeros: Vec::new(),
             counts: SparseCounts::default(),
             done: false,
+            stop: None,
         })
+    }
+
+    /// `next_offset` stops with [`SparseFault::Cancelled`] once `stop` is raised, looked
+    /// at between chunk headers (a run of chunks without data may be millions long).
+    pub fn stop_on(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = Some(stop);
     }
 
     /// The file header.
@@ -340,6 +351,13 @@ impl<R: Read> SparseReader<R> {
             }
             if self.done {
                 return Ok(None);
+            }
+            if self
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                return Err(SparseFault::Cancelled);
             }
             self.next_chunk()?;
         }

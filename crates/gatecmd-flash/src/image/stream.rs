@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::decompress::{Decoded, FileAt, discard, read_full};
 use super::magic::Compression;
@@ -33,7 +34,13 @@ pub enum StreamError {
         /// Where it should have.
         expected: u64,
     },
+    /// The writer stopped (cancel, or an error of its own) while the stream was between
+    /// two runs (a long gap of a compressed bmap image, sparse chunks without data).
+    Stopped,
 }
+
+/// Bytes of a gap dropped between two looks at the stop flag.
+const GAP_PIECE: u64 = 1 << 20;
 
 /// Runs of image bytes, in increasing offset order.
 pub trait Segments: Send {
@@ -108,6 +115,8 @@ pub struct BmapSegments {
     next: usize,
     /// Position in the image of the next byte `read` returns.
     pos: u64,
+    /// Raised when the writer stopped: a gap being dropped stops at the next MiB.
+    stop: Arc<AtomicBool>,
 }
 
 enum BmapSource {
@@ -123,6 +132,7 @@ impl BmapSegments {
         file: Arc<File>,
         compression: Compression,
         ranges: Vec<(u64, u64)>,
+        stop: Arc<AtomicBool>,
     ) -> Result<BmapSegments, StreamError> {
         let source = if compression == Compression::None {
             BmapSource::File(file, None)
@@ -135,6 +145,7 @@ impl BmapSegments {
             ranges,
             next: 0,
             pos: 0,
+            stop,
         })
     }
 }
@@ -150,13 +161,21 @@ impl Segments for BmapSegments {
                 match &mut self.source {
                     BmapSource::File(f, at) => *at = Some(FileAt::new(f.clone(), start)),
                     BmapSource::Stream(d, c, scratch) => {
-                        let gap = start - self.pos;
-                        let got = discard(d, gap, scratch).map_err(|e| decode_err(*c, d.out, e))?;
-                        if got < gap {
-                            return Err(StreamError::Short {
-                                at: self.pos + got,
-                                expected: start,
-                            });
+                        // A gap may be most of the image: dropped a piece at a time.
+                        while self.pos < start {
+                            if self.stop.load(Ordering::Relaxed) {
+                                return Err(StreamError::Stopped);
+                            }
+                            let gap = (start - self.pos).min(GAP_PIECE);
+                            let got =
+                                discard(d, gap, scratch).map_err(|e| decode_err(*c, d.out, e))?;
+                            if got < gap {
+                                return Err(StreamError::Short {
+                                    at: self.pos + got,
+                                    expected: start,
+                                });
+                            }
+                            self.pos += gap;
                         }
                     }
                 }
@@ -199,10 +218,15 @@ pub struct SparseSegments {
 }
 
 impl SparseSegments {
-    /// The chunks of `file`.
-    pub fn new(file: Arc<File>, compression: Compression) -> Result<SparseSegments, StreamError> {
+    /// The chunks of `file`; a run of chunks without data stops once `stop` is raised.
+    pub fn new(
+        file: Arc<File>,
+        compression: Compression,
+        stop: Arc<AtomicBool>,
+    ) -> Result<SparseSegments, StreamError> {
         let d = Decoded::open(file, compression).map_err(|e| decode_err(compression, 0, e))?;
-        let reader = SparseReader::new(d).map_err(|e| sparse_err(compression, e))?;
+        let mut reader = SparseReader::new(d).map_err(|e| sparse_err(compression, e))?;
+        reader.stop_on(stop);
         Ok(SparseSegments {
             reader,
             compression,
@@ -219,6 +243,7 @@ pub(crate) fn sparse_err(compression: Compression, e: SparseFault) -> StreamErro
             at: 0,
             reason: io.to_string(),
         },
+        SparseFault::Cancelled => StreamError::Stopped,
         other => StreamError::Sparse(other),
     }
 }
