@@ -225,40 +225,17 @@ impl Bmap {
         // The root first: a file that is not a bmap is refused before the rest is read.
         let (version, named, empty) = loop {
             let at = reader.buffer_position() as usize;
-            match reader.read_event().map_err(|e| not_xml(&reader, e))? {
-                Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
-                Event::Text(t) if t.trim().is_empty() => {}
+            let (e, empty) = match reader.read_event().map_err(|e| not_xml(&reader, e))? {
+                Event::Decl(_) | Event::Comment(_) | Event::PI(_) => continue,
+                Event::Text(t) if t.trim().is_empty() => continue,
                 Event::DocType(_) => {
                     return Err(invalid(format!(
                         "a DOCTYPE at line {} (bmaptool writes none)",
                         line_at(text, at)
                     )));
                 }
-                ev @ (Event::Start(_) | Event::Empty(_)) => {
-                    let empty = matches!(ev, Event::Empty(_));
-                    let (Event::Start(e) | Event::Empty(e)) = ev else {
-                        unreachable!("matched above")
-                    };
-                    let name = e.name().0;
-                    if name != "bmap" {
-                        return Err(invalid(format!(
-                            "the root element is <{}>, expected <bmap>",
-                            clip(name)
-                        )));
-                    }
-                    let version = attribute(&e, "version", at, text)?
-                        .ok_or_else(|| invalid("<bmap> has no version attribute"))?
-                        .trim()
-                        .to_string();
-                    let (major, minor) = parse_version(&version)?;
-                    if major > 2 {
-                        return Err(invalid(format!(
-                            "format version {version} is newer than this engine reads (1.0-1.4, 2.x)"
-                        )));
-                    }
-                    // BmapCopy.py: 1.4 and 2.x name their checksum type; 1.0-1.3 are SHA-1.
-                    break (version, major >= 2 || (major == 1 && minor >= 4), empty);
-                }
+                Event::Start(e) => (e, false),
+                Event::Empty(e) => (e, true),
                 Event::Eof => return Err(invalid("not XML: no root element")),
                 _ => {
                     return Err(invalid(format!(
@@ -266,7 +243,26 @@ impl Bmap {
                         line_at(text, at)
                     )));
                 }
+            };
+            let name = e.name().0;
+            if name != "bmap" {
+                return Err(invalid(format!(
+                    "the root element is <{}>, expected <bmap>",
+                    clip(name)
+                )));
             }
+            let version = attribute(&e, "version", at, text)?
+                .ok_or_else(|| invalid("<bmap> has no version attribute"))?
+                .trim()
+                .to_string();
+            let (major, minor) = parse_version(&version)?;
+            if major > 2 {
+                return Err(invalid(format!(
+                    "format version {version} is newer than this engine reads (1.0-1.4, 2.x)"
+                )));
+            }
+            // BmapCopy.py: 1.4 and 2.x name their checksum type; 1.0-1.3 are SHA-1.
+            break (version, major >= 2 || (major == 1 && minor >= 4), empty);
         };
         if empty {
             return Err(invalid("no <ImageSize> element"));
