@@ -1,6 +1,7 @@
 //! What the caller sees while a flash runs: the phase and bytes done out of a total (the
 //! caller computes rate and ETA), and the cancel flag it may raise at any time.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
@@ -44,6 +45,9 @@ pub struct Progress {
 pub struct Control<'a> {
     progress: Option<&'a mut dyn FnMut(Progress)>,
     cancel: Option<&'a AtomicBool>,
+    /// The same flag, shareable: given to the decoders, which then stop inside a read that
+    /// consumes input without producing output (a stream of empty gzip members).
+    shared: Option<Arc<AtomicBool>>,
 }
 
 impl<'a> Control<'a> {
@@ -52,6 +56,7 @@ impl<'a> Control<'a> {
         Control {
             progress: None,
             cancel: None,
+            shared: None,
         }
     }
 
@@ -60,7 +65,26 @@ impl<'a> Control<'a> {
         Control {
             progress: Some(progress),
             cancel: Some(cancel),
+            shared: None,
         }
+    }
+
+    /// As [`new`](Self::new) with a shared flag: the decoders also read it between input
+    /// buffers (256 KiB of the file), so a stop ends even a read that produces nothing.
+    pub fn with_flag(
+        progress: &'a mut dyn FnMut(Progress),
+        cancel: Arc<AtomicBool>,
+    ) -> Control<'a> {
+        Control {
+            progress: Some(progress),
+            cancel: None,
+            shared: Some(cancel),
+        }
+    }
+
+    /// The shared flag, if the control has one.
+    pub(crate) fn shared_flag(&self) -> Option<Arc<AtomicBool>> {
+        self.shared.clone()
     }
 
     pub(crate) fn report(&mut self, phase: Phase, done: u64, total: u64) {
@@ -71,5 +95,9 @@ impl<'a> Control<'a> {
 
     pub(crate) fn cancelled(&self) -> bool {
         self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+            || self
+                .shared
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
     }
 }

@@ -724,3 +724,35 @@ fn cancel_while_the_decoder_walks_a_long_gap_stops_there() {
         other => panic!("{other}"),
     }
 }
+
+/// Issue 37: a compressed stream that consumes input without producing output (here a
+/// hundred megabytes of empty gzip members) is stopped inside the decoder's read, between
+/// two input buffers, once a shared flag is raised: the check does not run to the file's
+/// end before it looks at the flag. Before, it read the whole file (and passed: an empty
+/// image) whatever the flag said.
+#[test]
+fn a_shared_flag_stops_a_decoder_that_produces_nothing() {
+    let member = gzip(b"");
+    let mut body = Vec::with_capacity(member.len() * 5_000_000);
+    for _ in 0..5_000_000 {
+        body.extend_from_slice(&member);
+    }
+    let b = Bench::new(1 << 20);
+    let mut image = Image::open(b.file("empty.img.gz", &body), None).expect("open");
+    drop(body);
+    let flag = std::sync::Arc::new(AtomicBool::new(false));
+    let raiser = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            flag.store(true, Ordering::Relaxed);
+        })
+    };
+    let mut sink = |_p: Progress| {};
+    let mut ctl = Control::with_flag(&mut sink, flag);
+    let e = image
+        .check(&mut ctl, &SizeLimit::new(1 << 30, "test"))
+        .expect_err("stopped");
+    raiser.join().expect("raiser");
+    assert!(matches!(e, FlashError::Cancelled { .. }), "{e}");
+}

@@ -364,7 +364,8 @@ async fn steps(
         let events = run.events.clone();
         blocking(Step::CheckImage, move || {
             let mut sink = progress_sink(events);
-            let mut ctl = Control::new(&mut sink, &flag);
+            // Shared: the decoders read it too, between 256 KiB of input.
+            let mut ctl = Control::with_flag(&mut sink, flag);
             let mut img = Image::open_with(image.file, bmap.map(|b| b.file), &ctl)?;
             let checked = img.needs_check();
             if checked {

@@ -103,11 +103,42 @@ pub(crate) fn run(
     limit: &SizeLimit,
     ctl: &mut Control,
 ) -> Result<Checked, FlashError> {
+    let consumed = Arc::new(AtomicU64::new(0));
+    let r = run_counted(
+        file,
+        compression,
+        layout,
+        bmap,
+        file_size,
+        limit,
+        ctl,
+        &consumed,
+    );
+    // A decoder stopped by the flag inside a read fails as a read: it was the stop.
+    match r {
+        Err(e) if ctl.cancelled() && !matches!(e, FlashError::Cancelled { .. }) => {
+            cancel_point(ctl, consumed.load(Ordering::Relaxed), file_size)?;
+            Err(e)
+        }
+        other => other,
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // run's arguments and its byte counter
+fn run_counted(
+    file: &Arc<File>,
+    compression: Compression,
+    layout: Layout,
+    bmap: Option<&Bmap>,
+    file_size: u64,
+    limit: &SizeLimit,
+    ctl: &mut Control,
+    consumed: &Arc<AtomicU64>,
+) -> Result<Checked, FlashError> {
     let t0 = Instant::now();
     if let Some(b) = bmap {
         limit.declared("its bmap's <ImageSize>", b.image_size)?;
     }
-    let consumed = Arc::new(AtomicU64::new(0));
     let mut buf = vec![0u8; BUF];
     let mut ranges_checked = 0;
     let (logical_size, mapped_bytes, sparse, image_bytes) = match (bmap, compression, layout) {
@@ -120,8 +151,13 @@ pub(crate) fn run(
         }
         (Some(b), _, _) => {
             // Compressed: decompress it all, hashing the ranges on the way.
-            let mut d = Decoded::counted(file.clone(), compression, Some(consumed.clone()))
-                .map_err(|e| decompress(compression, 0, e))?;
+            let mut d = Decoded::counted(
+                file.clone(),
+                compression,
+                Some(consumed.clone()),
+                ctl.shared_flag(),
+            )
+            .map_err(|e| decompress(compression, 0, e))?;
             ctl.report(Phase::Check, 0, file_size);
             for (r, (start, end)) in b.ranges.iter().zip(b.byte_ranges()) {
                 // The gap before the range, dropped a buffer at a time between looks at
@@ -163,7 +199,7 @@ pub(crate) fn run(
                 compression,
                 &mut buf,
                 ctl,
-                &consumed,
+                consumed,
                 file_size,
                 &bound,
             )
@@ -177,23 +213,33 @@ pub(crate) fn run(
             (b.image_size, b.mapped_bytes(), None, d.out)
         }
         (None, _, Layout::Raw) => {
-            let mut d = Decoded::counted(file.clone(), compression, Some(consumed.clone()))
-                .map_err(|e| decompress(compression, 0, e))?;
+            let mut d = Decoded::counted(
+                file.clone(),
+                compression,
+                Some(consumed.clone()),
+                ctl.shared_flag(),
+            )
+            .map_err(|e| decompress(compression, 0, e))?;
             ctl.report(Phase::Check, 0, file_size);
             drain(
                 &mut d,
                 compression,
                 &mut buf,
                 ctl,
-                &consumed,
+                consumed,
                 file_size,
                 limit,
             )?;
             (d.out, d.out, None, d.out)
         }
         (None, _, Layout::AndroidSparse) => {
-            let d = Decoded::counted(file.clone(), compression, Some(consumed.clone()))
-                .map_err(|e| decompress(compression, 0, e))?;
+            let d = Decoded::counted(
+                file.clone(),
+                compression,
+                Some(consumed.clone()),
+                ctl.shared_flag(),
+            )
+            .map_err(|e| decompress(compression, 0, e))?;
             ctl.report(Phase::Check, 0, file_size);
             let mut r =
                 SparseReader::new(d).map_err(|e| stream_fault(sparse_err(compression, e), 0))?;

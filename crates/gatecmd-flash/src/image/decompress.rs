@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::magic::Compression;
 
@@ -26,7 +26,13 @@ pub struct FileAt {
     pos: u64,
     /// Bytes read so far, shared with whoever reports progress.
     consumed: Option<Arc<AtomicU64>>,
+    /// Once raised, a read fails ("stopped"): a decoder that consumes input without
+    /// producing output returns to its caller within one input buffer.
+    stop: Option<Arc<AtomicBool>>,
 }
+
+/// The error of a read after the stop flag went up.
+pub const STOPPED: &str = "stopped by the caller";
 
 impl FileAt {
     /// A reader of `file` starting at `pos`.
@@ -35,12 +41,20 @@ impl FileAt {
             file,
             pos,
             consumed: None,
+            stop: None,
         }
     }
 }
 
 impl Read for FileAt {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            return Err(io::Error::other(STOPPED));
+        }
         let n = loop {
             match self.file.read_at(buf, self.pos) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -65,17 +79,20 @@ pub struct Decoded {
 impl Decoded {
     /// The file's bytes from offset 0 through the decoder of `compression`.
     pub fn open(file: Arc<File>, compression: Compression) -> io::Result<Decoded> {
-        Decoded::counted(file, compression, None)
+        Decoded::counted(file, compression, None, None)
     }
 
-    /// As [`open`](Self::open), adding the bytes of the file read to `consumed`.
+    /// As [`open`](Self::open), adding the bytes of the file read to `consumed`, and
+    /// failing a read once `stop` is raised (looked at every input buffer).
     pub fn counted(
         file: Arc<File>,
         compression: Compression,
         consumed: Option<Arc<AtomicU64>>,
+        stop: Option<Arc<AtomicBool>>,
     ) -> io::Result<Decoded> {
         let mut at = FileAt::new(file, 0);
         at.consumed = consumed;
+        at.stop = stop;
         let raw = BufReader::with_capacity(INPUT_BUFFER, at);
         let inner: Box<dyn Read + Send> = match compression {
             Compression::None => Box::new(raw),

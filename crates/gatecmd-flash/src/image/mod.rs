@@ -296,7 +296,8 @@ impl Image {
             (Layout::Raw, None) => {
                 let size = self.info.logical_size.unwrap_or(0);
                 Box::new(
-                    RawSegments::new(self.file.clone(), c, size).map_err(|e| stream_fault(e, 0))?,
+                    RawSegments::new(self.file.clone(), c, size, stop.clone())
+                        .map_err(|e| stream_fault(e, 0))?,
                 )
             }
         };

@@ -77,8 +77,10 @@ impl RawSegments {
         file: Arc<File>,
         compression: Compression,
         size: u64,
+        stop: Arc<AtomicBool>,
     ) -> Result<RawSegments, StreamError> {
-        let src = Decoded::open(file, compression).map_err(|e| decode_err(compression, 0, e))?;
+        let src = Decoded::counted(file, compression, None, Some(stop))
+            .map_err(|e| decode_err(compression, 0, e))?;
         Ok(RawSegments {
             src,
             compression,
@@ -137,7 +139,8 @@ impl BmapSegments {
         let source = if compression == Compression::None {
             BmapSource::File(file, None)
         } else {
-            let d = Decoded::open(file, compression).map_err(|e| decode_err(compression, 0, e))?;
+            let d = Decoded::counted(file, compression, None, Some(stop.clone()))
+                .map_err(|e| decode_err(compression, 0, e))?;
             BmapSource::Stream(d, compression, vec![0u8; 256 << 10])
         };
         Ok(BmapSegments {
@@ -224,7 +227,8 @@ impl SparseSegments {
         compression: Compression,
         stop: Arc<AtomicBool>,
     ) -> Result<SparseSegments, StreamError> {
-        let d = Decoded::open(file, compression).map_err(|e| decode_err(compression, 0, e))?;
+        let d = Decoded::counted(file, compression, None, Some(stop.clone()))
+            .map_err(|e| decode_err(compression, 0, e))?;
         let mut reader = SparseReader::new(d).map_err(|e| sparse_err(compression, e))?;
         reader.stop_on(stop);
         Ok(SparseSegments {
