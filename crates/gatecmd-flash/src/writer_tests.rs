@@ -725,34 +725,58 @@ fn cancel_while_the_decoder_walks_a_long_gap_stops_there() {
     }
 }
 
-/// Issue 37: a compressed stream that consumes input without producing output (here a
-/// hundred megabytes of empty gzip members) is stopped inside the decoder's read, between
-/// two input buffers, once a shared flag is raised: the check does not run to the file's
-/// end before it looks at the flag. Before, it read the whole file (and passed: an empty
-/// image) whatever the flag said.
+/// Issue 37: a compressed stream that consumes input without producing output (empty gzip
+/// members) keeps the decoder inside one read until output comes; with a raised stop flag
+/// the read fails at its first input buffer instead (the check then reports the cancel).
 #[test]
-fn a_shared_flag_stops_a_decoder_that_produces_nothing() {
+fn a_raised_stop_flag_fails_the_decoder_s_read() {
     let member = gzip(b"");
-    let mut body = Vec::with_capacity(member.len() * 5_000_000);
-    for _ in 0..5_000_000 {
-        body.extend_from_slice(&member);
-    }
+    let body: Vec<u8> = member
+        .iter()
+        .copied()
+        .cycle()
+        .take(member.len() * 1000)
+        .collect();
     let b = Bench::new(1 << 20);
-    let mut image = Image::open(b.file("empty.img.gz", &body), None).expect("open");
-    drop(body);
-    let flag = std::sync::Arc::new(AtomicBool::new(false));
-    let raiser = {
-        let flag = flag.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            flag.store(true, Ordering::Relaxed);
-        })
-    };
+    let file = std::sync::Arc::new(b.file("empty.img.gz", &body));
+    let stop = std::sync::Arc::new(AtomicBool::new(true));
+    let mut d = crate::image::decompress::Decoded::counted(
+        file.clone(),
+        Compression::Gzip,
+        None,
+        Some(stop),
+    )
+    .expect("decoder");
+    let e = crate::image::decompress::read_full(&mut d, &mut [0u8; 16]).expect_err("stopped");
+    assert_eq!(e.to_string(), crate::image::decompress::STOPPED);
+    // Without the flag the same stream reads to its (empty) end.
+    let mut d = crate::image::decompress::Decoded::counted(file, Compression::Gzip, None, None)
+        .expect("decoder");
+    assert_eq!(
+        crate::image::decompress::read_full(&mut d, &mut [0u8; 16]).expect("read"),
+        0
+    );
+}
+
+/// At open: finding a compressed image's layout decodes its first bytes, which empty gzip
+/// members may put after gigabytes of input; the shared flag stops that read.
+#[test]
+fn a_shared_flag_stops_the_layout_probe_at_open() {
+    let member = gzip(b"");
+    let mut body: Vec<u8> = member
+        .iter()
+        .copied()
+        .cycle()
+        .take(member.len() * 1000)
+        .collect();
+    body.extend(gzip(&[0u8; 4096]));
+    let b = Bench::new(1 << 20);
+    let file = b.file("late.img.gz", &body);
+    // Raised before the call: nothing in the open looks at the flag before the probe's
+    // decoder reads, so only the decoder's own look stops it.
+    let flag = std::sync::Arc::new(AtomicBool::new(true));
     let mut sink = |_p: Progress| {};
-    let mut ctl = Control::with_flag(&mut sink, flag);
-    let e = image
-        .check(&mut ctl, &SizeLimit::new(1 << 30, "test"))
-        .expect_err("stopped");
-    raiser.join().expect("raiser");
+    let ctl = Control::with_flag(&mut sink, flag);
+    let e = Image::open_with(file, None, &ctl).err().expect("stopped");
     assert!(matches!(e, FlashError::Cancelled { .. }), "{e}");
 }

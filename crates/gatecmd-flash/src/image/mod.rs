@@ -87,8 +87,19 @@ impl Image {
 
     /// As [`open`](Self::open), stopping with [`FlashError::Cancelled`] (nothing written)
     /// once `ctl`'s cancel flag is up: it is read every few thousand XML events of the
-    /// bmap and every few thousand chunk headers of an uncompressed sparse image.
+    /// bmap, every few thousand chunk headers of an uncompressed sparse image, and (a
+    /// [`Control::with_flag`]) by the decoder that finds a compressed image's layout.
     pub fn open_with(image: File, bmap: Option<File>, ctl: &Control) -> Result<Image, FlashError> {
+        // A decoder stopped by the shared flag inside a read fails as a read: it was the stop.
+        match Image::open_checked(image, bmap, ctl) {
+            Err(e) if ctl.cancelled() && !matches!(e, FlashError::Cancelled { .. }) => {
+                Err(check::cancelled_at_open())
+            }
+            r => r,
+        }
+    }
+
+    fn open_checked(image: File, bmap: Option<File>, ctl: &Control) -> Result<Image, FlashError> {
         let file_size = image
             .metadata()
             .map_err(read_err("image's metadata"))?
@@ -100,16 +111,18 @@ impl Image {
         let layout = if compression == Compression::None {
             magic::layout(&head[..n])
         } else {
-            let mut d = decompress::Decoded::open(file.clone(), compression).map_err(|e| {
-                stream_fault(
-                    stream::StreamError::Decompress {
-                        format: compression.name(),
-                        at: 0,
-                        reason: e.to_string(),
-                    },
-                    0,
-                )
-            })?;
+            let mut d =
+                decompress::Decoded::counted(file.clone(), compression, None, ctl.shared_flag())
+                    .map_err(|e| {
+                        stream_fault(
+                            stream::StreamError::Decompress {
+                                format: compression.name(),
+                                at: 0,
+                                reason: e.to_string(),
+                            },
+                            0,
+                        )
+                    })?;
             let mut inner = [0u8; 4];
             let k = decompress::read_full(&mut d, &mut inner).map_err(|e| {
                 stream_fault(
@@ -175,8 +188,13 @@ impl Image {
                 info.mapped_bytes = Some(counts.mapped_bytes);
             }
             (_, Layout::AndroidSparse) => {
-                let d = decompress::Decoded::open(file.clone(), compression)
-                    .map_err(read_err("image"))?;
+                let d = decompress::Decoded::counted(
+                    file.clone(),
+                    compression,
+                    None,
+                    ctl.shared_flag(),
+                )
+                .map_err(read_err("image"))?;
                 let r = SparseReader::new(d).map_err(|e| sparse_open_err(e, compression))?;
                 let h = *r.header();
                 info.sparse = Some(h);
