@@ -35,6 +35,18 @@ pytestmark = pytest.mark.anyio
 
 CONF = "/etc/gatecmd/allowed_commands.yaml"
 IMAGES = "/var/lib/gatecmd/images"
+FLASH_CONFIG = f"""  enabled: true
+  loaders: [{IMAGES}]
+  device_wait_secs: 8
+"""
+IMAGE = vbench.bootable_image(256 * 1024, b"service lane")
+APPROVALS = """
+approvals:
+  - tool: power_board
+    action: "off"
+    board: vb2
+    approve: {by: [vm-b]}
+"""
 VBOARD_UNIT = """[Unit]
 Description=gatecmd-vboard: two virtual RK3588 boards (the lane's bench)
 Before=gatecmd.service
@@ -99,8 +111,16 @@ def lane():
     shutil.copy(vboard, files / "gatecmd-vboard")
     subprocess.run(["strip", str(files / "gatecmd-vboard")], check=True)
     (files / "gatecmd-vboard.service").write_text(VBOARD_UNIT)
-    cfg = vbench.config(["power", "vb1", "on", "--maskrom"], ["power", "vb2", "on"]).replace(vbench.IMAGES, IMAGES)
+    # vbench's two boards with flash_board on (and so power.maskrom, for boot_board) and
+    # vb1's console login for board_run.
+    cfg = vbench.config(["power", "vb1", "on", "--maskrom"], ["power", "vb2", "on"], flash=FLASH_CONFIG)
+    console = f'console: {{port: "{vbench.PORTS["vb1"][1]}", baud: 1500000}}'
+    assert console in cfg
+    cfg = cfg.replace(console, console[:-1] + ", login: {user: root}}", 1).replace(vbench.IMAGES, IMAGES)
     (files / "allowed_commands.yaml").write_text(cfg)
+    (files / "images").mkdir()
+    subprocess.run([str(vboard), "make-loader", "--out", str(files / "images/loader.bin")], check=True, capture_output=True)
+    (files / "images/lane.img").write_bytes(IMAGE)
     figures = {"deb_build_s": time.monotonic() - t0}
     port = vbench.free_port()
     guest = debian.Guest([f"{port}:{vbench.GUEST_PORT}"], files=files, work=work / "vm")
@@ -137,6 +157,10 @@ def test_the_package_installs_and_the_unit_starts(lane):
     lane.run("chgrp", "gatecmd", "/run/gatecmd-vboard", "/run/gatecmd-vboard/control.sock")
     lane.run("chmod", "g+x", "/run/gatecmd-vboard")
     lane.run("chmod", "g+rw", "/run/gatecmd-vboard/control.sock")
+    # The images the flash uses, in the state directory's file root.
+    lane.run("install", "-d", "-o", "gatecmd", "-g", "gatecmd", "-m", "0750", "/var/lib/gatecmd", IMAGES)
+    for name in ("loader.bin", "lane.img"):
+        lane.run("install", "-m", "0600", "-o", "gatecmd", "-g", "gatecmd", f"/mnt/images/{name}", IMAGES)
     # The operator edits the conffile, then enables the unit.
     lane.run("install", "-m", "0600", "-o", "gatecmd", "-g", "gatecmd", "/mnt/allowed_commands.yaml", CONF)
     lane.run("gatecmd", "check", "--config", CONF)
@@ -222,6 +246,9 @@ async def test_two_identical_boards_isolated_at_once(lane):
 
 
 def test_reload_applies_a_change(lane):
+    # An approvals rule, in force after `systemctl reload` (used by the next test).
+    rc, out, err = lane.guest.run(["tee", "-a", CONF], stdin=APPROVALS.encode())
+    assert rc == 0, err
     lane.run("sed", "-i", "s/kill_grace_secs: 1/kill_grace_secs: 2/", CONF)
     lane.run("systemctl", "reload", "gatecmd")
     for _ in range(100):
@@ -230,6 +257,42 @@ def test_reload_applies_a_change(lane):
         time.sleep(0.2)
     assert "reloaded" in lane.journal().lower(), lane.journal()[-2000:]
     assert lane.run("systemctl", "is-active", "gatecmd").strip() == "active"
+
+
+async def test_an_approval_decided_with_gatecmd_approve_in_the_guest(lane):
+    """The reloaded rule holds vm-a's power_board off on vb2 until vm-b says yes with the
+    CLI on the bench host (its token in the environment, not in argv)."""
+    result = {}
+    async with connect(lane.url, TOKEN_A, "legacy") as a, connect(lane.url, TOKEN_B, "legacy") as b:
+        r = await a.call_tool("lock_board", {"board": "vb2", "ttl_secs": 600, "wait_secs": 30})
+        assert r.is_error is not True, text(r)
+        lease = r.structured_content["lease_id"]
+
+        async def off() -> None:
+            result["r"] = await a.call_tool("power_board", {"board": "vb2", "action": "off", "lease": lease})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(off)
+            ids: list[str] = []
+            for _ in range(150):
+                res = await b.read_resource("gatecmd://approvals")
+                ids = re.findall(r"apr-\d+", str(res))
+                if ids:
+                    break
+                await anyio.sleep(0.2)
+            assert ids, "no approval request appeared"
+            assert "r" not in result, "the held call answered before the yes"
+            rc, out, err = await anyio.to_thread.run_sync(
+                lambda: lane.guest.run(
+                    ["gatecmd", "approve", ids[0], "--note", "service lane", "--url", f"http://127.0.0.1:{vbench.GUEST_PORT}/mcp"],
+                    env=[f"GATECMD_TOKEN={TOKEN_B}"],
+                )
+            )
+            assert rc == 0, f"gatecmd approve: {out}{err}"
+        r = result["r"]
+        assert r.is_error is not True, text(r)
+        assert r.structured_content["state"] == "off", r.structured_content
+        await a.call_tool("unlock_device", {"lease": lease})
 
 
 def test_the_audit_log_is_the_services_and_owner_only(lane):

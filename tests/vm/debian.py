@@ -243,9 +243,12 @@ class Guest:
         self.sock.sendall(json.dumps({"execute": execute, "arguments": arguments}).encode())
         return self._reply(time.monotonic() + timeout)
 
-    def run(self, argv: list[str], timeout: float = 120, stdin: bytes | None = None) -> tuple[int, str, str]:
-        """Runs argv (no shell) in the guest as root; (exit code, stdout, stderr)."""
+    def run(self, argv: list[str], timeout: float = 120, stdin: bytes | None = None, env: list[str] | None = None) -> tuple[int, str, str]:
+        """Runs argv (no shell) in the guest as root; (exit code, stdout, stderr). `env`:
+        K=V entries added to the agent's environment (a secret there stays out of argv)."""
         args: dict = {"path": argv[0], "arg": argv[1:], "capture-output": True}
+        if env:
+            args["env"] = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *env]
         if stdin is not None:
             args["input-data"] = base64.b64encode(stdin).decode()
         pid = self._call("guest-exec", args)["pid"]
