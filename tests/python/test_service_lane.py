@@ -111,9 +111,10 @@ def lane():
     shutil.copy(vboard, files / "gatecmd-vboard")
     subprocess.run(["strip", str(files / "gatecmd-vboard")], check=True)
     (files / "gatecmd-vboard.service").write_text(VBOARD_UNIT)
-    # vbench's two boards with flash_board on (and so power.maskrom, for boot_board) and
+    # vbench's two boards (power on boots from flash; a blank one falls back to MaskROM),
+    # with flash_board on (and so power.maskrom, for boot_board) and
     # vb1's console login for board_run.
-    cfg = vbench.config(["power", "vb1", "on", "--maskrom"], ["power", "vb2", "on"], flash=FLASH_CONFIG)
+    cfg = vbench.config(["power", "vb1", "on"], ["power", "vb2", "on"], flash=FLASH_CONFIG)
     console = f'console: {{port: "{vbench.PORTS["vb1"][1]}", baud: 1500000}}'
     assert console in cfg
     cfg = cfg.replace(console, console[:-1] + ", login: {user: root}}", 1).replace(vbench.IMAGES, IMAGES)
@@ -243,6 +244,48 @@ async def test_two_identical_boards_isolated_at_once(lane):
     for board, out in outs.items():
         # Each call saw exactly one board: its own.
         assert len(re.findall(r"DevNo=", out)) == 1, (board, out)
+
+
+async def test_boot_to_maskrom_flash_with_rkdeveloptool_and_board_run(lane):
+    """boot_board {to: maskrom}; Debian's rkdeveloptool (isolated) downloads the loader and
+    writes the image; boot_board {to: shell}; board_run "uname -a" over the console."""
+    try:
+        with anyio.fail_after(300):
+            await _flash_and_run(lane)
+    except TimeoutError:
+        audit = lane.guest.run(["tail", "-n", "30", "/var/lib/gatecmd/audit.log"])[1]
+        pytest.fail(f"no answer in 300 s; the journal:\n{lane.journal()[-3000:]}\naudit:\n{audit}")
+
+
+async def _flash_and_run(lane):
+    async with connect(lane.url, TOKEN_A, "legacy") as client:
+        r = await client.call_tool("lock_board", {"board": "vb1", "ttl_secs": 600, "wait_secs": 30})
+        assert r.is_error is not True, text(r)
+        lease = r.structured_content["lease_id"]
+        common = {"board": "vb1", "lease": lease}
+
+        async def call(tool: str, args: dict) -> dict:
+            # wait_for_device names no board; console_read takes no lease.
+            extra = {} if tool == "wait_for_device" else {"board": "vb1"} if tool == "console_read" else common
+            r = await client.call_tool(tool, {**extra, **args})
+            assert r.is_error is not True, f"{tool} {args}: {text(r)}\n{lane.journal()[-2000:]}"
+            return r.structured_content
+
+        b = await call("boot_board", {"to": "maskrom", "timeout_secs": 60})
+        assert b["state"] == "maskrom", b
+        db = await call("execute_command", {"command": "rkdeveloptool", "args": ["db", "loader.bin"]})
+        assert db["exit_code"] == 0 and "Downloading bootloader succeeded." in db["stdout"], db
+        w = await call("wait_for_device", {"match": {"id": vbench.PORTS["vb1"][0], "mode": "loader"}, "state": "attached", "timeout_secs": 30})
+        assert w["satisfied"] is True, w
+        wl = await call("execute_command", {"command": "rkdeveloptool", "args": ["wl", "0x40", "lane.img"]})
+        assert wl["exit_code"] == 0, wl
+        b = await call("boot_board", {"to": "shell", "timeout_secs": 90})
+        assert b["state"] == "shell", b
+        boot = await call("console_read", {"cursor": b["console_cursor"], "max_bytes": 65536})
+        assert f"sha256={vbench.sha256(IMAGE)}" in boot["text"], boot["text"][-2000:]
+        r = await call("board_run", {"command": "uname -a"})
+        assert r["exit_code"] == 0 and r["output"].startswith("Linux vb1 "), r
+        await client.call_tool("unlock_device", {"lease": lease})
 
 
 def test_reload_applies_a_change(lane):
