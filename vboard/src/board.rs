@@ -59,6 +59,8 @@ pub struct Settings {
     pub flash_bytes: u64,
     /// Bytes per second the flash takes at most (`serve --write-speed`).
     pub write_speed: Option<u64>,
+    /// How the Loader answers reads (`serve --read-back`).
+    pub read_back: crate::flash::ReadBack,
     pub state_dir: PathBuf,
     pub rockusb_udc: String,
     pub console_udc: String,
@@ -161,7 +163,8 @@ impl Board {
         let flash_path = s.state_dir.join(format!("{n}.flash"));
         let flash = Flash::open(&flash_path, s.flash_bytes)
             .map_err(|e| format!("{n}: flash {}: {e}", flash_path.display()))?
-            .with_write_speed(s.write_speed);
+            .with_write_speed(s.write_speed)
+            .with_read_back(s.read_back);
         let tty_file =
             console::open_tty(&tty).map_err(|e| format!("{n}: {}: {e}", tty.display()))?;
         let (tx, rx) = channel();
@@ -312,6 +315,9 @@ impl Board {
             Mode::MaskRom => &self.rom,
             Mode::Loader => &self.ldr,
         };
+        if mode == Mode::Loader {
+            self.flash.loader_started();
+        }
         g.bind().map_err(|e| format!("rockusb bind: {e}"))?;
         if !g.wait_configured(ENUMERATE, None) {
             return Err(format!(

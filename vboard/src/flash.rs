@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -89,6 +90,80 @@ pub struct Flash {
     sectors: u64,
     written: Mutex<Regions>,
     pace: Option<Pace>,
+    read_back: ReadBack,
+    /// `ReadBack::Stale`: what the sectors written since the Loader started held before.
+    stale: Mutex<Stale>,
+}
+
+/// How the Loader answers `READ_LBA` (`serve --read-back`): soundly, or as real Rockchip
+/// loaders have been seen to (docs/VBOARD.md, "Read-back modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadBack {
+    /// Every read answers what the flash holds.
+    Sound,
+    /// Sectors at or past `from` (bytes) read as `byte` everywhere: the stock RK3588 loader
+    /// answers 0xCC past 32 MiB (turing-machines/BMC-Firmware PR #117).
+    Fill { from: u64, byte: u8 },
+    /// Sectors at or past `from` read as they were when the Loader started: writes since
+    /// are taken (and kept) but not seen by reads (rockchiprs PR #52: loaders that "stop
+    /// returning meaningful data past the first few megabytes").
+    Stale { from: u64 },
+}
+
+impl ReadBack {
+    /// `sound`, `rk3588` (0xCC from 32 MiB), `cc:SIZE`, `stale:SIZE` (SIZE in bytes or with
+    /// a K/M/G suffix, whole sectors).
+    pub fn parse(text: &str) -> Result<ReadBack, String> {
+        let size = |s: &str| -> Result<u64, String> {
+            let (num, mult) = match s.as_bytes().last() {
+                Some(b'K' | b'k') => (&s[..s.len() - 1], 1u64 << 10),
+                Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
+                Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
+                _ => (s, 1),
+            };
+            let n: u64 = num
+                .parse()
+                .map_err(|_| format!("{s:?} is not a size (bytes, or with K/M/G)"))?;
+            let b = n
+                .checked_mul(mult)
+                .ok_or_else(|| format!("{s:?} is too large"))?;
+            if b % SECTOR != 0 {
+                return Err(format!("{s:?} is not a whole number of 512-byte sectors"));
+            }
+            Ok(b)
+        };
+        match text.split_once(':') {
+            None if text == "sound" => Ok(ReadBack::Sound),
+            None if text == "rk3588" => Ok(ReadBack::Fill {
+                from: 32 << 20,
+                byte: 0xcc,
+            }),
+            Some(("cc", s)) => Ok(ReadBack::Fill {
+                from: size(s)?,
+                byte: 0xcc,
+            }),
+            Some(("stale", s)) => Ok(ReadBack::Stale { from: size(s)? }),
+            _ => Err(format!(
+                "{text:?} is not a read-back mode: sound, rk3588, cc:SIZE or stale:SIZE"
+            )),
+        }
+    }
+
+    /// The first sector whose reads are not sound (`None`: all are).
+    fn from_sector(self) -> Option<u64> {
+        match self {
+            ReadBack::Sound => None,
+            ReadBack::Fill { from, .. } | ReadBack::Stale { from } => Some(from / SECTOR),
+        }
+    }
+}
+
+/// The old contents of the sectors written past a `Stale` limit since the Loader started,
+/// kept in a sparse side file beside the flash's.
+#[derive(Default)]
+struct Stale {
+    file: Option<File>,
+    saved: HashSet<u64>,
 }
 
 /// A write speed limit: when the flash is free again. Writes wait their turn and then take
@@ -132,7 +207,90 @@ impl Flash {
             sectors: bytes / SECTOR,
             written: Mutex::new(Regions::default()),
             pace: None,
+            read_back: ReadBack::Sound,
+            stale: Mutex::new(Stale::default()),
         })
+    }
+
+    /// How the Loader answers reads ([`read_as_loader`](Self::read_as_loader)).
+    pub fn with_read_back(mut self, r: ReadBack) -> Flash {
+        self.read_back = r;
+        self
+    }
+
+    /// A Loader starts: a `Stale` flash forgets what it kept (reads past the limit now see
+    /// what the flash holds, until the next write there).
+    pub fn loader_started(&self) {
+        let mut st = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        st.saved.clear();
+        st.file = None;
+    }
+
+    /// A Loader's `READ_LBA`: as [`read`](Self::read), then the read-back mode applied to
+    /// the sectors at or past its limit.
+    pub fn read_as_loader(&self, lba: u64, buf: &mut [u8]) -> Result<(), FlashError> {
+        self.read(lba, buf)?;
+        let Some(limit) = self.read_back.from_sector() else {
+            return Ok(());
+        };
+        let n = buf.len() as u64 / SECTOR;
+        for k in 0..n {
+            let sector = lba + k;
+            if sector < limit {
+                continue;
+            }
+            let piece = &mut buf[(k * SECTOR) as usize..((k + 1) * SECTOR) as usize];
+            match self.read_back {
+                ReadBack::Fill { byte, .. } => piece.fill(byte),
+                ReadBack::Stale { .. } => {
+                    let st = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+                    if st.saved.contains(&sector)
+                        && let Some(f) = &st.file
+                    {
+                        f.read_exact_at(piece, sector * SECTOR)
+                            .map_err(FlashError::Io)?;
+                    }
+                }
+                ReadBack::Sound => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `Stale`: the old contents of the sectors about to be written past the limit, kept
+    /// once per Loader session.
+    fn keep_stale(&self, lba: u64, sectors: u64) -> Result<(), FlashError> {
+        let ReadBack::Stale { from } = self.read_back else {
+            return Ok(());
+        };
+        let limit = from / SECTOR;
+        let mut st = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        let mut old = [0u8; SECTOR as usize];
+        for sector in lba.max(limit)..lba + sectors {
+            if st.saved.contains(&sector) {
+                continue;
+            }
+            if st.file.is_none() {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(self.path.with_extension("stale"))
+                    .map_err(FlashError::Io)?;
+                f.set_len(self.sectors * SECTOR).map_err(FlashError::Io)?;
+                st.file = Some(f);
+            }
+            self.file
+                .read_exact_at(&mut old, sector * SECTOR)
+                .map_err(FlashError::Io)?;
+            if let Some(f) = &st.file {
+                f.write_all_at(&old, sector * SECTOR)
+                    .map_err(FlashError::Io)?;
+            }
+            st.saved.insert(sector);
+        }
+        Ok(())
     }
 
     /// Writes take at least `len / bytes_per_sec` (None: as fast as the file takes them).
@@ -173,6 +331,7 @@ impl Flash {
     pub fn write(&self, lba: u64, data: &[u8]) -> Result<(), FlashError> {
         let sectors = data.len() as u64 / SECTOR;
         self.check(lba, sectors)?;
+        self.keep_stale(lba, sectors)?;
         self.file
             .write_all_at(data, lba * SECTOR)
             .map_err(FlashError::Io)?;
@@ -280,6 +439,46 @@ mod tests {
         f.read(64, &mut back).expect("read");
         assert!(back.iter().all(|&b| b == 0));
         assert!(f.take_regions().ranges().is_empty());
+    }
+
+    #[test]
+    fn read_back_modes_answer_as_the_loaders_they_stand_for() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+        // rk3588's fill, scaled down: 0xCC from 4 KiB (sector 8).
+        let f = Flash::open(&dir.path().join("f"), 1 << 20)
+            .expect("open")
+            .with_read_back(ReadBack::parse("cc:4K").expect("mode"));
+        f.write(0, &data).expect("write");
+        let mut back = vec![0u8; 8192];
+        f.read_as_loader(0, &mut back).expect("read");
+        assert_eq!(back[..4096], data[..4096], "below the limit: sound");
+        assert!(back[4096..].iter().all(|&b| b == 0xcc), "past it: 0xCC");
+        f.read(0, &mut back).expect("read");
+        assert_eq!(back, data, "the flash itself holds what was written");
+        // stale: past the limit, what the sector held when the Loader started.
+        let f = Flash::open(&dir.path().join("g"), 1 << 20)
+            .expect("open")
+            .with_read_back(ReadBack::parse("stale:4K").expect("mode"));
+        f.write(0, &vec![7u8; 8192]).expect("old contents");
+        f.loader_started();
+        f.write(0, &data).expect("write");
+        f.write(0, &data).expect("written twice: the first old contents stay");
+        f.read_as_loader(0, &mut back).expect("read");
+        assert_eq!(back[..4096], data[..4096]);
+        assert!(back[4096..].iter().all(|&b| b == 7), "stale past the limit");
+        f.loader_started();
+        f.read_as_loader(0, &mut back).expect("read");
+        assert_eq!(back, data, "a new Loader reads what the flash holds");
+        assert_eq!(
+            ReadBack::parse("rk3588"),
+            Ok(ReadBack::Fill {
+                from: 32 << 20,
+                byte: 0xcc
+            })
+        );
+        assert!(ReadBack::parse("stale:100").is_err());
+        assert!(ReadBack::parse("sometimes").is_err());
     }
 
     #[test]

@@ -96,6 +96,12 @@ enum Cmd {
         /// off mid-write.
         #[arg(long, value_parser = parse_speed)]
         write_speed: Option<u64>,
+        /// How the Rockchip boards' Loader answers reads: `sound` (default), `rk3588` (0xCC
+        /// from 32 MiB, as the stock RK3588 loader), `cc:SIZE`, `stale:SIZE` (past SIZE,
+        /// what the flash held when the Loader started). `vbN=MODE` sets one board's; repeat
+        /// for more (docs/VBOARD.md, "Read-back modes").
+        #[arg(long, value_parser = parse_read_back)]
+        read_back: Vec<(Option<String>, flash::ReadBack)>,
     },
     /// Switch a board: `on`, `on --recovery` (its flashing mode: MaskROM, fastboot, DFU),
     /// `off`.
@@ -189,6 +195,7 @@ fn main() -> ExitCode {
             state_dir,
             control,
             write_speed,
+            read_back,
         } => {
             let control = control.unwrap_or_else(|| state_dir.join("control.sock"));
             let families = if board.is_empty() {
@@ -211,6 +218,7 @@ fn main() -> ExitCode {
                 state_dir,
                 control,
                 write_speed,
+                read_back,
             })
         }
         Cmd::Power {
@@ -273,6 +281,25 @@ fn make_loader(out: &std::path::Path, bad_crc: bool, bad_payload: bool) -> Resul
     std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
 }
 
+/// `[vbN=]MODE` of `--read-back`.
+fn parse_read_back(s: &str) -> Result<(Option<String>, flash::ReadBack), String> {
+    match s.split_once('=') {
+        Some((board, mode)) => Ok((Some(board.to_string()), flash::ReadBack::parse(mode)?)),
+        None => Ok((None, flash::ReadBack::parse(s)?)),
+    }
+}
+
+/// The read-back mode of board `name`: its own `vbN=MODE`, else the last bare MODE.
+fn read_back_of(modes: &[(Option<String>, flash::ReadBack)], name: &str) -> flash::ReadBack {
+    modes
+        .iter()
+        .rev()
+        .find(|(b, _)| b.as_deref() == Some(name))
+        .or_else(|| modes.iter().rev().find(|(b, _)| b.is_none()))
+        .map(|(_, m)| *m)
+        .unwrap_or(flash::ReadBack::Sound)
+}
+
 fn parse_speed(s: &str) -> Result<u64, String> {
     match parse_bytes(s) {
         Ok(0) | Err(_) => Err(format!(
@@ -299,6 +326,7 @@ struct Serve {
     state_dir: PathBuf,
     control: PathBuf,
     write_speed: Option<u64>,
+    read_back: Vec<(Option<String>, flash::ReadBack)>,
 }
 
 fn serve(args: Serve) -> Result<(), String> {
@@ -310,6 +338,7 @@ fn serve(args: Serve) -> Result<(), String> {
         state_dir,
         control: control_path,
         write_speed,
+        read_back,
     } = args;
     let n = families.len();
     use nix::sys::signal::{SigSet, Signal};
@@ -342,6 +371,7 @@ fn serve(args: Serve) -> Result<(), String> {
         );
         let b: Result<Arc<dyn Powered>, String> = match family {
             Family::Rockchip => board::Board::start(board::Settings {
+                read_back: read_back_of(&read_back, &name),
                 name,
                 vid: ids.rockchip.0,
                 pid: ids.rockchip.1,

@@ -204,7 +204,7 @@ fn read_lba(
     }
     while at < end {
         let k = ((end - at) * SECTOR).min(PIECE as u64) as usize;
-        if let Err(e) = flash.read(at, &mut buf[..k]) {
+        if let Err(e) = flash.read_as_loader(at, &mut buf[..k]) {
             log(format!("rockusb: READ_LBA failed: {e}"));
             return fail(c, io);
         }
