@@ -1,12 +1,12 @@
 //! A board's flash: a sparse file of 512-byte sectors, and the regions written since the
 //! last boot (which the boot log names with their SHA-256).
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -463,7 +463,8 @@ mod tests {
         f.write(0, &vec![7u8; 8192]).expect("old contents");
         f.loader_started();
         f.write(0, &data).expect("write");
-        f.write(0, &data).expect("written twice: the first old contents stay");
+        f.write(0, &data)
+            .expect("written twice: the first old contents stay");
         f.read_as_loader(0, &mut back).expect("read");
         assert_eq!(back[..4096], data[..4096]);
         assert!(back[4096..].iter().all(|&b| b == 7), "stale past the limit");

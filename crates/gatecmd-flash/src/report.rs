@@ -60,13 +60,43 @@ pub struct WriteReport {
     pub wait_secs: f64,
 }
 
-/// The verification: every chunk written in this run read back and hashed.
+/// The verification: every chunk written in this run read back and hashed, as far as the
+/// loader's reads are sound.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyReport {
     /// Chunks read back.
     pub chunks: u64,
     /// Bytes read back.
     pub bytes: u64,
-    /// Wall time, seconds.
+    /// Bytes written in this run that were read back equal where the loader's reads are
+    /// sound: the bytes this verification vouches for.
+    pub verified_bytes: u64,
+    /// Bytes written in this run that could not be verified: at or past
+    /// `reads_unsound_from_lba` (taken by the loader, each write acknowledged, but its
+    /// reads there do not show what the flash holds).
+    pub unverified_bytes: u64,
+    /// The first LBA from which this loader's reads were found (or known, from an earlier
+    /// flash with the same loader) not to follow writes; `None`: sound everywhere read.
+    pub reads_unsound_from_lba: Option<u64>,
+    /// Whether that limit was found in this run (a probe) or known before.
+    pub limit_found_now: bool,
+    /// The byte every position of the first wrong read-back held, when it was a uniform
+    /// fill (0xCC: the stock RK3588 loader's answer past 32 MiB).
+    pub fill: Option<u8>,
+    /// Wall time, seconds (the probe included).
     pub secs: f64,
+}
+
+impl VerifyReport {
+    /// `read_back` (everything written was read back equal), `partial` (up to
+    /// `reads_unsound_from_lba`), `none` (nothing written could be read back soundly).
+    pub fn verification(&self) -> &'static str {
+        if self.unverified_bytes == 0 {
+            "read_back"
+        } else if self.verified_bytes > 0 {
+            "partial"
+        } else {
+            "none"
+        }
+    }
 }

@@ -49,15 +49,23 @@ pub(crate) type Written = (u64, u64, ChunkHash);
 /// Reads back every chunk written and compares. Returns the report and the chunks that
 /// differ (image offset, length). The reads (USB, on this thread) and the hashing (a second
 /// thread) overlap: a chunk is hashed while the next one is read.
+/// Chunks that end past `sound_below` (an LBA from which the loader's reads are known not
+/// to follow writes) are not read: they count as unverified.
 pub(crate) fn verify(
     target: &mut dyn BlockTarget,
     start_lba: u64,
-    written: &[Written],
+    all_written: &[Written],
     key: &ChunkKey,
     ctl: &mut Control,
+    sound_below: Option<u64>,
 ) -> Result<(VerifyReport, Vec<(u64, u64)>), FlashError> {
     let t0 = Instant::now();
     let bs = target.block_size() as u64;
+    let readable = |w: &&Written| sound_below.is_none_or(|l| start_lba + (w.0 + w.1) / bs <= l);
+    let written: Vec<Written> = all_written.iter().filter(readable).copied().collect();
+    let written = &written[..];
+    let unread: u64 =
+        all_written.iter().map(|w| w.1).sum::<u64>() - written.iter().map(|w| w.1).sum::<u64>();
     let total: u64 = written.iter().map(|w| w.1).sum();
     let longest = written.iter().map(|w| w.1).max().unwrap_or(0) as usize;
     let mut bad = Vec::new();
@@ -132,12 +140,71 @@ pub(crate) fn verify(
         Ok(done)
     });
     let done = outcome?;
+    let bad_bytes: u64 = bad.iter().map(|b| b.1).sum();
     Ok((
         VerifyReport {
             chunks: written.len() as u64,
             bytes: done,
+            verified_bytes: done - bad_bytes,
+            unverified_bytes: unread,
+            reads_unsound_from_lba: sound_below.filter(|_| unread > 0),
+            limit_found_now: false,
+            fill: None,
             secs: t0.elapsed().as_secs_f64(),
         },
         bad,
     ))
+}
+
+/// What a probe found where a chunk read back wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// The reads follow the writes: the chunk was really wrong (or the link corrupts).
+    Genuine,
+    /// From this LBA on, a read answers the same whatever was written: the loader's reads
+    /// are not sound there (the blocks before it read back both writes exactly).
+    Unsound {
+        /// The first such block.
+        from_lba: u64,
+        /// The byte every position read as from there, when it was one (0xCC: the stock
+        /// RK3588 loader).
+        fill: Option<u8>,
+    },
+}
+
+/// Tells a bad write from a loader whose reads do not show what it wrote: the chunk's
+/// complement is written and read back, then the chunk itself is written (it stays on the
+/// flash) and read back. Block by block, a sound read answers the complement the first time
+/// and the chunk the second; a read that answers the same both times does not follow the
+/// writes (a fill such as the stock RK3588 loader's 0xCC, or stale data).
+pub(crate) fn probe(
+    target: &mut dyn BlockTarget,
+    lba: u64,
+    data: &[u8],
+) -> Result<Probe, TargetError> {
+    let bs = target.block_size() as usize;
+    let inverse: Vec<u8> = data.iter().map(|b| !b).collect();
+    write_chunk(target, lba, &inverse)?;
+    let mut first = vec![0u8; data.len()];
+    read_chunk(target, lba, &mut first)?;
+    write_chunk(target, lba, data)?;
+    let mut second = vec![0u8; data.len()];
+    read_chunk(target, lba, &mut second)?;
+    let blocks = first
+        .chunks(bs)
+        .zip(second.chunks(bs))
+        .zip(inverse.chunks(bs).zip(data.chunks(bs)));
+    for (k, ((a, b), (wrote_a, wrote_b))) in blocks.enumerate() {
+        if a == b {
+            let rest = &second[k * bs..];
+            return Ok(Probe::Unsound {
+                from_lba: lba + k as u64,
+                fill: rest.iter().all(|&x| x == rest[0]).then_some(rest[0]),
+            });
+        }
+        if a != wrote_a || b != wrote_b {
+            return Ok(Probe::Genuine);
+        }
+    }
+    Ok(Probe::Genuine)
 }

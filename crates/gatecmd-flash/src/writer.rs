@@ -18,7 +18,7 @@ use crate::progress::{Control, Phase};
 use crate::report::{FlashReport, WriteReport};
 use crate::target::BlockTarget;
 use crate::units::{human, human_bin};
-use crate::verify::{Written, read_chunk, verify, write_chunk};
+use crate::verify::{Probe, Written, probe, read_chunk, verify, write_chunk};
 
 /// Default chunk size: see the README's measurements (larger chunks cost nothing in speed
 /// and keep the journal short; smaller ones make cancel and resume finer).
@@ -45,6 +45,10 @@ pub struct FlashOptions {
     pub resume: bool,
     /// Read back and compare everything written.
     pub verify: bool,
+    /// The LBA from which this loader's reads are known not to show what the flash holds
+    /// (found by an earlier flash with the same loader): nothing from there is read back
+    /// to skip a chunk on resume or to verify one; the verification says so.
+    pub reads_unsound_from_lba: Option<u64>,
 }
 
 impl FlashOptions {
@@ -57,6 +61,7 @@ impl FlashOptions {
             chunk_size: DEFAULT_CHUNK_SIZE,
             resume: true,
             verify: true,
+            reads_unsound_from_lba: None,
         }
     }
 }
@@ -145,23 +150,70 @@ pub fn flash(
 
     let verify_report = if opts.verify {
         let key = journal.key().clone();
-        let (report, bad) =
-            verify(target, opts.start_lba, &written, &key, ctl).inspect_err(|_| {
-                let _ = journal.flush();
-            })?;
-        if let Some(&(first, first_len)) = bad.first() {
-            for &(offset, _) in &bad {
-                journal.forget(offset);
+        let (mut report, bad) = verify(
+            target,
+            opts.start_lba,
+            &written,
+            &key,
+            ctl,
+            opts.reads_unsound_from_lba,
+        )
+        .inspect_err(|_| {
+            let _ = journal.flush();
+        })?;
+        let t_probe = Instant::now();
+        let unsound = match bad.first() {
+            None => None,
+            Some(&(first, first_len)) => {
+                // A bad write, or a loader whose reads do not show what it wrote? The
+                // chunk's bytes again (the image streamed to it), then the probe.
+                let lba = opts.start_lba + first / bs;
+                let data = chunk_at(image, opts, bs, &key, first, first_len, ctl)?;
+                let found = probe(target, lba, &data).map_err(|e| FlashError::Read {
+                    phase: Phase::Verify,
+                    lba,
+                    len: first_len,
+                    reason: e.to_string(),
+                    written: "the image was written whole; a chunk read back wrong and the check of the loader's reads could not finish: flash the same image again".into(),
+                })?;
+                match found {
+                    Probe::Genuine => {
+                        for &(offset, _) in &bad {
+                            journal.forget(offset);
+                        }
+                        journal.flush()?;
+                        return Err(FlashError::VerifyMismatch {
+                            count: bad.len(),
+                            first_lba: lba,
+                            first_len,
+                            chunks: bad,
+                        });
+                    }
+                    Probe::Unsound { from_lba, fill } => Some((from_lba, fill)),
+                }
             }
-            journal.flush()?;
-            return Err(FlashError::VerifyMismatch {
-                count: bad.len(),
-                first_lba: opts.start_lba + first / bs,
-                first_len,
-                chunks: bad,
-            });
+        };
+        if let Some((from_lba, fill)) = unsound {
+            // What lies wholly below the limit was read back equal; the probe read the
+            // first bad chunk's blocks below it back exactly; the rest is unverified.
+            let below = |&(off, len, _): &crate::verify::Written| {
+                let start = opts.start_lba + off / bs;
+                let end = start + len / bs;
+                end.min(from_lba).saturating_sub(start) * bs
+            };
+            let total: u64 = written.iter().map(|w| w.1).sum();
+            report.verified_bytes = written.iter().map(below).sum();
+            report.unverified_bytes = total - report.verified_bytes;
+            report.reads_unsound_from_lba = Some(from_lba);
+            report.limit_found_now = true;
+            report.fill = fill;
+            report.secs += t_probe.elapsed().as_secs_f64();
         }
-        journal.set_state(State::Verified);
+        journal.set_state(if report.unverified_bytes == 0 {
+            State::Verified
+        } else {
+            State::Written
+        });
         journal.flush()?;
         Some(report)
     } else {
@@ -176,6 +228,49 @@ pub fn flash(
         write,
         verify: verify_report,
         journal: journal.path().to_path_buf(),
+    })
+}
+
+/// The bytes of the chunk at image offset `offset` (streamed again from the image's start:
+/// only when a chunk read back wrong), checked against the hash it was written with.
+fn chunk_at(
+    image: &Image,
+    opts: &FlashOptions,
+    bs: u64,
+    key: &crate::chunk_hash::ChunkKey,
+    offset: u64,
+    len: u64,
+    ctl: &Control,
+) -> Result<Vec<u8>, FlashError> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut chunker = Chunker::new(image.segments(&stop)?, opts.chunk_size, bs, key.clone());
+    let mut buf = Vec::new();
+    loop {
+        if ctl.cancelled() {
+            return Err(FlashError::Cancelled {
+                phase: Phase::Verify,
+                done: human(0),
+                bytes_written: 0,
+                total: human(len),
+                at: offset,
+                after: "the image was written whole; a chunk read back wrong and was being checked: flash the same image again".into(),
+            });
+        }
+        match chunker.next(buf) {
+            Ok(Some(c)) if c.offset == offset && c.len as u64 == len => {
+                return Ok(c.data().to_vec());
+            }
+            Ok(Some(c)) if c.offset < offset => buf = c.buf,
+            Ok(_) => break,
+            Err(ChunkError::Stream(e)) => return Err(stream_fault(e, 0)),
+            Err(ChunkError::Unaligned { .. }) => break,
+        }
+    }
+    Err(FlashError::SparseInvalid {
+        reason: format!(
+            "the chunk at image offset {offset} is no longer in the image (was the file changed during the flash?)"
+        ),
+        written: "the image was written whole; its verification could not finish".into(),
     })
 }
 
@@ -311,7 +406,11 @@ fn consume(
         }
         let len = chunk.len as u64;
         let lba = opts.start_lba + chunk.offset / bs;
-        if opts.resume && journal.lists(chunk.offset, len, &chunk.hash) {
+        // Never skipped on a read the loader does not answer soundly.
+        let readable = opts
+            .reads_unsound_from_lba
+            .is_none_or(|l| lba + len / bs <= l);
+        if opts.resume && readable && journal.lists(chunk.offset, len, &chunk.hash) {
             let tc = Instant::now();
             if scratch.len() < len as usize {
                 scratch = vec![0u8; opts.chunk_size as usize];

@@ -780,3 +780,106 @@ fn a_shared_flag_stops_the_layout_probe_at_open() {
     let e = Image::open_with(file, None, &ctl).err().expect("stopped");
     assert!(matches!(e, FlashError::Cancelled { .. }), "{e}");
 }
+
+/// A loader whose reads from `from_lba` on do not show what it wrote: a uniform `fill`
+/// (the stock RK3588 loader: 0xCC past 32 MiB), or, without one, what the disk held when
+/// the target was made (stale). Writes always land.
+struct UnsoundReads {
+    inner: FileTarget,
+    from_lba: u64,
+    fill: Option<u8>,
+    snapshot: Vec<u8>,
+}
+
+impl UnsoundReads {
+    fn new(b: &Bench, from_lba: u64, fill: Option<u8>) -> UnsoundReads {
+        UnsoundReads {
+            inner: b.target(),
+            from_lba,
+            fill,
+            snapshot: b.disk(),
+        }
+    }
+}
+
+impl BlockTarget for UnsoundReads {
+    fn block_size(&self) -> u32 {
+        self.inner.block_size()
+    }
+    fn capacity_blocks(&self) -> u64 {
+        self.inner.capacity_blocks()
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        self.inner.max_transfer_blocks()
+    }
+    fn write_blocks(&mut self, lba: u64, data: &[u8]) -> Result<(), TargetError> {
+        self.inner.write_blocks(lba, data)
+    }
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        self.inner.read_blocks(lba, buf)?;
+        for (k, block) in buf.chunks_mut(512).enumerate() {
+            let at = lba + k as u64;
+            if at >= self.from_lba {
+                match self.fill {
+                    Some(f) => block.fill(f),
+                    None => {
+                        let o = at as usize * 512;
+                        block.copy_from_slice(&self.snapshot[o..o + 512]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn reads_that_do_not_follow_writes_are_found_and_never_taken_for_a_bad_write() {
+    // 1 MiB in 64 KiB chunks; the loader's reads go wrong from LBA 1032 (512 KiB + 4 KiB,
+    // inside the ninth chunk). Before issue 41 this was a VerifyMismatch of eight chunks.
+    let img = pattern(1 << 20, 21);
+    for fill in [Some(0xCC), None] {
+        let b = Bench::new(2 << 20);
+        let mut t = UnsoundReads::new(&b, 1032, fill);
+        let mut image = Image::open(b.file("u.img", &img), None).expect("open");
+        let r = flash_quiet(&mut t, &mut image, &b.opts(64 << 10))
+            .unwrap_or_else(|e| panic!("{fill:?}: a good write reported bad: {e}"));
+        let v = r.verify.expect("verify");
+        assert_eq!(v.verification(), "partial", "{v:?}");
+        assert_eq!(v.reads_unsound_from_lba, Some(1032));
+        assert!(v.limit_found_now);
+        assert_eq!(v.verified_bytes, (512 << 10) + 4096, "{v:?}");
+        assert_eq!(v.verified_bytes + v.unverified_bytes, 1 << 20);
+        assert_eq!(v.fill, fill.or(Some(FILL)), "the first wrong read's fill");
+        // The probe left the image's bytes on the disk.
+        assert_eq!(b.disk(), expect_disk(b.capacity, &[(0, &img)]), "{fill:?}");
+    }
+}
+
+#[test]
+fn a_known_unsound_limit_is_neither_read_for_resume_nor_for_verification() {
+    let img = pattern(1 << 20, 22);
+    let b = Bench::new(2 << 20);
+    let mut image = Image::open(b.file("k.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(64 << 10)).expect("first");
+    assert_eq!(r.verify.expect("verify").verification(), "read_back");
+    // The same image again through a stale loader whose reads past LBA 1024 show what the
+    // disk held (the image): equal bytes, but not a sound read, so not a reason to skip.
+    let mut t = UnsoundReads::new(&b, 1024, None);
+    let mut o = b.opts(64 << 10);
+    o.reads_unsound_from_lba = Some(1024);
+    let mut image = Image::open(b.file("k.img", &img), None).expect("open");
+    let r = flash_quiet(&mut t, &mut image, &o).expect("again");
+    assert_eq!(
+        (r.write.chunks_skipped, r.write.chunks_written),
+        (8, 8),
+        "only the chunks below the limit are skipped on a read"
+    );
+    let v = r.verify.expect("verify");
+    assert_eq!(
+        (v.chunks, v.verified_bytes, v.unverified_bytes),
+        (0, 0, 512 << 10)
+    );
+    assert_eq!(v.verification(), "none");
+    assert!(!v.limit_found_now);
+}
