@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::progress::Phase;
 use crate::units::human;
-use gatecmd_devices::{DeviceId, RockchipMode as Mode};
+use crate::usb::{DeviceId, Mode};
 
 /// A flashing step's failure.
 #[derive(Debug, thiserror::Error)]

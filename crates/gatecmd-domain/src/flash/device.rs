@@ -12,6 +12,24 @@ use crate::config::BoardConfig;
 use crate::state::AppState;
 use gatecmd_devices::{DeviceId, RockchipMode};
 
+/// The board's port path in the engine's words (`gatecmd-flash` has its own types so it
+/// stands alone; this is the edge where the device layer's become the engine's).
+pub fn engine_port(port: &DeviceId) -> gatecmd_flash::DeviceId {
+    // Both are the sysfs port path with the same syntax; the device layer's parse
+    // guarantees it, so a failure here is a bug in one of the two parsers.
+    port.as_str()
+        .parse()
+        .expect("a device layer port path is an engine port path")
+}
+
+/// A rockusb mode in the engine's words.
+pub fn engine_mode(mode: RockchipMode) -> gatecmd_flash::Mode {
+    match mode {
+        RockchipMode::MaskRom => gatecmd_flash::Mode::MaskRom,
+        RockchipMode::Loader => gatecmd_flash::Mode::Loader,
+    }
+}
+
 /// The rockusb mode of the device at `port`, if one is there.
 pub fn mode_at(state: &AppState, port: &DeviceId) -> Option<RockchipMode> {
     state.registry.get(port).and_then(|d| d.rockusb_mode())
@@ -80,5 +98,32 @@ pub async fn await_rockusb(
                 }));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod edge_tests {
+    use super::*;
+
+    /// Every port path the device layer accepts, the engine accepts as the same text (so
+    /// `engine_port` cannot fail), and the modes map one to one.
+    #[test]
+    fn device_port_paths_are_engine_port_paths() {
+        for text in ["1-1", "3-2.4", "12-1.2.3.4.5.6.7", "0-0", "001-02"] {
+            let port: DeviceId = text.parse().expect("a device layer port path");
+            assert_eq!(engine_port(&port).as_str(), text);
+        }
+        for bad in ["usb1", "1-2:1.0", "1-", "-1", "1-2.", "a-1", "1-2..3"] {
+            assert!(bad.parse::<DeviceId>().is_err(), "{bad}");
+            assert!(bad.parse::<gatecmd_flash::DeviceId>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            engine_mode(RockchipMode::MaskRom),
+            gatecmd_flash::Mode::MaskRom
+        );
+        assert_eq!(
+            engine_mode(RockchipMode::Loader),
+            gatecmd_flash::Mode::Loader
+        );
     }
 }

@@ -434,11 +434,11 @@ async fn steps(
             m
         }
     };
-    let port = board.usb.clone();
+    let (port, engine_mode) = (device::engine_port(&board.usb), device::engine_mode(mode));
     let usb = blocking(Step::AwaitRockusb, move || {
         Ok(gatecmd_flash::RockusbBoard::wait(
             &port,
-            mode,
+            engine_mode,
             Duration::from_secs(5),
         )?)
     })
