@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::startup::access_for;
 use crate::transport::auth::OriginPolicy;
 use crate::transport::http::Gate;
+use gatecmd_domain::audit::ServerRecord;
 use gatecmd_domain::config::ConfigLocation;
 use gatecmd_domain::state::AppState;
 
@@ -71,9 +72,10 @@ fn reload(
         Ok(c) => c,
         Err(e) => {
             tracing::error!(errors = %e, "reload refused: the new configuration is invalid; the old one stays in force");
-            state.audit.record(&serde_json::json!({
-                "event": "config_reload_refused", "config": location.to_string(), "reason": e.to_string(),
-            }));
+            state.audit.record(&ServerRecord::ConfigReloadRefused {
+                config: &location.to_string(),
+                reason: &e.to_string(),
+            });
             return;
         }
     };
@@ -81,9 +83,10 @@ fn reload(
         Ok(a) => a,
         Err(e) => {
             tracing::error!(error = %e, "reload refused: the old configuration stays in force");
-            state.audit.record(&serde_json::json!({
-                "event": "config_reload_refused", "config": location.to_string(), "reason": e,
-            }));
+            state.audit.record(&ServerRecord::ConfigReloadRefused {
+                config: &location.to_string(),
+                reason: &e,
+            });
             return;
         }
     };
@@ -91,9 +94,10 @@ fn reload(
     if !stranded.is_empty() {
         let reason = stranded.join("; ");
         tracing::error!(reason = %reason, "reload refused: the old configuration stays in force");
-        state.audit.record(&serde_json::json!({
-            "event": "config_reload_refused", "config": location.to_string(), "reason": reason,
-        }));
+        state.audit.record(&ServerRecord::ConfigReloadRefused {
+            config: &location.to_string(),
+            reason: &reason,
+        });
         return;
     }
     for (c, why) in config.unavailable_commands() {
@@ -112,9 +116,8 @@ fn reload(
             "configuration reloaded; the new values of these restart-only keys take effect at the next restart: {keys}"
         );
     }
-    state.audit.record(&serde_json::json!({
-        "event": "config_reloaded",
-        "config": location.to_string(),
-        "restart_only": reloaded.restart_only,
-    }));
+    state.audit.record(&ServerRecord::ConfigReloaded {
+        config: &location.to_string(),
+        restart_only: &reloaded.restart_only,
+    });
 }

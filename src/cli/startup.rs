@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::transport::auth::{self, Credentials};
 use crate::transport::http::Access;
 use gatecmd_devices::{Backend, MonitorHandle, MonitorOptions, Registry, start_monitor};
-use gatecmd_domain::audit::Audit;
+use gatecmd_domain::audit::{Audit, ServerRecord};
 use gatecmd_domain::config::{Config, ConfigLocation, find_config};
 use gatecmd_domain::state::AppState;
 
@@ -31,9 +31,10 @@ pub(super) fn open_audit(config: &Config) -> Result<Audit, String> {
     if let Some(path) = audit.path() {
         tracing::info!(path = %path.display(), "audit log");
     }
-    audit.record(&serde_json::json!({
-        "event": "server_started", "version": env!("CARGO_PKG_VERSION"), "config": config.source,
-    }));
+    audit.record(&ServerRecord::ServerStarted {
+        version: env!("CARGO_PKG_VERSION"),
+        config: &config.source,
+    });
     Ok(audit)
 }
 

@@ -17,22 +17,32 @@
 //! - `log`: rotation by size (`max_bytes`, `keep` files) and expiry by age
 //!   (`max_age_days`), renaming before reopening so that no written line is lost.
 //!
-//! The module depends on nothing above it but the settings in `config`: tools hand it plain
-//! data (`records`).
+//! The module depends on nothing above it but the settings in `config`: callers hand it
+//! plain data in its own record types, one per kind of line (`records`: execute_command
+//! and lock events; `approvals`, `jobs`, `boards` (power, console, boot, board commands),
+//! `flash`, `server`); no caller builds a line by hand.
 
 mod approvals;
 mod boards;
 mod bound;
+mod flash;
 mod jobs;
 mod log;
 mod recent;
 mod records;
 mod refusals;
+mod server;
 
 pub use approvals::ApprovalRecord;
-pub use boards::{ConsoleWriteRecord, PowerOutcome, PowerRecord};
+pub use boards::{
+    BoardCommandRecord, BootOutcome, BootRecord, BootStep, CommandOutcome, CommandRan,
+    ConsoleWriteRecord, PowerOutcome, PowerRecord, PowerStepRecord, PowerVia, Prompt,
+    RefusedDetail,
+};
+pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};
 pub use jobs::JobRecord;
 pub use log::{Audit, AuditError, FILE_NAME};
 pub use recent::{Decision, RECENT, Recent};
 pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};
 pub use refusals::RefusalClass;
+pub use server::ServerRecord;

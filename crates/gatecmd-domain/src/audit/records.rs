@@ -31,11 +31,21 @@ pub async fn record_lock_events<E: Serialize + Clone>(
             Ok(event) => audit.lock_event(&event),
             Err(broadcast::error::RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "the audit log fell behind the lock events");
-                audit.record(&serde_json::json!({"event": "lock_events_lost", "missed": missed}));
+                audit.record(&LockEventsLost {
+                    event: "lock_events_lost",
+                    missed,
+                });
             }
             Err(broadcast::error::RecvError::Closed) => break,
         }
     }
+}
+
+/// The audit writer fell behind the lock events: how many it missed.
+#[derive(Serialize)]
+struct LockEventsLost {
+    event: &'static str,
+    missed: u64,
 }
 
 /// A lock event as an audit line: `{"event": "lock", "kind": "taken", "key": …}`.

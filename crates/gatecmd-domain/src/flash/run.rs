@@ -805,13 +805,12 @@ async fn maskrom_action(
         .chain(spec.args.iter().cloned())
         .collect();
     let outcome = state.executor.run_with(&spec, cancel.clone(), None).await;
-    state.audit.record(&serde_json::json!({
-        "event": "power_board",
-        "via": "flash_board",
-        "board": board.name,
-        "argv": argv,
-        "exit_code": outcome.as_ref().ok().and_then(|o| o.exit_code),
-    }));
+    state.audit.record(&crate::audit::PowerStepRecord {
+        via: crate::audit::PowerVia::FlashBoard,
+        board: &board.name,
+        argv: &argv,
+        exit_code: outcome.as_ref().ok().and_then(|o| o.exit_code),
+    });
     match outcome {
         Ok(o) if o.exit_code == Some(0) && o.stopped.is_none() => {
             state.boards.set_power_state(&board.name, PowerState::On);

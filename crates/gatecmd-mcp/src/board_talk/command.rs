@@ -20,6 +20,9 @@ use crate::approvals;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::NewRequest;
+use gatecmd_domain::audit::{
+    BoardCommandRecord, CommandOutcome, CommandRan, Prompt, RefusedDetail,
+};
 use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
 use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
 use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
@@ -96,6 +99,14 @@ impl At {
         }
     }
 
+    /// The tool as the audit log names it.
+    fn prompt(self) -> Prompt {
+        match self {
+            At::Shell => Prompt::BoardRun,
+            At::Uboot => Prompt::UbootRun,
+        }
+    }
+
     /// The tool as an `approvals:` rule names it.
     fn gated(self) -> GatedTool {
         match self {
@@ -119,21 +130,20 @@ pub async fn run(
 ) -> CallToolResult {
     let cancel = &ctx.ct;
     let started = Instant::now();
-    let audit = |outcome: &str, detail: serde_json::Value| {
-        state.audit.record(&serde_json::json!({
-            "event": at.tool(),
-            "client": who.name,
-            "board": req.board,
-            "command": req.command,
-            "outcome": outcome,
-            "detail": detail,
-        }));
+    let audit = |outcome: CommandOutcome<'_>| {
+        state.audit.record(&BoardCommandRecord {
+            event: at.prompt(),
+            client: &who.name,
+            board: &req.board,
+            command: &req.command,
+            outcome,
+        });
     };
     let refuse = |r: Refusal| {
-        audit(
-            "refused",
-            serde_json::json!({"reason": r.reason.as_str(), "message": r.message}),
-        );
+        audit(CommandOutcome::Refused(RefusedDetail {
+            reason: r.reason.as_str(),
+            message: &r.message,
+        }));
         refusal(r)
     };
     if let Some(why) = command_problem(&req.command, MAX_COMMAND_BYTES) {
@@ -301,18 +311,20 @@ pub async fn run(
         output: ran.output,
     };
     let sha256 = hex::encode(Sha256::digest(result.output.as_bytes()));
-    audit(
-        if stopped.is_some() { "stopped" } else { "ran" },
-        serde_json::json!({
-            "exit_code": result.exit_code,
-            "output_bytes": result.output.len(),
-            "output_sha256": sha256,
-            "truncated": result.truncated,
-            "logged_in": logged_in,
-            "duration_ms": result.duration_ms,
-            "stopped": stopped.as_ref().map(|s| s.why.to_string()),
-        }),
-    );
+    let ran = CommandRan {
+        exit_code: result.exit_code,
+        output_bytes: result.output.len(),
+        output_sha256: &sha256,
+        truncated: result.truncated,
+        logged_in,
+        duration_ms: result.duration_ms,
+        stopped: stopped.as_ref().map(|s| s.why.to_string()),
+    };
+    audit(if stopped.is_some() {
+        CommandOutcome::Stopped(ran)
+    } else {
+        CommandOutcome::Ran(ran)
+    });
     let head = match (&stopped, result.exit_code) {
         (Some(s), _) => format!(
             "{} {}: {}; Ctrl-C sent, {}",

@@ -23,6 +23,9 @@ use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_devices::{DeviceId, RockchipMode};
 use gatecmd_domain::approvals::NewRequest;
+use gatecmd_domain::audit::{
+    BootOutcome, BootRecord, BootStep, PowerStepRecord, PowerVia, RefusedDetail,
+};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::boards::boot::{Now, Step, Target, Unreachable, plan};
 use gatecmd_domain::config::power::{action_spec, switch_spec};
@@ -223,21 +226,19 @@ pub async fn boot(
 ) -> CallToolResult {
     let cancel = &ctx.ct;
     let started = Instant::now();
-    let record = |outcome: &str, detail: serde_json::Value| {
-        state.audit.record(&serde_json::json!({
-            "event": "boot_board",
-            "client": who.name,
-            "board": req.board,
-            "to": req.to.as_str(),
-            "outcome": outcome,
-            "detail": detail,
-        }));
+    let record = |outcome: BootOutcome<'_>| {
+        state.audit.record(&BootRecord {
+            client: &who.name,
+            board: &req.board,
+            to: req.to.as_str(),
+            outcome,
+        });
     };
     let refuse = |r: Refusal| {
-        record(
-            "refused",
-            serde_json::json!({"reason": r.reason.as_str(), "message": r.message}),
-        );
+        record(BootOutcome::Refused(RefusedDetail {
+            reason: r.reason.as_str(),
+            message: &r.message,
+        }));
         refusal(r)
     };
     if let Some(secs) = req.timeout_secs
@@ -289,10 +290,15 @@ pub async fn boot(
             from = c.bounds().1;
         }
         let r = run_step(state, &config, &leased, step, from, deadline, cancel).await;
-        record(
-            if r.is_ok() { "step" } else { "step_failed" },
-            serde_json::json!({"step": step_name(step), "error": r.as_ref().err().map(|e| e.message.clone())}),
-        );
+        let logged = BootStep {
+            step: step_name(step),
+            error: r.as_ref().err().map(|e| e.message.as_str()),
+        };
+        record(if r.is_ok() {
+            BootOutcome::Step(logged)
+        } else {
+            BootOutcome::StepFailed(logged)
+        });
         match r {
             Ok(()) => done.push(step_name(step).to_string()),
             Err(e) => {
@@ -329,10 +335,10 @@ pub async fn boot(
         console_cursor: cursor,
         steps: done,
     };
-    record(
-        "reached",
-        serde_json::json!({"took_ms": result.took_ms, "steps": result.steps}),
-    );
+    record(BootOutcome::Reached {
+        took_ms: result.took_ms,
+        steps: &result.steps,
+    });
     let text = format!(
         "boot_board {}: {} in {} ms ({}){}",
         req.board,
@@ -522,13 +528,12 @@ async fn run_power(
         .chain(spec.args.iter().cloned())
         .collect();
     let outcome = state.executor.run_with(&spec, cancel.clone(), None).await;
-    state.audit.record(&serde_json::json!({
-        "event": "power_board",
-        "via": "boot_board",
-        "board": board,
-        "argv": argv,
-        "exit_code": outcome.as_ref().ok().and_then(|o| o.exit_code),
-    }));
+    state.audit.record(&PowerStepRecord {
+        via: PowerVia::BootBoard,
+        board,
+        argv: &argv,
+        exit_code: outcome.as_ref().ok().and_then(|o| o.exit_code),
+    });
     match outcome {
         Ok(o) if o.exit_code == Some(0) && o.stopped.is_none() => {
             state.boards.set_power_state(board, after);
