@@ -182,7 +182,13 @@ async fn a_bmap_that_does_not_match_fails_before_the_board_is_touched_as_a_job()
     assert_eq!(w["state"], "failed", "{w}");
     let result = &w["result"];
     assert_eq!(result["failure"]["step"], "check_image", "{result}");
-    assert_eq!(result["steps"], json!([]), "{result}");
+    // Only the request's own step ended: the image failed its check.
+    assert_eq!(
+        result["steps"].as_array().map(Vec::len),
+        Some(1),
+        "{result}"
+    );
+    assert_eq!(result["steps"][0]["step"], "accept", "{result}");
     let message = result["failure"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("nothing was written"), "{message}");
     assert!(
@@ -220,7 +226,8 @@ async fn a_board_without_power_maskrom_names_what_it_needs() {
     assert!(is_error(&r), "{}", text(&r));
     let v = structured(&r);
     assert_eq!(v["failure"]["step"], "maskrom", "{v}");
-    assert_eq!(v["steps"][0]["step"], "check_image", "{v}");
+    assert_eq!(v["steps"][0]["step"], "accept", "{v}");
+    assert_eq!(v["steps"][1]["step"], "check_image", "{v}");
     let message = v["failure"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("power.maskrom"), "{message}");
     assert_eq!(v["failure"]["seen"]["device"], "nothing");
@@ -495,7 +502,8 @@ async fn a_flash_waits_for_its_approver_and_writes_only_the_bytes_approved() {
     });
     let v = structured(&r);
     assert!(v["job"].as_str().is_some_and(|j| !j.is_empty()), "{v}");
-    assert_eq!(v["steps"][0]["step"], "check_image", "{v}");
+    assert_eq!(v["steps"][0]["step"], "accept", "{v}");
+    assert_eq!(v["steps"][1]["step"], "check_image", "{v}");
     assert_eq!(v["state"], "failed", "{v}");
     let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("changed_since_approval"), "{audit}");

@@ -20,8 +20,23 @@ pub struct Flashed {
     /// What the loader said of the flash.
     pub flash: FlashFacts,
     pub written: Written,
-    /// Every chunk written in this call was read back and equal (SHA-256 per chunk).
+    /// Every byte written in this call was read back and equal (`verification` is
+    /// `read_back`).
     pub verified: bool,
+    /// How far the read-back went: `read_back` (all of it), `partial` (up to
+    /// `reads_unsound_from_lba`, where this loader's reads stop showing what the flash
+    /// holds), `none` (nothing written could be read back soundly). Never a failure: the
+    /// writes were acknowledged; what could not be read soundly is said, not guessed.
+    pub verification: String,
+    /// Bytes written in this call that were read back equal where the reads are sound.
+    pub verified_bytes: u64,
+    /// Bytes written in this call that could not be verified (past the loader's limit).
+    pub unverified_bytes: u64,
+    /// The first LBA from which the loader's reads do not follow its writes (found now by
+    /// a probe, or remembered from an earlier flash with the same loader's SHA-256).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads_unsound_from_lba: Option<u64>,
+    /// Bytes read back.
     pub verify_bytes: u64,
     pub verify_ms: u64,
     /// The resume journal (one per board).

@@ -35,8 +35,13 @@ use gatecmd_flash::{
     BootFile, Control, FlashError, FlashOptions, Image, Phase, Progress, SizeLimit,
 };
 
-/// How long the registry is given to hear of a board that left after a failed transfer.
+/// How long the registry is given, at most, to hear of a board that left after a failed
+/// transfer (looked at every [`USB_POLL`]; the wait ends as soon as the device is gone).
 const USB_SETTLE: Duration = Duration::from_millis(1500);
+const USB_POLL: Duration = Duration::from_millis(50);
+/// The file in the journal directory that remembers, per loader SHA-256, from which LBA
+/// its reads were found unsound.
+const LOADER_READS: &str = "loader-reads.json";
 
 /// Bytes of boot log a result carries at most (the newest).
 pub const BOOT_LOG_BYTES: usize = 64 * 1024;
@@ -64,6 +69,9 @@ pub struct Inputs {
     pub transfer_blocks: u32,
     /// How long the rockusb device (and the Loader after the download) is awaited.
     pub device_wait: Duration,
+    /// When the call arrived: the `accept` step runs from here to the flash's start, and
+    /// `took_ms` counts from here.
+    pub received: Instant,
 }
 
 /// Where a running flash's events go (from async code and from the USB thread).
@@ -155,7 +163,6 @@ pub async fn flash(
     cancel: CancellationToken,
     events: Events,
 ) -> Result<Flashed, Failed> {
-    let t0 = Instant::now();
     let Inputs {
         board,
         console,
@@ -167,7 +174,9 @@ pub async fn flash(
         journal_dir,
         transfer_blocks,
         device_wait,
+        received,
     } = inputs;
+    let t0 = received;
     let deadline = tokio::time::Instant::now() + timeout;
     let stop = Stop {
         flag: Arc::new(AtomicBool::new(false)),
@@ -245,7 +254,12 @@ pub async fn flash(
                     FlashError::Write { .. } | FlashError::Read { .. } | FlashError::Usb { .. }
                 )
             {
-                tokio::time::sleep(USB_SETTLE).await;
+                let until = tokio::time::Instant::now() + USB_SETTLE;
+                while device::mode_at(state, &board.usb).is_some()
+                    && tokio::time::Instant::now() < until
+                {
+                    tokio::time::sleep(USB_POLL).await;
+                }
             }
             Err(run.fail(step, failure))
         }
@@ -340,9 +354,16 @@ async fn steps(
         bmap,
         loader,
     } = files;
-    // The files' SHA-256 for the result and the audit, hashed beside the flash.
-    let image_hash = FileHash::spawn(&image.file);
+    run.done_ms(
+        Step::Accept,
+        t0.elapsed().as_millis() as u64,
+        "policy, lease and files checked, job started".into(),
+    );
+    // The files' SHA-256 for the result and the audit, hashed beside the flash: the loader
+    // and the bmap now; the image once its check says whether it needs one (below).
+    let image_dup = image.file.try_clone().ok();
     let loader_hash = loader.as_ref().map(|l| FileHash::spawn(&l.file));
+    let bmap_hash = bmap.as_ref().map(|b| FileHash::spawn(&b.file));
     let image_path = image.path.display().to_string();
     let image_bytes = image.file.metadata().map(|m| m.len()).unwrap_or(0);
     let bmap_facts = bmap.as_ref().map(|b| FileFacts {
@@ -377,6 +398,20 @@ async fn steps(
         .map_err(|(s, e)| (s, cancel_as_stop(stop, s, e)))?
     };
     let info = img.info().clone();
+    // A raw image whose bmap gives every range a checksum was checked range by range
+    // against it: the bmap's SHA-256 names the bytes written, and the image file (the
+    // whole expansion, holes included) is not read a second time to hash it.
+    let named_by_bmap = checked
+        && info.compression == gatecmd_flash::Compression::None
+        && info
+            .bmap
+            .as_ref()
+            .is_some_and(|b| b.ranges_without_checksum == 0);
+    let image_hash = match (&image_dup, named_by_bmap) {
+        (Some(f), false) => Some(FileHash::spawn(f)),
+        _ => None,
+    };
+    drop(image_dup);
     run.done(
         Step::CheckImage,
         t,
@@ -399,7 +434,6 @@ async fn steps(
     match mode {
         Some(m) => {
             run.skipped(Step::Maskrom, &format!("already in {m} mode"));
-            run.skipped(Step::AwaitRockusb, &format!("already in {m} mode"));
         }
         None => {
             let t = run.started(Step::Maskrom);
@@ -417,8 +451,13 @@ async fn steps(
             run.done(Step::Maskrom, t, "power.maskrom ran".into());
         }
     }
-    let mode = match mode {
-        Some(m) => m,
+    // The rockusb step ends once the device is open (the open is part of it).
+    let (mode, t_usb, usb_detail) = match mode {
+        Some(m) => (
+            m,
+            run.started(Step::AwaitRockusb),
+            format!("already in {m} mode at port {}, opened", board.usb),
+        ),
         None => {
             let t = run.started(Step::AwaitRockusb);
             let m = device::await_rockusb(run.state, &board, device_wait, waits)
@@ -430,8 +469,7 @@ async fn steps(
                     ),
                     device::AwaitError::Failed(f) => (Step::AwaitRockusb, f),
                 })?;
-            run.done(Step::AwaitRockusb, t, format!("{m} at port {}", board.usb));
-            m
+            (m, t, format!("{m} at port {}, opened", board.usb))
         }
     };
     let (port, engine_mode) = (device::engine_port(&board.usb), device::engine_mode(mode));
@@ -443,6 +481,7 @@ async fn steps(
         )?)
     })
     .await?;
+    run.done(Step::AwaitRockusb, t_usb, usb_detail);
 
     // 3. The loader, if the board is in MaskROM. Never cancelled half-way.
     let (usb, loader_facts) = match (mode, loader) {
@@ -530,10 +569,17 @@ async fn steps(
         format!("{} of {}", mib(flash_facts.bytes), flash_facts.flash_id),
     );
 
-    // 5. Write and verify (the engine), then reset.
-    let opts = FlashOptions::new(board.name.clone(), journal_dir.to_path_buf());
+    // 5. Write and verify (the engine), then reset. A loader this server sent, whose reads
+    // an earlier flash found unsound from some LBA, is not read from there.
+    let sent_loader = (mode == RockchipMode::MaskRom)
+        .then(|| loader_facts.as_ref().and_then(|f| f.sha256.clone()))
+        .flatten();
+    let mut opts = FlashOptions::new(board.name.clone(), journal_dir.to_path_buf());
+    opts.reads_unsound_from_lba = sent_loader
+        .as_deref()
+        .and_then(|sha| loader_reads(journal_dir, sha));
     let chunk_size = opts.chunk_size;
-    run.started(Step::Write);
+    let t_write = run.started(Step::Write);
     let flag = stop.flag.clone();
     let events = run.events.clone();
     let verify_started = Arc::new(std::sync::Mutex::new(None::<Instant>));
@@ -580,11 +626,18 @@ async fn steps(
         }
         Ok((Ok(r), target)) => (r, target),
     };
+    // The steps by the wall clock: the write from the engine's start (its journal opened)
+    // to the verification's first report, the verification from there to the engine's end.
+    let engine_end = Instant::now();
+    let verify_at = verify_started
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or(engine_end);
     run.bytes_written = report.write.bytes_written;
     let w = &report.write;
     run.done_ms(
         Step::Write,
-        (w.secs * 1000.0) as u64,
+        verify_at.duration_since(t_write).as_millis() as u64,
         format!(
             "{} written, {} skipped (journal), at {:.1} MB/s",
             mib(w.bytes_written),
@@ -592,16 +645,14 @@ async fn steps(
             rate(w.bytes_written, w.secs)
         ),
     );
-    let (verify_bytes, verify_ms) = report
-        .verify
-        .as_ref()
-        .map(|v| (v.bytes, (v.secs * 1000.0) as u64))
-        .unwrap_or((0, 0));
-    run.done_ms(
-        Step::Verify,
-        verify_ms,
-        format!("{} read back, every chunk equal", mib(verify_bytes)),
-    );
+    let v = report.verify.clone().unwrap_or_default();
+    let verify_ms = engine_end.duration_since(verify_at).as_millis() as u64;
+    if v.limit_found_now
+        && let (Some(sha), Some(lba)) = (&sent_loader, v.reads_unsound_from_lba)
+    {
+        remember_loader_reads(journal_dir, sha, lba);
+    }
+    run.done_ms(Step::Verify, verify_ms, verify_detail(&v));
     let cursor = run.console.map(|c| c.bounds().1);
     run.console_cursor = cursor;
     let t = run.started(Step::Reset);
@@ -675,11 +726,31 @@ async fn steps(
         }
         _ => run.skipped(Step::AwaitConsole, "no wait_for"),
     }
-    // Joined off the runtime's threads: on a slow host the hash may still be running.
-    let image_sha = tokio::task::spawn_blocking(move || image_hash.finish())
-        .await
-        .ok()
-        .flatten();
+    // Joined off the runtime's threads: on a slow host the hashes may still be running;
+    // what the flash did not hide of them is a step of its own.
+    let t = run.started(Step::HashFiles);
+    let pending = image_hash.is_some();
+    let (image_sha, bmap_sha) = tokio::task::spawn_blocking(move || {
+        (
+            image_hash.and_then(FileHash::finish),
+            bmap_hash.and_then(FileHash::finish),
+        )
+    })
+    .await
+    .unwrap_or((None, None));
+    run.done(
+        Step::HashFiles,
+        t,
+        if pending {
+            "the image's SHA-256, taken beside the flash, finished".into()
+        } else {
+            "no image hash to wait for: the bmap's checked checksums name the bytes written".into()
+        },
+    );
+    let bmap_facts = bmap_facts.map(|b| FileFacts {
+        sha256: bmap_sha,
+        ..b
+    });
     let start_lba = report.start_lba;
     let logical_bytes = report.image.logical_size.unwrap_or(0);
     Ok(Flashed {
@@ -717,8 +788,16 @@ async fn steps(
             write_ms: (w.secs * 1000.0) as u64,
             rate_mb_s: rate(w.bytes_written, w.secs),
         },
-        verified: report.verify.is_some(),
-        verify_bytes,
+        verified: report.verify.is_some() && v.unverified_bytes == 0,
+        verification: if report.verify.is_some() {
+            v.verification().to_string()
+        } else {
+            "none".into()
+        },
+        verified_bytes: v.verified_bytes,
+        unverified_bytes: v.unverified_bytes,
+        reads_unsound_from_lba: v.reads_unsound_from_lba,
+        verify_bytes: v.bytes,
         verify_ms,
         journal: report.journal.display().to_string(),
         console_cursor: cursor,
@@ -726,6 +805,82 @@ async fn steps(
         board_state,
         took_ms: t0.elapsed().as_millis() as u64,
     })
+}
+
+/// The verification step's line: what was read back, what it vouches for, and plainly
+/// what it could not.
+fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
+    let read = format!("{} read back", mib(v.bytes));
+    match v.verification() {
+        "read_back" => format!("{read}, every chunk equal"),
+        how => {
+            let at = v
+                .reads_unsound_from_lba
+                .map(|l| format!("LBA 0x{l:x} ({})", mib(l * 512)))
+                .unwrap_or_else(|| "an unknown LBA".into());
+            let fill = v
+                .fill
+                .map(|b| {
+                    format!(
+                        " (they answer 0x{b:02X} in every byte{})",
+                        if b == 0xcc {
+                            ", as the stock RK3588 loader does"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .unwrap_or_default();
+            let how_found = if v.limit_found_now {
+                "found now: a chunk read back wrong, and a probe (its complement written and read, then the chunk written and read) showed the reads do not follow the writes"
+            } else {
+                "known from an earlier flash with this loader"
+            };
+            format!(
+                "{how}: {} verified by read-back, {} not verified: from {at} on, this loader's reads do not show what the flash holds{fill}, {how_found}. Those bytes were written (each write acknowledged by the loader) but are not verified; a loader with sound reads (the DDR blob and usbplug pair) verifies them",
+                mib(v.verified_bytes),
+                mib(v.unverified_bytes),
+            )
+        }
+    }
+}
+
+/// The LBA from which the loader with SHA-256 `sha` was found to read unsoundly, if an
+/// earlier flash found it.
+fn loader_reads(dir: &std::path::Path, sha: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join(LOADER_READS)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get(sha)?.get("reads_unsound_from_lba")?.as_u64()
+}
+
+/// Remembers it (owner-only file, replaced whole; a failure only costs the next flash a
+/// probe, so it is not an error of this one).
+fn remember_loader_reads(dir: &std::path::Path, sha: &str, lba: u64) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOADER_READS);
+    let mut v: serde_json::Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    v[sha] = serde_json::json!({ "reads_unsound_from_lba": lba });
+    let tmp = dir.join(format!("{LOADER_READS}.tmp.{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(v.to_string().as_bytes())
+                .and_then(|()| f.sync_all())
+        })
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(path = %path.display(), error = %e, "the loader's read limit was not remembered");
+    }
 }
 
 fn events_done_await_loader(run: &mut Run<'_>, wait_ms: u64) {

@@ -9,6 +9,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
+    /// The request checked (policy, lease, files opened beneath the roots) and the job
+    /// started: from the call's arrival to the flash's first step.
+    Accept,
     /// The image (and bmap) read and checked before the board is touched: a bmap that
     /// does not match, a damaged compressed file, are refused here.
     CheckImage,
@@ -22,19 +25,25 @@ pub enum Step {
     AwaitLoader,
     /// The loader asked for the flash's id and size.
     FlashInfo,
-    /// The image written (journalled chunks the board still holds are skipped).
+    /// The image written (journalled chunks the board still holds are skipped), from the
+    /// engine's start (its journal opened) to the last chunk.
     Write,
-    /// Everything written read back and compared, chunk by chunk (SHA-256).
+    /// Everything written read back and compared, chunk by chunk (keyed XXH3-128), as far
+    /// as the loader's reads are sound (a chunk that reads back wrong is probed).
     Verify,
     /// The board reset to boot from its flash.
     Reset,
     /// The console awaited for `wait_for`.
     AwaitConsole,
+    /// The wait, at the end, for the input files' SHA-256 taken beside the flash (what
+    /// of it the flash did not hide).
+    HashFiles,
 }
 
 impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
+            Step::Accept => "accept",
             Step::CheckImage => "check_image",
             Step::Maskrom => "maskrom",
             Step::AwaitRockusb => "await_rockusb",
@@ -45,6 +54,7 @@ impl Step {
             Step::Verify => "verify",
             Step::Reset => "reset",
             Step::AwaitConsole => "await_console",
+            Step::HashFiles => "hash_files",
         }
     }
 }

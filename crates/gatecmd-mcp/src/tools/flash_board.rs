@@ -399,6 +399,8 @@ pub async fn flash_call(
     ctx: &RequestContext<RoleServer>,
     task: bool,
 ) -> CallToolResponse {
+    // The `accept` step and the flash's `took_ms` count from here.
+    let received = std::time::Instant::now();
     let refuse = |r: Refusal| -> CallToolResponse {
         state.audit.record(&serde_json::json!({
             "event": "flash_board",
@@ -532,6 +534,7 @@ pub async fn flash_call(
         journal_dir: policy.journal_dir(&config.state_dir),
         transfer_blocks: policy.transfer_blocks(),
         device_wait: Duration::from_secs(policy.device_wait_secs),
+        received,
     };
     // A task-augmented call (the client declared the tasks extension) is answered with a
     // task at once, `background` or not (as execute_command's job-shaped calls): the task
@@ -717,8 +720,22 @@ impl FlashTask {
         let (job_state, result, text) = match outcome {
             Ok(f) => {
                 audit_flash(&state.audit, &client, &job, &f);
+                let verified = match f.verification.as_str() {
+                    "read_back" => "verified it".to_string(),
+                    _ => format!(
+                        "verified {} of {} bytes ({}: {})",
+                        f.verified_bytes,
+                        f.verified_bytes + f.unverified_bytes,
+                        f.verification,
+                        f.steps
+                            .iter()
+                            .find(|s| s.step == Step::Verify)
+                            .map(|s| s.detail.as_str())
+                            .unwrap_or_default()
+                    ),
+                };
                 let text = format!(
-                    "flashed {} to board {} and verified it: {} written, {} skipped (resumed), \
+                    "flashed {} to board {} and {verified}: {} written, {} skipped (resumed), \
                      verify {} ms, {} in all ({} ms){}",
                     f.image.path,
                     f.board,
@@ -839,6 +856,10 @@ fn audit_flash(audit: &Audit, client: &str, job: &Job, f: &Flashed) {
         "bytes_written": f.written.bytes_written,
         "bytes_skipped": f.written.bytes_skipped,
         "verified": f.verified,
+        "verification": f.verification,
+        "verified_bytes": f.verified_bytes,
+        "unverified_bytes": f.unverified_bytes,
+        "bmap_sha256": f.bmap.as_ref().and_then(|b| b.sha256.as_ref()),
         "steps": timings(&f.steps),
         "took_ms": f.took_ms,
     }));
