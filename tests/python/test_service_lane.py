@@ -40,6 +40,9 @@ FLASH_CONFIG = f"""  enabled: true
   device_wait_secs: 8
 """
 IMAGE = vbench.bootable_image(256 * 1024, b"service lane")
+# The same bytes as a whole-disk image, as flash_board writes it (from LBA 0): the boot
+# ROM reads the loader at LBA 0x40.
+DISK_IMAGE = bytes(0x40 * 512) + IMAGE
 APPROVALS = """
 approvals:
   - tool: power_board
@@ -122,6 +125,7 @@ def lane():
     (files / "images").mkdir()
     subprocess.run([str(vboard), "make-loader", "--out", str(files / "images/loader.bin")], check=True, capture_output=True)
     (files / "images/lane.img").write_bytes(IMAGE)
+    (files / "images/lane-disk.img").write_bytes(DISK_IMAGE)
     figures = {"deb_build_s": time.monotonic() - t0}
     port = vbench.free_port()
     guest = debian.Guest([f"{port}:{vbench.GUEST_PORT}"], files=files, work=work / "vm")
@@ -160,7 +164,7 @@ def test_the_package_installs_and_the_unit_starts(lane):
     lane.run("chmod", "g+rw", "/run/gatecmd-vboard/control.sock")
     # The images the flash uses, in the state directory's file root.
     lane.run("install", "-d", "-o", "gatecmd", "-g", "gatecmd", "-m", "0750", "/var/lib/gatecmd", IMAGES)
-    for name in ("loader.bin", "lane.img"):
+    for name in ("loader.bin", "lane.img", "lane-disk.img"):
         lane.run("install", "-m", "0600", "-o", "gatecmd", "-g", "gatecmd", f"/mnt/images/{name}", IMAGES)
     # The operator edits the conffile, then enables the unit.
     lane.run("install", "-m", "0600", "-o", "gatecmd", "-g", "gatecmd", "/mnt/allowed_commands.yaml", CONF)
@@ -285,6 +289,78 @@ async def _flash_and_run(lane):
         assert f"sha256={vbench.sha256(IMAGE)}" in boot["text"], boot["text"][-2000:]
         r = await call("board_run", {"command": "uname -a"})
         assert r["exit_code"] == 0 and r["output"].startswith("Linux vb1 "), r
+        await client.call_tool("unlock_device", {"lease": lease})
+
+
+async def _flash(lane, client, lease: str, image: str, timeout_secs: int) -> tuple[dict, str, float]:
+    """flash_board as a background job followed with wait_job: the result, the job's
+    lines (its steps as they happened) and the seconds it took."""
+    t = time.monotonic()
+    r = await client.call_tool(
+        "flash_board",
+        {
+            "board": "vb1",
+            "lease": lease,
+            "image": image,
+            "loader": "loader.bin",
+            "wait_for": "login:",
+            "timeout_secs": timeout_secs,
+            "background": True,
+        },
+    )
+    assert r.is_error is not True, text(r)
+    job, lines, s, cursor = r.structured_content["job"], "", {}, None
+    # The job's own time limit ends it; this bound only keeps a broken server from
+    # holding the lane.
+    while time.monotonic() - t < timeout_secs + 30:
+        r = await client.call_tool("wait_job", {"job": job, "timeout_secs": 20, **({"output_cursor": cursor} if cursor else {})})
+        s = r.structured_content
+        lines += s.get("stdout", "")
+        cursor = s.get("output_cursor")
+        if s["state"] != "running":
+            break
+    return s, lines, time.monotonic() - t
+
+
+async def test_flash_board_verified_under_the_unit(lane):
+    """flash_board from power off: power.maskrom, the loader, the image written and read
+    back by gatecmd's own engine (libusb, as the user gatecmd under the unit), the reset,
+    and the board's login prompt on its console; the board names the bytes it booted."""
+    async with connect(lane.url, TOKEN_A, "legacy") as client:
+        r = await client.call_tool("lock_board", {"board": "vb1", "ttl_secs": 600, "wait_secs": 30})
+        assert r.is_error is not True, text(r)
+        lease = r.structured_content["lease_id"]
+        r = await client.call_tool("power_board", {"board": "vb1", "action": "off", "lease": lease})
+        assert r.is_error is not True, text(r)
+        s, lines, secs = await _flash(lane, client, lease, "lane-disk.img", 240)
+        lane.figures["flash_board_s"] = secs
+        assert s["state"] == "succeeded", f"{s}\n{lines}\n{lane.journal()[-3000:]}"
+        res = s["result"]
+        names = [st["step"] for st in res["steps"]]
+        order = ["maskrom", "download_boot", "write", "verify", "reset", "await_console"]
+        assert [n for n in names if n in order] == order, res["steps"]
+        assert res["verified"] is True and res["flashed"]["board_state"] == "booted", res
+        boot_log = res["flashed"]["boot_log"]
+        assert f"sha256={vbench.sha256(DISK_IMAGE)}" in boot_log, boot_log[-2000:]
+        await client.call_tool("unlock_device", {"lease": lease})
+
+
+async def test_flash_board_of_an_image_the_board_cannot_boot_says_so_at_once(lane):
+    """The image written and verified, the board reset, and its boot ROM finds nothing to
+    boot (the image's loader is at byte 0, not at LBA 0x40): the board comes back in
+    MaskROM. flash_board says so as soon as the board is back, not after its time limit
+    waiting for a login prompt that cannot come (what the first lane run saw as a hang)."""
+    async with connect(lane.url, TOKEN_A, "legacy") as client:
+        r = await client.call_tool("lock_board", {"board": "vb1", "ttl_secs": 600, "wait_secs": 30})
+        assert r.is_error is not True, text(r)
+        lease = r.structured_content["lease_id"]
+        s, lines, secs = await _flash(lane, client, lease, "lane.img", 180)
+        assert s["state"] == "failed", f"{s}\n{lines}"
+        f = s["result"]["failure"]
+        assert f["step"] == "await_console", f
+        assert "MaskROM" in f["message"] and "LBA 0x40" in f["message"], f
+        assert f["board_state"] == "maskrom", f
+        assert secs < 60, f"the failure came after {secs:.0f} s:\n{lines}"
         await client.call_tool("unlock_device", {"lease": lease})
 
 

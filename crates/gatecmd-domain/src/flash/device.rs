@@ -101,6 +101,23 @@ pub async fn await_rockusb(
     }
 }
 
+/// Resolves once a device in MaskROM mode is at `port`. Awaited beside the console after
+/// the reset to boot from flash: a board that comes back in MaskROM there did not boot
+/// (its boot ROM found nothing it could start in the flash), so no prompt will come.
+/// Never resolves while the port shows anything else, nor when the registry stops.
+pub async fn maskrom_arrives(state: &AppState, port: &DeviceId) {
+    // Subscribed before the first look: an arrival in between wakes the wait.
+    let mut events = state.registry.subscribe();
+    loop {
+        if mode_at(state, port) == Some(RockchipMode::MaskRom) {
+            return;
+        }
+        if let Err(tokio::sync::broadcast::error::RecvError::Closed) = events.recv().await {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod edge_tests {
     use super::*;

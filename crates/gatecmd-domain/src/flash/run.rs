@@ -674,12 +674,27 @@ async fn steps(
                 cancel: waits,
             };
             let awaited = format!("/{}/ on the console after the reset", re.as_str());
-            let seen = watch(c, &wait, &awaited, || {
+            let prompt = watch(c, &wait, &awaited, || {
                 let s = c.slice(from, usize::MAX);
                 re.is_match(&String::from_utf8_lossy(&s.bytes))
                     .then_some(())
-            })
-            .await;
+            });
+            // A board back in MaskROM did not boot: no prompt will come, so the step ends
+            // now instead of at the call's time limit.
+            let seen = tokio::select! {
+                seen = prompt => seen,
+                () = device::maskrom_arrives(run.state, &board.usb) => {
+                    return Err((
+                        Step::AwaitConsole,
+                        FlashFailure::BackInMaskrom {
+                            board: board.name.clone(),
+                            port: board.usb.to_string(),
+                            secs: t.elapsed().as_secs(),
+                            pattern: re.as_str().to_string(),
+                        },
+                    ));
+                }
+            };
             boot_log = Some(log_since(c, from));
             match seen {
                 Ok(()) => {
