@@ -14,6 +14,8 @@
 //!   waiters, TTLs, per-client limits.
 //! - `boards`: boards at run time: `lock_board {match}` selection and its fair queue, power
 //!   states, consoles joined to boards, `boot_board`'s plan.
+//! - `boots`: boot reports: one record per power-on or console-seen boot, with the stages
+//!   and faults its console showed, a bounded transcript and an outcome.
 //! - `console`: board serial consoles captured into rings with cursors, and the
 //!   conversations (`board_run`, U-Boot) held over them.
 //! - `exec`: running one child (no shell, cleared environment, own process group, timeout,
@@ -36,6 +38,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod boards;
+pub mod boots;
 pub mod capture;
 pub mod config;
 pub mod console;

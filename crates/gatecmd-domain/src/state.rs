@@ -44,6 +44,8 @@ pub struct AppState {
     pub boards: crate::boards::Boards,
     /// Board serial consoles (src/console/): capture, reading, writing.
     pub consoles: crate::console::Consoles,
+    /// Boot reports, fed by the consoles and started by the power actions (src/boots/).
+    pub boots: crate::boots::Boots,
     /// Commands running now, for the bench page (src/running.rs).
     pub running: crate::running::Running,
     /// What the `/metrics` scrape reads beyond this state (the open sessions).
@@ -93,6 +95,16 @@ impl AppState {
             Default::default(),
             crate::boards::consoles::access(locks.clone()),
         );
+        // Every captured byte also goes to the boot reports, from the first one on.
+        let boots = crate::boots::Boots::new(config.boots);
+        boots.configure(&config);
+        let tap = boots.clone();
+        consoles.set_tap(std::sync::Arc::new(move |board: &str, bytes: &[u8]| {
+            tap.feed(board, bytes)
+        }));
+        if tokio::runtime::Handle::try_current().is_ok() {
+            boots.spawn_ticker();
+        }
         consoles.start(crate::boards::consoles::wanted(&config), Some(&registry));
         let boards = crate::boards::Boards::default();
         let config_jobs = config.jobs;
@@ -108,6 +120,7 @@ impl AppState {
             config_changed: tokio::sync::broadcast::channel(16).0,
             boards,
             consoles,
+            boots,
             running: Default::default(),
             metrics: Default::default(),
             jobs: crate::jobs::Jobs::new(config_jobs),
@@ -141,6 +154,8 @@ impl AppState {
         self.executor.set_limits(exec_limits(&config));
         self.locks.set_settings(LockSettings::from(&config.leases));
         self.jobs.set_settings(config.jobs);
+        // A board that keeps its console keeps its boots; the patterns follow the config.
+        self.boots.configure(&config);
         // An unchanged console keeps its capture and ring; a changed one starts over.
         self.consoles.start(
             crate::boards::consoles::wanted(&config),

@@ -35,6 +35,7 @@
 
 pub mod approvals;
 mod boards;
+mod boots;
 mod command;
 pub(crate) mod declare;
 mod error;
@@ -62,6 +63,7 @@ pub use boards::{
     MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS, power_boards_of,
 };
 pub use command::{CancelPolicy, CommandConfig, PatternConfig};
+pub use boots::BootSettings;
 pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
 pub use flash::FlashSettings;

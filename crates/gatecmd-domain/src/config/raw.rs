@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::boots::BootSettings;
 use super::command::CancelPolicy;
 use super::declare::{Setting, Value, settings};
 use super::flash::FlashSettings;
@@ -118,6 +119,11 @@ settings! {
             default: JobSettings::default(),
             docs: "how many finished jobs are kept per client, how long, and how much of their \
                 output.",
+        },
+        boots: BootSettings {
+            default: BootSettings::default(),
+            docs: "boot reports (docs/BOARDS.md \"Boot reports\"): how many per board, how much \
+                console per boot, when a boot is silent.",
         },
         flash: FlashSettings {
             default: FlashSettings::default(),
@@ -358,6 +364,20 @@ pub(crate) struct RawConsole {
     pub(crate) login_prompt: Option<String>,
     pub(crate) uboot: Option<RawUboot>,
     pub(crate) boot_timeout_secs: Option<u64>,
+    // Boot reports' own patterns for this board: `validate/boot_patterns.rs`.
+    pub(crate) boot_patterns: Option<Vec<RawBootPattern>>,
+}
+
+/// One of `console.boot_patterns`: a stage or a fault word, its regex, and whether it
+/// replaces that word's default patterns.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBootPattern {
+    pub(crate) stage: Option<String>,
+    pub(crate) fault: Option<String>,
+    pub(crate) regex: String,
+    #[serde(default)]
+    pub(crate) replace: bool,
 }
 
 #[derive(Deserialize)]

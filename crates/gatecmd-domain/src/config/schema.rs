@@ -45,6 +45,8 @@ pub struct Config {
     pub page: super::page::PageSettings,
     /// Background jobs: how many finished ones are kept per client, and how long.
     pub jobs: super::jobs::JobSettings,
+    /// Boot reports: how many per board, how much console each, when one is silent.
+    pub boots: super::boots::BootSettings,
     /// `flash_board`: on or off, which boards, clients and loaders (docs/FLASHING.md).
     pub flash: super::flash::FlashSettings,
     /// Who may read `/metrics`, and where (docs/METRICS.md).

@@ -42,6 +42,8 @@ pub struct ShellConfig {
     pub uboot: UbootConfig,
     /// Longest wait of `boot_board` for the state it drives to.
     pub boot_timeout: Duration,
+    /// `console.boot_patterns`: the board's own boot report patterns (docs/BOARDS.md).
+    pub boot_patterns: Vec<crate::boots::patterns::BootPattern>,
 }
 
 /// `console.login`.
@@ -74,6 +76,7 @@ impl Default for ShellConfig {
                 prompt: DEFAULT_UBOOT_PROMPT.into(),
             },
             boot_timeout: Duration::from_secs(DEFAULT_BOOT_TIMEOUT_SECS),
+            boot_patterns: Vec::new(),
         }
     }
 }

@@ -101,7 +101,13 @@ struct Shared {
     port: Mutex<Option<Arc<AsyncFd<File>>>>,
     /// One writer at a time, so two writes never interleave on the wire.
     writer: tokio::sync::Mutex<()>,
+    /// Sees every appended byte, in order (the boot reports, `crate::boots`).
+    tap: Option<Tap>,
 }
+
+/// Called with the board's name and each appended piece, on the appending task, after the
+/// ring took it.
+pub type Tap = Arc<dyn Fn(&str, &[u8]) + Send + Sync>;
 
 /// A cheap-to-clone handle to one board's console.
 #[derive(Clone)]
@@ -117,6 +123,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Console {
     /// A console with an empty ring, not yet captured (state absent).
     pub fn new(board: &str, config: ConsoleConfig, settings: &ConsoleSettings) -> Console {
+        Console::with_tap(board, config, settings, None)
+    }
+
+    /// [`Console::new`] whose appended bytes also go to `tap`.
+    pub fn with_tap(
+        board: &str,
+        config: ConsoleConfig,
+        settings: &ConsoleSettings,
+        tap: Option<Tap>,
+    ) -> Console {
         let ring = Ring::new(config.buffer_bytes);
         Console {
             shared: Arc::new(Shared {
@@ -132,6 +148,7 @@ impl Console {
                 }),
                 port: Mutex::new(None),
                 writer: tokio::sync::Mutex::new(()),
+                tap,
             }),
         }
     }
@@ -152,6 +169,9 @@ impl Console {
             ring.end()
         };
         self.shared.end.send_replace(end);
+        if let Some(tap) = &self.shared.tap {
+            tap(&self.shared.board, bytes);
+        }
     }
 
     /// Up to `max` bytes from cursor `at`.

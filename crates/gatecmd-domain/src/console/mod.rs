@@ -25,7 +25,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-pub use board::{Console, ConsoleState, ConsoleView, WriteError};
+pub use board::{Console, ConsoleState, ConsoleView, Tap, WriteError};
 pub use config::{ConsoleConfig, ConsoleSettings};
 pub use read::{ReadError, ReadSpec, Reading};
 
@@ -74,6 +74,8 @@ struct Shared {
     settings: ConsoleSettings,
     access: Arc<dyn BoardAccess>,
     boards: RwLock<BTreeMap<String, Running>>,
+    /// Given to every console started from now on ([`Consoles::set_tap`]).
+    tap: RwLock<Option<Tap>>,
     /// Board names whose console changed, at most 10 per second per board.
     changes: tokio::sync::broadcast::Sender<String>,
     /// Parent of every capture task's token.
@@ -97,6 +99,7 @@ impl Consoles {
                 settings,
                 access,
                 boards: RwLock::new(BTreeMap::new()),
+                tap: RwLock::new(None),
                 changes: tokio::sync::broadcast::channel(64).0,
                 _stop_all: stop.clone().drop_guard(),
                 stop,
@@ -129,7 +132,13 @@ impl Consoles {
             if running.contains_key(&name) {
                 continue;
             }
-            let console = Console::new(&name, config, &self.shared.settings);
+            let tap = self
+                .shared
+                .tap
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let console = Console::with_tap(&name, config, &self.shared.settings, tap);
             let stop = self.shared.stop.child_token();
             capture::spawn(
                 console.clone(),
@@ -140,6 +149,12 @@ impl Consoles {
             );
             running.insert(name, Running { console, stop });
         }
+    }
+
+    /// Every console started from now on hands its captured bytes to `tap` too (set it
+    /// before the first [`Consoles::start`]).
+    pub fn set_tap(&self, tap: Tap) {
+        *self.shared.tap.write().unwrap_or_else(|e| e.into_inner()) = Some(tap);
     }
 
     /// The console of `board`, if it has one.

@@ -5,6 +5,7 @@
 
 mod approvals;
 mod boards;
+mod boot_patterns;
 mod clients;
 mod commands;
 mod devices;

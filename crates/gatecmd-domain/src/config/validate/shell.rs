@@ -111,6 +111,10 @@ impl Validator {
                 out.boot_timeout = Duration::from_secs(secs);
             }
         }
+        match self.boot_patterns(i, c.boot_patterns.as_deref().unwrap_or(&[])) {
+            Some(p) => out.boot_patterns = p,
+            None => ok = false,
+        }
         ok.then_some(out)
     }
 }

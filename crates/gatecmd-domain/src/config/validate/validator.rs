@@ -238,6 +238,7 @@ impl Validator {
             page: raw.page,
             metrics,
             jobs: raw.jobs,
+            boots: raw.boots,
             flash: raw.flash,
             labgrid,
             written,
