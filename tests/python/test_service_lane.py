@@ -6,7 +6,9 @@ an edited /etc/gatecmd/allowed_commands.yaml, and `systemctl enable --now gatecm
 host drives the packaged service over a forwarded port with the official MCP Python SDK.
 
 One guest serves the whole file (the tests run in file order and build on each other:
-install, start, calls, reload, audit log, stop, upgrade, purge). Without QEMU or mmdebstrap
+install, start, power, consoles, isolated commands, boot_board, rkdeveloptool's flash,
+flash_board verified, reload, an approval, audit log, stop with commands running, an
+upgrade to the same tree as revision 2, purge). Without QEMU or mmdebstrap
 the file is skipped with the reason; under CI=true that is a failure.
 """
 
@@ -49,6 +51,23 @@ approvals:
     action: "off"
     board: vb2
     approve: {by: [vm-b]}
+"""
+SLEEPS = """  - name: sleep
+    binary: /usr/bin/sleep
+    description: Runs until its time is up or it is stopped (the lane's stop check).
+    timeout_secs: 600
+    params: {secs: "[0-9]{1,3}"}
+    allowed_args:
+      - pattern: "{secs}"
+  - name: sleep-isolated
+    binary: /usr/bin/sleep
+    description: The same in an isolated view of one board (a user and a mount namespace).
+    device: rockusb
+    isolate: true
+    timeout_secs: 600
+    params: {secs: "[0-9]{1,3}"}
+    allowed_args:
+      - pattern: "{secs}"
 """
 VBOARD_UNIT = """[Unit]
 Description=gatecmd-vboard: two virtual RK3588 boards (the lane's bench)
@@ -103,14 +122,20 @@ def lane():
     work = Path(tempfile.mkdtemp(prefix="gatecmd-lane."))
     files = work / "files"
     files.mkdir()
-    built = subprocess.run(
-        [str(vbench.REPO / "scripts/deb.sh"), "--binary", str(gatecmd), "--fast", "--output", str(work / "deb")],
-        capture_output=True,
-        text=True,
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    deb = Path(built.stdout.strip().splitlines()[-1])
-    shutil.copy(deb, files / "gatecmd.deb")
+    # The package, and the same tree again as revision 2: the upgrade the lane installs.
+    for revision, name in (("1", "gatecmd.deb"), ("2", "gatecmd-upgrade.deb")):
+        built = subprocess.run(
+            [
+                str(vbench.REPO / "scripts/deb.sh"),
+                *("--binary", str(gatecmd), "--fast", "--revision", revision),
+                *("--output", str(work / f"deb-{revision}")),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert built.returncode == 0, built.stderr[-3000:]
+        deb = Path(built.stdout.strip().splitlines()[-1])
+        shutil.copy(deb, files / name)
     shutil.copy(vboard, files / "gatecmd-vboard")
     subprocess.run(["strip", str(files / "gatecmd-vboard")], check=True)
     (files / "gatecmd-vboard.service").write_text(VBOARD_UNIT)
@@ -121,6 +146,9 @@ def lane():
     console = f'console: {{port: "{vbench.PORTS["vb1"][1]}", baud: 1500000}}'
     assert console in cfg
     cfg = cfg.replace(console, console[:-1] + ", login: {user: root}}", 1).replace(vbench.IMAGES, IMAGES)
+    # Commands that run until stopped, plain and isolated (the stop check).
+    assert "commands: [rkdeveloptool]" in cfg
+    cfg = cfg.replace("commands: [rkdeveloptool]", "commands: [rkdeveloptool, sleep, sleep-isolated]", 1) + SLEEPS
     (files / "allowed_commands.yaml").write_text(cfg)
     (files / "images").mkdir()
     subprocess.run([str(vboard), "make-loader", "--out", str(files / "images/loader.bin")], check=True, capture_output=True)
@@ -136,11 +164,14 @@ def lane():
         lane.figures.update(figures)
         lane.run("systemctl", "is-system-running", "--wait", timeout=300)
         lane.figures["boot_to_running_s"] = time.monotonic() - t_boot
+        # systemd's own account of the boot, printed with the figures.
+        lane.boot_line = lane.run("systemd-analyze").splitlines()[0]
         lane.run("mount", "-o", "ro", "/dev/vdb", "/mnt")
         yield lane
     finally:
         guest.stop()
         print(f"service lane figures: {({k: round(v, 1) for k, v in lane.figures.items()})}; total {time.monotonic() - t0:.0f} s")
+        print(f"guest: {getattr(lane, 'boot_line', '?')}")
         print("--- the guest's console (last 60 lines) ---")
         print("\n".join(guest.log().splitlines()[-60:]))
         if not os.environ.get("KEEP_LANE"):
@@ -148,7 +179,9 @@ def lane():
 
 
 def test_the_package_installs_and_the_unit_starts(lane):
+    t = time.monotonic()
     lane.run("dpkg", "-i", "/mnt/gatecmd.deb", timeout=180)
+    lane.figures["dpkg_install_s"] = time.monotonic() - t
     # The bench: the virtual boards under their own unit; their power switch (a control
     # socket, root's 0600) is given to the group gatecmd, as a udev rule gives a relay.
     lane.run("install", "-m", "0755", "/mnt/gatecmd-vboard", "/usr/local/bin/gatecmd-vboard")
@@ -419,19 +452,70 @@ def test_the_audit_log_is_the_services_and_owner_only(lane):
     assert out == "gatecmd gatecmd 600", out
 
 
-def test_stop_leaves_no_child(lane):
-    lane.run("systemctl", "stop", "gatecmd")
+def _listening(lane, count: int) -> None:
+    """Waits for the journal's `count`-th listening line (one per start)."""
+    for _ in range(600):
+        if lane.journal().count("gatecmd: listening on") >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(lane.journal()[-3000:])
+
+
+async def test_stop_leaves_no_child_of_a_running_command(lane):
+    """`systemctl stop` while two commands run as background jobs, one isolated on a board
+    (its own user and mount namespace): nothing of the user gatecmd is left, within the
+    unit's TimeoutStopSec, and the stop is clean."""
+    async with connect(lane.url, TOKEN_A, "legacy") as client:
+        r = await client.call_tool("lock_board", {"board": "vb1", "ttl_secs": 600, "wait_secs": 30})
+        assert r.is_error is not True, text(r)
+        lease = r.structured_content["lease_id"]
+        # The isolated command needs the board on USB: MaskROM.
+        r = await client.call_tool("boot_board", {"board": "vb1", "lease": lease, "to": "maskrom", "timeout_secs": 60})
+        assert r.is_error is not True, text(r)
+        for command, extra in (("sleep-isolated", {"board": "vb1", "lease": lease}), ("sleep", {})):
+            r = await client.call_tool("execute_command", {"command": command, "args": ["300"], "background": True, **extra})
+            assert r.is_error is not True, f"{command}: {text(r)}"
+    out = ""
+    for _ in range(100):
+        rc, out, _ = lane.guest.run(["pgrep", "-u", "gatecmd", "-a", "-x", "sleep"])
+        if len(out.splitlines()) == 2:
+            break
+        time.sleep(0.2)
+    assert len(out.splitlines()) == 2, out
+    starts = lane.journal().count("gatecmd: listening on")
+    t = time.monotonic()
+    lane.run("systemctl", "stop", "gatecmd", timeout=60)
+    lane.figures["stop_s"] = time.monotonic() - t
     rc, out, _ = lane.guest.run(["pgrep", "-u", "gatecmd", "-a"])
     assert rc == 1 and out == "", out
+    rc, out, _ = lane.guest.run(["pgrep", "-a", "-x", "sleep"])
+    assert rc == 1 and out == "", out
+    assert lane.figures["stop_s"] < 15, lane.journal()[-3000:]
+    assert lane.run("systemctl", "show", "-p", "Result", "--value", "gatecmd").strip() == "success", lane.journal()[-3000:]
     lane.run("systemctl", "start", "gatecmd")
+    _listening(lane, starts + 1)
 
 
 def test_an_upgrade_keeps_the_edited_config(lane):
+    """dpkg -i of the same tree as a higher revision: the edited conffile is kept as it
+    is (content, owner, mode), and the running service is restarted on the new package."""
     before = lane.run("sha256sum", CONF)
-    lane.run("dpkg", "-i", "/mnt/gatecmd.deb", timeout=180)
+    pid = lane.run("systemctl", "show", "-p", "MainPID", "--value", "gatecmd").strip()
+    old = lane.run("dpkg-query", "-W", "-f=${Version}", "gatecmd")
+    starts = lane.journal().count("gatecmd: listening on")
+    t = time.monotonic()
+    lane.run("dpkg", "-i", "/mnt/gatecmd-upgrade.deb", timeout=180)
+    lane.figures["dpkg_upgrade_s"] = time.monotonic() - t
+    new = lane.run("dpkg-query", "-W", "-f=${Version}", "gatecmd")
+    lane.run("dpkg", "--compare-versions", new, "gt", old)
     assert lane.run("sha256sum", CONF) == before
     assert "kill_grace_secs: 2" in lane.run("cat", CONF)
     assert lane.run("stat", "-c", "%U %a", CONF).strip() == "gatecmd 600"
+    assert not lane.guest.run(["test", "-e", CONF + ".dpkg-dist"])[0] == 0
+    _listening(lane, starts + 1)
+    lane.figures["upgrade_to_listening_s"] = time.monotonic() - t
+    assert lane.run("systemctl", "is-active", "gatecmd").strip() == "active"
+    assert lane.run("systemctl", "show", "-p", "MainPID", "--value", "gatecmd").strip() != pid
 
 
 def test_purge_leaves_nothing(lane):
