@@ -178,7 +178,10 @@ function renderLocks(s) {
 function renderRunning(s) {
   const rows = s.running.map((r) => {
     const p = typeof r.progress === "number" ? r.progress : null;
-    const bar = p === null ? "–" : el("span", {}, el("progress", { max: 100, value: p }), ` ${Math.round(p)}%`);
+    // A run that moves bytes (flash_board) says which step, how much, how fast, how long.
+    const t = r.transfer;
+    const moving = t ? ` ${t.step} ${(t.bytes_done / 1048576).toFixed(1)} of ${(t.bytes_total / 1048576).toFixed(1)} MiB at ${(t.rate_bytes_per_s / 1e6).toFixed(1)} MB/s${typeof t.eta_secs === "number" ? `, ${Math.round(t.eta_secs)} s left` : ""}` : "";
+    const bar = p === null ? "–" : el("span", { "data-transfer": t ? t.step : "" }, el("progress", { max: 100, value: p }), ` ${Math.round(p)}%${moving}`);
     // A job (background, detached, task) names its id under its holder.
     const job = r.job ? el("div", { class: "hint mono", "data-job": r.job }, `job ${r.job}`) : null;
     return el("tr", { "data-run": r.id, "data-command": r.command, "data-progress": p === null ? "" : Math.round(p) },

@@ -235,6 +235,7 @@ def assert_flashed(s: dict, expected: dict[int, bytes]) -> None:
     expected SHA-256 of every range written."""
     names = [st["step"] for st in s["steps"]]
     assert names == [
+        "accept",
         "check_image",
         "maskrom",
         "await_rockusb",
@@ -245,10 +246,17 @@ def assert_flashed(s: dict, expected: dict[int, bytes]) -> None:
         "verify",
         "reset",
         "await_console",
+        "hash_files",
     ], s["steps"]
     assert all(isinstance(st["ms"], int) for st in s["steps"])
     assert s["state"] == "succeeded" and s["verified"] is True, s
     f = s["flashed"]
+    # The steps add up to the call (issue 41): within 5 % of took_ms, which runs from the
+    # call's arrival to the result (each step's ms is truncated: 1 ms per step of slack).
+    total = sum(st["ms"] for st in s["steps"])
+    assert abs(f["took_ms"] - total) <= max(0.05 * f["took_ms"], len(names)), (total, f["took_ms"], s["steps"])
+    assert f["verification"] == "read_back" and f["unverified_bytes"] == 0, f
+    assert f["verified_bytes"] == f["written"]["bytes_written"], f
     assert f["board_state"] == "booted", f
     got = regions(f["boot_log"])
     want = {off // 512: (len(b) // 512, sha(b)) for off, b in expected.items()}
@@ -290,6 +298,10 @@ async def test_bmap_256mib_writes_only_its_quarter(bench, images):
         assert_flashed(s, images.big_pieces)
         f = s["flashed"]
         assert f["image"]["logical_bytes"] == BMAP_SIZE and f["image"]["mapped_bytes"] == BMAP_SIZE // 4
+        # The 256 MiB expansion is not hashed whole: the bmap's checked checksums name the
+        # bytes written, and the bmap's own SHA-256 is reported.
+        assert "sha256" not in f["image"], f["image"]
+        assert f["bmap"]["sha256"] == sha(images.files["big.bmap"]), f["bmap"]
 
 
 async def test_bmap_image_zstd_compressed(bench, images):
@@ -334,7 +346,7 @@ async def test_bmap_not_matching_is_refused_before_the_board_is_touched(bench):
         lid = await lease(c, "vb2")
         s = await flash(c, "vb2", lid, "big.img", ok=False, bmap="other.bmap")
         f = s["failure"]
-        assert f["step"] == "check_image" and s["steps"] == [], s
+        assert f["step"] == "check_image" and [st["step"] for st in s["steps"]] == ["accept"], s
         assert "does not match" in f["message"] and "nothing was written" in f["message"], f
 
 
@@ -374,6 +386,13 @@ async def test_cancel_job_stops_between_chunks_and_names_the_board_state(bench):
                 assert w.structured_content["state"] == "running", w.structured_content
                 if (w.structured_content.get("progress") or 0) >= 20:
                     break
+        # A running answer an agent can plan with (issue 41): the step, bytes done and
+        # total, the rate, the time left.
+        t = w.structured_content["transfer"]
+        assert t["step"] == "write" and t["bytes_total"] == 64 * MIB, t
+        assert 0 < t["bytes_done"] <= t["bytes_total"] and t["rate_bytes_per_s"] > 0, t
+        assert t["eta_secs"] >= 0, t
+        assert "MB/s" in text(w) and "s left" in text(w), text(w)
         r = await c.call_tool("cancel_job", {"job": job})
         assert r.is_error is not True, text(r)
         with anyio.fail_after(60):

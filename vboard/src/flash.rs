@@ -150,7 +150,7 @@ impl ReadBack {
     }
 
     /// The first sector whose reads are not sound (`None`: all are).
-    fn from_sector(self) -> Option<u64> {
+    fn limit_sector(self) -> Option<u64> {
         match self {
             ReadBack::Sound => None,
             ReadBack::Fill { from, .. } | ReadBack::Stale { from } => Some(from / SECTOR),
@@ -230,7 +230,7 @@ impl Flash {
     /// the sectors at or past its limit.
     pub fn read_as_loader(&self, lba: u64, buf: &mut [u8]) -> Result<(), FlashError> {
         self.read(lba, buf)?;
-        let Some(limit) = self.read_back.from_sector() else {
+        let Some(limit) = self.read_back.limit_sector() else {
             return Ok(());
         };
         let n = buf.len() as u64 / SECTOR;

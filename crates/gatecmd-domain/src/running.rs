@@ -32,6 +32,10 @@ pub struct RunningCommand {
     /// `progress:` regex or before the first match.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<f64>,
+    /// Bytes moving now, for a run that moves them (flash_board): step, bytes done and
+    /// total, rate, seconds left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<crate::jobs::Transfer>,
     /// The job this run is (src/jobs/), when it runs apart from its call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
@@ -95,6 +99,7 @@ impl Running {
                     board: run.board,
                     started_at: Utc::now(),
                     progress: None,
+                    transfer: None,
                     job: None,
                 },
             );
@@ -167,6 +172,14 @@ impl RunGuard {
         if raised {
             self.running.tick();
         }
+    }
+
+    /// Records the bytes moving now (flash_board), for the page's row.
+    pub fn set_transfer(&self, t: crate::jobs::Transfer) {
+        if let Some(r) = self.running.lock().runs.get_mut(&self.id) {
+            r.transfer = Some(t);
+        }
+        self.running.tick();
     }
 
     /// Looks for a percentage in an output line; a higher one is recorded. Returns whether

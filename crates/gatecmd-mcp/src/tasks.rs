@@ -45,9 +45,14 @@ pub fn get(state: &AppState, who: &ClientIdentity, id: &str) -> Result<GetTaskRe
             TaskPayload::Working
         }
         JobState::Running => {
+            let transfer = v
+                .transfer
+                .as_ref()
+                .map(|t| format!(": {}", t.line()))
+                .unwrap_or_default();
             task = task.with_status_message(match v.progress {
-                Some(p) => format!("running, {p}%"),
-                None => "running".to_string(),
+                Some(p) => format!("running, {p}%{transfer}"),
+                None => format!("running{transfer}"),
             });
             TaskPayload::Working
         }

@@ -127,6 +127,7 @@ struct Live {
     state: JobState,
     origin: Origin,
     progress: Option<f64>,
+    transfer: Option<Transfer>,
     end: JobEnd,
     ended_at: Option<Instant>,
     /// A detach the client has not been told about yet.
@@ -152,6 +153,37 @@ pub struct Job {
     changed: watch::Sender<u64>,
 }
 
+/// What a job that moves bytes (`flash_board`) is doing now: enough to plan with. Field
+/// names are part of the interface (docs/TOOLS.md, `wait_job`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Transfer {
+    /// The step moving them (`check_image`, `write`, `verify`).
+    pub step: String,
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+    /// Bytes per second since the step began.
+    pub rate_bytes_per_s: f64,
+    /// Seconds left in this step at that rate (absent before anything moved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eta_secs: Option<f64>,
+}
+
+impl Transfer {
+    /// `write 12.0 MiB of 64.0 MiB at 20.1 MB/s, 3 s left`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {:.1} MiB of {:.1} MiB at {:.1} MB/s{}",
+            self.step,
+            self.bytes_done as f64 / 1048576.0,
+            self.bytes_total as f64 / 1048576.0,
+            self.rate_bytes_per_s / 1e6,
+            self.eta_secs
+                .map(|s| format!(", {s:.0} s left"))
+                .unwrap_or_default()
+        )
+    }
+}
+
 /// A read of a job, copied out of its lock.
 #[derive(Debug, Clone)]
 pub struct JobView {
@@ -161,6 +193,8 @@ pub struct JobView {
     pub state: JobState,
     pub origin: Origin,
     pub progress: Option<f64>,
+    /// Bytes moving now, for a job that moves them (`flash_board`).
+    pub transfer: Option<Transfer>,
     pub end: JobEnd,
     /// Milliseconds since the start (the run's duration once it ended).
     pub elapsed_ms: u64,
@@ -181,6 +215,7 @@ impl Job {
                 state,
                 origin,
                 progress: None,
+                transfer: None,
                 end: JobEnd::default(),
                 ended_at: None,
                 untold: false,
@@ -226,6 +261,12 @@ impl Job {
             self.tick();
         }
         raised
+    }
+
+    /// Records the bytes moving now (the newest report replaces the last).
+    pub fn set_transfer(&self, t: Transfer) {
+        self.live().transfer = Some(t);
+        self.tick();
     }
 
     /// Names the approval request the job waits for.
@@ -312,6 +353,7 @@ impl Job {
             state: l.state,
             origin: l.origin,
             progress: l.progress,
+            transfer: l.transfer.clone(),
             end: l.end.clone(),
             elapsed_ms,
             approval: l.approval.clone(),
@@ -333,5 +375,43 @@ impl Job {
     /// A receiver that moves on every change.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod transfer_tests {
+    use super::*;
+
+    /// The newest transfer replaces the last, is in the view, and reads as a plan.
+    #[test]
+    fn a_transfer_is_kept_and_reads_as_a_plan() {
+        let spec = JobSpec {
+            client: "vm-a".into(),
+            command: "flash_board".into(),
+            argv: vec!["flash_board".into()],
+            lock_keys: vec![],
+            device: None,
+            board: None,
+            timeout_secs: 10,
+            uncancellable: false,
+            origin: Origin::Background,
+        };
+        let job = Job::new(JobId("job-1".into()), spec, 1024, JobState::Running);
+        assert!(job.view().transfer.is_none());
+        let t = |done| Transfer {
+            step: "write".into(),
+            bytes_done: done,
+            bytes_total: 64 << 20,
+            rate_bytes_per_s: 21.3e6,
+            eta_secs: Some(2.0),
+        };
+        job.set_transfer(t(16 << 20));
+        job.set_transfer(t(27 << 20));
+        let v = job.view().transfer.expect("a transfer");
+        assert_eq!(v.bytes_done, 27 << 20);
+        assert_eq!(
+            v.line(),
+            "write 27.0 MiB of 64.0 MiB at 21.3 MB/s, 2 s left"
+        );
     }
 }

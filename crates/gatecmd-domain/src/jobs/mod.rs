@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, watch};
 
-pub use job::{Job, JobEnd, JobId, JobSpec, JobState, JobView, Origin};
+pub use job::{Job, JobEnd, JobId, JobSpec, JobState, JobView, Origin, Transfer};
 
 use crate::config::JobSettings;
 

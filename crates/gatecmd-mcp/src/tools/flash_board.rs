@@ -535,6 +535,7 @@ pub async fn flash_call(
         transfer_blocks: policy.transfer_blocks(),
         device_wait: Duration::from_secs(policy.device_wait_secs),
         received,
+        client: who.name.clone(),
     };
     // A task-augmented call (the client declared the tasks extension) is answered with a
     // task at once, `background` or not (as execute_command's job-shaped calls): the task
@@ -674,6 +675,15 @@ impl FlashTask {
                     Event::Started(s) => format!("step {s} ..."),
                     Event::Done(r) => format!("step {} done in {} ms: {}", r.step, r.ms, r.detail),
                     Event::Bytes(b) => {
+                        let t = gatecmd_domain::jobs::Transfer {
+                            step: b.step.as_str().to_string(),
+                            bytes_done: b.done,
+                            bytes_total: b.total,
+                            rate_bytes_per_s: b.rate.round(),
+                            eta_secs: b.eta_secs.map(|s| (s * 10.0).round() / 10.0),
+                        };
+                        row.set_transfer(t.clone());
+                        job.set_transfer(t);
                         row.set_progress(b.overall_percent());
                         if job.set_progress(b.overall_percent()) {
                             jobs.changed(&job.id);

@@ -136,9 +136,13 @@ pub async fn wait(
         {
             sent = Some(p);
             let param = ProgressNotificationParam::new(t.clone(), p).with_message(format!(
-                "{} {}: {p}%",
+                "{} {}: {p}%{}",
                 v.spec.command,
-                v.state.as_str()
+                v.state.as_str(),
+                v.transfer
+                    .as_ref()
+                    .map(|t| format!(", {}", t.line()))
+                    .unwrap_or_default()
             ));
             let mut param = param;
             param.total = Some(100.0);
@@ -195,6 +199,9 @@ fn answer(
     );
     if let Some(p) = v.progress {
         text.push_str(&format!(", {p}%"));
+    }
+    if let Some(t) = v.transfer.as_ref().filter(|_| v.state.is_running()) {
+        text.push_str(&format!(" ({})", t.line()));
     }
     if let Some(c) = v.end.exit_code {
         text.push_str(&format!(", exit code {c}"));

@@ -22,6 +22,10 @@ pub struct JobSummary {
     /// The highest percentage its output reported (the command's `progress:` regex).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<f64>,
+    /// Bytes moving now, for a job that moves them (`flash_board`): the step, bytes done
+    /// and total, rate, seconds left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<gatecmd_domain::jobs::Transfer>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     pub lock_keys: Vec<String>,
@@ -58,6 +62,7 @@ impl JobSummary {
             origin: v.origin,
             approval: v.approval.clone(),
             progress: v.progress,
+            transfer: v.transfer.clone().filter(|_| v.state.is_running()),
             exit_code: v.end.exit_code,
             lock_keys: v.spec.lock_keys.clone(),
             device: v.spec.device.clone(),
