@@ -1,10 +1,10 @@
 //! labgrid's `rest` power model (`labgrid/driver/power/rest.py`: GET a URL for `0`/`1`,
 //! PUT `0`/`1` to switch) served on `labgrid.console_bind`, one URL per board by index,
-//! through the board's configured power backend (`gatecmd_domain::config::power`, via the
-//! executor like `power_board`). Every request, reading included, is admitted on its own
-//! (`admission.rs`): the board held by a labgrid place acquired by a listed person and the
-//! connection owned by one of that person's accounts; the switch runs under that place's
-//! lease. The port is
+//! through the board's configured power backend (`gatecmd_domain::config::power`, run by
+//! the domain's power runner like `power_board`). Every request, reading included, is
+//! admitted on its own (`admission.rs`): the board held by a labgrid place acquired by a
+//! listed person and the connection owned by one of that person's accounts; the switch
+//! runs under that place's lease. The port is
 //! served by the same accept loop as `/mcp` (`transport::conn_limits`), with small caps
 //! of its own: a connection that no request of the holder has authenticated is closed
 //! after the header timeout, and the oldest such goes first when they pile up.
@@ -30,6 +30,7 @@ use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::LabSettings;
 use gatecmd_domain::config::power::switch_spec;
 use gatecmd_domain::locks::{CommandLockRequest, LockKey};
+use gatecmd_domain::usecases::power::{Audited, run_power};
 
 /// The power port's own connection caps: labgrid's power driver opens one connection per
 /// request, and only holders' requests authenticate one.
@@ -215,31 +216,27 @@ async fn switch_board(lab: &Lab, admitted: &Admitted, on: bool) -> Result<(), An
     // Under the command lock: the hold is checked once more where nothing can change it.
     lab.still_admitted(admitted)
         .map_err(|why| (StatusCode::FORBIDDEN, format!("{why}\n")))?;
-    let outcome = lab
-        .state
-        .executor
-        .run_with(&spec, CancellationToken::new(), None)
-        .await;
-    match outcome {
-        Ok(o) if o.exit_code == Some(0) && o.stopped.is_none() => {
-            let s = if on { PowerState::On } else { PowerState::Off };
-            lab.state.boards.set_power_state(board, s);
-            Ok(())
-        }
-        Ok(o) => {
-            lab.state.boards.set_power_state(board, PowerState::Unknown);
-            Err((
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "gatecmd: the power command failed (exit {:?}): {}\n",
-                    o.exit_code,
-                    gatecmd_core::output::clean(&o.stderr)
-                ),
-            ))
-        }
-        Err(e) => {
-            lab.state.boards.set_power_state(board, PowerState::Unknown);
-            Err((StatusCode::BAD_GATEWAY, format!("gatecmd: {e}\n")))
-        }
+    let after = if on { PowerState::On } else { PowerState::Off };
+    let run = run_power(
+        &lab.state,
+        board,
+        &spec,
+        after,
+        CancellationToken::new(),
+        Audited::ByCaller,
+    )
+    .await;
+    let ok = run.ok();
+    match run.outcome {
+        Ok(_) if ok => Ok(()),
+        Ok(o) => Err((
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "gatecmd: the power command failed (exit {:?}): {}\n",
+                o.exit_code,
+                gatecmd_core::output::clean(&o.stderr)
+            ),
+        )),
+        Err(e) => Err((StatusCode::BAD_GATEWAY, format!("gatecmd: {e}\n"))),
     }
 }

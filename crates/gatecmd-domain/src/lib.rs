@@ -34,6 +34,8 @@
 //!   answers, waiting reads).
 //! - `staging`: file staging inside the file roots (list, stat, upload, remove) with quotas.
 //! - `audit`: the audit log, one bounded JSON line per decision, rotated and aggregated.
+//! - `usecases`: what a board action does, once, for every surface that offers it (the
+//!   power runner).
 
 pub mod approvals;
 pub mod audit;
@@ -53,3 +55,4 @@ pub mod quotas;
 pub mod running;
 pub mod staging;
 pub mod state;
+pub mod usecases;

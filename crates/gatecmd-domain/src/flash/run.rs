@@ -23,6 +23,7 @@ use super::failure::{Failed, FlashFailure, Seen};
 use super::hash::FileHash;
 use super::outcome::{FileFacts, FlashFacts, Flashed, Written};
 use super::step::{Bytes, Event, Step, StepRecord, mib};
+use crate::audit::PowerVia;
 use crate::boards::PowerState;
 use crate::boards::boot::{Now, Target, plan};
 use crate::config::power::action_spec;
@@ -30,6 +31,7 @@ use crate::config::{BoardConfig, Config};
 use crate::console::Console;
 use crate::console::session::{TalkError, Wait, last_line_since, watch};
 use crate::state::AppState;
+use crate::usecases::power::{Audited, PowerFailure, run_power};
 use gatecmd_devices::RockchipMode;
 use gatecmd_flash::{
     BootFile, Control, FlashError, FlashOptions, Image, Phase, Progress, SizeLimit,
@@ -971,40 +973,28 @@ async fn maskrom_action(
         argv: action.command.clone(),
         error: e.to_string(),
     })?;
-    let argv: Vec<String> = std::iter::once(spec.binary.display().to_string())
-        .chain(spec.args.iter().cloned())
-        .collect();
-    let outcome = state.executor.run_with(&spec, cancel.clone(), None).await;
-    state.audit.record(&crate::audit::PowerStepRecord {
-        via: crate::audit::PowerVia::FlashBoard,
-        board: &board.name,
-        argv: &argv,
-        exit_code: outcome.as_ref().ok().and_then(|o| o.exit_code),
-    });
-    match outcome {
-        Ok(o) if o.exit_code == Some(0) && o.stopped.is_none() => {
-            state.boards.set_power_state(&board.name, PowerState::On);
-            Ok(())
-        }
-        Ok(o) => {
-            state
-                .boards
-                .set_power_state(&board.name, PowerState::Unknown);
-            Err(FlashFailure::PowerFailed {
-                argv: argv.join(" "),
-                exit_code: o.exit_code,
-                output: gatecmd_core::output::clean(&o.stdout)
-                    + &gatecmd_core::output::clean(&o.stderr),
-            })
-        }
-        Err(e) => {
-            state
-                .boards
-                .set_power_state(&board.name, PowerState::Unknown);
-            Err(FlashFailure::PowerStart {
-                argv: argv.join(" "),
-                error: e.to_string(),
-            })
-        }
-    }
+    let run = run_power(
+        state,
+        &board.name,
+        &spec,
+        PowerState::On,
+        cancel.clone(),
+        Audited::Step(PowerVia::FlashBoard),
+    )
+    .await;
+    run.into_result().map_err(|f| match f {
+        PowerFailure::Failed {
+            argv,
+            exit_code,
+            output,
+        } => FlashFailure::PowerFailed {
+            argv,
+            exit_code,
+            output,
+        },
+        PowerFailure::NotStarted { argv, error } => FlashFailure::PowerStart {
+            argv,
+            error: error.to_string(),
+        },
+    })
 }

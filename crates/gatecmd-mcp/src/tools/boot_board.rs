@@ -23,9 +23,7 @@ use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_devices::{DeviceId, RockchipMode};
 use gatecmd_domain::approvals::NewRequest;
-use gatecmd_domain::audit::{
-    BootOutcome, BootRecord, BootStep, PowerStepRecord, PowerVia, RefusedDetail,
-};
+use gatecmd_domain::audit::{BootOutcome, BootRecord, BootStep, PowerVia, RefusedDetail};
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::boards::boot::{Now, Step, Target, Unreachable, plan};
 use gatecmd_domain::config::power::{action_spec, switch_spec};
@@ -38,6 +36,7 @@ use gatecmd_domain::exec::{ExecError, Spec};
 use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::locks::{LeaseId, LockKey};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::power::{Audited, PowerFailure, run_power};
 
 /// How long a newline is answered before the console counts as showing no prompt.
 const PROBE_WAIT: Duration = Duration::from_secs(2);
@@ -440,7 +439,7 @@ async fn run_step(
     };
     match step {
         Step::PowerOff => {
-            run_power(
+            power_step(
                 state,
                 name,
                 switch_spec(config, &l.board, false)
@@ -451,7 +450,7 @@ async fn run_step(
             .await
         }
         Step::PowerOn => {
-            run_power(
+            power_step(
                 state,
                 name,
                 switch_spec(config, &l.board, true)
@@ -468,7 +467,7 @@ async fn run_step(
                 };
                 return Err(e.into());
             };
-            run_power(
+            power_step(
                 state,
                 name,
                 action_spec(config, action).map_err(|e| BootRefusal::from(PowerError::from(e)))?,
@@ -487,7 +486,7 @@ async fn run_step(
                 });
                 return Err(e.into());
             };
-            run_power(
+            power_step(
                 state,
                 name,
                 action_spec(config, &r.action)
@@ -516,48 +515,37 @@ async fn run_step(
     }
 }
 
-/// One power or MaskROM command through the executor; the board's power state follows.
-async fn run_power(
+/// One power or MaskROM command, through the domain's power runner; its failure worded
+/// as `boot_board`'s.
+async fn power_step(
     state: &AppState,
     board: &str,
     spec: Spec,
     after: PowerState,
     cancel: &CancellationToken,
 ) -> Result<(), Refusal> {
-    let argv: Vec<String> = std::iter::once(spec.binary.display().to_string())
-        .chain(spec.args.iter().cloned())
-        .collect();
-    let outcome = state.executor.run_with(&spec, cancel.clone(), None).await;
-    state.audit.record(&PowerStepRecord {
-        via: PowerVia::BootBoard,
+    let run = run_power(
+        state,
         board,
-        argv: &argv,
-        exit_code: outcome.as_ref().ok().and_then(|o| o.exit_code),
-    });
-    match outcome {
-        Ok(o) if o.exit_code == Some(0) && o.stopped.is_none() => {
-            state.boards.set_power_state(board, after);
-            Ok(())
+        &spec,
+        after,
+        cancel.clone(),
+        Audited::Step(PowerVia::BootBoard),
+    )
+    .await;
+    run.into_result().map_err(|f| match f {
+        PowerFailure::Failed {
+            argv,
+            exit_code,
+            output,
+        } => BootRefusal::PowerFailed {
+            argv,
+            exit_code,
+            output,
         }
-        Ok(o) => {
-            state.boards.set_power_state(board, PowerState::Unknown);
-            Err(BootRefusal::PowerFailed {
-                argv: argv.join(" "),
-                exit_code: o.exit_code,
-                output: gatecmd_core::output::clean(&o.stdout)
-                    + &gatecmd_core::output::clean(&o.stderr),
-            }
-            .into())
-        }
-        Err(e) => {
-            state.boards.set_power_state(board, PowerState::Unknown);
-            Err(BootRefusal::PowerStart {
-                argv: argv.join(" "),
-                error: e,
-            }
-            .into())
-        }
-    }
+        .into(),
+        PowerFailure::NotStarted { argv, error } => BootRefusal::PowerStart { argv, error }.into(),
+    })
 }
 
 /// Waits for the rockusb device in MaskROM mode at `id`.

@@ -27,6 +27,7 @@ use gatecmd_domain::config::power::switch_spec;
 use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
 use gatecmd_domain::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::power::{self, Audited, run_power};
 
 /// Longest `off_secs` of a cycle.
 const MAX_OFF_SECS: u64 = 300;
@@ -136,14 +137,7 @@ pub async fn power(
     if let Err(e) = holds_lease(state, who, &key, presented) {
         return refused(state, who, &req, PowerError::from(e).into());
     }
-    let argv: Vec<Vec<String>> = specs
-        .iter()
-        .map(|s| {
-            std::iter::once(s.binary.display().to_string())
-                .chain(s.args.iter().cloned())
-                .collect()
-        })
-        .collect();
+    let argv: Vec<Vec<String>> = specs.iter().map(power::argv).collect();
     if let Some(rule) = approval_rule(
         &config.approvals,
         Gated::Tool {
@@ -178,13 +172,7 @@ pub async fn power(
         let same = now.board(&board.name).is_some_and(|b| {
             steps
                 .iter()
-                .map(|on| {
-                    switch_spec(&now, b, *on).map(|s| {
-                        std::iter::once(s.binary.display().to_string())
-                            .chain(s.args.iter().cloned())
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .map(|on| switch_spec(&now, b, *on).map(|s| power::argv(&s)))
                 .collect::<Result<Vec<_>, _>>()
                 .is_ok_and(|a| a == argv)
         });
@@ -239,38 +227,27 @@ pub async fn power(
                 _ = ctx.ct.cancelled() => { ok = false; result.output.push_str("cancelled while off; the board stays off\n"); break; }
             }
         }
-        let outcome = state.executor.run_with(spec, ctx.ct.clone(), None).await;
-        match outcome {
+        let after = if *on { PowerState::On } else { PowerState::Off };
+        let run = run_power(
+            state,
+            &board.name,
+            spec,
+            after,
+            ctx.ct.clone(),
+            Audited::ByCaller,
+        )
+        .await;
+        result.state = run.state;
+        match &run.outcome {
             Ok(o) => {
                 result.exit_code = o.exit_code;
-                result
-                    .output
-                    .push_str(&gatecmd_core::output::clean(&o.stdout));
-                result
-                    .output
-                    .push_str(&gatecmd_core::output::clean(&o.stderr));
-                if o.exit_code == Some(0) && o.stopped.is_none() {
-                    let s = if *on { PowerState::On } else { PowerState::Off };
-                    state.boards.set_power_state(&board.name, s);
-                    result.state = s;
-                } else {
-                    state
-                        .boards
-                        .set_power_state(&board.name, PowerState::Unknown);
-                    result.state = PowerState::Unknown;
-                    ok = false;
-                    break;
-                }
+                result.output.push_str(&run.output());
             }
-            Err(e) => {
-                state
-                    .boards
-                    .set_power_state(&board.name, PowerState::Unknown);
-                result.state = PowerState::Unknown;
-                result.output.push_str(&format!("{e}\n"));
-                ok = false;
-                break;
-            }
+            Err(e) => result.output.push_str(&format!("{e}\n")),
+        }
+        if !run.ok() {
+            ok = false;
+            break;
         }
     }
     drop(guard);
