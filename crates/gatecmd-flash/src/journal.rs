@@ -191,7 +191,17 @@ impl Journal {
             .is_some_and(|(l, h)| *l == len && h == hash)
     }
 
-    /// Records a chunk confirmed written (the device acknowledged every transfer).
+    /// The entry at `offset` when it is shorter than `len`: the first bytes of a chunk
+    /// whose write was cut (each of their transfers acknowledged), with their hash.
+    pub fn prefix(&self, offset: u64, len: u64) -> Option<(u64, ChunkHash)> {
+        self.chunks
+            .get(&offset)
+            .filter(|(l, _)| *l > 0 && *l < len)
+            .map(|(l, h)| (*l, *h))
+    }
+
+    /// Records a chunk confirmed written (the device acknowledged every transfer), or the
+    /// first `len` bytes of one whose write was cut.
     pub fn record(&mut self, offset: u64, len: u64, hash: ChunkHash) {
         // A chunk of another grid cell overlapping this one cannot exist on one grid; an
         // entry at the same offset is replaced.

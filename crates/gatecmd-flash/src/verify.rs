@@ -35,10 +35,22 @@ pub(crate) fn write_chunk(
     lba: u64,
     data: &[u8],
 ) -> Result<(), TargetError> {
+    write_pieces(target, lba, data).map_err(|(_, e)| e)
+}
+
+/// As [`write_chunk`]; a failure also says how many bytes from the start were written
+/// before it (every transfer of them acknowledged).
+pub(crate) fn write_pieces(
+    target: &mut dyn BlockTarget,
+    lba: u64,
+    data: &[u8],
+) -> Result<(), (usize, TargetError)> {
     let bs = target.block_size() as usize;
     let piece = target.max_transfer_blocks() as usize * bs;
     for (i, p) in data.chunks(piece).enumerate() {
-        target.write_blocks(lba + (i * piece / bs) as u64, p)?;
+        target
+            .write_blocks(lba + (i * piece / bs) as u64, p)
+            .map_err(|e| (i * piece, e))?;
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::progress::{Control, Phase};
 use crate::report::{FlashReport, WriteReport};
 use crate::target::BlockTarget;
 use crate::units::{human, human_bin};
-use crate::verify::{Probe, Written, probe, read_chunk, verify, write_chunk};
+use crate::verify::{Probe, Written, probe, read_chunk, verify, write_pieces};
 
 /// Default chunk size: see the README's measurements (larger chunks cost nothing in speed
 /// and keep the journal short; smaller ones make cancel and resume finer).
@@ -355,6 +355,7 @@ fn consume(
     ctl: &mut Control,
 ) -> Result<(WriteReport, Vec<Written>), FlashError> {
     let bs = target.block_size() as u64;
+    let key = journal.key().clone();
     let t0 = Instant::now();
     let mut r = WriteReport {
         bytes_total: mapped,
@@ -439,13 +440,50 @@ fn consume(
             }
             r.chunks_rewritten += 1;
         }
-        let tt = Instant::now();
-        let wrote = write_chunk(target, lba, chunk.data());
-        r.target_secs += tt.elapsed().as_secs_f64();
-        if let Err(e) = wrote {
-            return Err(FlashError::Write {
+        // The first bytes of this chunk a cut write left (their transfers acknowledged),
+        // when they are still on the board: only the rest is written.
+        let mut from = 0usize;
+        if opts.resume
+            && readable
+            && let Some((plen, phash)) = journal.prefix(chunk.offset, len)
+            && key.hash(&chunk.data()[..plen as usize]) == phash
+        {
+            let tc = Instant::now();
+            if scratch.len() < len as usize {
+                scratch = vec![0u8; opts.chunk_size as usize];
+            }
+            let held = &mut scratch[..plen as usize];
+            read_chunk(target, lba, held).map_err(|e| FlashError::Read {
+                phase: Phase::Write,
                 lba,
-                len,
+                len: plen,
+                reason: e.to_string(),
+                written: format!(
+                    "{}; the journal keeps what was written: flash the same image again to resume",
+                    written_note(r.bytes_written)
+                ),
+            })?;
+            r.compare_secs += tc.elapsed().as_secs_f64();
+            if *held == chunk.data()[..plen as usize] {
+                from = plen as usize;
+                r.bytes_skipped += plen;
+            }
+        }
+        let tt = Instant::now();
+        let wrote = write_pieces(target, lba + from as u64 / bs, &chunk.data()[from..]);
+        r.target_secs += tt.elapsed().as_secs_f64();
+        if let Err((done_here, e)) = wrote {
+            // What of this chunk is on the board, kept: a resume reads it back and writes
+            // only the rest.
+            let kept = (from + done_here) as u64;
+            if kept > 0 {
+                let kh = key.hash(&chunk.data()[..kept as usize]);
+                journal.record(chunk.offset, kept, kh);
+            }
+            r.bytes_written += done_here as u64;
+            return Err(FlashError::Write {
+                lba: lba + kept / bs,
+                len: len - kept,
                 reason: e.to_string(),
                 done: human(r.bytes_written),
                 bytes_written: r.bytes_written,
@@ -455,14 +493,14 @@ fn consume(
         }
         journal.record(chunk.offset, len, chunk.hash);
         journal.flush_if_due()?;
-        let end = lba + len / bs;
+        let (start, end) = (lba + from as u64 / bs, lba + len / bs);
         match r.ranges.last_mut() {
-            Some(last) if last.1 == lba => last.1 = end,
-            _ => r.ranges.push((lba, end)),
+            Some(last) if last.1 == start => last.1 = end,
+            _ => r.ranges.push((start, end)),
         }
         written.push((chunk.offset, len, chunk.hash));
         r.chunks_written += 1;
-        r.bytes_written += len;
+        r.bytes_written += len - from as u64;
         done += len;
         ctl.report(Phase::Write, done.min(mapped), mapped);
         let _ = back.send(chunk.buf);

@@ -883,3 +883,59 @@ fn a_known_unsound_limit_is_neither_read_for_resume_nor_for_verification() {
     assert_eq!(v.verification(), "none");
     assert!(!v.limit_found_now);
 }
+
+#[test]
+fn a_cut_inside_a_chunk_keeps_what_its_acknowledged_transfers_wrote() {
+    // 1 MiB chunks of sixteen 64 KiB transfers: the 21st write fails, so the second chunk
+    // had four transfers acknowledged (256 KiB). Before issue 41 the resume rewrote that
+    // whole chunk (1 MiB written); now it reads the 256 KiB back and writes the rest.
+    let img = pattern(2 << 20, 23);
+    let b = Bench::new(4 << 20);
+    let mut t = Flaky {
+        inner: b.target(),
+        writes: 0,
+        fail_at: Some(21),
+        corrupt_lba: None,
+    };
+    let mut image = Image::open(b.file("p.img", &img), None).expect("open");
+    let e = flash_quiet(&mut t, &mut image, &b.opts(1 << 20)).expect_err("cut");
+    assert!(
+        matches!(
+            e,
+            FlashError::Write {
+                lba: 2560,
+                bytes_written: 1_310_720,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut image = Image::open(b.file("p.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect("resume");
+    assert_eq!(r.write.bytes_written, 768 << 10, "{:?}", r.write);
+    assert_eq!(r.write.bytes_skipped, (1 << 20) + (256 << 10));
+    assert_eq!(r.write.ranges, vec![(2560, 4096)]);
+    assert_eq!(r.verify.expect("verify").verification(), "read_back");
+    assert_eq!(b.disk(), expect_disk(b.capacity, &[(0, &img)]));
+    // A prefix the board no longer holds is written again, whole.
+    let mut t = Flaky {
+        inner: b.target(),
+        writes: 0,
+        fail_at: Some(21),
+        corrupt_lba: None,
+    };
+    let mut o = b.opts(1 << 20);
+    o.resume = false;
+    let mut image = Image::open(b.file("p.img", &img), None).expect("open");
+    flash_quiet(&mut t, &mut image, &o).expect_err("cut again");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&b.disk)
+        .expect("disk");
+    f.write_all_at(b"other", (1 << 20) + 10)
+        .expect("poke the prefix");
+    let mut image = Image::open(b.file("p.img", &img), None).expect("open");
+    let r = flash_quiet(&mut b.target(), &mut image, &b.opts(1 << 20)).expect("resume");
+    assert_eq!(r.write.bytes_written, 1 << 20, "{:?}", r.write);
+    assert_eq!(b.disk(), expect_disk(b.capacity, &[(0, &img)]));
+}
