@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs gatecmd as a systemd service: binary, unit, udev rules, sysusers entry, an
-# example configuration, and the `gatecmd` user and group.
+# Installs gatecmd as a systemd service: binary, unit, udev rules, sysusers entry, the
+# serial drivers' modules-load.d entry, an example configuration, and the `gatecmd` user
+# and group (what the Debian package installs, under /etc and the prefix).
 #
 #   scripts/install.sh [--root DIR] [--prefix DIR] [--binary PATH]
 #
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --prefix=*) prefix="${1#--prefix=}"; shift ;;
     --binary) [ $# -ge 2 ] || die "--binary needs a path"; binary="$2"; shift 2 ;;
     --binary=*) binary="${1#--binary=}"; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -60,6 +61,7 @@ docdir="$prefix/share/doc/gatecmd"
 unitdir=/etc/systemd/system
 rulesdir=/etc/udev/rules.d
 sysusersdir=/etc/sysusers.d
+modulesdir=/etc/modules-load.d
 confdir=/etc/gatecmd
 config="$confdir/allowed_commands.yaml"
 
@@ -90,6 +92,9 @@ sed -e "s#/usr/local/bin/gatecmd#$bindir/gatecmd#g" \
 put 0644 "$tmp/gatecmd.service" "$unitdir/gatecmd.service"
 put 0644 "$repo/udev-rules/60-gatecmd.rules" "$rulesdir/60-gatecmd.rules"
 put 0644 "$repo/packaging/gatecmd.sysusers" "$sysusersdir/gatecmd.conf"
+# The USB serial drivers, loaded at boot before the unit starts: systemd resolves its
+# DeviceAllow=char-ttyACM/char-ttyUSB to majors once, at start (the file says more).
+put 0644 "$repo/packaging/modules-load.d/gatecmd.conf" "$modulesdir/gatecmd.conf"
 put 0644 "$repo/allowed_commands.yaml" "$sharedir/allowed_commands.yaml.example"
 for recipe in "$repo"/recipes/*.yaml; do
   put 0644 "$recipe" "$sharedir/recipes/$(basename "$recipe")"
@@ -144,6 +149,9 @@ fi
 if $live; then
   if [ -d /run/systemd/system ]; then
     systemctl daemon-reload
+    # The drivers now, not only at the next boot (as the package's postinst does; the
+    # service skips itself where modules cannot be loaded, a container).
+    systemctl restart systemd-modules-load.service >/dev/null 2>&1 || true
   fi
   if command -v udevadm >/dev/null && [ -d /run/udev ]; then
     udevadm control --reload || true

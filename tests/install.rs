@@ -56,6 +56,9 @@ fn install_into_a_temporary_root_is_idempotent() {
         ("etc/systemd/system/gatecmd.service", 0o644),
         ("etc/udev/rules.d/60-gatecmd.rules", 0o644),
         ("etc/sysusers.d/gatecmd.conf", 0o644),
+        // The serial drivers, loaded at boot before the unit (as the .deb's
+        // /usr/lib/modules-load.d/gatecmd.conf): its console DeviceAllow= lines need them.
+        ("etc/modules-load.d/gatecmd.conf", 0o644),
         (
             "usr/local/share/gatecmd/allowed_commands.yaml.example",
             0o644,
@@ -69,6 +72,10 @@ fn install_into_a_temporary_root_is_idempotent() {
     assert_eq!(
         std::fs::read(root.join("usr/local/bin/gatecmd")).expect("binary"),
         std::fs::read(BIN).expect("built binary")
+    );
+    assert_eq!(
+        std::fs::read(root.join("etc/modules-load.d/gatecmd.conf")).expect("modules-load.d"),
+        std::fs::read(format!("{REPO}/packaging/modules-load.d/gatecmd.conf")).expect("packaging")
     );
     let unit =
         std::fs::read_to_string(root.join("etc/systemd/system/gatecmd.service")).expect("unit");
