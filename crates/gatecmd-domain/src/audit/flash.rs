@@ -51,6 +51,11 @@ pub struct Flashed<'a, S: Serialize> {
     pub bytes_written: u64,
     pub bytes_skipped: u64,
     pub verified: bool,
+    /// `read_back`, `partial` or `none` (docs/FLASHING.md).
+    pub verification: &'a str,
+    pub verified_bytes: u64,
+    pub unverified_bytes: u64,
+    pub bmap_sha256: Option<&'a str>,
     pub steps: Vec<StepMs<S>>,
     pub took_ms: u64,
 }
@@ -111,6 +116,10 @@ mod tests {
                 bytes_written: 8,
                 bytes_skipped: 0,
                 verified: true,
+                verification: "read_back",
+                verified_bytes: 8,
+                unverified_bytes: 0,
+                bmap_sha256: None,
                 steps: steps(),
                 took_ms: 9,
             })),
@@ -122,7 +131,8 @@ mod tests {
                 "outcome": "flashed", "image": "/srv/a.img", "image_sha256": "ab", "bmap": null,
                 "loader": "/srv/l.bin", "loader_sha256": null, "ranges": [[0, 8]],
                 "ranges_total": 1, "bytes_written": 8, "bytes_skipped": 0, "verified": true,
-                "steps": [{"step": "write", "ms": 7}], "took_ms": 9})
+                "verification": "read_back", "verified_bytes": 8, "unverified_bytes": 0,
+                "bmap_sha256": null, "steps": [{"step": "write", "ms": 7}], "took_ms": 9})
         );
         let cancelled = serde_json::to_value(FlashRecord {
             client: "ci",

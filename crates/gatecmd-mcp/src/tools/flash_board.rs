@@ -40,7 +40,7 @@ use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_core::sanitizer::{FileArgError, FileKind, FileRules, open_file_arg};
 use gatecmd_domain::approvals::{FileDigest, NewRequest};
-use gatecmd_domain::audit::{Audit, JobRecord};
+use gatecmd_domain::audit::{self, Audit, Ended, FlashOutcome, FlashRecord, JobRecord, StepMs};
 use gatecmd_domain::config::{Config, Gated, GatedTool, approval_rule};
 use gatecmd_domain::flash::{
     Event, Failed, FlashFailure, Flashed, Inputs, OpenFile, Seen, Step, StepRecord,
@@ -402,15 +402,15 @@ pub async fn flash_call(
     // The `accept` step and the flash's `took_ms` count from here.
     let received = std::time::Instant::now();
     let refuse = |r: Refusal| -> CallToolResponse {
-        state.audit.record(&serde_json::json!({
-            "event": "flash_board",
-            "client": who.name,
-            "board": req.board,
-            "image": req.image,
-            "outcome": "refused",
-            "reason": r.reason.as_str(),
-            "message": r.message,
-        }));
+        state.audit.record(&FlashRecord::<Step> {
+            client: &who.name,
+            board: &req.board,
+            image: &req.image,
+            outcome: FlashOutcome::Refused {
+                reason: r.reason.as_str(),
+                message: &r.message,
+            },
+        });
         refusal(r).into()
     };
     let config = state.config();
@@ -840,56 +840,64 @@ fn failure_view(f: &Failed) -> FailureView {
     }
 }
 
-fn timings(steps: &[StepRecord]) -> serde_json::Value {
+fn timings(steps: &[StepRecord]) -> Vec<StepMs<Step>> {
     steps
         .iter()
-        .map(|s| serde_json::json!({"step": s.step, "ms": s.ms}))
+        .map(|s| StepMs {
+            step: s.step,
+            ms: s.ms,
+        })
         .collect()
 }
 
 /// The audit line of a flash that ended: what was written where, verified, and how long
 /// each step took.
 fn audit_flash(audit: &Audit, client: &str, job: &Job, f: &Flashed) {
-    audit.record(&serde_json::json!({
-        "event": "flash_board",
-        "client": client,
-        "job": job.id.0,
-        "board": f.board,
-        "outcome": "flashed",
-        "image": f.image.path,
-        "image_sha256": f.image.sha256,
-        "bmap": f.bmap.as_ref().map(|b| &b.path),
-        "loader": f.loader.as_ref().map(|l| &l.path),
-        "loader_sha256": f.loader.as_ref().and_then(|l| l.sha256.as_ref()),
-        "ranges": f.written.ranges,
-        "ranges_total": f.written.ranges_total,
-        "bytes_written": f.written.bytes_written,
-        "bytes_skipped": f.written.bytes_skipped,
-        "verified": f.verified,
-        "verification": f.verification,
-        "verified_bytes": f.verified_bytes,
-        "unverified_bytes": f.unverified_bytes,
-        "bmap_sha256": f.bmap.as_ref().and_then(|b| b.sha256.as_ref()),
-        "steps": timings(&f.steps),
-        "took_ms": f.took_ms,
-    }));
+    audit.record(&FlashRecord {
+        client,
+        board: &f.board,
+        image: &f.image.path,
+        outcome: FlashOutcome::Flashed(Box::new(audit::Flashed {
+            job: &job.id.0,
+            image_sha256: f.image.sha256.as_deref(),
+            bmap: f.bmap.as_ref().map(|b| b.path.as_str()),
+            loader: f.loader.as_ref().map(|l| l.path.as_str()),
+            loader_sha256: f.loader.as_ref().and_then(|l| l.sha256.as_deref()),
+            ranges: &f.written.ranges,
+            ranges_total: f.written.ranges_total,
+            bytes_written: f.written.bytes_written,
+            bytes_skipped: f.written.bytes_skipped,
+            verified: f.verified,
+            verification: &f.verification,
+            verified_bytes: f.verified_bytes,
+            unverified_bytes: f.unverified_bytes,
+            bmap_sha256: f.bmap.as_ref().and_then(|b| b.sha256.as_deref()),
+            steps: timings(&f.steps),
+            took_ms: f.took_ms,
+        })),
+    });
 }
 
 fn audit_failure(audit: &Audit, client: &str, job: &Job, board: &str, image: &str, f: &Failed) {
-    audit.record(&serde_json::json!({
-        "event": "flash_board",
-        "client": client,
-        "job": job.id.0,
-        "board": board,
-        "outcome": if f.failure.is_cancel() { "cancelled" } else { "failed" },
-        "image": image,
-        "step": f.step,
-        "message": f.failure.to_string(),
-        "bytes_written": f.bytes_written,
-        "verified": false,
-        "board_state": f.board_state,
-        "steps": timings(&f.steps),
-    }));
+    let ended = Ended {
+        job: &job.id.0,
+        step: f.step,
+        message: f.failure.to_string(),
+        bytes_written: f.bytes_written,
+        verified: false,
+        board_state: &f.board_state,
+        steps: timings(&f.steps),
+    };
+    audit.record(&FlashRecord {
+        client,
+        board,
+        image,
+        outcome: if f.failure.is_cancel() {
+            FlashOutcome::Cancelled(ended)
+        } else {
+            FlashOutcome::Failed(ended)
+        },
+    });
 }
 
 /// A waiting call: answers with the flash's result; when the client gives up, the flash
