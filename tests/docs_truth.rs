@@ -3,8 +3,11 @@
 //! defined in that file (a Rust item, or a Python test), and the invariants
 //! docs/ARCHITECTURE.md states (who spawns, who writes the device registry) must hold in
 //! the source. A rename or move that the docs miss fails CI. The crate table of
-//! docs/ARCHITECTURE.md is held to the manifests and `lib.rs` files, and a `lib.rs`'s
-//! `# Layout` to its modules.
+//! docs/ARCHITECTURE.md is held to the manifests and `lib.rs` files, and every crate's
+//! `lib.rs` `# Layout` to its modules. In the prose of docs/*.md, README.md and the crates'
+//! READMEs, every repository path named in backticks (`crates/x/src/y.rs`, `tests/z.py`)
+//! must exist, and every `gatecmd_crate::module::Item` must name a module that exists and
+//! an item defined in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -168,6 +171,218 @@ fn documents_name_only_symbols_that_exist() {
         errors.is_empty(),
         "stale references:\n{}",
         errors.join("\n")
+    );
+}
+
+/// The documents whose prose paths and items are checked: docs/*.md, README.md and every
+/// crate's README.md (a crate README's paths may be relative to its crate).
+fn prose_documents(repo: &Path) -> Vec<String> {
+    let mut docs = vec!["README.md".to_string()];
+    for (dir, file) in [("docs", None), ("crates", Some("README.md"))] {
+        let Ok(entries) = std::fs::read_dir(repo.join(dir)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            match file {
+                None if name.ends_with(".md") => docs.push(format!("{dir}/{name}")),
+                Some(f) if repo.join(dir).join(&name).join(f).is_file() => {
+                    docs.push(format!("{dir}/{name}/{f}"))
+                }
+                _ => {}
+            }
+        }
+    }
+    docs.sort();
+    docs
+}
+
+/// A backticked repository path in a document: (line, the path as written, what it
+/// resolves to). Only spans that start with one of the repository's top-level entries
+/// (or, in a crate README, one of the crate's) count; a template (`<tool>`, `*`, `{…}`) or
+/// an absolute path does not. A trailing `:line` or `#anchor` is left off.
+fn prose_paths(repo: &Path, doc_name: &str, doc: &str) -> Vec<(usize, String, Vec<PathBuf>)> {
+    let top = |dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .map(|es| {
+                es.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.') && n != "target")
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let repo_top = top(repo);
+    let crate_dir = doc_name
+        .strip_suffix("/README.md")
+        .filter(|d| d.starts_with("crates/"))
+        .map(|d| repo.join(d));
+    let crate_top = crate_dir.as_deref().map(top).unwrap_or_default();
+    let span = Regex::new(r"`([^`\s]+)`").expect("span regex");
+    let suffix = Regex::new(r"(:\d+)+$").expect("suffix regex");
+    let mut out = Vec::new();
+    for (i, line) in doc.lines().enumerate() {
+        for c in span.captures_iter(line) {
+            let text = &c[1];
+            if text.contains(['<', '>', '*', '{', '}', '…', '$', '|']) || text.starts_with('/') {
+                continue;
+            }
+            let path = suffix.replace(text.split('#').next().unwrap_or(""), "");
+            let Some((first, _)) = path.split_once('/') else {
+                continue;
+            };
+            let mut candidates = Vec::new();
+            if let Some(d) = &crate_dir
+                && crate_top.contains(first)
+            {
+                candidates.push(d.join(path.as_ref()));
+            }
+            if repo_top.contains(first) {
+                candidates.push(repo.join(path.as_ref()));
+            }
+            if !candidates.is_empty() {
+                out.push((i + 1, text.to_string(), candidates));
+            }
+        }
+    }
+    out
+}
+
+/// Every backticked repository path in `doc` that does not exist.
+fn missing_paths(repo: &Path, doc_name: &str, doc: &str) -> Vec<String> {
+    prose_paths(repo, doc_name, doc)
+        .into_iter()
+        .filter(|(_, _, candidates)| !candidates.iter().any(|c| c.exists()))
+        .map(|(line, text, _)| format!("{doc_name}:{line}: `{text}`: no such file or directory"))
+        .collect()
+}
+
+/// Every backticked `gatecmd_x::module::…::Item` in `doc` whose module is not in that
+/// crate or whose item (the segments after the last module, at most two: `Type`,
+/// `Type::method` or `Enum::Variant`) is not defined in the module.
+fn missing_items(repo: &Path, doc_name: &str, doc: &str) -> Vec<String> {
+    let item = Regex::new(r"`(gatecmd(?:_[a-z]+)?)((?:::[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
+        .expect("item regex");
+    let mut errors = Vec::new();
+    for (i, line) in doc.lines().enumerate() {
+        for c in item.captures_iter(line) {
+            // A tracing target (`gatecmd::audit`) is a name, not an item.
+            let (start, end) = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
+            let near = |t: &str| t.contains("target");
+            if near(&line[line.floor_char_boundary(start.saturating_sub(16))..start])
+                || near(&line[end..line.ceil_char_boundary((end + 8).min(line.len()))])
+            {
+                continue;
+            }
+            let root = match &c[1] {
+                "gatecmd" => repo.join("src"),
+                k => repo.join("crates").join(k.replace('_', "-")).join("src"),
+            };
+            let segments: Vec<&str> = c[2].trim_start_matches("::").split("::").collect();
+            // Walk the modules as far as files or folders exist.
+            let mut module = root.join("lib.rs");
+            let mut dir = root.clone();
+            let mut used = 0;
+            for seg in &segments {
+                let (file, folder) = (dir.join(format!("{seg}.rs")), dir.join(seg));
+                if file.is_file() {
+                    module = file;
+                } else if folder.join("mod.rs").is_file() {
+                    module = folder.join("mod.rs");
+                } else {
+                    break;
+                }
+                dir = folder;
+                used += 1;
+            }
+            let rest = &segments[used..];
+            let source = std::fs::read_to_string(&module).unwrap_or_default();
+            // A module's own file, with its folder's files for items defined further in
+            // and re-exported.
+            let mut text = strip_comments(&source);
+            if dir.is_dir() && used > 0 {
+                for f in rust_files(&dir) {
+                    text.push_str(&strip_comments(
+                        &std::fs::read_to_string(f).unwrap_or_default(),
+                    ));
+                }
+            }
+            let ok = match rest {
+                [] => used > 0,
+                [a] => defines(&text, a, false),
+                [a, b] => defines(&text, a, false) && defines(&text, b, true),
+                _ => false,
+            };
+            if !ok {
+                errors.push(format!(
+                    "{doc_name}:{}: `{}{}`: {} (renamed or moved? update the document)",
+                    i + 1,
+                    &c[1],
+                    &c[2],
+                    if rest.len() > 2 || (used == 0 && rest.is_empty()) {
+                        "no such module".to_string()
+                    } else {
+                        format!(
+                            "no definition of `{}` in {}",
+                            rest.join("::"),
+                            module.display()
+                        )
+                    }
+                ));
+            }
+        }
+    }
+    errors
+}
+
+/// Docs true in prose (issue 39): every repository path and every `gatecmd_x::…` item the
+/// documents name in backticks exists.
+#[test]
+fn prose_names_only_paths_and_items_that_exist() {
+    let repo = Path::new(REPO);
+    let docs = prose_documents(repo);
+    assert!(
+        docs.len() >= 20 && docs.iter().any(|d| d.starts_with("crates/")),
+        "the documents were not found: {docs:?}"
+    );
+    let mut checked = 0;
+    let mut errors = Vec::new();
+    for name in &docs {
+        let doc = read_doc(name);
+        checked += prose_paths(repo, name, &doc).len();
+        errors.extend(missing_paths(repo, name, &doc));
+        errors.extend(missing_items(repo, name, &doc));
+    }
+    assert!(checked >= 200, "only {checked} paths were checked");
+    assert!(
+        errors.is_empty(),
+        "{} stale names in the prose:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn a_stale_prose_path_or_item_fails() {
+    let repo = Path::new(REPO);
+    let doc = "Lives in `src/audit/boards.rs` and `crates/gatecmd-domain/src/audit/boards.rs`;\n\
+               templates `tools/<tool>.rs`, `/etc/gatecmd` and `docs/AUDIT.md#records` pass;\n\
+               `gatecmd_domain::audit::PowerRecord`, `gatecmd_domain::config::power`,\n\
+               `gatecmd_domain::audit::NoSuchRecord`, `gatecmd_domain::nothing::Here`,\n\
+               logged on the tracing target `gatecmd::audit`.\n";
+    let paths = missing_paths(repo, "docs/X.md", doc);
+    assert_eq!(
+        paths,
+        ["docs/X.md:1: `src/audit/boards.rs`: no such file or directory"]
+    );
+    let items = missing_items(repo, "docs/X.md", doc);
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(items[0].contains("NoSuchRecord") && items[1].contains("nothing::Here"));
+    // In a crate README a path may be relative to the crate.
+    let readme = "`src/chunk_hash.rs` and `src/no_such.rs`";
+    assert_eq!(
+        missing_paths(repo, "crates/gatecmd-flash/README.md", readme),
+        ["crates/gatecmd-flash/README.md:1: `src/no_such.rs`: no such file or directory"]
     );
 }
 
@@ -471,8 +686,8 @@ fn layout_gaps(lib_rs: &str) -> Vec<String> {
         .collect()
 }
 
-/// ARCHITECTURE.md: each crate's `lib.rs` says in `# Layout` what each of its modules
-/// holds. Held where the section is written (gatecmd-mcp's, so far).
+/// ARCHITECTURE.md: each crate's `lib.rs` (the root package's too) says in `# Layout`
+/// what each of its modules holds.
 #[test]
 fn each_layout_names_every_module() {
     let mcp = std::fs::read_to_string(Path::new(REPO).join("crates/gatecmd-mcp/src/lib.rs"))
@@ -481,18 +696,25 @@ fn each_layout_names_every_module() {
         mcp.contains("//! # Layout"),
         "gatecmd-mcp's lib.rs has no # Layout"
     );
-    for dir in std::fs::read_dir(Path::new(REPO).join("crates"))
+    let crates = std::fs::read_dir(Path::new(REPO).join("crates"))
         .expect("crates/")
         .flatten()
-    {
-        let Ok(lib) = std::fs::read_to_string(dir.path().join("src/lib.rs")) else {
+        .map(|d| d.path())
+        .chain([PathBuf::from(REPO)]);
+    for dir in crates {
+        let Ok(lib) = std::fs::read_to_string(dir.join("src/lib.rs")) else {
             continue;
         };
+        assert!(
+            lib.contains("//! # Layout"),
+            "{}/src/lib.rs has no # Layout section saying what each module holds",
+            dir.display()
+        );
         let gaps = layout_gaps(&lib);
         assert!(
             gaps.is_empty(),
             "{}/src/lib.rs: # Layout does not say what {gaps:?} hold",
-            dir.path().display()
+            dir.display()
         );
     }
     let lib = "//! X.\n//!\n//! # Layout\n//!\n//! - `a`: one.\n//! - [`b`]: two.\n\npub mod a;\npub mod b;\nmod c;\n";

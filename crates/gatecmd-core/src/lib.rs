@@ -1,4 +1,18 @@
 //! gatecmd's core: what every other layer stands on, importing no other gatecmd crate.
+//!
+//! # Layout
+//!
+//! - `beneath`: paths resolved beneath a file root that cannot leave it (directory file
+//!   descriptors, one component at a time), for staging and command file arguments.
+//! - `identity`: who is calling, once the transport authenticated them.
+//! - `metrics`: Prometheus metrics, the recording side: the counters and histograms and
+//!   the one call per event that updates them.
+//! - `output`: a child's terminal output turned into text an agent can read.
+//! - `refusal`: why a tool said no, as a value (a stable reason and the message), and the
+//!   refusals several tool families share (`refusal::common`).
+//! - `sanitizer`: the argument policy: which argument lists may reach a child, and how
+//!   file arguments are opened.
+//! - `throttle`: the "at most one per interval, the last state always sent" rule.
 
 pub mod beneath;
 pub mod identity;

@@ -1,6 +1,8 @@
 //! USB devices attached to the host: the model, Rockchip identification, the
 //! shared registry with its change stream, and the backends that keep it current.
 //!
+//! # Layout
+//!
 //! - [`model`]: `Device`, `DeviceId` (the physical port path), `VidPid`, events.
 //! - [`families`]: which SoC family's recovery or flashing mode a device is in (rockusb,
 //!   fastboot, DFU, i.MX SDP, sunxi FEL, …): the table of USB identities with their
@@ -11,6 +13,7 @@
 //! - `sysfs`: attribute parsing and the periodic-rescan fallback.
 //! - `action`: what a backend reports to the monitor (one channel message type).
 //! - `monitor`: backend choice, start/stop, and the re-enumeration grace.
+//! - `error`: the device layer's errors, worded for the agent or operator.
 //!
 //! See `docs/DEVICES.md` for the semantics.
 

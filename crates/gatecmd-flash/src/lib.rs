@@ -26,20 +26,25 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Modules
+//! # Layout
+//!
 //! - [`image`] — formats, detected by magic: raw, Android sparse, either gzip/zstd/xz
 //!   compressed (streamed), raw + bmap; the pre-pass that refuses a bad image before any
 //!   write.
 //! - [`chunk`] — cutting the image into grid-aligned chunks with their hashes.
 //! - [`chunk_hash`] — the chunks' keyed XXH3-128, and why it is enough.
 //! - [`target`] — the block-device trait ([`BlockTarget`]) and a file-backed one.
-//! - [`usb`] — the rockusb board by port path: mode, chip info, download boot, Loader as a
-//!   target, reset.
+//! - [`usb`] — the rockusb board by port path (the engine's own port path and mode types,
+//!   so that the crate depends on no gatecmd crate): mode, chip info, download boot, Loader
+//!   as a target, reset.
 //! - [`boot_file`] — Rockchip boot files (loaders), checked before sending.
-//! - [`writer`] — [`flash`]: write, journal, verify. [`verify`] — read-back.
+//! - [`writer`] — [`flash`]: write, journal, verify.
+//! - [`verify`] — read-back.
 //! - [`journal`] — the resume journal.
 //! - [`progress`] — phases, progress reports, the cancel flag.
-//! - [`report`] — what a flash did. [`error`] — what went wrong, for the agent.
+//! - [`report`] — what a flash did.
+//! - [`error`] — what went wrong, for the agent.
+//! - [`units`] — byte counts as people read them in messages.
 
 #![warn(missing_docs)]
 

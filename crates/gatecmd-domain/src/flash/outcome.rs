@@ -50,6 +50,10 @@ pub struct Flashed {
     pub boot_log: Option<String>,
     /// `booted` (wait_for seen), or `reset` (reset, not watched).
     pub board_state: String,
+    /// The report of the boot the reset started, as it stood when the call ended
+    /// (boot_report has its transcript; docs/BOARDS.md "Boot reports").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot: Option<crate::boots::BootSummary>,
     pub took_ms: u64,
 }
 

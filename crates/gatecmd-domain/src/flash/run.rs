@@ -74,6 +74,8 @@ pub struct Inputs {
     /// When the call arrived: the `accept` step runs from here to the flash's start, and
     /// `took_ms` counts from here.
     pub received: Instant,
+    /// The calling client, named as the trigger of the boot the reset starts.
+    pub client: String,
 }
 
 /// Where a running flash's events go (from async code and from the USB thread).
@@ -116,6 +118,8 @@ struct Run<'a> {
     steps: Vec<StepRecord>,
     bytes_written: u64,
     console_cursor: Option<u64>,
+    /// The calling client (the trigger of the boot the reset starts).
+    client: String,
 }
 
 impl Run<'_> {
@@ -177,6 +181,7 @@ pub async fn flash(
         transfer_blocks,
         device_wait,
         received,
+        client,
     } = inputs;
     let t0 = received;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -223,6 +228,7 @@ pub async fn flash(
         steps: Vec::new(),
         bytes_written: 0,
         console_cursor: None,
+        client,
     };
     let result = steps(
         &mut run,
@@ -658,6 +664,8 @@ async fn steps(
     let cursor = run.console.map(|c| c.bounds().1);
     run.console_cursor = cursor;
     let t = run.started(Step::Reset);
+    let trigger = crate::boots::Trigger::action("flash_board", &run.client, "reset after write");
+    let boot = run.state.boots.power_on(&board.name, trigger);
     blocking(Step::Reset, move || Ok(target.reset_and_boot()?)).await?;
     run.state
         .boards
@@ -771,6 +779,7 @@ async fn steps(
     let start_lba = report.start_lba;
     let logical_bytes = report.image.logical_size.unwrap_or(0);
     Ok(Flashed {
+        boot: boot.and_then(|n| run.state.boots.summary(&board.name, Some(n)).ok()),
         board: board.name.clone(),
         steps: std::mem::take(&mut run.steps),
         image: FileFacts {
