@@ -63,7 +63,18 @@ function consoleText(c) {
   return tag(String(state || "configured"), String(state));
 }
 
+// A board's last boot: its outcome, the stages it reached with their times, its faults.
+function bootText(boot) {
+  if (!boot) return "–";
+  const stages = boot.stages.map((x) => `${x.stage} ${(x.at_ms / 1000).toFixed(1)}s`).join(" → ");
+  const faults = boot.faults.map((f) => f.kind).join(", ");
+  return el("span", { "data-outcome": boot.outcome }, tag(boot.outcome, boot.outcome), ` #${boot.boot}`,
+    el("div", { class: "hint mono" }, stages || "no stage yet"),
+    faults ? el("div", { class: "hint" }, `faults: ${faults}`) : null);
+}
+
 function renderBoards(s) {
+  const boots = new Map((s.boots || []).map((x) => [x.board, x]));
   const rows = s.boards.map((b) => {
     const dev = b.device;
     const devText = dev
@@ -72,10 +83,11 @@ function renderBoards(s) {
     const power = b.power ? tag(`${b.power.state} (${b.power.backend})`, b.power.state) : "–";
     return el("tr", { "data-board": b.name, "data-holder": b.lock.holder || "", "data-attached": dev ? "yes" : "no" },
       el("td", {}, el("strong", {}, b.name), b.soc ? ` ${b.soc}` : "", el("div", { class: "hint mono" }, `usb ${b.usb}`)),
-      el("td", {}, devText), el("td", {}, consoleText(b.console)), el("td", {}, power), el("td", {}, lockText(b.lock)));
+      el("td", {}, devText), el("td", {}, consoleText(b.console)), el("td", {}, power),
+      el("td", { class: "boot" }, bootText(boots.get(b.name))), el("td", {}, lockText(b.lock)));
   });
   document.getElementById("boards-count").textContent = `(${s.boards.length})`;
-  fill("boards", rows, 5, "No boards are configured (boards: in the server's configuration).");
+  fill("boards", rows, 6, "No boards are configured (boards: in the server's configuration).");
 }
 
 function renderDevices(s) {

@@ -35,6 +35,8 @@ pub struct Snapshot {
     pub viewer: ViewerInfo,
     pub devices: Vec<DeviceView>,
     pub boards: Vec<BoardView>,
+    /// Each board's latest boot (boards with a console and a boot), without transcript.
+    pub boots: Vec<gatecmd_domain::boots::BootSummary>,
     pub locks: Vec<LockRow>,
     /// Keys in use beyond `leases.max_listed`, not in `locks`.
     pub locks_omitted: usize,
@@ -109,6 +111,12 @@ pub fn build(p: &Page, viewer: &Viewer) -> Snapshot {
             .map(|d| DeviceView::new(state, &config, d, NOBODY))
             .collect(),
         boards: gatecmd_mcp::views::boards_view(state, NOBODY).boards,
+        boots: state
+            .boots
+            .boards()
+            .iter()
+            .filter_map(|b| state.boots.summary(b, None).ok())
+            .collect(),
         locks: locks
             .keys
             .into_iter()

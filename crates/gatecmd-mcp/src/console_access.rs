@@ -100,6 +100,24 @@ pub fn console_of(
     })
 }
 
+/// The board's console if `who` may read it (and its boot reports): the board's lease, or
+/// `admin`, as for `console_read`.
+pub fn readable(
+    consoles: &Consoles,
+    boards: &[String],
+    who: &ClientIdentity,
+    board: &str,
+) -> Result<Console, ConsoleError> {
+    let console = console_of(consoles, boards, board)?;
+    if !who.admin {
+        consoles
+            .access()
+            .check_lease(&who.name, board)
+            .map_err(ConsoleError::NoLease)?;
+    }
+    Ok(console)
+}
+
 /// The `gatecmd://boards/{name}/console` resource: the console's state and its recent
 /// output (the last 4 KiB, cleaned), with the cursors to go on with `console_read`.
 #[derive(Debug, Serialize)]

@@ -30,6 +30,8 @@ pub struct Changes {
     config: broadcast::Receiver<()>,
     consoles: broadcast::Receiver<String>,
     jobs: broadcast::Receiver<gatecmd_domain::jobs::JobId>,
+    /// New boots and changed outcomes (gatecmd-domain's `boots`).
+    boots: broadcast::Receiver<gatecmd_domain::boots::BootChange>,
     /// Moves when an approval request is made or decided.
     approvals: tokio::sync::watch::Receiver<u64>,
     /// When the change last returned came off the stream (for the delivery lag metric).
@@ -48,6 +50,7 @@ impl Changes {
             config: state.config_changes(),
             consoles: state.consoles.subscribe(),
             jobs: state.jobs.subscribe(),
+            boots: state.boots.subscribe(),
             approvals: state.approvals.version(),
             state,
             received: Instant::now(),
@@ -136,6 +139,22 @@ impl Changes {
                     Err(RecvError::Lagged(_)) => {
                         let mut updated = vec![crate::resources::JOBS.to_string()];
                         updated.extend(self.state.jobs.all().iter().map(|v| crate::resources::job_uri(&v.id.0)));
+                        return Some(Change { updated, list_changed: false });
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+                // A boot started or its outcome changed.
+                ev = self.boots.recv() => match ev {
+                    Ok(c) => return Some(Change::from_boot(&c)),
+                    Err(RecvError::Lagged(_)) => {
+                        let boards = self.state.boots.boards();
+                        let mut updated = Vec::new();
+                        for b in &boards {
+                            updated.push(crate::resources::boots_uri(b));
+                            if let Some(n) = self.state.boots.latest(b) {
+                                updated.push(crate::resources::boot_uri(b, n));
+                            }
+                        }
                         return Some(Change { updated, list_changed: false });
                     }
                     Err(RecvError::Closed) => return None,

@@ -1,6 +1,7 @@
 //! MCP resources: `gatecmd://devices`, `gatecmd://devices/{id}`, `gatecmd://locks`,
 //! `gatecmd://commands`, `gatecmd://boards`, `gatecmd://boards/{name}`,
-//! `gatecmd://boards/{name}/console` (JSON), and which of them an event changes.
+//! `gatecmd://boards/{name}/console`, `gatecmd://boards/{name}/boots`,
+//! `gatecmd://boards/{name}/boots/{n}` (JSON), and which of them an event changes.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
@@ -23,6 +24,10 @@ pub const BOARD_PREFIX: &str = "gatecmd://boards/";
 pub const BOARD_TEMPLATE: &str = "gatecmd://boards/{name}";
 pub const CONSOLE_SUFFIX: &str = "/console";
 pub const CONSOLE_TEMPLATE: &str = "gatecmd://boards/{name}/console";
+/// A board's boot reports: the list, newest first, and one boot by its number.
+pub const BOOTS_SUFFIX: &str = "/boots";
+pub const BOOTS_TEMPLATE: &str = "gatecmd://boards/{name}/boots";
+pub const BOOT_TEMPLATE: &str = "gatecmd://boards/{name}/boots/{n}";
 pub const JOBS: &str = "gatecmd://jobs";
 /// Pending approval requests and the last decisions (docs/APPROVALS.md).
 pub const APPROVALS: &str = "gatecmd://approvals";
@@ -44,6 +49,34 @@ pub fn board_uri(name: &str) -> String {
 /// The URI of one board's console resource.
 pub fn console_uri(board: &str) -> String {
     format!("{BOARD_PREFIX}{board}{CONSOLE_SUFFIX}")
+}
+
+/// The URI of a board's boot list.
+pub fn boots_uri(board: &str) -> String {
+    format!("{BOARD_PREFIX}{board}{BOOTS_SUFFIX}")
+}
+
+/// The URI of one boot of a board.
+pub fn boot_uri(board: &str, n: u64) -> String {
+    format!("{BOARD_PREFIX}{board}{BOOTS_SUFFIX}/{n}")
+}
+
+/// The board and boot number (none: the list) a boots resource URI names.
+pub fn boots_target(uri: &str) -> Option<(&str, Option<u64>)> {
+    let rest = uri.strip_prefix(BOARD_PREFIX)?;
+    let (board, tail) = rest.split_once(BOOTS_SUFFIX)?;
+    if board.is_empty() || board.contains('/') {
+        return None;
+    }
+    match tail {
+        "" => Some((board, None)),
+        _ => {
+            let n = tail.strip_prefix('/')?;
+            (!n.is_empty() && n.len() <= 20 && n.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| n.parse().ok().map(|n| (board, Some(n))))
+                .flatten()
+        }
+    }
 }
 
 /// The board a console resource URI names.
@@ -113,6 +146,13 @@ pub fn list(state: &AppState) -> Vec<Resource> {
         let title = format!("device {} ({:04x}:{:04x})", d.id, d.vid, d.pid);
         out.push(resource(&uri, &title, "One attached USB device"));
     }
+    for board in state.boots.boards() {
+        out.push(resource(
+            &boots_uri(&board),
+            &format!("boots of board {board}"),
+            "A board's boot reports, newest first: trigger, stages, faults, outcome (needs the board's lease)",
+        ));
+    }
     for board in state.consoles.boards() {
         let title = format!("console of board {board}");
         out.push(resource(
@@ -140,6 +180,19 @@ pub fn templates() -> Vec<ResourceTemplate> {
             .with_description(
                 "A board's serial console: state and the last 4 KiB of output, cleaned \
                  (console_read reads more); needs the board's lease unless admin",
+            )
+            .with_mime_type(JSON),
+        ResourceTemplate::new(BOOTS_TEMPLATE, "board boots")
+            .with_description(
+                "A board's boot reports, newest first (boots.keep of them): trigger, started_at, \
+                 stages, faults, outcome; a new boot and a changed outcome notify subscribers; \
+                 needs the board's lease unless admin",
+            )
+            .with_mime_type(JSON),
+        ResourceTemplate::new(BOOT_TEMPLATE, "board boot")
+            .with_description(
+                "One boot of a board by its number, as boot_report answers it (with its \
+                 transcript); needs the board's lease unless admin",
             )
             .with_mime_type(JSON),
     ]
@@ -198,6 +251,7 @@ pub fn read(
             json_contents(uri, &v)
         }
         BOARDS => json_contents(uri, &crate::views::boards_view(state, &who.name)),
+        _ if boots_target(uri).is_some() => read_boots(state, who, uri),
         // `gatecmd://boards/{name}/console` is the console's, below.
         _ if uri.starts_with(BOARD_PREFIX) && console_board(uri).is_none() => {
             let name = &uri[BOARD_PREFIX.len()..];
@@ -250,6 +304,49 @@ pub fn read(
     }
 }
 
+/// A refusal as a resource error: what does not exist is not found, the rest (not the
+/// board's holder) an invalid request carrying the refusal.
+fn refused(uri: &str, r: gatecmd_core::refusal::Refusal) -> McpError {
+    use gatecmd_core::refusal::RefusalReason as R;
+    match r.reason {
+        R::NotConfigured | R::NotFound => not_found(uri, &r.message),
+        _ => McpError::invalid_request(
+            r.message.clone(),
+            Some(serde_json::json!({ "uri": uri, "refusal": r })),
+        ),
+    }
+}
+
+/// `gatecmd://boards/{name}/boots` and `.../boots/{n}`, for the board's holder or `admin`.
+fn read_boots(
+    state: &AppState,
+    who: &ClientIdentity,
+    uri: &str,
+) -> Result<ReadResourceResult, McpError> {
+    let Some((board, n)) = boots_target(uri) else {
+        return Err(not_found(uri, "not a boots resource"));
+    };
+    let boards = state.config().board_names();
+    crate::console_access::readable(&state.consoles, &boards, who, board)
+        .map_err(|e| refused(uri, e.into()))?;
+    // No such boot (none yet, or no longer kept) is not found, with what there is.
+    let lookup = |e: gatecmd_domain::boots::BootLookup| not_found(uri, &e.to_string());
+    match n {
+        None => {
+            let boots = state.boots.list(board).unwrap_or_default();
+            json_contents(
+                uri,
+                &serde_json::json!({
+                    "board": board,
+                    "keep": state.config().boots.keep,
+                    "boots": boots,
+                }),
+            )
+        }
+        Some(n) => json_contents(uri, &state.boots.report(board, Some(n)).map_err(lookup)?),
+    }
+}
+
 /// Whether `uri` names a resource this server has (or may have: a device not attached now).
 pub fn is_known(uri: &str) -> bool {
     matches!(uri, DEVICES | LOCKS | COMMANDS | BOARDS | JOBS | APPROVALS)
@@ -257,6 +354,7 @@ pub fn is_known(uri: &str) -> bool {
             .strip_prefix(JOB_PREFIX)
             .is_some_and(|id| id.starts_with("job-") && id[4..].parse::<u64>().is_ok())
         || console_board(uri).is_some()
+        || boots_target(uri).is_some()
         || uri
             .strip_prefix(BOARD_PREFIX)
             .is_some_and(|n| !n.is_empty() && !n.contains('/'))
@@ -300,6 +398,14 @@ impl Change {
         Change {
             updated,
             list_changed: matches!(ev, DeviceEvent::Added(_) | DeviceEvent::Removed(_)),
+        }
+    }
+
+    /// A boot started, or its outcome changed.
+    pub fn from_boot(c: &gatecmd_domain::boots::BootChange) -> Change {
+        Change {
+            updated: vec![boots_uri(&c.board), boot_uri(&c.board, c.boot)],
+            list_changed: false,
         }
     }
 

@@ -3,8 +3,9 @@
 //! client over all of them.
 //!
 //! A URI is accepted when it names something that exists now (the fixed resources, an
-//! attached device, a configured board or its console) or a template instance whose name
-//! could exist: a configured board's, or a device id (`1-2.3`) of at most
+//! attached device, a configured board, its console or its boots) or a template instance
+//! whose name could exist: a configured board's, a boot number of a board with a console,
+//! or a device id (`1-2.3`) of at most
 //! [`MAX_DEVICE_ID_BYTES`], so that a client may wait for a board to be plugged in.
 
 use std::collections::HashSet;
@@ -63,6 +64,15 @@ pub fn check_uri(state: &AppState, uri: &str) -> Result<(), Unacceptable> {
     let config = state.config();
     if uri == resources::BOARDS && !config.boards.is_empty() {
         return Ok(());
+    }
+    // A board's boots (the list or boot N, one not started yet included) while it has a
+    // console.
+    if let Some((board, _)) = resources::boots_target(uri) {
+        return if state.boots.boards().iter().any(|b| b == board) {
+            Ok(())
+        } else {
+            Err(Unacceptable::Unknown)
+        };
     }
     if let Some(rest) = uri.strip_prefix(BOARD_PREFIX) {
         let (name, console) = match rest.strip_suffix(CONSOLE_SUFFIX) {

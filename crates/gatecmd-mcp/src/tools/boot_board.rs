@@ -77,6 +77,9 @@ pub struct BootResult {
     /// What was done, in order (`power_off`, `power_on`, `maskrom`, `await_maskrom`,
     /// `stop_autoboot`, `await_shell`); empty when the board was there already.
     pub steps: Vec<String>,
+    /// The report of the boot this call's power-on started (boot_report has its transcript).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot: Option<gatecmd_domain::boots::BootSummary>,
 }
 
 #[tool_router(router = boot_board_router, vis = "pub(crate)")]
@@ -140,6 +143,17 @@ pub enum BootRefusal {
         want: String,
         shows: String,
     },
+    /// The boot this call started went wrong (docs/BOARDS.md "Boot reports").
+    #[error(
+        "board {board}: boot {boot} ended {outcome}: {fault}; boot_report {{board: {board:?}, boot: {boot}}} \
+         has its stages and transcript"
+    )]
+    BootFailed {
+        board: String,
+        boot: u64,
+        outcome: &'static str,
+        fault: String,
+    },
     #[error(
         "board {board}: waited for the rockusb device in MaskROM mode at usb port {usb}; the port shows {shows}"
     )]
@@ -164,6 +178,7 @@ impl Classified for BootRefusal {
             BootRefusal::NoMaskromInTime { .. } | BootRefusal::NoRecoveryInTime { .. } => {
                 R::Timeout
             }
+            BootRefusal::BootFailed { .. } => R::WrongState,
         }
     }
 }
@@ -282,13 +297,26 @@ pub async fn boot(
     // What a boot prints is looked for from just before the power comes on: an answer to
     // the probe arriving late must not pass for the new boot's prompt.
     let mut from = cursor.unwrap_or(0);
+    let mut boot_n = None;
     for step in steps {
         if step == Step::PowerOn
             && let Some(c) = &leased.console
         {
             from = c.bounds().1;
         }
-        let r = run_step(state, &config, &leased, step, from, deadline, cancel).await;
+        if step == Step::PowerOn {
+            let to = format!("to {}", req.to.as_str());
+            let trigger = gatecmd_domain::boots::Trigger::action("boot_board", &who.name, &to);
+            boot_n = state.boots.power_on(&req.board, trigger);
+        }
+        let r = match (step, boot_n) {
+            // A boot that panics or resets fails the wait for its shell at once, naming why.
+            (Step::AwaitShell, Some(n)) => tokio::select! {
+                r = run_step(state, &config, &leased, step, from, deadline, cancel) => r,
+                s = state.boots.failed(&req.board, n) => Err(boot_failed(s)),
+            },
+            _ => run_step(state, &config, &leased, step, from, deadline, cancel).await,
+        };
         let logged = BootStep {
             step: step_name(step),
             error: r.as_ref().err().map(|e| e.message.as_str()),
@@ -308,6 +336,7 @@ pub async fn boot(
                     took_ms: started.elapsed().as_millis() as u64,
                     console_cursor: cursor,
                     steps: done,
+                    boot: boot_n.and_then(|n| state.boots.summary(&req.board, Some(n)).ok()),
                 };
                 result.state = reached(state, &req.board, req.to);
                 let text = format!(
@@ -333,6 +362,7 @@ pub async fn boot(
         took_ms: started.elapsed().as_millis() as u64,
         console_cursor: cursor,
         steps: done,
+        boot: boot_n.and_then(|n| state.boots.summary(&req.board, Some(n)).ok()),
     };
     record(BootOutcome::Reached {
         took_ms: result.took_ms,
@@ -353,6 +383,30 @@ pub async fn boot(
             .unwrap_or_default()
     );
     structured(&result, text)
+}
+
+/// The refusal of a boot that panicked or reset, naming its first such fault and line.
+fn boot_failed(s: gatecmd_domain::boots::BootSummary) -> Refusal {
+    use gatecmd_domain::boots::FaultKind;
+    let fault = s
+        .faults
+        .iter()
+        .find(|f| matches!(f.kind, FaultKind::KernelPanic | FaultKind::Reset))
+        .or(s.faults.first())
+        .map(|f| format!("{} at {} ms: {:?}", f.kind.as_str(), f.at_ms, f.line))
+        .unwrap_or_else(|| {
+            format!(
+                "the {} boots before it reset before login",
+                s.resets_in_a_row
+            )
+        });
+    BootRefusal::BootFailed {
+        board: s.board.clone(),
+        boot: s.boot,
+        outcome: s.outcome.as_str(),
+        fault,
+    }
+    .into()
 }
 
 /// The best description of where a failed call left the board.

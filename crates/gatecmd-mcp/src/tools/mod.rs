@@ -19,6 +19,7 @@ use crate::handler::GatecmdServer;
 pub mod approve;
 pub mod board_run;
 pub mod boot_board;
+pub mod boot_report;
 pub mod cancel_job;
 pub mod console_read;
 pub mod console_write;

@@ -23,6 +23,7 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::approvals::NewRequest;
 use gatecmd_domain::audit::{PowerOutcome, PowerRecord};
 use gatecmd_domain::boards::PowerState;
+use gatecmd_domain::boots::Trigger;
 use gatecmd_domain::config::power::switch_spec;
 use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
 use gatecmd_domain::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
@@ -228,6 +229,11 @@ pub async fn power(
             }
         }
         let after = if *on { PowerState::On } else { PowerState::Off };
+        if *on {
+            // The bytes from here on are the boot this switch starts (docs/BOARDS.md).
+            let trigger = Trigger::action("power_board", &who.name, &name_of(&req.action));
+            state.boots.power_on(&board.name, trigger);
+        }
         let run = run_power(
             state,
             &board.name,
