@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Lab;
+use gatecmd_domain::audit::LabgridEvent;
 use gatecmd_domain::config::LabSettings;
 use gatecmd_domain::locks::LeaseId;
 use gatecmd_domain::state::AppState;
@@ -161,17 +162,14 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
             } else {
                 let _ = sock.try_write(format!("{why}\r\n").as_bytes());
             }
-            lab.audit(
-                "labgrid_console",
-                serde_json::json!({
-                    "board": admitted.board,
-                    "peer": peer.to_string(),
-                    "user": admitted.peer.name,
-                    "place": admitted.hold.place,
-                    "bytes_written": written,
-                    "closed": why,
-                }),
-            );
+            lab.audit(LabgridEvent::Console {
+                board: &admitted.board,
+                peer: peer.to_string(),
+                user: &admitted.peer.name,
+                place: &admitted.hold.place,
+                bytes_written: written,
+                closed: &why,
+            });
             drop(slot);
         });
     }
@@ -181,10 +179,11 @@ pub async fn serve(lab: Arc<Lab>, l: Listener, shutdown: CancellationToken) {
 fn refused(lab: &Lab, board: &str, peer: SocketAddr, why: &PortRefusal) {
     let reason = why.for_operator();
     tracing::info!(board = %board, %peer, why = %reason, "labgrid console: connection refused");
-    lab.audit(
-        "labgrid_console_refused",
-        serde_json::json!({"board": board, "peer": peer.to_string(), "reason": reason}),
-    );
+    lab.audit(LabgridEvent::ConsoleRefused {
+        board,
+        peer: peer.to_string(),
+        reason: &reason,
+    });
 }
 
 /// Resolves when the admitted connection may no longer act; checks on every lock event

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use gatecmd_domain::audit::{LabgridEvent, LabgridRecord};
 use gatecmd_domain::config::LabSettings;
 use gatecmd_domain::state::AppState;
 
@@ -177,10 +178,11 @@ async fn connect_loop(lab: Arc<Lab>, shutdown: CancellationToken) {
         if ended.registered {
             lock(&lab.lost_since).get_or_insert_with(Instant::now);
             tracing::warn!(why = %ended.why, "labgrid: coordinator lost; reconnecting (local leases work meanwhile)");
-            lab.audit(
-                "labgrid_lost",
-                serde_json::json!({"coordinator": lab.settings.coordinator, "why": ended.why, "held_boards": lab.holds.snapshot().len()}),
-            );
+            lab.audit(LabgridEvent::Lost {
+                coordinator: &lab.settings.coordinator,
+                why: &ended.why,
+                held_boards: lab.holds.snapshot().len(),
+            });
         } else if was_registered || backoff == FIRST_BACKOFF {
             // The first failed attempt after a loss or at start; the rest only at debug.
             tracing::warn!(why = %ended.why, "labgrid: cannot register with the coordinator; retrying with backoff up to 5 s (local leases work meanwhile)");
@@ -223,21 +225,22 @@ async fn watchdog(lab: Arc<Lab>, shutdown: CancellationToken) {
 }
 
 impl Lab {
-    fn audit(&self, event: &str, mut fields: serde_json::Value) {
-        if let Some(o) = fields.as_object_mut() {
-            o.insert("event".into(), event.into());
-            o.insert("exporter".into(), self.settings.name.clone().into());
-        }
-        self.state.audit.record(&fields);
+    fn audit(&self, event: LabgridEvent<'_>) {
+        self.state.audit.record(&LabgridRecord {
+            exporter: &self.settings.name,
+            event,
+        });
     }
 
     fn report_released(&self, ended: Vec<(String, holds::Hold)>, why: &str) {
         for (board, h) in ended {
             tracing::info!(board = %board, place = %h.place, why, "labgrid: board released");
-            self.audit(
-                "labgrid_hold_released",
-                serde_json::json!({"board": board, "place": h.place, "user": h.user, "why": why}),
-            );
+            self.audit(LabgridEvent::HoldReleased {
+                board: &board,
+                place: &h.place,
+                user: h.user.as_deref(),
+                why,
+            });
         }
     }
 
@@ -295,10 +298,12 @@ impl Lab {
                 h.place
             );
             tracing::warn!(board = %board, place = %h.place, "labgrid: {why}");
-            self.audit(
-                "labgrid_hold_released",
-                serde_json::json!({"board": board, "place": h.place, "user": user, "why": why}),
-            );
+            self.audit(LabgridEvent::HoldReleased {
+                board: &board,
+                place: &h.place,
+                user: Some(&user),
+                why: &why,
+            });
         }
     }
 

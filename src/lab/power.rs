@@ -26,6 +26,7 @@ use super::Lab;
 use super::admission::Admitted;
 use super::holds::holder_of;
 use crate::transport::conn_limits::{ConnLimits, ConnTicket, LocalAddr};
+use gatecmd_domain::audit::LabgridEvent;
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::LabSettings;
 use gatecmd_domain::config::power::switch_spec;
@@ -156,10 +157,11 @@ async fn switch(
     let admitted = match admit(&lab, &board, &conn) {
         Ok(a) => a,
         Err(refusal) => {
-            lab.audit(
-                "labgrid_power_refused",
-                serde_json::json!({"board": board, "peer": peer.to_string(), "reason": refusal.operator}),
-            );
+            lab.audit(LabgridEvent::PowerRefused {
+                board: &board,
+                peer: peer.to_string(),
+                reason: &refusal.operator,
+            });
             return Err(refusal.into());
         }
     };
@@ -174,17 +176,14 @@ async fn switch(
         }
     };
     let result = switch_board(&lab, &admitted, on).await;
-    lab.audit(
-        "labgrid_power",
-        serde_json::json!({
-            "board": board,
-            "on": on,
-            "place": admitted.hold.place,
-            "user": admitted.peer.name,
-            "ok": result.is_ok(),
-            "reason": result.as_ref().err().map(|e| e.1.trim().to_string()),
-        }),
-    );
+    lab.audit(LabgridEvent::Power {
+        board: &board,
+        on,
+        place: &admitted.hold.place,
+        user: &admitted.peer.name,
+        ok: result.is_ok(),
+        reason: result.as_ref().err().map(|e| e.1.trim().to_string()),
+    });
     result.map(|()| String::new())
 }
 

@@ -15,6 +15,7 @@ use super::proto::{
     StartupDone, Subscribe, SubscribeKind, Sync, Update, open_stream,
 };
 use super::{Lab, mirror};
+use gatecmd_domain::audit::{LabgridEvent, PlaceChange};
 
 /// How long to wait for the coordinator's TCP and HTTP/2 handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -127,7 +128,7 @@ async fn session(
                 match msg.kind {
                     Some(ExporterOut::Hello(h)) => {
                         *registered = true;
-                        lab.audit("labgrid_registered", serde_json::json!({"coordinator_version": h.version}));
+                        lab.audit(LabgridEvent::Registered { coordinator_version: &h.version });
                         if let Some(f) = on_registered.take() { f(); }
                     }
                     Some(ExporterOut::SetAcquired(req)) => {
@@ -279,21 +280,23 @@ impl Lab {
                     .map_err(|e| e.to_string()),
             }
         };
-        self.audit(
-            if req.place_name.is_some() {
-                "labgrid_acquire"
-            } else {
-                "labgrid_release"
-            },
-            serde_json::json!({
-                "place": req.place_name,
-                "board": board,
-                "resource": resource,
-                "ok": result.is_ok(),
-                "reason": result.as_ref().err(),
-                "user": req.place_name.as_deref().and_then(|p| self.user_of(p)).map(|u| super::names::user_label(&u)),
-            }),
-        );
+        let change = PlaceChange {
+            place: req.place_name.as_deref(),
+            board: &board,
+            resource: &resource,
+            ok: result.is_ok(),
+            reason: result.as_ref().err().map(String::as_str),
+            user: req
+                .place_name
+                .as_deref()
+                .and_then(|p| self.user_of(p))
+                .map(|u| super::names::user_label(&u)),
+        };
+        self.audit(if req.place_name.is_some() {
+            LabgridEvent::Acquire(change)
+        } else {
+            LabgridEvent::Release(change)
+        });
         match result {
             Ok(()) => ExporterResponse {
                 success: true,
@@ -336,17 +339,24 @@ impl Lab {
                 } else {
                     tracing::info!(place = %place, board = %board, as_user = %user, "labgrid: place acquired for the agent's lease");
                 }
-                self.audit(
-                    "labgrid_mirror_acquire",
-                    serde_json::json!({"place": place, "board": board, "agent": agent, "as": user, "ok": reason.is_none(), "reason": reason}),
-                );
+                self.audit(LabgridEvent::MirrorAcquire {
+                    place,
+                    board,
+                    agent,
+                    as_user: &user,
+                    ok: reason.is_none(),
+                    reason: reason.as_deref(),
+                });
             }
             mirror::Call::Release { place, user, why } => {
                 tracing::info!(place = %place, why = %why, ok = reason.is_none(), "labgrid: mirrored place released");
-                self.audit(
-                    "labgrid_mirror_release",
-                    serde_json::json!({"place": place, "as": user, "why": why, "ok": reason.is_none(), "reason": reason}),
-                );
+                self.audit(LabgridEvent::MirrorRelease {
+                    place,
+                    as_user: user.as_deref(),
+                    why,
+                    ok: reason.is_none(),
+                    reason: reason.as_deref(),
+                });
             }
         }
     }

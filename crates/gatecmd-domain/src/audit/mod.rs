@@ -20,13 +20,14 @@
 //! The module depends on nothing above it but the settings in `config`: callers hand it
 //! plain data in its own record types, one per kind of line (`records`: execute_command
 //! and lock events; `approvals`, `jobs`, `boards` (power, console, boot, board commands),
-//! `flash`, `server`); no caller builds a line by hand.
+//! `flash`, `labgrid`, `server`); no caller builds a line by hand.
 
 mod approvals;
 mod boards;
 mod bound;
 mod flash;
 mod jobs;
+mod labgrid;
 mod log;
 mod recent;
 mod records;
@@ -41,6 +42,7 @@ pub use boards::{
 };
 pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};
 pub use jobs::JobRecord;
+pub use labgrid::{LabgridEvent, LabgridRecord, PlaceChange};
 pub use log::{Audit, AuditError, FILE_NAME};
 pub use recent::{Decision, RECENT, Recent};
 pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};
