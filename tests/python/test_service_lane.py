@@ -127,7 +127,7 @@ def lane():
         built = subprocess.run(
             [
                 str(vbench.REPO / "scripts/deb.sh"),
-                *("--binary", str(gatecmd), "--fast", "--revision", revision),
+                *("--binary", str(gatecmd), "--fast", "--gzip", "--revision", revision),
                 *("--output", str(work / f"deb-{revision}")),
             ],
             capture_output=True,
