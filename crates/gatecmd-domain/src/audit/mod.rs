@@ -20,11 +20,12 @@
 //! The module depends on nothing above it but the settings in `config`: callers hand it
 //! plain data in its own record types, one per kind of line (`records`: execute_command
 //! and lock events; `approvals`, `jobs`, `boards` (power, console, boot, board commands),
-//! `flash`, `labgrid`, `server`); no caller builds a line by hand.
+//! `files`, `flash`, `labgrid`, `server`); no caller builds a line by hand.
 
 mod approvals;
 mod boards;
 mod bound;
+mod files;
 mod flash;
 mod jobs;
 mod labgrid;
@@ -40,6 +41,7 @@ pub use boards::{
     ConsoleWriteRecord, PowerOutcome, PowerRecord, PowerStepRecord, PowerVia, Prompt,
     RefusedDetail,
 };
+pub use files::FileRecord;
 pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};
 pub use jobs::JobRecord;
 pub use labgrid::{LabgridEvent, LabgridRecord, PlaceChange};

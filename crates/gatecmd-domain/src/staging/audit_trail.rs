@@ -16,16 +16,9 @@ pub struct AuditRecord<'a> {
 /// Records a staging decision in the audit log (and the service log): the one place file
 /// staging reports to the audit trail.
 pub fn audit(log: &crate::audit::Audit, r: &AuditRecord<'_>) {
-    log.record(&serde_json::json!({
-        "event": "file",
-        "client": r.client,
-        "action": r.action,
-        "path": r.path,
-        "bytes": r.bytes,
-        "sha256": r.sha256,
-        "verdict": if r.refused.is_some() { "refused" } else { "allowed" },
-        "reason": r.refused,
-    }));
+    log.record(&crate::audit::FileRecord::new(
+        r.client, r.action, r.path, r.bytes, r.sha256, r.refused,
+    ));
     tracing::info!(
         target: "gatecmd::audit",
         client = %r.client,

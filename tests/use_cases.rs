@@ -1,0 +1,152 @@
+//! What issue 39 ("thin tools over use cases") settled, held by reading the tree:
+//! every audit line is one of the audit module's record types (no caller builds one with
+//! `json!`), a board's power action runs in one place
+//! (`crates/gatecmd-domain/src/usecases/power.rs`), and the flashing engine depends on no
+//! gatecmd crate.
+
+use std::path::{Path, PathBuf};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The Rust files of the server: the binary's `src/` and every crate's `src/`.
+fn server_files() -> Vec<PathBuf> {
+    let mut out = rust_files(&Path::new(REPO).join("src"));
+    if let Ok(crates) = std::fs::read_dir(Path::new(REPO).join("crates")) {
+        for c in crates.flatten() {
+            out.extend(rust_files(&c.path().join("src")));
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Production code: a file's `#[cfg(test)]` module (at its end, by convention) is cut off,
+/// and files that are only tests are skipped.
+fn production(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy();
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(match text.find("#[cfg(test)]\nmod ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    })
+}
+
+/// The calls in `source` that hand the audit log a `json!` object: (line, the call).
+fn hand_built_records(source: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for call in [".record(", ".refusal(", ".audit("] {
+        let mut from = 0;
+        while let Some(at) = source[from..].find(call) {
+            let start = from + at;
+            let window = &source[start..source.len().min(start + 160)];
+            // The call's own arguments, up to its closing parenthesis at depth 0.
+            let mut depth = 0i32;
+            let mut end = window.len();
+            for (i, ch) in window.char_indices().skip(call.len() - 1) {
+                match ch {
+                    '(' | '{' | '[' => depth += 1,
+                    ')' | '}' | ']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if window[..end].contains("json!") {
+                let line = source[..start].matches('\n').count() + 1;
+                out.push((line, window[..end.min(80)].to_string()));
+            }
+            from = start + call.len();
+        }
+    }
+    out
+}
+
+#[test]
+fn no_audit_record_is_built_by_hand() {
+    let files = server_files();
+    assert!(files.len() > 100, "the sources were not found");
+    let mut found = Vec::new();
+    for f in &files {
+        let Some(code) = production(f) else { continue };
+        for (line, call) in hand_built_records(&code) {
+            found.push(format!("{}:{line}: {call}", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "audit lines built with json! (give them a record type in \
+         crates/gatecmd-domain/src/audit/):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_hand_built_record_is_found() {
+    let code = "fn f() {\n    state.audit.record(&serde_json::json!({\"event\": \"x\"}));\n    \
+                audit.record(&PowerRecord { a: 1 });\n    lab.audit(\n        \"e\",\n        \
+                serde_json::json!({\"b\": 1}),\n    );\n}\n";
+    let found = hand_built_records(code);
+    assert_eq!(
+        found.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        [2, 4],
+        "{found:?}"
+    );
+}
+
+/// Running a power action means the executor and the board's power state together; only
+/// the power runner does both.
+#[test]
+fn one_power_runner() {
+    let runner = Path::new(REPO).join("crates/gatecmd-domain/src/usecases/power.rs");
+    let mut copies = Vec::new();
+    for f in server_files() {
+        let Some(code) = production(&f) else { continue };
+        if code.contains("set_power_state(") && code.contains("run_with(") && f != runner {
+            copies.push(f.display().to_string());
+        }
+    }
+    assert!(
+        copies.is_empty(),
+        "a power action run outside usecases::power::run_power: {copies:?}"
+    );
+    let code = production(&runner).expect("the power runner");
+    assert!(code.contains("set_power_state(") && code.contains("run_with("));
+}
+
+/// `gatecmd-flash` can be used by another project: its dependencies name no gatecmd crate.
+#[test]
+fn the_flash_engine_depends_on_no_gatecmd_crate() {
+    let manifest = std::fs::read_to_string(Path::new(REPO).join("crates/gatecmd-flash/Cargo.toml"))
+        .expect("gatecmd-flash's Cargo.toml");
+    let deps: Vec<&str> = manifest
+        .lines()
+        .skip_while(|l| l.trim() != "[dependencies]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| l.trim_start().starts_with("gatecmd"))
+        .collect();
+    assert!(deps.is_empty(), "gatecmd-flash depends on {deps:?}");
+}
