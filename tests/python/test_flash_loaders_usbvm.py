@@ -1,13 +1,16 @@
 """flash_board against loaders whose reads go wrong past an offset (issue 41), on a real
 kernel: gatecmd-vboard's `--read-back` modes (docs/VBOARD.md) make vb1 answer as the stock
 RK3588 loader (0xCC for every read from 32 MiB) and vb2 as a loader whose reads past 4 MiB
-show what the flash held when the Loader started (stale). Every write lands on the board's
+show what the flash held when the Loader started (stale), and stall (read no data, answer
+nothing until a power cycle) on a transfer above 1 MiB, while flash.transfer_kib is 4096.
+Every write lands on the board's
 flash: the boot log's `vboard: region … sha256=…` lines say what it holds, whatever its
 reads answer. The official MCP Python SDK drives gatecmd from the host.
 
 What must hold: a good write is never reported bad, and nothing is claimed verified past
 what was read soundly; a second flash with the same loader knows the limit (remembered by
-the loader's SHA-256) and never skips a chunk on a read there.
+the loader's SHA-256) and never skips a chunk on a read there; a loader that stalls a large
+transfer is brought back within the flash and the flash finishes at 64 KiB transfers.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def bench(images):
         files=images,
         flash_size="512M",
         flash=f"  enabled: true\n  loaders: [{vbench.IMAGES}]\n  device_wait_secs: 8\n",
-        vboard_args="--read-back vb1=rk3588 --read-back vb2=stale:4M",
+        vboard_args="--read-back vb1=rk3588 --read-back vb2=stale:4M --stall-above vb2=1M",
         timeout=900,
     )
     yield b
@@ -92,15 +95,41 @@ async def test_the_stock_rk3588_loader_is_neither_failed_nor_claimed_verified(be
         assert regions(f["boot_log"]) == {RK3588_LIMIT_LBA: (32 * MIB // 512, sha(img[32 * MIB :]))}
 
 
-async def test_a_loader_with_stale_reads_is_found_where_its_reads_stop(bench, images):
+async def test_a_stalling_loader_with_stale_reads_is_recovered_and_found_where_its_reads_stop(bench, images):
     img = images["small.img"]
     async with connect(bench.url, TOKEN_A, "legacy") as c:
         lid = await lease(c, "vb2")
         await power_off(c, "vb2", lid)
         s = await flash(c, "vb2", lid, "small.img")
         f = s["flashed"]
+        # The first 4 MiB write stalled the loader: brought back (power.maskrom, the loader
+        # again) within the call, the flash went on at 64 KiB transfers.
+        names = [st["step"] for st in s["steps"]]
+        assert names.count("write") == 2 and "recover" in names, s["steps"]
+        assert names.index("recover") == names.index("write") + 1, names
+        rec = next(st for st in s["steps"] if st["step"] == "recover")
+        assert "4.0 MiB transfer failed" in rec["detail"] and "64.0 KiB" in rec["detail"], rec
+        assert f["written"]["transfer_bytes"] == 64 * 1024, f["written"]
+        total = sum(st["ms"] for st in s["steps"])
+        assert abs(f["took_ms"] - total) <= max(0.05 * f["took_ms"], len(names)), (total, f["took_ms"])
         assert s["state"] == "succeeded" and s["verified"] is False, s
         assert f["verification"] == "partial" and f["reads_unsound_from_lba"] == STALE_LIMIT_LBA, f
         assert f["verified_bytes"] == 4 * MIB and f["unverified_bytes"] == 12 * MIB, f
         assert "0xCC" not in verify_step(s), verify_step(s)
         assert regions(f["boot_log"]) == {0: (len(img) // 512, sha(img))}
+
+
+async def test_what_a_loader_did_is_remembered_for_the_loader(bench, images):
+    # The memory is the loader's (its SHA-256), not the board's: vb1 gets the same file,
+    # which stalled above 1 MiB and read stale data past 4 MiB on vb2 (the last limit found
+    # for it). So vb1's next flash with it starts at 64 KiB and reads nothing past 4 MiB.
+    async with connect(bench.url, TOKEN_A, "legacy") as c:
+        lid = await lease(c, "vb1")
+        await power_off(c, "vb1", lid)
+        s = await flash(c, "vb1", lid, "small.img")
+        f = s["flashed"]
+        assert "recover" not in [st["step"] for st in s["steps"]], s["steps"]
+        assert f["written"]["transfer_bytes"] == 64 * 1024, f["written"]
+        assert f["verification"] == "partial" and f["reads_unsound_from_lba"] == STALE_LIMIT_LBA, f
+        assert f["verified_bytes"] == 4 * MIB, f
+        assert "known from an earlier flash" in verify_step(s), verify_step(s)

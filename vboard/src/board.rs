@@ -61,6 +61,9 @@ pub struct Settings {
     pub write_speed: Option<u64>,
     /// How the Loader answers reads (`serve --read-back`).
     pub read_back: crate::flash::ReadBack,
+    /// A `READ_LBA`/`WRITE_LBA` moving more bytes than this stalls the Loader until a
+    /// power cycle (`serve --stall-above`).
+    pub stall_above: Option<u64>,
     pub state_dir: PathBuf,
     pub rockusb_udc: String,
     pub console_udc: String,
@@ -72,6 +75,7 @@ pub struct Board {
     ldr: Gadget,
     console: Gadget,
     pub flash: Flash,
+    pub stall_above: Option<u64>,
     tty: Mutex<PathBuf>,
     pub ffs_dirs: [PathBuf; 2],
     state: Mutex<State>,
@@ -174,6 +178,7 @@ impl Board {
             ldr,
             console,
             flash,
+            stall_above: s.stall_above,
             tty: Mutex::new(tty.clone()),
             ffs_dirs: [ffs_dirs[0].clone(), ffs_dirs[1].clone()],
             state: Mutex::new(State::Off),

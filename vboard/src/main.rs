@@ -102,6 +102,11 @@ enum Cmd {
         /// for more (docs/VBOARD.md, "Read-back modes").
         #[arg(long, value_parser = parse_read_back)]
         read_back: Vec<(Option<String>, flash::ReadBack)>,
+        /// The Rockchip boards' Loader stalls (reads no data, answers nothing until a power
+        /// cycle) on a READ_LBA/WRITE_LBA above SIZE bytes (K/M suffixes), as a loader that
+        /// cannot take large transfers; `vbN=SIZE` for one board.
+        #[arg(long, value_parser = parse_stall)]
+        stall_above: Vec<(Option<String>, u64)>,
     },
     /// Switch a board: `on`, `on --recovery` (its flashing mode: MaskROM, fastboot, DFU),
     /// `off`.
@@ -196,6 +201,7 @@ fn main() -> ExitCode {
             control,
             write_speed,
             read_back,
+            stall_above,
         } => {
             let control = control.unwrap_or_else(|| state_dir.join("control.sock"));
             let families = if board.is_empty() {
@@ -219,6 +225,7 @@ fn main() -> ExitCode {
                 control,
                 write_speed,
                 read_back,
+                stall_above,
             })
         }
         Cmd::Power {
@@ -281,6 +288,18 @@ fn make_loader(out: &std::path::Path, bad_crc: bool, bad_payload: bool) -> Resul
     std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
 }
 
+/// `[vbN=]SIZE` of `--stall-above`.
+fn parse_stall(s: &str) -> Result<(Option<String>, u64), String> {
+    let (board, size) = match s.split_once('=') {
+        Some((b, v)) => (Some(b.to_string()), v),
+        None => (None, s),
+    };
+    match parse_bytes(size) {
+        Ok(n) if n > 0 => Ok((board, n)),
+        _ => Err(format!("{size:?} is not a size in bytes like 64K or 1M")),
+    }
+}
+
 /// `[vbN=]MODE` of `--read-back`.
 fn parse_read_back(s: &str) -> Result<(Option<String>, flash::ReadBack), String> {
     match s.split_once('=') {
@@ -327,6 +346,7 @@ struct Serve {
     control: PathBuf,
     write_speed: Option<u64>,
     read_back: Vec<(Option<String>, flash::ReadBack)>,
+    stall_above: Vec<(Option<String>, u64)>,
 }
 
 fn serve(args: Serve) -> Result<(), String> {
@@ -339,6 +359,7 @@ fn serve(args: Serve) -> Result<(), String> {
         control: control_path,
         write_speed,
         read_back,
+        stall_above,
     } = args;
     let n = families.len();
     use nix::sys::signal::{SigSet, Signal};
@@ -372,6 +393,12 @@ fn serve(args: Serve) -> Result<(), String> {
         let b: Result<Arc<dyn Powered>, String> = match family {
             Family::Rockchip => board::Board::start(board::Settings {
                 read_back: read_back_of(&read_back, &name),
+                stall_above: stall_above
+                    .iter()
+                    .rev()
+                    .find(|(b, _)| b.as_deref() == Some(name.as_str()))
+                    .or_else(|| stall_above.iter().rev().find(|(b, _)| b.is_none()))
+                    .map(|(_, n)| *n),
                 name,
                 vid: ids.rockchip.0,
                 pid: ids.rockchip.1,

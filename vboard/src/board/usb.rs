@@ -167,6 +167,26 @@ impl Board {
                 );
                 junk = 0;
             }
+            if mode == Mode::Loader
+                && matches!(c.opcode, cbw::READ_LBA | cbw::WRITE_LBA)
+                && self.stall_above.is_some_and(|max| c.transfer_len as u64 > max)
+            {
+                // As a loader that cannot take a transfer this large: it reads no data and
+                // answers nothing more until it is powered off (--stall-above).
+                log(
+                    &name,
+                    &format!(
+                        "rockusb: {} of {} bytes is above --stall-above: the Loader stalls until a power cycle",
+                        cbw::opcode_name(c.opcode),
+                        c.transfer_len
+                    ),
+                );
+                let since = self.unplugs();
+                while self.unplugs() == since {
+                    thread::sleep(Duration::from_millis(50));
+                }
+                continue;
+            }
             let mut say = |l: String| log(&name, &l);
             let mut pipe = Plugged {
                 bulk: &mut bulk,

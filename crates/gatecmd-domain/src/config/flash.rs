@@ -47,13 +47,16 @@ settings! {
                 0700 if missing).",
         },
         transfer_kib: u32 {
-            default: 64,
+            default: 4096,
             check: transfer_in_range,
-            docs: "bytes per USB write command, in KiB (16 … 4096). 64 is what \
-                rkdeveloptool and the rockusb crate send, hence what every Rockchip loader \
-                is known to take; larger is faster (4096: 0.94× rkdeveloptool's time in the \
-                VM) where the loader takes it. A loader that fails a large transfer waits \
-                for a power cycle.",
+            docs: "the largest USB read or write command tried, in KiB (16 … 4096). A \
+                loader that stalls or fails a transfer above 64 KiB (what rkdeveloptool \
+                and the rockusb crate send, which every Rockchip loader takes) is brought \
+                back once within the flash (`power.maskrom`, the loader sent again: step \
+                `recover`) and the flash goes on at 64 KiB; a loader this server sent is \
+                remembered by its SHA-256, so its next flash starts at 64 KiB. Without \
+                `power.maskrom` or a loader in the call, such a flash fails instead: set \
+                64 for those boards' loaders.",
         },
         max_image_gib: u64 {
             default: 256,
@@ -82,7 +85,7 @@ fn absolute_if_set(p: &Option<PathBuf>) -> Option<String> {
 }
 
 fn transfer_in_range(v: &u32) -> Option<String> {
-    (!(16..=4096).contains(v)).then(|| "must be between 16 and 4096 (KiB); default 64".into())
+    (!(16..=4096).contains(v)).then(|| "must be between 16 and 4096 (KiB); default 4096".into())
 }
 
 fn max_image_in_range(v: &u64) -> Option<String> {

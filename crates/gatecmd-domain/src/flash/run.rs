@@ -42,8 +42,8 @@ use gatecmd_flash::{
 const USB_SETTLE: Duration = Duration::from_millis(1500);
 const USB_POLL: Duration = Duration::from_millis(50);
 /// The file in the journal directory that remembers, per loader SHA-256, from which LBA
-/// its reads were found unsound.
-const LOADER_READS: &str = "loader-reads.json";
+/// its reads were found unsound and the largest transfer it takes.
+const LOADER_READS: &str = "loaders.json";
 
 /// Bytes of boot log a result carries at most (the newest).
 pub const BOOT_LOG_BYTES: usize = 64 * 1024;
@@ -492,12 +492,16 @@ async fn steps(
     run.done(Step::AwaitRockusb, t_usb, usb_detail);
 
     // 3. The loader, if the board is in MaskROM. Never cancelled half-way.
-    let (usb, loader_facts) = match (mode, loader) {
+    // The loader is kept: a loader that stalls a large transfer is sent again (`recover`).
+    let (usb, loader_facts, boot_file) = match (mode, loader) {
         (RockchipMode::Loader, l) => {
             run.skipped(Step::DownloadBoot, "already in Loader mode");
             run.skipped(Step::AwaitLoader, "already in Loader mode");
-            let facts = l.map(|l| file_facts(&l, loader_hash.and_then(FileHash::finish)));
-            (usb, facts)
+            let facts = l
+                .as_ref()
+                .map(|l| file_facts(l, loader_hash.and_then(FileHash::finish)));
+            let boot = l.and_then(|l| BootFile::read(l.file).ok()).map(Arc::new);
+            (usb, facts, boot)
         }
         (RockchipMode::MaskRom, None) => {
             return Err((
@@ -517,10 +521,12 @@ async fn steps(
                 source: Box::new(e),
             };
             let t = run.started(Step::DownloadBoot);
-            let (usb, report) = blocking(Step::DownloadBoot, move || {
-                let boot = BootFile::read(l.file).map_err(&named)?;
-                usb.download_boot_and_wait(&boot, device_wait)
-                    .map_err(&named)
+            let (usb, report, boot) = blocking(Step::DownloadBoot, move || {
+                let boot = Arc::new(BootFile::read(l.file).map_err(&named)?);
+                let (usb, report) = usb
+                    .download_boot_and_wait(&boot, device_wait)
+                    .map_err(&named)?;
+                Ok((usb, report, boot))
             })
             .await?;
             let wait_ms = report.wait_secs.map(|s| (s * 1000.0) as u64).unwrap_or(0);
@@ -535,9 +541,21 @@ async fn steps(
                 ),
             );
             events_done_await_loader(run, wait_ms);
-            (usb, Some(facts))
+            (usb, Some(facts), Some(boot))
         }
     };
+    // A loader this server sent: what earlier flashes found of it (its reads' limit, the
+    // largest transfer it takes), by its SHA-256.
+    let sent_loader = (mode == RockchipMode::MaskRom)
+        .then(|| loader_facts.as_ref().and_then(|f| f.sha256.clone()))
+        .flatten();
+    let known = sent_loader
+        .as_deref()
+        .map(|sha| loader_memory(journal_dir, sha))
+        .unwrap_or_default();
+    let transfer_blocks = known
+        .max_transfer_blocks
+        .map_or(transfer_blocks, |m| m.min(transfer_blocks));
     if stop.raised() {
         return Err((
             Step::FlashInfo,
@@ -579,60 +597,102 @@ async fn steps(
 
     // 5. Write and verify (the engine), then reset. A loader this server sent, whose reads
     // an earlier flash found unsound from some LBA, is not read from there.
-    let sent_loader = (mode == RockchipMode::MaskRom)
-        .then(|| loader_facts.as_ref().and_then(|f| f.sha256.clone()))
-        .flatten();
     let mut opts = FlashOptions::new(board.name.clone(), journal_dir.to_path_buf());
-    opts.reads_unsound_from_lba = sent_loader
-        .as_deref()
-        .and_then(|sha| loader_reads(journal_dir, sha));
+    opts.reads_unsound_from_lba = known.reads_unsound_from_lba;
     let chunk_size = opts.chunk_size;
-    let t_write = run.started(Step::Write);
-    let flag = stop.flag.clone();
-    let events = run.events.clone();
-    let verify_started = Arc::new(std::sync::Mutex::new(None::<Instant>));
-    let outcome = {
-        let verify_started = verify_started.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut img = img;
-            let mut target = target;
-            let mut inner = progress_sink(events.clone());
-            let mut sink = |p: Progress| {
-                if p.phase == Phase::Verify {
-                    let mut v = verify_started.lock().unwrap_or_else(|p| p.into_inner());
-                    if v.is_none() {
-                        *v = Some(Instant::now());
-                        events(Event::Started(Step::Verify));
+    let (mut target, mut img, mut recovered) = (target, img, false);
+    let (report, target, t_write, verify_started) = loop {
+        let t_write = run.started(Step::Write);
+        let flag = stop.flag.clone();
+        let events = run.events.clone();
+        let verify_started = Arc::new(std::sync::Mutex::new(None::<Instant>));
+        let opts = opts.clone();
+        let outcome = {
+            let verify_started = verify_started.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut img = img;
+                let mut target = target;
+                let mut inner = progress_sink(events.clone());
+                let mut sink = |p: Progress| {
+                    if p.phase == Phase::Verify {
+                        let mut v = verify_started.lock().unwrap_or_else(|p| p.into_inner());
+                        if v.is_none() {
+                            *v = Some(Instant::now());
+                            events(Event::Started(Step::Verify));
+                        }
                     }
+                    inner(p)
+                };
+                let r = gatecmd_flash::flash(
+                    &mut target,
+                    &mut img,
+                    &opts,
+                    &mut Control::new(&mut sink, &flag),
+                );
+                (r, target, img)
+            })
+            .await
+        };
+        match outcome {
+            Err(e) => return Err((Step::Write, FlashFailure::Lost(e.to_string()))),
+            // A large transfer the loader stalled or failed: once, the board is brought back
+            // and the flash goes on at the default size (the journal keeps what was written).
+            Ok((Err(e), t, i))
+                if !recovered
+                    && gatecmd_flash::BlockTarget::max_transfer_blocks(&t)
+                        > gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS
+                    && board.maskrom.is_some()
+                    && boot_file.is_some()
+                    && !stop.raised()
+                    && matches!(e, FlashError::Write { .. } | FlashError::Read { .. }) =>
+            {
+                let big = gatecmd_flash::BlockTarget::max_transfer_blocks(&t) as u64 * 512;
+                run.done(Step::Write, t_write, format!("stopped: {e}"));
+                drop(t);
+                let t_rec = run.started(Step::Recover);
+                let boot = boot_file.clone().ok_or((
+                    Step::Recover,
+                    FlashFailure::Lost("the loader was not kept".into()),
+                ))?;
+                target = recover(run, config, &board, boot, device_wait, waits).await?;
+                if let Some(sha) = &sent_loader {
+                    remember_loader(
+                        journal_dir,
+                        sha,
+                        "max_transfer_blocks",
+                        gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS as u64,
+                    );
                 }
-                inner(p)
-            };
-            let r = gatecmd_flash::flash(
-                &mut target,
-                &mut img,
-                &opts,
-                &mut Control::new(&mut sink, &flag),
+                run.done(
+                Step::Recover,
+                t_rec,
+                format!(
+                    "a {} transfer failed ({e}); power.maskrom ran, the loader was sent again, and the flash goes on at {} transfers{}",
+                    gatecmd_flash::units::human_bin(big),
+                    gatecmd_flash::units::human_bin(gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS as u64 * 512),
+                    if sent_loader.is_some() { "; remembered for this loader's SHA-256" } else { "" }
+                ),
             );
-            (r, target)
-        })
-        .await
-    };
-    let (report, target) = match outcome {
-        Err(e) => return Err((Step::Write, FlashFailure::Lost(e.to_string()))),
-        Ok((Err(e), _)) => {
-            let in_verify = verify_started
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some();
-            let step = if in_verify { Step::Verify } else { Step::Write };
-            match &e {
-                FlashError::Write { bytes_written, .. }
-                | FlashError::Cancelled { bytes_written, .. } => run.bytes_written = *bytes_written,
-                _ => {}
+                img = i;
+                recovered = true;
             }
-            return Err((step, cancel_as_stop(stop, step, e.into())));
+            Ok((Err(e), _, _)) => {
+                let in_verify = verify_started
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_some();
+                let step = if in_verify { Step::Verify } else { Step::Write };
+                match &e {
+                    FlashError::Write { bytes_written, .. }
+                    | FlashError::Cancelled { bytes_written, .. } => {
+                        run.bytes_written = *bytes_written
+                    }
+                    _ => {}
+                }
+                return Err((step, cancel_as_stop(stop, step, e.into())));
+            }
+            Ok((Ok(r), target, _)) => break (r, target, t_write, verify_started),
         }
-        Ok((Ok(r), target)) => (r, target),
     };
     // The steps by the wall clock: the write from the engine's start (its journal opened)
     // to the verification's first report, the verification from there to the engine's end.
@@ -658,7 +718,7 @@ async fn steps(
     if v.limit_found_now
         && let (Some(sha), Some(lba)) = (&sent_loader, v.reads_unsound_from_lba)
     {
-        remember_loader_reads(journal_dir, sha, lba);
+        remember_loader(journal_dir, sha, "reads_unsound_from_lba", lba);
     }
     run.done_ms(Step::Verify, verify_ms, verify_detail(&v));
     let cursor = run.console.map(|c| c.bounds().1);
@@ -871,17 +931,29 @@ fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
     }
 }
 
-/// The LBA from which the loader with SHA-256 `sha` was found to read unsoundly, if an
-/// earlier flash found it.
-fn loader_reads(dir: &std::path::Path, sha: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(dir.join(LOADER_READS)).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v.get(sha)?.get("reads_unsound_from_lba")?.as_u64()
+/// What earlier flashes found of a loader (by its SHA-256).
+#[derive(Default)]
+struct LoaderMemory {
+    /// The LBA from which its reads do not show what the flash holds.
+    reads_unsound_from_lba: Option<u64>,
+    /// The largest transfer it took (after a larger one stalled).
+    max_transfer_blocks: Option<u32>,
 }
 
-/// Remembers it (owner-only file, replaced whole; a failure only costs the next flash a
-/// probe, so it is not an error of this one).
-fn remember_loader_reads(dir: &std::path::Path, sha: &str, lba: u64) {
+fn loader_memory(dir: &std::path::Path, sha: &str) -> LoaderMemory {
+    let v: Option<serde_json::Value> = std::fs::read_to_string(dir.join(LOADER_READS))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let field = |k: &str| v.as_ref().and_then(|v| v.get(sha)?.get(k)?.as_u64());
+    LoaderMemory {
+        reads_unsound_from_lba: field("reads_unsound_from_lba"),
+        max_transfer_blocks: field("max_transfer_blocks").and_then(|b| u32::try_from(b).ok()),
+    }
+}
+
+/// Remembers `key: value` for the loader (owner-only file, replaced whole; a failure only
+/// costs the next flash a probe or a stall, so it is not an error of this one).
+fn remember_loader(dir: &std::path::Path, sha: &str, key: &str, value: u64) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LOADER_READS);
@@ -890,7 +962,10 @@ fn remember_loader_reads(dir: &std::path::Path, sha: &str, lba: u64) {
         .and_then(|t| serde_json::from_str(&t).ok())
         .filter(serde_json::Value::is_object)
         .unwrap_or_else(|| serde_json::json!({}));
-    v[sha] = serde_json::json!({ "reads_unsound_from_lba": lba });
+    if !v[sha].is_object() {
+        v[sha] = serde_json::json!({});
+    }
+    v[sha][key] = serde_json::json!(value);
     let tmp = dir.join(format!("{LOADER_READS}.tmp.{}", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -907,6 +982,32 @@ fn remember_loader_reads(dir: &std::path::Path, sha: &str, lba: u64) {
         let _ = std::fs::remove_file(&tmp);
         tracing::warn!(path = %path.display(), error = %e, "the loader's read limit was not remembered");
     }
+}
+
+/// A loader that stalled a large transfer, brought back: `power.maskrom` (the board off
+/// the stalled loader and into MaskROM), the loader sent again, the Loader opened with the
+/// default transfer size.
+async fn recover(
+    run: &mut Run<'_>,
+    config: &Config,
+    board: &BoardConfig,
+    boot: Arc<BootFile>,
+    device_wait: Duration,
+    waits: &CancellationToken,
+) -> StepResult<gatecmd_flash::LoaderTarget> {
+    maskrom_action(run.state, config, board, waits)
+        .await
+        .map_err(|e| (Step::Recover, e))?;
+    let port = device::engine_port(&board.usb);
+    blocking(Step::Recover, move || {
+        let usb =
+            gatecmd_flash::RockusbBoard::wait(&port, gatecmd_flash::Mode::MaskRom, device_wait)?;
+        let (usb, _) = usb.download_boot_and_wait(&boot, device_wait)?;
+        Ok(usb
+            .into_target()?
+            .with_transfer_blocks(gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS)?)
+    })
+    .await
 }
 
 fn events_done_await_loader(run: &mut Run<'_>, wait_ms: u64) {

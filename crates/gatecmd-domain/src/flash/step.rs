@@ -31,6 +31,10 @@ pub enum Step {
     /// Everything written read back and compared, chunk by chunk (keyed XXH3-128), as far
     /// as the loader's reads are sound (a chunk that reads back wrong is probed).
     Verify,
+    /// A loader that stalled or failed a large transfer brought back: `power.maskrom`, the
+    /// loader sent again, the flash going on at the default transfer size (the outcome
+    /// remembered by the loader's SHA-256).
+    Recover,
     /// The board reset to boot from its flash.
     Reset,
     /// The console awaited for `wait_for`.
@@ -52,6 +56,7 @@ impl Step {
             Step::FlashInfo => "flash_info",
             Step::Write => "write",
             Step::Verify => "verify",
+            Step::Recover => "recover",
             Step::Reset => "reset",
             Step::AwaitConsole => "await_console",
             Step::HashFiles => "hash_files",
