@@ -269,9 +269,10 @@ fn missing_items(repo: &Path, doc_name: &str, doc: &str) -> Vec<String> {
             // A tracing target (`gatecmd::audit`) is a name, not an item.
             let (start, end) = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
             let near = |t: &str| t.contains("target");
-            if near(&line[line.floor_char_boundary(start.saturating_sub(16))..start])
-                || near(&line[end..line.ceil_char_boundary((end + 8).min(line.len()))])
-            {
+            let before: Vec<char> = line[..start].chars().rev().take(16).collect();
+            let before: String = before.into_iter().rev().collect();
+            let after: String = line[end..].chars().take(8).collect();
+            if near(&before) || near(&after) {
                 continue;
             }
             let root = match &c[1] {

@@ -282,8 +282,8 @@ impl Lab {
         };
         let change = PlaceChange {
             place: req.place_name.as_deref(),
-            board: &board,
-            resource: &resource,
+            board,
+            resource,
             ok: result.is_ok(),
             reason: result.as_ref().err().map(String::as_str),
             user: req
