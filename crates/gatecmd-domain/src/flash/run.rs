@@ -637,6 +637,8 @@ async fn steps(
             Err(e) => return Err((Step::Write, FlashFailure::Lost(e.to_string()))),
             // A large transfer the loader stalled or failed: once, the board is brought back
             // and the flash goes on at the default size (the journal keeps what was written).
+            // A board that left the bus (power cut, unplug) did not stall: that is the
+            // failure below, resumed by the next call.
             Ok((Err(e), t, i))
                 if !recovered
                     && gatecmd_flash::BlockTarget::max_transfer_blocks(&t)
@@ -644,7 +646,8 @@ async fn steps(
                     && board.maskrom.is_some()
                     && boot_file.is_some()
                     && !stop.raised()
-                    && matches!(e, FlashError::Write { .. } | FlashError::Read { .. }) =>
+                    && matches!(e, FlashError::Write { .. } | FlashError::Read { .. })
+                    && stayed_on_the_bus(run.state, &board).await =>
             {
                 let big = gatecmd_flash::BlockTarget::max_transfer_blocks(&t) as u64 * 512;
                 run.done(Step::Write, t_write, format!("stopped: {e}"));
@@ -982,6 +985,20 @@ fn remember_loader(dir: &std::path::Path, sha: &str, key: &str, value: u64) {
         let _ = std::fs::remove_file(&tmp);
         tracing::warn!(path = %path.display(), error = %e, "the loader's read limit was not remembered");
     }
+}
+
+/// After a failed transfer: whether the board is still at its port in Loader mode a
+/// moment later (a stalled loader stays enumerated; a board powered off or unplugged
+/// leaves, and the registry hears of it within [`USB_SETTLE`]).
+async fn stayed_on_the_bus(state: &AppState, board: &BoardConfig) -> bool {
+    let until = tokio::time::Instant::now() + USB_SETTLE;
+    while tokio::time::Instant::now() < until {
+        if device::mode_at(state, &board.usb) != Some(RockchipMode::Loader) {
+            return false;
+        }
+        tokio::time::sleep(USB_POLL).await;
+    }
+    device::mode_at(state, &board.usb) == Some(RockchipMode::Loader)
 }
 
 /// A loader that stalled a large transfer, brought back: `power.maskrom` (the board off
