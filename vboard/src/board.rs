@@ -371,7 +371,7 @@ impl Board {
                 self.say(console::Command::Boot {
                     lines: bootlog::boot(&self.name, "rk3588", &regions),
                     gap: Duration::from_millis(20),
-                    then_login: true,
+                    then_login: bootlog::reaches_login(&self.name),
                     done: Some(done_tx),
                 });
                 let _ = done_rx.recv_timeout(Duration::from_secs(30));
