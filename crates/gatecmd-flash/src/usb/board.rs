@@ -15,6 +15,9 @@ use crate::error::FlashError;
 /// How often a port is looked at while waiting for a re-enumeration.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long a board whose reset's answer was lost is given to leave its port.
+const RESET_GONE: Duration = Duration::from_secs(2);
+
 /// What the host sees of the device at a port.
 #[derive(Debug, Clone, Serialize)]
 pub struct UsbInfo {
@@ -248,14 +251,39 @@ impl RockusbBoard {
             Reset::Boot => ResetOpcode::Reset,
             Reset::MaskRom => ResetOpcode::Maskrom,
         };
-        self.dev.reset_device(op).map_err(|e| {
-            usb_err(
+        match self.dev.reset_device(op) {
+            Ok(()) => Ok(()),
+            // A loader resets right after its answer, and a slow host may read the answer
+            // after the device went (seen in the service lane's guest under load: an I/O
+            // error, the board already booting). A device gone from the port, or back at
+            // another address, did reset.
+            Err(rockusb::device::Error::UsbError(
+                rusb::Error::Io | rusb::Error::NoDevice | rusb::Error::Pipe,
+            )) if self.left_within(RESET_GONE) => Ok(()),
+            Err(e) => Err(usb_err(
                 &self.usb.port,
                 "DEVICE_RESET",
                 e,
                 "the flash was not touched",
-            )
-        })
+            )),
+        }
+    }
+
+    /// Whether the device left its port (or is there at another address, re-enumerated)
+    /// within `wait`.
+    fn left_within(&self, wait: Duration) -> bool {
+        let t0 = Instant::now();
+        loop {
+            match probe(&self.usb.port) {
+                Ok(None) => return true,
+                Ok(Some((_, u))) if u.address != self.usb.address => return true,
+                Ok(Some(_)) | Err(_) => {}
+            }
+            if t0.elapsed() >= wait {
+                return false;
+            }
+            thread::sleep(POLL);
+        }
     }
 }
 
