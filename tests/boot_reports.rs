@@ -467,3 +467,60 @@ async fn a_hundred_and_twenty_boots_of_75_kib_stay_within_the_bound() {
         "RSS grew from {rss_at_20} KiB to {rss_at_120} KiB"
     );
 }
+
+/// The bench page's snapshot carries each board's last boot: outcome and stages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_the_last_boots_stages() {
+    let mut b = bench("").await;
+    b.power_on().await;
+    b.print(&crlf(&format!("{FIRMWARE}{KERNEL}{USERSPACE}{LOGIN}")));
+    b.report_when(|v| v["outcome"] == "login").await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let signed = http
+        .post(format!("{}/signin", b.s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", b.s.base.clone())
+        .body(format!("token={TOKEN_A}"))
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(signed.status(), 303, "{signed:?}");
+    let cookie = signed
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("cookie")
+        .to_string();
+    let state: Value = http
+        .get(format!("{}/state", b.s.base))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("state")
+        .json()
+        .await
+        .expect("json");
+    let boot = &state["boots"][0];
+    assert_eq!(boot["board"], "b1", "{state}");
+    assert_eq!(boot["outcome"], "login", "{boot}");
+    assert_eq!(
+        words(boot, "stages", "stage"),
+        ["spl", "atf", "optee", "uboot", "kernel", "init", "login"]
+    );
+    assert!(
+        boot.get("transcript").is_none(),
+        "no transcript on the page"
+    );
+    let js = http
+        .get(format!("{}/page.js", b.s.base))
+        .send()
+        .await
+        .expect("page.js");
+    if js.status() == 200 {
+        assert!(js.text().await.unwrap_or_default().contains("bootText"));
+    }
+}
