@@ -2,19 +2,15 @@
 //! take before they talk to the board. The key is taken under the caller's lease and held
 //! for the whole call, so two calls never interleave on one console.
 
-use std::time::Duration;
-
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
-use gatecmd_core::refusal::common::LeaseInvalid;
 use gatecmd_domain::config::{BoardConfig, Config};
 use gatecmd_domain::console::Console;
 use gatecmd_domain::console::session::TalkError;
 use gatecmd_domain::console::shell::Prompts;
-use gatecmd_domain::locks::{
-    ClientName, CommandGuard, CommandLockRequest, LeaseId, LockKey, SessionId,
-};
+use gatecmd_domain::locks::{CommandGuard, SessionId};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::take::{Caller, TakeError, Taken, take_leased_board};
 
 use super::refusal::TalkRefusal;
 use crate::reasons::unknown_board;
@@ -29,7 +25,8 @@ pub struct Leased {
 }
 
 /// Looks the board up and takes its key under the caller's lease (refusing at once when
-/// another call holds it: no waiting, no interleaving).
+/// another call holds it: no waiting, no interleaving), through the domain's use case;
+/// then its prompts, which only a conversation needs.
 pub async fn take_board(
     state: &AppState,
     config: &Config,
@@ -39,52 +36,45 @@ pub async fn take_board(
     lease: Option<&str>,
     what: &str,
 ) -> Result<Leased, Refusal> {
-    let Some(b) = config.board(board) else {
-        return Err(TalkRefusal::from(unknown_board(config, board)).into());
-    };
-    let prompts = Prompts::new(&b.shell).map_err(|why| TalkRefusal::BadPrompts {
+    let taken = take_leased(state, config, who, session, board, lease, what).await?;
+    let prompts = Prompts::new(&taken.board.shell).map_err(|why| TalkRefusal::BadPrompts {
         board: board.to_string(),
         why,
     })?;
-    let key = LockKey::Board(b.name.clone());
-    match state.locks.key_state(&key).and_then(|s| s.lease) {
-        None => {
-            let e = LeaseInvalid::Missing {
-                tool: what.to_string(),
-                board: board.to_string(),
-            };
-            return Err(TalkRefusal::from(e).into());
-        }
-        Some(l) if l.holder.0 == who.name && lease.is_none() && session.is_none() => {
-            let e = LeaseInvalid::NotPassed {
-                key: key.to_string(),
-                lease_id: l.lease_id.0.clone(),
-                tool: what.to_string(),
-            };
-            return Err(TalkRefusal::from(e).into());
-        }
-        // Someone else's lease: the lock manager words who, since when, time left.
-        Some(_) => {}
-    }
-    let req = CommandLockRequest {
-        keys: vec![key],
-        shared: vec![],
-        client: ClientName(who.name.clone()),
-        session,
-        lease: lease.map(|l| LeaseId(l.to_string())),
-        command: what.to_string(),
-    };
-    let guard = state
-        .locks
-        .acquire_for_command_wait(req, Duration::ZERO)
-        .await
-        .map_err(TalkRefusal::from)?;
     Ok(Leased {
-        console: state.consoles.get(&b.name),
-        board: b.clone(),
+        board: taken.board,
+        console: taken.console,
         prompts,
-        guard,
+        guard: taken.guard,
     })
+}
+
+/// The board and its key without its prompts (`flash_board` talks to no prompt).
+pub async fn take_leased(
+    state: &AppState,
+    config: &Config,
+    who: &ClientIdentity,
+    session: Option<SessionId>,
+    board: &str,
+    lease: Option<&str>,
+    what: &str,
+) -> Result<Taken, Refusal> {
+    let caller = Caller {
+        client: &who.name,
+        session,
+        lease,
+        tool: what,
+    };
+    take_leased_board(state, config, caller, board)
+        .await
+        .map_err(|e| {
+            match e {
+                TakeError::UnknownBoard => TalkRefusal::from(unknown_board(config, board)),
+                TakeError::Lease(e) => TalkRefusal::from(e),
+                TakeError::Lock(e) => TalkRefusal::from(e),
+            }
+            .into()
+        })
 }
 
 /// The refusal for a conversation error before the command ran.

@@ -9,7 +9,7 @@ mod access;
 mod command;
 mod refusal;
 
-pub use access::{Leased, take_board, talk_refusal};
+pub use access::{Leased, take_board, take_leased, talk_refusal};
 pub use command::{
     At, BoardRunRequest, BoardRunResult, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_OUTPUT_BYTES,
     MAX_TIMEOUT_SECS, run,

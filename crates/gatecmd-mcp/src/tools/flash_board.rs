@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::answer::{refusal, structured, structured_error};
 use crate::approvals;
-use crate::board_talk::{Leased, TalkRefusal, take_board};
+use crate::board_talk::{TalkRefusal, take_leased};
 use crate::handler::{GatecmdServer, session_id, wants_task};
 use crate::progress::{self, Sink};
 use gatecmd_core::identity::ClientIdentity;
@@ -50,6 +50,7 @@ use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::permits::Permit;
 use gatecmd_domain::running::{NewRun, RunGuard};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::take::Taken;
 
 /// Default limit of one flash, everything included.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 1800;
@@ -273,7 +274,7 @@ async fn take_slot_and_board(
     session: Option<SessionId>,
     req: &FlashRequest,
     needs_console: bool,
-) -> Result<(Permit, Leased), Refusal> {
+) -> Result<(Permit, Taken), Refusal> {
     let Some(slot) = state.client_slot(&who.name) else {
         return Err(FlashRefusal::TooManyRunning {
             client: who.name.clone(),
@@ -281,7 +282,8 @@ async fn take_slot_and_board(
         }
         .into());
     };
-    let leased = take_board(
+    // The board and its key only: a flash talks to no prompt, so none is compiled.
+    let leased = take_leased(
         state,
         config,
         who,
@@ -317,7 +319,9 @@ fn policy_allows(
             client: who.name.clone(),
         });
     }
-    if config.board(board).is_some() && !policy.allows_board(board) {
+    // The board's config is looked up only to word a refusal (flash.boards names only
+    // configured boards): a call that passes scans it once, when the board is taken.
+    if !policy.allows_board(board) && config.board(board).is_some() {
         let allowed = policy.boards.iter().flatten().cloned().collect::<Vec<_>>();
         return Err(FlashRefusal::BoardNotAllowed {
             board: board.to_string(),
