@@ -55,7 +55,8 @@ test-deb: test-setup
 test-python: test-setup
 	./scripts/pytest.sh
 
-# Only the service lane: the .deb under systemd in a Debian 12 guest, about 3 minutes
+# Only the service lane: the .deb under systemd in a Debian 12 guest, 4 to 5 minutes on a
+# loaded 2-core machine (docs/PERFORMANCE.md)
 # (tests/python/test_service_lane.py; make test-python runs it among the others).
 test-lane: test-setup
 	./scripts/pytest.sh test_service_lane.py
