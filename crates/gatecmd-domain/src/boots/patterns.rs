@@ -154,11 +154,12 @@ impl Word {
 /// first loader's banners: after a reset they often follow the unfinished line the board
 /// was printing.
 pub const DEFAULTS: &[(Word, &str)] = &[
-    // Rockchip DDR init blob: "DDR Version V1.08 20220617" (older), "DDR 9fffbe1e78 cym
+    // Rockchip DDR init blob: "DDR Version V1.08 20220617" (older), "DDR V1.08 0ad38ef9d9 typ
+    // 22/06/09-14:24:48" (RK3588 rkbin up to v1.0x), "DDR 9fffbe1e78 cym
     // 24/02/04-10:09:20,fwver: v1.16" (RK3588 rkbin v1.1x).
     (
         Word::Stage(Stage::Spl),
-        r"DDR (?:Version [Vv]?\d|[0-9a-f]{6,} \S+ \d\d/\d\d/\d\d-)",
+        r"DDR (?:Version [Vv]?\d|[Vv]\d+\.\d+ [0-9a-f]{6,} |[0-9a-f]{6,} \S+ \d\d/\d\d/\d\d-)",
     ),
     // "U-Boot SPL 2017.09-armbian-…", "U-Boot SPL rknext-2017.09-29-…", mainline
     // "U-Boot SPL 2024.01-rc4 (Jan 08 2024 - 10:00:00 +0000)"; not "U-Boot SPL board init".
@@ -393,6 +394,8 @@ mod tests {
             spl
         );
         assert_eq!(words(&p, "DDR Version V1.08 20220617"), spl);
+        assert_eq!(words(&p, "DDR V1.08 0ad38ef9d9 typ 22/06/09-14:24:48"), spl);
+        assert!(words(&p, "DDR: 8 GiB").is_empty());
         assert_eq!(
             words(
                 &p,
