@@ -74,10 +74,11 @@ pub enum FlashFailure {
     /// `wait_for` was awaited: its boot ROM found nothing it could start in the flash.
     #[error(
         "the image was written and verified and board {board} was reset to boot from it, but \
-         {secs} s later it came back in MaskROM mode at USB port {port}: its boot ROM found \
-         no loader it could start in the flash, so /{pattern}/ will not appear (a Rockchip \
-         SoC reads its first-stage loader, idbloader, at LBA 0x40 = byte offset 32 KiB of a \
-         whole-disk image, which flash_board writes from LBA 0)"
+         {secs} s later it came back in MaskROM mode at USB port {port}: its boot ROM started \
+         no loader from the flash, so /{pattern}/ will not appear (a Rockchip SoC reads its \
+         first-stage loader, idbloader, at LBA 0x40 = byte offset 32 KiB of a whole-disk \
+         image, which flash_board writes from LBA 0; a MaskROM button or recovery line still \
+         held after power.maskrom does the same)"
     )]
     BackInMaskrom {
         board: String,
@@ -117,7 +118,7 @@ impl FlashFailure {
             },
             FlashFailure::Cancelled { .. } | FlashFailure::TimedOut { .. } => "call flash_board again with the same image to go on: what was written and verified is read back and skipped".into(),
             FlashFailure::ConsoleTimeout { .. } | FlashFailure::ConsoleGone { .. } => "the image was written and verified; read the boot log (boot_log, console_read from console_cursor) to see why the board did not print the pattern".into(),
-            FlashFailure::BackInMaskrom { .. } => "flash a whole-disk image that the SoC can boot (its idbloader at LBA 0x40, as rkbin and the board's vendor build it), or check the one written: console_read from console_cursor shows what the board printed before it fell back to MaskROM; the board is in MaskROM now, so flash_board can be called again at once".into(),
+            FlashFailure::BackInMaskrom { .. } => "flash a whole-disk image that the SoC can boot (its idbloader at LBA 0x40, as rkbin and the board's vendor build it), or check the one written, and that power.maskrom releases the MaskROM button or line: console_read from console_cursor shows what the board printed before it fell back to MaskROM; the board is in MaskROM now, so flash_board can be called again at once".into(),
             FlashFailure::Lost(_) => "call flash_board again; the journal resumes what was written".into(),
         }
     }
