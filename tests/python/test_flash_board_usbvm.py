@@ -288,6 +288,13 @@ async def test_raw_64mib_from_power_off(bench, images):
         assert f["image"]["sha256"] == sha(images.raw)
         assert f["image"]["layout"] == "raw" and f["image"]["compression"] == "none"
         assert f["loader"]["sha256"] and f["written"]["bytes_skipped"] == 0
+        # The boot the reset started, as its report stood at the end (issue 40): the
+        # virtual board's log went through every firmware stage and the kernel.
+        boot = f["boot"]
+        assert boot["trigger"]["action"] == "flash_board" and boot["trigger"]["by"] == "vm-a", boot
+        stages = [st["stage"] for st in boot["stages"]]
+        assert stages[:6] == ["spl", "atf", "optee", "uboot", "kernel", "init"], boot
+        assert boot["faults"] == [] and boot["outcome"] in ("login", "booting"), boot
 
 
 async def test_bmap_256mib_writes_only_its_quarter(bench, images):
