@@ -6,7 +6,8 @@
 //! while a slowloris client holds ~200 half-sent requests open and a progress-flood client
 //! starts floods it never reads, and (issue 22) a subscription flood, a client parking
 //! unread answers, a page-session flood and a power-command racer (benches/soak/abuse.rs)
-//! try their worst beside them. It prints overlapping executions per board (counted from
+//! try their worst beside them, and (issue 37) stalled uploads and bmap bombs through
+//! flash_board (benches/soak/round5.rs). It prints overlapping executions per board (counted from
 //! the flashing tool's own logs, so checked rather than assumed), p50/p99 per tool, the
 //! server's resident memory over time and whether it stayed flat, and calls and errors.
 //!
@@ -20,6 +21,8 @@ mod abuse;
 mod harness;
 #[path = "soak/lab.rs"]
 mod lab;
+#[path = "soak/round5.rs"]
+mod round5;
 #[path = "../tests/common/umockdev.rs"]
 mod umockdev;
 
@@ -92,7 +95,7 @@ fn config(root: &Path, tools: &Path, flood_bytes: u64, lab: Option<&lab::Lab>) -
 clients:
 {clients}  - name: flood
     token: {FLOOD_TOKEN}
-{abusers}file_roots: [{tools}/files]
+{abusers}{round5}file_roots: [{tools}/files, {tools}/upload-attack]
 limits:
   max_concurrent_children: 32
   kill_grace_secs: 2
@@ -125,8 +128,11 @@ commands:
     env: {{FLOOD_BYTES: "{flood_bytes}", FLOOD_DONE: "{tools}/flood.done"}}
     allowed_args:
       - pattern: ""
-{more}{lab_board}{lab_section}"#,
+{more}{bombed}{lab_board}{lab_section}{flash}"#,
         abusers = abuse::clients_yaml(),
+        round5 = round5::clients_yaml(Path::new(&tools.to_string())),
+        bombed = round5::boards_yaml(),
+        flash = round5::flash_yaml(),
         more = abuse::commands_yaml(Path::new(&tools.to_string())),
     )
 }
@@ -597,6 +603,8 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     let log_dir = tools.path().join("logs");
     std::fs::create_dir_all(&log_dir).expect("log dir");
     std::fs::create_dir_all(tools.path().join("files")).expect("files dir");
+    std::fs::create_dir_all(tools.path().join("upload-attack")).expect("upload dir");
+    round5::write_bombs(&tools.path().join("files"));
     let flood_bytes = if smoke { 5_000_000 } else { 50_000_000 };
     let root = tb.root_dir();
     let mut env = vec![
@@ -734,6 +742,12 @@ async fn soak(secs: u64, smoke: bool) -> bool {
         relay_log.clone(),
         deadline,
     ));
+    let uploads = tokio::spawn(round5::stalled_uploads(
+        addr.clone(),
+        tools.path().join("upload-attack"),
+        deadline,
+    ));
+    let bombs = tokio::spawn(round5::bmap_bombs(s.url.clone(), deadline));
     let mut tasks = Vec::new();
     for i in 0..SESSIONS {
         tasks.push(tokio::spawn(session(
@@ -757,6 +771,8 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     let parked = parker.await.unwrap_or_default();
     let pages = pages.await.unwrap_or_default();
     let racer = racer.await.unwrap_or_default();
+    let uploads = uploads.await.unwrap_or_default();
+    let bombs = bombs.await.unwrap_or_default();
     let (series, peak, most_fds) = sampler.await.unwrap_or_default();
     let lab_result = match lab_attack {
         Some((attacker, received)) => {
@@ -940,9 +956,40 @@ async fn soak(secs: u64, smoke: bool) -> bool {
                 && a.power_refused == a.power_tries
         }
     };
+    println!(
+        "stalled uploads (headers and 64 KiB, then silence; 1 MiB quota): {} declaring 8 MiB, \
+         {} refused 413/429 from their headers; {} chunked, {} refused 429/409, {} admitted (at \
+         most {} open at once); {} other{}",
+        uploads.declared,
+        uploads.declared_refused,
+        uploads.chunked,
+        uploads.chunked_refused,
+        uploads.chunked_admitted,
+        uploads.most_admitted,
+        uploads.other,
+        if uploads.other_seen.is_empty() {
+            String::new()
+        } else {
+            format!(" (first: {})", uploads.other_seen)
+        }
+    );
+    println!(
+        "bmap bombs (4,000 nested namespace declarations; 64 MiB of empty elements): {} \
+         flash_board calls, {} stopped at check_image, {} other; slowest {} ms",
+        bombs.tried,
+        bombs.refused_at_check,
+        bombs.other,
+        bombs.slowest.as_millis()
+    );
+    let round5_ok = uploads.declared_refused == uploads.declared
+        && uploads.most_admitted <= 4
+        && uploads.other == 0
+        && bombs.tried > 0
+        && bombs.refused_at_check == bombs.tried;
     println!("server descriptors: at most {most_fds} open (sampled with the memory)");
     let fds_ok = most_fds < 1024;
     let abuse_ok = lab_ok
+        && round5_ok
         && fds_ok
         && subs.accepted == 0
         && pages.admin_signed_out == 0

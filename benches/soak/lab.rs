@@ -99,7 +99,10 @@ impl Lab {
                 self.tty.display()
             ),
             format!(
-                "labgrid:\n  coordinator: \"{}\"\n  name: {EXPORTER}\n  proxy_required: false\n",
+                // The person's account is `nobody`: the attacker runs as this process's own
+                // account, which no person lists (issue 37: a declared name opens nothing).
+                "labgrid:\n  coordinator: \"{}\"\n  name: {EXPORTER}\n  proxy_required: false\n  \
+                 people: [{{name: {PERSON}, accounts: [nobody]}}]\n",
                 self.address
             ),
         )
