@@ -62,8 +62,9 @@ fn main() {
     }
     let boot = format!("{FIRMWARE}{KERNEL}{chatter}{USERSPACE}{LOGIN}").replace('\n', "\r\n");
     measure("a 75 KiB RK3588 boot", boot.as_bytes(), 200);
-    let matching = "[    1.000000] WARNING: CPU: 2 PID: 1 at drivers/base/dd.c:100 probe+0x10/0x20\r\n"
-        .repeat(1000);
+    let matching =
+        "[    1.000000] WARNING: CPU: 2 PID: 1 at drivers/base/dd.c:100 probe+0x10/0x20\r\n"
+            .repeat(1000);
     measure("every line a fault", matching.as_bytes(), 50);
     let endless = "x".repeat(256 * 1024);
     measure("one line without end", endless.as_bytes(), 50);

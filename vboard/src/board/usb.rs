@@ -169,7 +169,9 @@ impl Board {
             }
             if mode == Mode::Loader
                 && matches!(c.opcode, cbw::READ_LBA | cbw::WRITE_LBA)
-                && self.stall_above.is_some_and(|max| c.transfer_len as u64 > max)
+                && self
+                    .stall_above
+                    .is_some_and(|max| c.transfer_len as u64 > max)
             {
                 // As a loader that cannot take a transfer this large: it reads no data and
                 // answers nothing more until it is powered off (--stall-above).

@@ -62,8 +62,8 @@ pub use boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
     MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS, power_boards_of,
 };
-pub use command::{CancelPolicy, CommandConfig, PatternConfig};
 pub use boots::BootSettings;
+pub use command::{CancelPolicy, CommandConfig, PatternConfig};
 pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
 pub use flash::FlashSettings;
