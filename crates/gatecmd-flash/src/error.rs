@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
+use crate::port::{DeviceId, Mode};
 use crate::progress::Phase;
 use crate::units::human;
-use crate::usb::{DeviceId, Mode};
 
 /// A flashing step's failure.
 #[derive(Debug, thiserror::Error)]

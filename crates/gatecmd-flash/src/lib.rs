@@ -34,9 +34,10 @@
 //! - [`chunk`] — cutting the image into grid-aligned chunks with their hashes.
 //! - [`chunk_hash`] — the chunks' keyed XXH3-128, and why it is enough.
 //! - [`target`] — the block-device trait ([`BlockTarget`]) and a file-backed one.
-//! - [`usb`] — the rockusb board by port path (the engine's own port path and mode types,
-//!   so that the crate depends on no gatecmd crate): mode, chip info, download boot, Loader
-//!   as a target, reset.
+//! - [`port`] — the engine's own port path and rockusb mode types, so that the crate
+//!   depends on no gatecmd crate (and so that [`error`] needs nothing from [`usb`]).
+//! - [`usb`] — the rockusb board by port path: mode, chip info, download boot, Loader as a
+//!   target, reset.
 //! - [`boot_file`] — Rockchip boot files (loaders), checked before sending.
 //! - [`writer`] — [`flash`]: write, journal, verify.
 //! - [`verify`] — read-back.
@@ -54,6 +55,7 @@ pub mod chunk_hash;
 pub mod error;
 pub mod image;
 pub mod journal;
+pub mod port;
 pub mod progress;
 pub mod report;
 pub mod target;

@@ -284,6 +284,7 @@ mod tests {
         assert_eq!(
             quick,
             [
+                "boot_report",
                 "list_boards",
                 "list_commands",
                 "list_devices",

@@ -14,7 +14,9 @@
 //! boot they cause are all in it. A new boot and a changed outcome are announced on
 //! [`Boots::subscribe`].
 
-pub mod patterns;
+/// The patterns live with the config that names them (a board's `console.boot_patterns`),
+/// so that config does not depend on this module.
+pub use crate::config::boot_patterns as patterns;
 pub mod record;
 
 use std::collections::{HashMap, VecDeque};

@@ -35,6 +35,7 @@
 
 pub mod approvals;
 mod boards;
+pub mod boot_patterns;
 mod boots;
 mod command;
 pub(crate) mod declare;

@@ -43,7 +43,7 @@ pub struct ShellConfig {
     /// Longest wait of `boot_board` for the state it drives to.
     pub boot_timeout: Duration,
     /// `console.boot_patterns`: the board's own boot report patterns (docs/BOARDS.md).
-    pub boot_patterns: Vec<crate::boots::patterns::BootPattern>,
+    pub boot_patterns: Vec<crate::config::boot_patterns::BootPattern>,
 }
 
 /// `console.login`.

@@ -4,11 +4,11 @@
 //!   chip info; reset.
 //! - `download` — sending a loader to a board in MaskROM (`db`).
 //! - `target` — a board in Loader mode as a [`crate::BlockTarget`].
-//! - `port` — the engine's own port path and rockusb mode.
+//!
+//! The port path and mode types are [`crate::port`]'s, re-exported here.
 
 pub mod board;
 pub mod download;
-pub mod port;
 pub mod target;
 
 pub use board::{ChipInfo, Reset, RockusbBoard, UsbInfo};
@@ -20,7 +20,7 @@ pub const ROCKCHIP_VID: u16 = 0x2207;
 
 /// A rockusb device's state (MaskROM or Loader) and a board's port path, the engine's own
 /// types (gatecmd's domain converts its device layer's to them).
-pub use port::{BadPort, DeviceId, Mode};
+pub use crate::port::{BadPort, DeviceId, Mode};
 
 /// The port path of a device libusb lists (`None` for a root hub, which has no port).
 pub fn port_of<T: rusb::UsbContext>(device: &rusb::Device<T>) -> Option<DeviceId> {

@@ -3,7 +3,7 @@
 
 use super::super::raw::RawBootPattern;
 use super::validator::Validator;
-use crate::boots::patterns::{
+use crate::config::boot_patterns::{
     BootPattern, ConfigWord, FaultKind, MAX_PATTERN_CHARS, Stage, compile,
 };
 
