@@ -83,7 +83,7 @@ test("a flash_board longer than 60 s outlives the SDK's default timeout and is f
     assert.equal(result.flashed.written.bytes_written, bench.mib * 1048576, JSON.stringify(result.flashed.written));
     assert.deepEqual(
       result.steps.map((s) => s.step),
-      ["check_image", "maskrom", "await_rockusb", "download_boot", "await_loader", "flash_info", "write", "verify", "reset", "await_console"],
+      ["accept", "check_image", "maskrom", "await_rockusb", "download_boot", "await_loader", "flash_info", "write", "verify", "reset", "await_console", "hash_files"],
     );
     assert.match(stdout, /write .* at [\d.]+ MB\/s/);
     await client.close();
