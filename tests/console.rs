@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::audit::Audit;
 use gatecmd_domain::console::{ConsoleConfig, ConsoleSettings, ConsoleState, Consoles, NoLease};
-use gatecmd_mcp::console_access;
+use gatecmd_mcp::console::console_access;
 use gatecmd_mcp::tools::console_read::{self, ConsoleReadRequest};
 use gatecmd_mcp::tools::console_write::{self, ConsoleWriteRequest};
 use serde_json::Value;

@@ -412,7 +412,7 @@ fn request_path_covers_every_stage() {
         ("run", "crates/gatecmd-domain/src/exec.rs"),
         ("GroupGuard", "crates/gatecmd-domain/src/exec.rs"),
         ("clean", "crates/gatecmd-core/src/output.rs"),
-        ("spawn_reporter", "crates/gatecmd-mcp/src/progress.rs"),
+        ("spawn_reporter", "crates/gatecmd-mcp/src/calls/progress.rs"),
     ] {
         assert!(
             refs.iter()

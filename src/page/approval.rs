@@ -74,7 +74,7 @@ pub(super) async fn decide(State(p): State<Arc<Page>>, req: Request) -> Response
         }
     };
     let note = form_field(&form, "note").filter(|n| !n.trim().is_empty());
-    match gatecmd_mcp::approvals::decide(
+    match gatecmd_mcp::calls::approvals::decide(
         &p.state,
         &viewer.client,
         gatecmd_domain::approvals::Via::Page,

@@ -80,7 +80,7 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
     let census: Arc<dyn gatecmd_core::metrics::SessionCensus> = sessions.clone();
     state.metrics.set_sessions(Arc::downgrade(&census));
     // One cache of list_devices answers for every handler of this transport.
-    let lists = Arc::new(gatecmd_mcp::list_cache::ListCache::default());
+    let lists = Arc::new(gatecmd_mcp::views::list_cache::ListCache::default());
     let service = |config: StreamableHttpServerConfig| {
         let state = state.clone();
         let lists = lists.clone();

@@ -30,7 +30,7 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::staging::upload::{self, Chunk, Finish, Plan};
 use gatecmd_domain::staging::{self, AuditRecord, ClaimRefused, StagingError, Target};
 use gatecmd_domain::state::AppState;
-use gatecmd_mcp::reasons::staging_reason;
+use gatecmd_mcp::calls::reasons::staging_reason;
 
 /// The path both methods serve.
 pub const PATH: &str = "/upload";

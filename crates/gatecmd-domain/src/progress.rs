@@ -1,6 +1,6 @@
 //! A command's progress as its output says it: the percentage a line reports, from the
 //! command's `progress:` regex (first capture group), escape sequences stripped. The MCP
-//! notifications made of it are the MCP surface's (`gatecmd_mcp::progress`).
+//! notifications made of it are the MCP surface's (`gatecmd_mcp::calls::progress`).
 
 use regex::Regex;
 

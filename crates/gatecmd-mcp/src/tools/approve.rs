@@ -8,8 +8,8 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
-use crate::approvals::{DecisionRequest, DecisionResult, decide_call};
-use crate::handler::GatecmdServer;
+use crate::calls::approvals::{DecisionRequest, DecisionResult, decide_call};
+use crate::server::handler::GatecmdServer;
 
 #[tool_router(router = approve_router, vis = "pub(crate)")]
 impl GatecmdServer {

@@ -14,11 +14,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::answer::{refusal, structured, structured_error};
-use crate::approvals;
-use crate::board_talk::{Leased, TalkRefusal, take_board, talk_refusal};
-use crate::handler::{GatecmdServer, session_id};
-use crate::power_refusal::PowerError;
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::approvals;
+use crate::calls::power_refusal::PowerError;
+use crate::console::board_talk::{Leased, TalkRefusal, take_board, talk_refusal};
+use crate::server::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_devices::{DeviceId, RockchipMode};
@@ -65,7 +65,7 @@ pub struct BootRequest {
 
 /// Result of `boot_board` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct BootResult {
     pub board: String,
     /// The state reached (the one asked for, when the call succeeded).

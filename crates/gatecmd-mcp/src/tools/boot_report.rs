@@ -10,9 +10,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{refusal, structured};
-use crate::console_access::{ConsoleError, readable};
-use crate::handler::{GatecmdServer, answers_at_once};
+use crate::calls::answer::{refusal, structured};
+use crate::console::console_access::{ConsoleError, readable};
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::boots::{BootLookup, BootReport};
@@ -32,7 +32,7 @@ pub struct BootReportRequest {
 
 /// Result of `boot_report` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct BootReportResult {
     #[serde(flatten)]
     pub report: BootReport,

@@ -12,9 +12,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::answer::{refusal, structured};
-use crate::handler::GatecmdServer;
-use crate::jobs::job_refusal;
+use crate::calls::answer::{refusal, structured};
+use crate::calls::jobs::job_refusal;
+use crate::server::handler::GatecmdServer;
 use crate::views::JobSummary;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;

@@ -13,9 +13,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::answer::{refusal, structured};
-use crate::console_access::{ConsoleError, console_of};
-use crate::handler::GatecmdServer;
+use crate::calls::answer::{refusal, structured};
+use crate::console::console_access::{ConsoleError, console_of};
+use crate::server::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::console::{ConsoleState, Consoles, ReadSpec};
 
@@ -53,7 +53,7 @@ pub struct ConsoleReadRequest {
 
 /// Result of `console_read` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct ConsoleReadResult {
     pub board: String,
     /// Output from cursor to next_cursor, ANSI codes removed and `\r` overwrites applied.

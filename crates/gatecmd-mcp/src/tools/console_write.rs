@@ -13,10 +13,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::answer::{refusal, structured};
-use crate::approvals;
-use crate::console_access::{ConsoleError, console_of};
-use crate::handler::GatecmdServer;
+use crate::calls::answer::{refusal, structured};
+use crate::calls::approvals;
+use crate::console::console_access::{ConsoleError, console_of};
+use crate::server::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::NewRequest;
@@ -44,7 +44,7 @@ pub struct ConsoleWriteRequest {
 
 /// Result of `console_write`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct ConsoleWriteResult {
     pub board: String,
     pub bytes_written: usize,

@@ -31,11 +31,11 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{refusal, structured, structured_error};
-use crate::approvals;
-use crate::board_talk::{TalkRefusal, take_leased};
-use crate::handler::{GatecmdServer, session_id, wants_task};
-use crate::progress::{self, Sink};
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::approvals;
+use crate::calls::progress::{self, Sink};
+use crate::console::board_talk::{TalkRefusal, take_leased};
+use crate::server::handler::{GatecmdServer, session_id, wants_task};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_core::sanitizer::{FileArgError, FileKind, FileRules, open_file_arg};
@@ -99,7 +99,7 @@ pub struct FlashRequest {
 /// Result of `flash_board` (or a refusal in its place). Field names are part of the
 /// interface (docs/TOOLS.md).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct FlashResult {
     pub board: String,
     /// The job the flash runs as (wait_job, cancel_job, list_jobs).
@@ -617,7 +617,7 @@ pub async fn flash_call(
         }
     });
     if origin == Origin::Task {
-        return crate::jobs::task_handle(&job);
+        return crate::calls::jobs::task_handle(&job);
     }
     if origin == Origin::Background {
         let result = FlashResult {
@@ -816,7 +816,7 @@ impl FlashTask {
         };
         let stop_reason = result.failure.as_ref().map(|f| f.message.clone());
         let elapsed = job.view().elapsed_ms;
-        crate::jobs::end_job(
+        crate::calls::jobs::end_job(
             &state.jobs,
             &state.audit,
             &job,
@@ -911,7 +911,7 @@ async fn wait_foreground(
     job: &Arc<Job>,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    if let Err(gave_up) = crate::jobs::wait_or_detach(state, job, ctx).await {
+    if let Err(gave_up) = crate::calls::jobs::wait_or_detach(state, job, ctx).await {
         return gave_up;
     }
     let v = job.view();

@@ -7,8 +7,8 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
-use crate::answer::structured;
-use crate::handler::{GatecmdServer, answers_at_once};
+use crate::calls::answer::structured;
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use crate::views::{BoardList, boards_view};
 use gatecmd_domain::state::AppState;
 

@@ -5,8 +5,8 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
-use crate::answer::structured;
-use crate::handler::{GatecmdServer, answers_at_once};
+use crate::calls::answer::structured;
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use crate::views::{CommandList, command_infos};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::config::Config;

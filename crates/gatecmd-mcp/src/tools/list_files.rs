@@ -12,9 +12,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::structured;
-use crate::file_staging::{blocking, refused, rfc3339};
-use crate::handler::{GatecmdServer, answers_at_once};
+use crate::calls::answer::structured;
+use crate::calls::file_staging::{blocking, refused, rfc3339};
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::staging::{self, RootSel};
 use gatecmd_domain::state::AppState;
@@ -66,7 +66,7 @@ pub struct FileLimits {
 
 /// Result of `list_files`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct ListFilesResult {
     /// The root listed (as configured).
     pub root: String,

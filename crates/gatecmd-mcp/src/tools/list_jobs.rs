@@ -10,9 +10,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::answer::structured;
-use crate::handler::{GatecmdServer, answers_at_once};
-use crate::jobs::{notices, tell};
+use crate::calls::answer::structured;
+use crate::calls::jobs::{notices, tell};
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use crate::views::{JobList, JobSummary};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::jobs::JobState;

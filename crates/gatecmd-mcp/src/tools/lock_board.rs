@@ -14,9 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::answer::{refusal, structured};
-use crate::handler::{GatecmdServer, session_id};
-use crate::reasons::{lock_reason, unknown_board};
+use crate::calls::answer::{refusal, structured};
+use crate::calls::reasons::{lock_reason, unknown_board};
+use crate::server::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
@@ -57,7 +57,7 @@ pub struct LockBoardRequest {
 
 /// Result of `lock_board` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct BoardLeaseResult {
     /// Pass this as `lease` with execute_command and power_board; end it with unlock_device.
     pub lease_id: String,

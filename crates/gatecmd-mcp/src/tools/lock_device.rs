@@ -12,9 +12,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{refusal, structured};
-use crate::handler::{GatecmdServer, session_id};
-use crate::reasons::{lock_refusal, unknown_board};
+use crate::calls::answer::{refusal, structured};
+use crate::calls::reasons::{lock_refusal, unknown_board};
+use crate::server::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
@@ -51,9 +51,9 @@ pub struct LockRequest {
     pub note: Option<String>,
 }
 
-/// Result of `lock_device` (or a refusal in its place, see [`crate::answer::or_refusal`]).
+/// Result of `lock_device` (or a refusal in its place, see [`crate::calls::answer::or_refusal`]).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct LeaseResult {
     /// Pass this as `lease` with each execute_command on the device, and to unlock_device.
     pub lease_id: String,

@@ -14,7 +14,7 @@
 
 use rmcp::handler::server::router::tool::ToolRouter;
 
-use crate::handler::GatecmdServer;
+use crate::server::handler::GatecmdServer;
 
 pub mod approve;
 pub mod board_run;

@@ -12,11 +12,11 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{refusal, structured, structured_error};
-use crate::approvals;
-use crate::handler::{GatecmdServer, session_id};
-use crate::power_refusal::PowerError;
-use crate::reasons::unknown_board;
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::approvals;
+use crate::calls::power_refusal::PowerError;
+use crate::calls::reasons::unknown_board;
+use crate::server::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::LeaseInvalid;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
@@ -64,7 +64,7 @@ pub struct PowerRequest {
 
 /// Result of `power_board` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct PowerResult {
     pub board: String,
     pub action: PowerVerb,

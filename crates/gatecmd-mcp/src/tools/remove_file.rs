@@ -11,9 +11,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::structured;
-use crate::file_staging::{blocking, refused};
-use crate::handler::{GatecmdServer, answers_at_once};
+use crate::calls::answer::structured;
+use crate::calls::file_staging::{blocking, refused};
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::staging::{self, AuditRecord};
 use gatecmd_domain::state::AppState;
@@ -28,7 +28,7 @@ pub struct RemoveFileRequest {
 
 /// Result of `remove_file`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct RemoveFileResult {
     pub path: String,
     pub root: String,

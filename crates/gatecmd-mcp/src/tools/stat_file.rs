@@ -11,9 +11,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::structured;
-use crate::file_staging::{blocking, refused, rfc3339};
-use crate::handler::GatecmdServer;
+use crate::calls::answer::structured;
+use crate::calls::file_staging::{blocking, refused, rfc3339};
+use crate::server::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::staging;
 use gatecmd_domain::state::AppState;
@@ -28,7 +28,7 @@ pub struct StatFileRequest {
 
 /// Result of `stat_file`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct StatFileResult {
     /// Absolute path (usable as a command's file argument).
     pub path: String,

@@ -9,9 +9,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{refusal, structured};
-use crate::handler::{GatecmdServer, answers_at_once};
-use crate::reasons::lock_refusal;
+use crate::calls::answer::{refusal, structured};
+use crate::calls::reasons::lock_refusal;
+use crate::server::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::locks::{ClientName, LeaseId, LockError};
 use gatecmd_domain::state::AppState;
@@ -26,7 +26,7 @@ pub struct UnlockRequest {
 
 /// Result of `unlock_device` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct UnlockResult {
     pub lease_id: String,
     pub key: String,

@@ -13,9 +13,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::answer::{refusal, structured, structured_error};
-use crate::device_filter::{DeviceFilter, DevicesError};
-use crate::handler::GatecmdServer;
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::device_filter::{DeviceFilter, DevicesError};
+use crate::server::handler::GatecmdServer;
 use crate::views::{DeviceView, render_device};
 use gatecmd_devices::Device;
 use gatecmd_domain::state::AppState;
@@ -44,7 +44,7 @@ pub enum WaitState {
 
 /// Result of `wait_for_device`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct WaitResult {
     /// The matching device (attached), or the one that left (detached) if seen leaving.
     #[serde(skip_serializing_if = "Option::is_none")]

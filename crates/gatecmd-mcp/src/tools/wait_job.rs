@@ -14,9 +14,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{refusal, structured};
-use crate::handler::GatecmdServer;
-use crate::jobs::{JobsRefusal, job_refusal, notices};
+use crate::calls::answer::{refusal, structured};
+use crate::calls::jobs::{JobsRefusal, job_refusal, notices};
+use crate::server::handler::GatecmdServer;
 use crate::views::JobSummary;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::output;
@@ -58,7 +58,7 @@ pub struct WaitJobRequest {
 
 /// Result of `wait_job`. Field names are part of the interface (docs/TOOLS.md).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct WaitJobResult {
     #[serde(flatten)]
     pub summary: JobSummary,

@@ -13,9 +13,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::answer::structured;
-use crate::file_staging::{blocking, refused};
-use crate::handler::GatecmdServer;
+use crate::calls::answer::structured;
+use crate::calls::file_staging::{blocking, refused};
+use crate::server::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::config::Config;
 use gatecmd_domain::staging::upload::{self, Chunk};
@@ -48,7 +48,7 @@ pub struct WriteFileRequest {
 
 /// Result of `write_file`.
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct WriteFileResult {
     /// Absolute final path.
     pub path: String,

@@ -162,7 +162,7 @@ impl DeviceView {
 
 /// Result of `list_devices` (and what `gatecmd devices --json` prints).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct DeviceList {
     pub devices: Vec<DeviceView>,
     /// Which event source keeps the list current (udev monitor, kernel uevents, rescan…).

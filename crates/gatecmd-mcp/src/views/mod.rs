@@ -8,6 +8,7 @@ mod boards;
 mod commands;
 mod devices;
 mod jobs;
+pub mod list_cache;
 mod locks;
 
 pub use boards::{BoardList, BoardView, PowerView, board_view, boards_view};

@@ -18,8 +18,8 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 
-use crate::answer::{refusal, structured};
-use crate::approvals::{self, LeaseWatch};
+use crate::calls::answer::{refusal, structured};
+use crate::calls::approvals::{self, LeaseWatch};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
@@ -226,7 +226,7 @@ pub(super) async fn ask(a: Ask<'_, '_>) -> CallToolResponse {
     result.started_at = Some(job.started_at.to_rfc3339());
     result.approval = Some(request.id.0.clone());
     match origin {
-        Origin::Task => crate::jobs::task_handle(&job),
+        Origin::Task => crate::calls::jobs::task_handle(&job),
         Origin::Background => {
             let text = format!(
                 "{}. Nothing runs until then. Follow it with wait_job {{\"job\": \"{}\"}} (each \
@@ -418,7 +418,7 @@ fn binding(
 /// Ends an approval job without running anything: its answer is the refusal.
 fn end_refused(state: &AppState, job: &Arc<Job>, r: Refusal) {
     let stop = format!("{}: {}", r.reason, r.message);
-    crate::jobs::end_job(
+    crate::calls::jobs::end_job(
         &state.jobs,
         &state.audit,
         job,

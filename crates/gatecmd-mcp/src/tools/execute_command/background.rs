@@ -12,8 +12,8 @@ use regex::Regex;
 use rmcp::model::CallToolResult;
 use tokio_util::sync::CancellationToken;
 
-use crate::answer::{refusal, structured, structured_error};
-use crate::progress;
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::progress;
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::audit;
@@ -193,7 +193,7 @@ pub(super) async fn run_job(l: Launch, job: Arc<Job>) {
             )
         }
     };
-    crate::jobs::end_job(&jobs, &audit, &job, state, end);
+    crate::calls::jobs::end_job(&jobs, &audit, &job, state, end);
 }
 
 /// The final answer a job stored, as the tool result it was.

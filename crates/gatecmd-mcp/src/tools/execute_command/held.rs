@@ -2,7 +2,7 @@
 //! and the bench page's row. The foreground path (`run.rs`) and a job's task
 //! (`background.rs`) hold it the same way, so locks live exactly as long as the child.
 
-use crate::progress;
+use crate::calls::progress;
 use gatecmd_domain::locks::CommandGuard;
 
 /// What an allowed run holds until its child (and process group) is gone; both are

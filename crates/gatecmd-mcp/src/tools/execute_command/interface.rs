@@ -74,9 +74,9 @@ impl<'de> Deserialize<'de> for DeviceArg {
 }
 
 /// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
-/// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::answer::or_refusal`]).
+/// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::calls::answer::or_refusal`]).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct ExecuteResult {
     pub command: String,
     /// The argv as executed: absolute binary, then arguments, each file argument as the path

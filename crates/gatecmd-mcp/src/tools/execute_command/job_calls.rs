@@ -1,6 +1,6 @@
 //! What `execute_command` answers about jobs: the handle of a background call, the task
 //! of a task-augmented one, and a foreground `cancel: detach` call waiting on its job (and
-//! leaving it running when the client gives up; its notice is `crate::jobs`').
+//! leaving it running when the client gives up; its notice is `crate::calls::jobs`').
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use rmcp::RoleServer;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 
-use crate::answer::{structured, structured_error};
+use crate::calls::answer::{structured, structured_error};
 use gatecmd_domain::jobs::Job;
 use gatecmd_domain::state::AppState;
 
@@ -37,7 +37,7 @@ pub(super) async fn wait_foreground(
     job: &Arc<Job>,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    if let Err(gave_up) = crate::jobs::wait_or_detach(state, job, ctx).await {
+    if let Err(gave_up) = crate::calls::jobs::wait_or_detach(state, job, ctx).await {
         return gave_up;
     }
     let answer = stored_result(job).unwrap_or_else(|| {

@@ -27,7 +27,7 @@ use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
-use crate::handler::{GatecmdServer, session_id, wants_task};
+use crate::server::handler::{GatecmdServer, session_id, wants_task};
 
 pub use interface::{ExecuteRequest, ExecuteResult};
 pub use run::run;

@@ -1,7 +1,7 @@
 //! The typed refusals of a whole `execute_command` call, each with its stable class:
 //! what `prepare` (and the lock and spawn steps after it) answers instead of running.
 
-use crate::reasons::{args_reason, isolation_reason, lock_reason};
+use crate::calls::reasons::{args_reason, isolation_reason, lock_reason};
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_core::sanitizer;

@@ -8,8 +8,8 @@ use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
-use crate::answer::{refusal, structured, structured_error};
-use crate::progress;
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::progress;
 use crate::views::LockView;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::metrics;
@@ -39,10 +39,10 @@ pub async fn run(
     ctx: &RequestContext<RoleServer>,
     task: bool,
 ) -> CallToolResponse {
-    let notices = crate::jobs::notices(state, &who.name);
+    let notices = crate::calls::jobs::notices(state, &who.name);
     let mut answer = run_call(state, who, session, req, ctx, task).await;
     if let CallToolResponse::Complete(r) = &mut answer {
-        crate::jobs::tell(r, notices);
+        crate::calls::jobs::tell(r, notices);
     }
     answer
 }
@@ -141,7 +141,7 @@ async fn run_call(
             registry: state.registry.clone(),
         });
         return match origin {
-            gatecmd_domain::jobs::Origin::Task => crate::jobs::task_handle(&job),
+            gatecmd_domain::jobs::Origin::Task => crate::calls::jobs::task_handle(&job),
             gatecmd_domain::jobs::Origin::Background => {
                 super::job_calls::job_handle(&job, result).into()
             }

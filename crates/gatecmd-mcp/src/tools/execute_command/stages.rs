@@ -8,7 +8,7 @@
 use rmcp::model::CallToolResult;
 use tokio_util::sync::CancellationToken;
 
-use crate::answer::refusal;
+use crate::calls::answer::refusal;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::Refusal;

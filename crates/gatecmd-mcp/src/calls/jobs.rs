@@ -144,7 +144,7 @@ pub async fn wait_or_detach(
             _ = ctx.ct.cancelled() => {
                 guard.detach("the client cancelled the call (notifications/cancelled)");
                 let v = job.view();
-                return Err(crate::answer::structured_error(
+                return Err(crate::calls::answer::structured_error(
                     &serde_json::json!({"job": v.id.0, "state": "running"}),
                     detached_text(&v),
                 ));

@@ -4,8 +4,8 @@
 
 use rmcp::model::CallToolResult;
 
-use crate::answer::refusal;
-use crate::reasons::staging_reason;
+use crate::calls::answer::refusal;
+use crate::calls::reasons::staging_reason;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::staging::{self, AuditRecord, StagingError};

@@ -13,8 +13,8 @@ use rmcp::model::MetaObject;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
-use crate::list_cache::ListCache;
-use crate::notify::Subscriptions;
+use crate::resources::notify::Subscriptions;
+use crate::views::list_cache::ListCache;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::state::AppState;

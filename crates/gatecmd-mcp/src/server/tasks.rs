@@ -11,7 +11,7 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus};
 
-use crate::jobs::{TASK_POLL_MS, job_refusal};
+use crate::calls::jobs::{TASK_POLL_MS, job_refusal};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::jobs::JobState;
 use gatecmd_domain::state::AppState;

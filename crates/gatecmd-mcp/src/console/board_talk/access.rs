@@ -13,7 +13,7 @@ use gatecmd_domain::state::AppState;
 use gatecmd_domain::usecases::take::{Caller, TakeError, Taken, take_leased_board};
 
 use super::refusal::TalkRefusal;
-use crate::reasons::unknown_board;
+use crate::calls::reasons::unknown_board;
 
 /// The board, its console and prompts, and the held board key: what every console
 /// conversation starts with.

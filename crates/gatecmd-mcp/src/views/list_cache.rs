@@ -91,7 +91,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::device_filter::DeviceFilter;
+    use crate::calls::device_filter::DeviceFilter;
     use crate::tools::list_devices::list;
     use gatecmd_devices::Device;
     use gatecmd_domain::locks::{ClientName, LeaseRequest, LockKey};

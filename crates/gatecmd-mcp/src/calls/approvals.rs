@@ -358,7 +358,7 @@ pub fn hash_files(
 /// The answer of `approve` and `deny`. Field names are part of the interface
 /// (docs/TOOLS.md).
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct DecisionResult {
     /// The request, as it was shown, with its decision.
     pub request: RequestView,
@@ -395,9 +395,9 @@ pub fn decide_call(
                     .unwrap_or_default()
             );
             view.decision = Some(d);
-            crate::answer::structured(&DecisionResult { request: view }, text)
+            crate::calls::answer::structured(&DecisionResult { request: view }, text)
         }
-        Err(r) => crate::answer::refusal(r),
+        Err(r) => crate::calls::answer::refusal(r),
     }
 }
 

@@ -2,7 +2,7 @@
 //! conversation tools share (taking the board, the command line, the conversation), each
 //! variant classified once. What only `boot_board` refuses is its own (`BootRefusal`).
 
-use crate::reasons::lock_reason;
+use crate::calls::reasons::lock_reason;
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::console::WriteError;

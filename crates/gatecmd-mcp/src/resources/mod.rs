@@ -3,6 +3,10 @@
 //! `gatecmd://boards/{name}/console`, `gatecmd://boards/{name}/boots`,
 //! `gatecmd://boards/{name}/boots/{n}` (JSON), and which of them an event changes.
 
+pub mod notify;
+pub mod pace;
+pub mod subscriptions;
+
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ErrorCode, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde::Serialize;
@@ -264,7 +268,7 @@ pub fn read(
         _ if console_board(uri).is_some() => {
             let board = console_board(uri).unwrap_or_default();
             let boards = config.board_names();
-            match crate::console_access::snapshot(&state.consoles, &boards, who, board) {
+            match crate::console::console_access::snapshot(&state.consoles, &boards, who, board) {
                 Ok(s) => json_contents(uri, &s),
                 Err(r)
                     if matches!(
@@ -327,7 +331,7 @@ fn read_boots(
         return Err(not_found(uri, "not a boots resource"));
     };
     let boards = state.config().board_names();
-    crate::console_access::readable(&state.consoles, &boards, who, board)
+    crate::console::console_access::readable(&state.consoles, &boards, who, board)
         .map_err(|e| refused(uri, e.into()))?;
     // No such boot (none yet, or no longer kept) is not found, with what there is.
     let lookup = |e: gatecmd_domain::boots::BootLookup| not_found(uri, &e.to_string());

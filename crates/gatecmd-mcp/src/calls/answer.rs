@@ -71,7 +71,7 @@ pub fn refusal(r: Refusal) -> CallToolResult {
 }
 
 /// Schema transform for a result type that a refusal may stand in for
-/// (`#[schemars(transform = crate::answer::or_refusal)]`): the object either has the
+/// (`#[schemars(transform = crate::calls::answer::or_refusal)]`): the object either has the
 /// type's required fields or a `refusal`.
 ///
 /// Needed because the TypeScript SDK's client validates `structuredContent` against the

@@ -5,6 +5,10 @@
 //! subscriptions in both protocol eras, tasks. The tools are under `tools/`, one file each;
 //! the handler's state and what the tools ask of it are `handler.rs`.
 
+pub mod handler;
+pub mod schema;
+pub mod tasks;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -18,15 +22,15 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
-use crate::handler::ANSWERS_AT_ONCE;
-use crate::list_cache::ListCache;
-use crate::notify::{self, Subscriptions};
+use crate::resources::notify::{self, Subscriptions};
+use crate::server::handler::ANSWERS_AT_ONCE;
+use crate::views::list_cache::ListCache;
 use crate::{resources, tools};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;
 
 /// The handler (defined in `handler.rs`, where the tools reach it), served from here.
-pub use crate::handler::GatecmdServer;
+pub use crate::server::handler::GatecmdServer;
 
 impl GatecmdServer {
     /// A handler for HTTP: the caller's identity comes from each request. `lists` lives as
@@ -58,7 +62,7 @@ impl GatecmdServer {
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| crate::schema::standardize(tools::router()))
+            .get_or_init(|| crate::server::schema::standardize(tools::router()))
             .clone()
     }
 
@@ -179,7 +183,7 @@ impl ServerHandler for GatecmdServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = requested.supported_by(&self.get_info().capabilities);
         if let Some(uris) = &mut accepted.resource_subscriptions {
-            uris.retain(|u| crate::subscriptions::check_uri(&self.state, u).is_ok());
+            uris.retain(|u| crate::resources::subscriptions::check_uri(&self.state, u).is_ok());
         }
         Some(accepted)
     }
@@ -190,7 +194,7 @@ impl ServerHandler for GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let who = self.identity(&ctx)?;
-        crate::tasks::get(&self.state, &who, &request.task_id)
+        crate::server::tasks::get(&self.state, &who, &request.task_id)
     }
 
     async fn cancel_task(
@@ -199,12 +203,13 @@ impl ServerHandler for GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let who = self.identity(&ctx)?;
-        crate::tasks::cancel(&self.state, &who, &request.task_id)
+        crate::server::tasks::cancel(&self.state, &who, &request.task_id)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let who = self.identity(context.request_context())?;
-        let share = crate::subscriptions::admit_listen(&self.state, &who.name, &context)?;
+        let share =
+            crate::resources::subscriptions::admit_listen(&self.state, &who.name, &context)?;
         notify::listen(self.state.clone(), context, share).await;
         Ok(())
     }
@@ -222,7 +227,7 @@ mod tests {
             match v {
                 serde_json::Value::Object(o) => {
                     if let Some(serde_json::Value::String(f)) = o.get("format")
-                        && !crate::schema::STANDARD_FORMATS.contains(&f.as_str())
+                        && !crate::server::schema::STANDARD_FORMATS.contains(&f.as_str())
                     {
                         bad.push(format!("{at}: format {f:?}"));
                     }

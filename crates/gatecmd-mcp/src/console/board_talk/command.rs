@@ -15,8 +15,8 @@ use sha2::{Digest, Sha256};
 
 use super::access::{take_board, talk_refusal};
 use super::refusal::TalkRefusal;
-use crate::answer::{refusal, structured, structured_error};
-use crate::approvals;
+use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::approvals;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::NewRequest;
@@ -59,7 +59,7 @@ pub struct BoardRunRequest {
 
 /// Result of `board_run` / `uboot_run` (or a refusal in its place).
 #[derive(Debug, Serialize, JsonSchema)]
-#[schemars(transform = crate::answer::or_refusal)]
+#[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct BoardRunResult {
     pub board: String,
     pub command: String,

@@ -1,7 +1,7 @@
 //! Why a power switch was refused: `power_board`'s refusals, which `boot_board`'s power
 //! steps carry too (so it lives beside the tools, not in either).
 
-use crate::reasons::{args_reason, lock_reason};
+use crate::calls::reasons::{args_reason, lock_reason};
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::config::power::SpecError;

@@ -24,7 +24,7 @@ use gatecmd_domain::state::AppState;
 pub struct Changes {
     state: Arc<AppState>,
     /// Board resource updates, at most 10 per second each (held-back ones follow).
-    pace: crate::pace::Pacer,
+    pace: crate::resources::pace::Pacer,
     devices: broadcast::Receiver<DeviceEvent>,
     locks: broadcast::Receiver<LockEvent>,
     config: broadcast::Receiver<()>,
@@ -183,7 +183,7 @@ impl Changes {
 }
 
 /// URIs a legacy session subscribed to (bounded: src/subscriptions.rs).
-pub type Subscriptions = crate::subscriptions::SessionSubscriptions;
+pub type Subscriptions = crate::resources::subscriptions::SessionSubscriptions;
 
 /// Forwards changes to one 2025-11-25 session until the session is gone.
 pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs: Subscriptions) {
@@ -220,7 +220,7 @@ pub fn spawn_legacy_forwarder(state: Arc<AppState>, peer: Peer<RoleServer>, subs
 pub async fn listen(
     state: Arc<AppState>,
     ctx: SubscriptionContext,
-    _share: crate::subscriptions::StreamShare,
+    _share: crate::resources::subscriptions::StreamShare,
 ) {
     let accepted: SubscriptionFilter = ctx.accepted().clone();
     let want_list = accepted.resources_list_changed == Some(true);
