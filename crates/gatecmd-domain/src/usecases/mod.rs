@@ -2,11 +2,17 @@
 //! (the MCP tools, the labgrid bridge, the bench page, the command line), so that each
 //! surface holds only its request, its answer and its rendering.
 //!
+//! - `boot`: driving a leased board to a state (`boot_board`): what it shows, the plan,
+//!   each step (power through `power`, waits for a USB device or a console prompt).
+//! - `lock`: taking a lease on a board by name or by match (`lock_board`), match requests
+//!   queued in arrival order.
 //! - `power`: running one of a board's power actions (the executor, the audit line of a
 //!   step, the board's power state after it) for `power_board`, `boot_board`,
-//!   `flash_board` and labgrid's power port.
+//!   `flash_board` and labgrid's power port; `power::switch`, the `power_board` call.
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 
+pub mod boot;
+pub mod lock;
 pub mod power;
 pub mod take;

@@ -3,6 +3,11 @@
 //! audit line of a step, and the board's power state after it. The one runner behind
 //! `power_board`, `boot_board`'s power steps, `flash_board`'s MaskROM action and labgrid's
 //! power port; each caller holds its own lease and lock and words its own failure.
+//!
+//! - `switch`: the `power_board` call: a leased board switched off, on, or off-wait-on
+//!   through this runner, under the caller's lease taken for the whole action.
+
+pub mod switch;
 
 use tokio_util::sync::CancellationToken;
 

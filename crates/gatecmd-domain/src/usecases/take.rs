@@ -51,36 +51,29 @@ pub async fn take_leased_board(
     caller: Caller<'_>,
     board: &str,
 ) -> Result<Taken, TakeError> {
+    let command = caller.tool.to_string();
+    take_leased_board_as(state, config, caller, board, command).await
+}
+
+/// [`take_leased_board`], the key's running command named `command` (what the lock table
+/// and a busy refusal show, e.g. `power_board cycle`) rather than the tool alone.
+pub async fn take_leased_board_as(
+    state: &AppState,
+    config: &Config,
+    caller: Caller<'_>,
+    board: &str,
+    command: String,
+) -> Result<Taken, TakeError> {
     let b = config.board(board).ok_or(TakeError::UnknownBoard)?;
     let key = LockKey::Board(b.name.clone());
-    match state.locks.key_state(&key).and_then(|s| s.lease) {
-        None => {
-            return Err(TakeError::Lease(LeaseInvalid::Missing {
-                tool: caller.tool.to_string(),
-                board: board.to_string(),
-            }));
-        }
-        Some(l)
-            if l.holder.0 == caller.client
-                && caller.lease.is_none()
-                && caller.session.is_none() =>
-        {
-            return Err(TakeError::Lease(LeaseInvalid::NotPassed {
-                key: key.to_string(),
-                lease_id: l.lease_id.0.clone(),
-                tool: caller.tool.to_string(),
-            }));
-        }
-        // Someone else's lease: the lock manager words who, since when, time left.
-        Some(_) => {}
-    }
+    check_lease(state, &key, &caller).map_err(TakeError::Lease)?;
     let req = CommandLockRequest {
         keys: vec![key.clone()],
         shared: vec![],
         client: ClientName(caller.client.to_string()),
         session: caller.session,
         lease: caller.lease.map(|l| LeaseId(l.to_string())),
-        command: caller.tool.to_string(),
+        command,
     };
     let guard = state
         .locks
@@ -93,6 +86,41 @@ pub async fn take_leased_board(
         key,
         guard,
     })
+}
+
+/// The lease half of taking a board, without its key: refused when nobody leased the
+/// board's `key`, or when the caller holds the lease and did not pass it. Someone else's
+/// lease passes here: the lock manager words who holds it, since when and for how long
+/// when the key is taken. What a call checks before it waits for an approval, holding
+/// nothing while a person decides.
+pub fn check_lease(
+    state: &AppState,
+    key: &LockKey,
+    caller: &Caller<'_>,
+) -> Result<(), LeaseInvalid> {
+    let board = match key {
+        LockKey::Board(n) => n.clone(),
+        other => other.to_string(),
+    };
+    match state.locks.key_state(key).and_then(|s| s.lease) {
+        None => Err(LeaseInvalid::Missing {
+            tool: caller.tool.to_string(),
+            board,
+        }),
+        Some(l)
+            if l.holder.0 == caller.client
+                && caller.lease.is_none()
+                && caller.session.is_none() =>
+        {
+            Err(LeaseInvalid::NotPassed {
+                key: key.to_string(),
+                lease_id: l.lease_id.0.clone(),
+                tool: caller.tool.to_string(),
+            })
+        }
+        // Someone else's lease: the lock manager words who, since when, time left.
+        Some(_) => Ok(()),
+    }
 }
 
 #[cfg(test)]
