@@ -15,12 +15,12 @@
 
 mod device;
 mod failure;
-mod hash;
+pub(crate) mod hash;
 mod outcome;
 mod run;
 mod step;
 
 pub use failure::{Failed, FlashFailure, Seen};
 pub use outcome::{FileFacts, FlashFacts, Flashed, Written};
-pub use run::{BOOT_LOG_BYTES, Events, Inputs, OpenFile, flash};
+pub use run::{BOOT_LOG_BYTES, Events, Inputs, Known, OpenFile, flash, flash_known};
 pub use step::{Bytes, Event, Step, StepRecord};

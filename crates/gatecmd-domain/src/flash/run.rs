@@ -78,6 +78,14 @@ pub struct Inputs {
     pub client: String,
 }
 
+/// SHA-256s (lowercase hex) a call took of its inputs before the flash.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub image: Option<String>,
+    pub bmap: Option<String>,
+    pub loader: Option<String>,
+}
+
 /// Where a running flash's events go (from async code and from the USB thread).
 pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
 
@@ -169,6 +177,19 @@ pub async fn flash(
     cancel: CancellationToken,
     events: Events,
 ) -> Result<Flashed, Failed> {
+    flash_known(state, config, inputs, Known::default(), cancel, events).await
+}
+
+/// [`flash`], naming the files by the SHA-256s `known` already taken in this call (an
+/// approval's, of these very open files, unchanged since) instead of reading them again.
+pub async fn flash_known(
+    state: &AppState,
+    config: &Config,
+    inputs: Inputs,
+    known: Known,
+    cancel: CancellationToken,
+    events: Events,
+) -> Result<Flashed, Failed> {
     let Inputs {
         board,
         console,
@@ -237,6 +258,7 @@ pub async fn flash(
             image,
             bmap,
             loader,
+            known,
         },
         wait_for,
         &journal_dir,
@@ -287,6 +309,7 @@ struct Files {
     image: OpenFile,
     bmap: Option<OpenFile>,
     loader: Option<OpenFile>,
+    known: Known,
 }
 
 type StepResult<T> = Result<T, (Step, FlashFailure)>;
@@ -361,6 +384,7 @@ async fn steps(
         image,
         bmap,
         loader,
+        known,
     } = files;
     run.done_ms(
         Step::Accept,
@@ -370,8 +394,8 @@ async fn steps(
     // The files' SHA-256 for the result and the audit, hashed beside the flash: the loader
     // and the bmap now; the image once its check says whether it needs one (below).
     let image_dup = image.file.try_clone().ok();
-    let loader_hash = loader.as_ref().map(|l| FileHash::spawn(&l.file));
-    let bmap_hash = bmap.as_ref().map(|b| FileHash::spawn(&b.file));
+    let loader_hash = (loader.as_ref()).map(|l| FileHash::known_or_spawn(known.loader, &l.file));
+    let bmap_hash = (bmap.as_ref()).map(|b| FileHash::known_or_spawn(known.bmap, &b.file));
     let image_path = image.path.display().to_string();
     let image_bytes = image.file.metadata().map(|m| m.len()).unwrap_or(0);
     let bmap_facts = bmap.as_ref().map(|b| FileFacts {
@@ -416,7 +440,7 @@ async fn steps(
             .as_ref()
             .is_some_and(|b| b.ranges_without_checksum == 0);
     let image_hash = match (&image_dup, named_by_bmap) {
-        (Some(f), false) => Some(FileHash::spawn(f)),
+        (Some(f), false) => Some(FileHash::known_or_spawn(known.image, f)),
         _ => None,
     };
     drop(image_dup);
@@ -817,7 +841,7 @@ async fn steps(
     // Joined off the runtime's threads: on a slow host the hashes may still be running;
     // what the flash did not hide of them is a step of its own.
     let t = run.started(Step::HashFiles);
-    let pending = image_hash.is_some();
+    let pending = image_hash.as_ref().map(FileHash::taken_before);
     let (image_sha, bmap_sha) = tokio::task::spawn_blocking(move || {
         (
             image_hash.and_then(FileHash::finish),
@@ -829,7 +853,9 @@ async fn steps(
     run.done(
         Step::HashFiles,
         t,
-        if pending {
+        if pending == Some(true) {
+            "the image's SHA-256 was taken for the approval, before the flash".into()
+        } else if pending.is_some() {
             "the image's SHA-256, taken beside the flash, finished".into()
         } else {
             "no image hash to wait for: the bmap's checked checksums name the bytes written".into()

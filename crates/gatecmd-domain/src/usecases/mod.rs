@@ -4,6 +4,10 @@
 //!
 //! - `boot`: driving a leased board to a state (`boot_board`): what it shows, the plan,
 //!   each step (power through `power`, waits for a USB device or a console prompt).
+//! - `flash`: flashing a leased board as a call (`flash_board`): the request checked
+//!   against the policy once, files opened beneath the roots, the slot and board taken, the
+//!   call held for an approval (each file hashed once) and checked again, the flash run,
+//!   audited and ended as a job.
 //! - `lock`: taking a lease on a board by name or by match (`lock_board`), match requests
 //!   queued in arrival order.
 //! - `power`: running one of a board's power actions (the executor, the audit line of a
@@ -13,6 +17,7 @@
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 
 pub mod boot;
+pub mod flash;
 pub mod lock;
 pub mod power;
 pub mod take;

@@ -1,0 +1,310 @@
+//! A flash request checked and what it runs with taken, in the order a refusal is met:
+//! the policy (flashing on, this client, this board), the time limit, `wait_for`, the
+//! client's command slot and the leased board (and its console when `wait_for` needs one),
+//! the files beneath the roots and the loader against `flash.loaders`, then the approval
+//! when a rule holds. The configuration is read once (once more after an approval: a reload
+//! while a person decided may have changed it).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gatecmd_core::refusal::Refusal;
+use gatecmd_core::refusal::common::LeaseInvalid;
+use gatecmd_core::sanitizer::{FileArgError, FileKind, FileRules, open_file_arg};
+use regex::{Regex, RegexBuilder};
+
+use super::approval::{self, Approve};
+use crate::audit::{FlashOutcome, FlashRecord};
+use crate::config::{Config, Gated, GatedTool, approval_rule};
+use crate::flash::{Known, OpenFile, Step};
+use crate::locks::{LockError, SessionId};
+use crate::permits::Permit;
+use crate::state::AppState;
+use crate::usecases::take::{Caller, TakeError, Taken, take_leased_board};
+
+/// Default limit of one flash, everything included.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 1800;
+/// Longest `wait_for` pattern, and the compiled regex's size limit (as `console_read`).
+const MAX_PATTERN_LEN: usize = 256;
+const REGEX_SIZE_LIMIT: usize = 1 << 16;
+
+/// A flash request as the use case reads it (the surface's arguments, and who asks).
+pub struct Ask {
+    /// The surface's name for the action (`flash_board`): the lease refusal, the job, the
+    /// running row and the approval request name it.
+    pub tool: &'static str,
+    pub client: String,
+    pub session: Option<SessionId>,
+    pub lease: Option<String>,
+    pub board: String,
+    pub image: String,
+    pub bmap: Option<String>,
+    pub loader: Option<String>,
+    pub wait_for: Option<String>,
+    pub timeout_secs: Option<u64>,
+    /// Why, for the approver.
+    pub note: Option<String>,
+    /// When the call arrived (the `accept` step and `took_ms` count from here).
+    pub received: Instant,
+}
+
+/// Why a flash was refused before its job started; the surface words each.
+#[derive(Debug)]
+pub enum Refused {
+    /// `flash.enabled` is false.
+    Disabled,
+    /// Not in `flash.clients`.
+    ClientNotAllowed,
+    /// A configured board not in `flash.boards` (those named).
+    BoardNotAllowed {
+        allowed: Vec<String>,
+    },
+    TimeoutOutOfRange {
+        given: u64,
+        max: u64,
+    },
+    BadPattern {
+        why: String,
+    },
+    /// The client's command slots are all taken (`limits.max_concurrent_per_client`).
+    TooManyRunning {
+        max: usize,
+    },
+    /// No such board (the boards there are).
+    UnknownBoard {
+        known: Vec<String>,
+    },
+    Lease(LeaseInvalid),
+    Lock(LockError),
+    /// `wait_for` was given and the board has no console.
+    NoConsole,
+    /// An input file that cannot be used (`what`: `image`, `bmap`, `loader`).
+    File {
+        what: &'static str,
+        value: String,
+        error: FileArgError,
+    },
+    /// The loader (as it resolved) is not in `flash.loaders` (those named).
+    LoaderNotAllowed {
+        path: String,
+        allowed: Vec<String>,
+    },
+    /// A file could not be read for the approval (`reopen`: not even duplicated).
+    Unhashed {
+        path: String,
+        error: String,
+        reopen: bool,
+    },
+    /// The files are not the bytes approved (or were being written when hashed).
+    ChangedSinceApproval {
+        why: String,
+    },
+    /// The surface's approval round trip said no (worded by the surface).
+    Approval(Refusal),
+}
+
+/// A request checked, with what its job runs with.
+pub struct Prepared {
+    pub(super) config: Arc<Config>,
+    pub(super) secs: u64,
+    pub(super) wait_for: Option<Regex>,
+    /// One of the client's command slots, held until the flash ends.
+    pub(super) slot: Permit,
+    pub(super) taken: Taken,
+    pub(super) files: Files,
+    /// What an approval hashed (nothing without one).
+    pub(super) known: Known,
+}
+
+/// The flash's open files.
+pub(super) struct Files {
+    pub image: OpenFile,
+    pub bmap: Option<OpenFile>,
+    pub loader: Option<OpenFile>,
+}
+
+impl Files {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &OpenFile> {
+        std::iter::once(&self.image)
+            .chain(self.bmap.as_ref())
+            .chain(self.loader.as_ref())
+    }
+}
+
+/// Checks `ask` and takes what it runs with; when an `approvals:` rule holds, holds it
+/// through `approve` (nothing held meanwhile) and checks and takes again after the yes.
+pub async fn prepare(
+    state: &AppState,
+    ask: &Ask,
+    approve: &impl Approve,
+) -> Result<Prepared, Refused> {
+    let config = state.config();
+    policy(&config, ask, None)?;
+    let max = config.limits.max_timeout_secs;
+    let secs = ask.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS.min(max));
+    if secs == 0 || secs > max {
+        return Err(Refused::TimeoutOutOfRange { given: secs, max });
+    }
+    let wait_for = ask.wait_for.as_deref().map(pattern).transpose()?;
+    let (slot, taken) = take(state, &config, ask, wait_for.is_some()).await?;
+    let open = |what, value: &str| open_input(&config, what, value);
+    let files = Files {
+        image: open("image", &ask.image)?,
+        bmap: ask.bmap.as_deref().map(|b| open("bmap", b)).transpose()?,
+        loader: ask
+            .loader
+            .as_deref()
+            .map(|l| open("loader", l))
+            .transpose()?,
+    };
+    policy(&config, ask, files.loader.as_ref())?;
+    let gated = Gated::Tool {
+        tool: GatedTool::FlashBoard,
+        action: "flash",
+    };
+    let Some(rule) = approval_rule(&config.approvals, gated, &[&taken.board]).cloned() else {
+        return Ok(Prepared {
+            config,
+            secs,
+            wait_for,
+            slot,
+            taken,
+            files,
+            known: Known::default(),
+        });
+    };
+    // Every check that can refuse has passed and nothing was done to the board. As for
+    // every approval, nothing is held while a person decides (the board's key and the
+    // command slot go back; the lease stays the caller's); after the yes both are taken
+    // again and only the bytes approved are flashed.
+    let hashed = approval::hash(&files).await?;
+    let request = approval::request(state, ask, &rule, &files, &hashed);
+    drop((slot, taken));
+    approval::ask(ask, approve, request).await?;
+    // A reload while it waited may have taken the permission away.
+    let config = state.config();
+    policy(&config, ask, files.loader.as_ref())?;
+    let (slot, taken) = take(state, &config, ask, wait_for.is_some()).await?;
+    let known = approval::unchanged(&files, hashed)?;
+    Ok(Prepared {
+        config,
+        secs,
+        wait_for,
+        slot,
+        taken,
+        files,
+        known,
+    })
+}
+
+/// The audit line of a refused flash, with the surface's wording of the refusal.
+pub fn audit_refused(state: &AppState, ask: &Ask, reason: &str, message: &str) {
+    state.audit.record(&FlashRecord::<Step> {
+        client: &ask.client,
+        board: &ask.board,
+        image: &ask.image,
+        outcome: FlashOutcome::Refused { reason, message },
+    });
+}
+
+/// What `flash.` allows: flashing at all, this client, this board, this loader.
+fn policy(config: &Config, ask: &Ask, loader: Option<&OpenFile>) -> Result<(), Refused> {
+    let policy = &config.flash;
+    if !policy.enabled {
+        return Err(Refused::Disabled);
+    }
+    if !policy.allows_client(&ask.client) {
+        return Err(Refused::ClientNotAllowed);
+    }
+    // The board's config is looked up only to word a refusal (flash.boards names only
+    // configured boards): a call that passes scans it once, when the board is taken.
+    if !policy.allows_board(&ask.board) && config.board(&ask.board).is_some() {
+        let allowed = policy.boards.iter().flatten().cloned().collect();
+        return Err(Refused::BoardNotAllowed { allowed });
+    }
+    if let Some(l) = loader
+        && !policy.allows_loader(&l.path)
+    {
+        let allowed = (policy.loaders.iter().flatten())
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(Refused::LoaderNotAllowed {
+            path: l.path.display().to_string(),
+            allowed,
+        });
+    }
+    Ok(())
+}
+
+fn pattern(p: &str) -> Result<Regex, Refused> {
+    if p.is_empty() || p.len() > MAX_PATTERN_LEN {
+        return Err(Refused::BadPattern {
+            why: format!("it must be 1 to {MAX_PATTERN_LEN} bytes"),
+        });
+    }
+    RegexBuilder::new(p)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| Refused::BadPattern { why: e.to_string() })
+}
+
+/// One of the client's command slots (a flash counts as a command), then the board's key
+/// under the caller's lease, with its console when `wait_for` needs one.
+async fn take(
+    state: &AppState,
+    config: &Config,
+    ask: &Ask,
+    needs_console: bool,
+) -> Result<(Permit, Taken), Refused> {
+    let Some(slot) = state.client_slot(&ask.client) else {
+        return Err(Refused::TooManyRunning {
+            max: config.limits.max_concurrent_per_client,
+        });
+    };
+    let caller = Caller {
+        client: &ask.client,
+        session: ask.session.clone(),
+        lease: ask.lease.as_deref(),
+        tool: ask.tool,
+    };
+    let taken = take_leased_board(state, config, caller, &ask.board)
+        .await
+        .map_err(|e| match e {
+            TakeError::UnknownBoard => Refused::UnknownBoard {
+                known: config.board_names(),
+            },
+            TakeError::Lease(e) => Refused::Lease(e),
+            TakeError::Lock(e) => Refused::Lock(e),
+        })?;
+    if needs_console && taken.console.is_none() {
+        return Err(Refused::NoConsole);
+    }
+    Ok((slot, taken))
+}
+
+/// An input opened beneath the file roots, as the open file the engine reads.
+fn open_input(config: &Config, what: &'static str, value: &str) -> Result<OpenFile, Refused> {
+    let refused = |error| Refused::File {
+        what,
+        value: value.to_string(),
+        error,
+    };
+    let rules = FileRules {
+        roots: &config.file_roots,
+        allow_hardlinked_inputs: config.allow_hardlinked_inputs,
+    };
+    let opened = open_file_arg(value, FileKind::Input, rules).map_err(refused)?;
+    let fd = (opened.fd.try_clone())
+        .map_err(|e| refused(FileArgError::Descriptor { why: e.to_string() }))?;
+    Ok(OpenFile {
+        file: std::fs::File::from(fd),
+        path: opened.real,
+    })
+}
+
+impl Prepared {
+    /// The flash's time limit.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.secs)
+    }
+}
