@@ -1,8 +1,8 @@
 //! `power_board`: switch a board off, on, or off-wait-on, through the executor like any
 //! command (the command lines are its power backend's, `gatecmd_domain::config::power`),
-//! under the caller's board lease, audited.
-
-use std::time::{Duration, Instant};
+//! under the caller's board lease, audited. The work is the domain's
+//! (`gatecmd_domain::usecases::power::switch`); this file holds the request, the answer,
+//! the approval round trip and the wording.
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -15,23 +15,17 @@ use serde::{Deserialize, Serialize};
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals;
 use crate::calls::power_refusal::PowerError;
-use crate::calls::reasons::unknown_board;
 use crate::server::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_core::refusal::common::LeaseInvalid;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::approvals::NewRequest;
 use gatecmd_domain::audit::{PowerOutcome, PowerRecord};
 use gatecmd_domain::boards::PowerState;
-use gatecmd_domain::boots::Trigger;
-use gatecmd_domain::config::power::switch_spec;
-use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
-use gatecmd_domain::locks::{ClientName, CommandLockRequest, LeaseId, LockKey, SessionId};
+use gatecmd_domain::config::{Config, Gated, GatedTool, approval_rule};
+use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
-use gatecmd_domain::usecases::power::{self, Audited, run_power};
-
-/// Longest `off_secs` of a cycle.
-const MAX_OFF_SECS: u64 = 300;
+use gatecmd_domain::usecases::power::switch::{self, Plan, Switch, SwitchError, state_name};
+use gatecmd_domain::usecases::take::Caller;
 
 /// What to do with the power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -41,6 +35,16 @@ pub enum PowerVerb {
     Off,
     /// Off, wait `off_secs`, on.
     Cycle,
+}
+
+impl From<PowerVerb> for Switch {
+    fn from(v: PowerVerb) -> Switch {
+        match v {
+            PowerVerb::On => Switch::On,
+            PowerVerb::Off => Switch::Off,
+            PowerVerb::Cycle => Switch::Cycle,
+        }
+    }
 }
 
 /// Arguments of `power_board`.
@@ -109,173 +113,48 @@ pub async fn power(
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let config = state.config();
-    let Some(board) = config.board(&req.board) else {
-        return refusal(unknown_board(&config, &req.board).into());
+    let caller = || Caller {
+        client: &who.name,
+        session: session.clone(),
+        lease: req.lease.as_deref(),
+        tool: "power_board",
     };
-    let off_secs = req.off_secs.unwrap_or(2);
-    if off_secs > MAX_OFF_SECS {
-        let e = PowerError::OffTooLong {
-            off_secs,
-            max: MAX_OFF_SECS,
-        };
-        return refusal(e.into());
-    }
-    let steps: &[bool] = match req.action {
-        PowerVerb::On => &[true],
-        PowerVerb::Off => &[false],
-        PowerVerb::Cycle => &[false, true],
+    let plan = match switch::plan(&config, &req.board, req.action.into(), req.off_secs) {
+        Ok(p) => p,
+        // Refused before the board is known to be switchable: not audited.
+        Err(e @ (SwitchError::UnknownBoard(_) | SwitchError::OffTooLong { .. })) => {
+            return refusal(refusal_of(e));
+        }
+        Err(e) => return refused(state, who, &req, refusal_of(e)),
     };
-    let specs = match steps
-        .iter()
-        .map(|on| switch_spec(&config, board, *on))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(s) => s,
-        Err(e) => return refused(state, who, &req, PowerError::from(e).into()),
-    };
-    let key = LockKey::Board(board.name.clone());
-    let presented = req.lease.is_some() || session.is_some();
-    if let Err(e) = holds_lease(state, who, &key, presented) {
-        return refused(state, who, &req, PowerError::from(e).into());
-    }
-    let argv: Vec<Vec<String>> = specs.iter().map(power::argv).collect();
-    if let Some(rule) = approval_rule(
-        &config.approvals,
-        Gated::Tool {
-            tool: GatedTool::PowerBoard,
-            action: &name_of(&req.action),
-        },
-        &[board],
-    ) {
-        // Every check that can refuse has passed and nothing was switched: wait for a yes,
-        // then only the same command lines, under the lease still held, may run.
-        let lease = req.lease.clone().map(LeaseId);
-        let key = LockKey::Board(board.name.clone());
-        let spec = NewRequest {
-            client: who.name.clone(),
-            note: req.note.clone(),
-            tool: "power_board".into(),
-            what: format!("power_board {} {}", board.name, name_of(&req.action)),
-            argv: Some(argv.iter().map(|a| a.join(" ")).collect()),
-            board: Some(board.name.clone()),
-            holder: approvals::board_holder(state, &board.name),
-            files: vec![],
-            rule: rule.describe(),
-            approvers: rule.by.clone(),
-            timeout: rule.timeout,
-            job: None,
-        };
-        let watch = approvals::LeaseWatch::find(state, std::slice::from_ref(&key), lease.as_ref());
-        if let Err(r) = approvals::wait_in_call(state, spec, watch, ctx).await {
-            return refused(state, who, &req, r);
-        }
-        let now = state.config();
-        let same = now.board(&board.name).is_some_and(|b| {
-            steps
-                .iter()
-                .map(|on| switch_spec(&now, b, *on).map(|s| power::argv(&s)))
-                .collect::<Result<Vec<_>, _>>()
-                .is_ok_and(|a| a == argv)
-        });
-        if !same {
-            let r = Refusal::new(
-                RefusalReason::ChangedSinceApproval,
-                format!(
-                    "board {}'s power switch changed since the approval (a reload); nothing \
-                     was switched. Call again",
-                    board.name
-                ),
-            );
-            return refused(state, who, &req, r);
-        }
-        if let Err(e) = holds_lease(state, who, &key, presented) {
-            return refused(state, who, &req, PowerError::from(e).into());
-        }
+    if let Err(r) = approved(state, &config, &plan, caller(), &req, ctx).await {
+        return refused(state, who, &req, r);
     }
     // The board key is held for the whole action, under the caller's lease: no command of
     // the same lease runs between off and on.
-    let lock = CommandLockRequest {
-        keys: vec![key],
-        shared: vec![],
-        client: ClientName(who.name.clone()),
-        session,
-        lease: req.lease.clone().map(LeaseId),
-        command: format!("power_board {}", name_of(&req.action)),
+    let done = match switch::run(state, &config, &plan, caller(), ctx.ct.clone()).await {
+        Ok(d) => d,
+        Err(e) => return refused(state, who, &req, refusal_of(e)),
     };
-    let guard = match state
-        .locks
-        .acquire_for_command_wait(lock, Duration::ZERO)
-        .await
-    {
-        Ok(g) => g,
-        Err(e) => return refused(state, who, &req, PowerError::from(e).into()),
-    };
-    let started = Instant::now();
-    let mut result = PowerResult {
-        board: board.name.clone(),
-        action: req.action,
-        state: state.boards.power_state(&board.name),
-        argv: argv.clone(),
-        exit_code: None,
-        output: String::new(),
-        duration_ms: 0,
-    };
-    let mut ok = true;
-    for (i, (spec, on)) in specs.iter().zip(steps).enumerate() {
-        if i > 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(off_secs)) => {}
-                _ = ctx.ct.cancelled() => { ok = false; result.output.push_str("cancelled while off; the board stays off\n"); break; }
-            }
-        }
-        let after = if *on { PowerState::On } else { PowerState::Off };
-        if *on {
-            // The bytes from here on are the boot this switch starts (docs/BOARDS.md).
-            let trigger = Trigger::action("power_board", &who.name, &name_of(&req.action));
-            state.boots.power_on(&board.name, trigger);
-        }
-        let run = run_power(
-            state,
-            &board.name,
-            spec,
-            after,
-            ctx.ct.clone(),
-            Audited::ByCaller,
-        )
-        .await;
-        result.state = run.state;
-        match &run.outcome {
-            Ok(o) => {
-                result.exit_code = o.exit_code;
-                result.output.push_str(&run.output());
-            }
-            Err(e) => result.output.push_str(&format!("{e}\n")),
-        }
-        if !run.ok() {
-            ok = false;
-            break;
-        }
+    let mut output = done.output;
+    if done.cancelled_while_off {
+        output.push_str("cancelled while off; the board stays off\n");
     }
-    drop(guard);
-    result.duration_ms = started.elapsed().as_millis() as u64;
-    state.audit.record(&PowerRecord {
-        client: &who.name,
-        board: &board.name,
-        action: &name_of(&req.action),
-        outcome: PowerOutcome::Ran {
-            argv: &argv,
-            exit_code: result.exit_code,
-            state: &name_of(&result.state),
-            ok,
-            duration_ms: result.duration_ms,
-        },
-    });
+    let result = PowerResult {
+        board: plan.board.name.clone(),
+        action: req.action,
+        state: done.state,
+        argv: plan.argv.clone(),
+        exit_code: done.exit_code,
+        output,
+        duration_ms: done.took.as_millis() as u64,
+    };
     let text = format!(
         "power_board {} {}: {} (state {}, {} ms){}\n",
         result.board,
-        name_of(&result.action),
-        if ok { "done" } else { "failed" },
-        name_of(&result.state),
+        plan.switch.as_str(),
+        if done.ok { "done" } else { "failed" },
+        state_name(result.state),
         result.duration_ms,
         if result.output.is_empty() {
             String::new()
@@ -283,38 +162,72 @@ pub async fn power(
             format!("\n{}", result.output)
         }
     );
-    if ok {
+    if done.ok {
         structured(&result, text)
     } else {
         structured_error(&result, text)
     }
 }
 
-/// The caller must hold the board's lease: power is never switched under someone else's
-/// feet, nor on a board nobody leased.
-fn holds_lease(
+/// When an `approvals:` rule holds for this action (docs/APPROVALS.md): every check that
+/// can refuse has passed and nothing was switched; the lease is checked, the call waits
+/// for a yes, then only the same command lines may run (the lease is checked again when
+/// the board is taken).
+async fn approved(
     state: &AppState,
-    who: &ClientIdentity,
-    key: &LockKey,
-    presented: bool,
-) -> Result<(), LeaseInvalid> {
-    let st = state.locks.key_state(key);
-    match st.as_ref().and_then(|s| s.lease.as_ref()) {
-        Some(l) if l.holder.0 == who.name && !presented => Err(LeaseInvalid::NotPassed {
-            key: key.to_string(),
-            lease_id: l.lease_id.0.clone(),
-            tool: "power_board".into(),
-        }),
-        Some(l) if l.holder.0 == who.name => Ok(()),
-        // Someone else's lease: the lock manager words who, since when, time left, queue.
-        Some(_) => Ok(()),
-        None => Err(LeaseInvalid::Missing {
-            tool: "power_board".into(),
-            board: match key {
-                LockKey::Board(n) => n.clone(),
-                _ => String::new(),
-            },
-        }),
+    config: &Config,
+    plan: &Plan,
+    caller: Caller<'_>,
+    req: &PowerRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), Refusal> {
+    let action = plan.switch.as_str();
+    let what = Gated::Tool {
+        tool: GatedTool::PowerBoard,
+        action,
+    };
+    let Some(rule) = approval_rule(&config.approvals, what, &[&plan.board]) else {
+        return Ok(());
+    };
+    switch::lease_held(state, plan, &caller).map_err(refusal_of)?;
+    let board = &plan.board.name;
+    let spec = NewRequest {
+        client: caller.client.to_string(),
+        note: req.note.clone(),
+        tool: "power_board".into(),
+        what: format!("power_board {board} {action}"),
+        argv: Some(plan.argv.iter().map(|a| a.join(" ")).collect()),
+        board: Some(board.clone()),
+        holder: approvals::board_holder(state, board),
+        files: vec![],
+        rule: rule.describe(),
+        approvers: rule.by.clone(),
+        timeout: rule.timeout,
+        job: None,
+    };
+    let key = [LockKey::Board(board.clone())];
+    let watch = approvals::LeaseWatch::find(state, &key, req.lease.clone().map(LeaseId).as_ref());
+    approvals::wait_in_call(state, spec, watch, ctx).await?;
+    switch::unchanged(state, plan).map_err(refusal_of)
+}
+
+/// A switch's failure, worded for the agent.
+fn refusal_of(e: SwitchError) -> Refusal {
+    match e {
+        SwitchError::UnknownBoard(e) => PowerError::from(e).into(),
+        SwitchError::OffTooLong { off_secs, max } => {
+            PowerError::OffTooLong { off_secs, max }.into()
+        }
+        SwitchError::Spec(e) => PowerError::from(e).into(),
+        SwitchError::Lease(e) => PowerError::from(e).into(),
+        SwitchError::Lock(e) => PowerError::from(e).into(),
+        SwitchError::Changed { board } => Refusal::new(
+            RefusalReason::ChangedSinceApproval,
+            format!(
+                "board {board}'s power switch changed since the approval (a reload); nothing \
+                 was switched. Call again"
+            ),
+        ),
     }
 }
 
@@ -327,16 +240,8 @@ fn refused(
     state.audit.record(&PowerRecord {
         client: &who.name,
         board: &req.board,
-        action: &name_of(&req.action),
+        action: Switch::from(req.action).as_str(),
         outcome: PowerOutcome::refused(r.reason.as_str(), &r.message),
     });
     refusal(r)
-}
-
-/// The wire name of a value (`on`, `cycle`, `unknown`).
-fn name_of(v: &impl Serialize) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
