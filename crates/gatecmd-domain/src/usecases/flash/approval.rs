@@ -157,6 +157,7 @@ pub(super) fn request(
     rule: &ApprovalRule,
     files: &Files,
     hashed: &Hashed,
+    key: &LockKey,
 ) -> NewRequest {
     let mut what = format!("{} {} {}", ask.tool, ask.board, files.image.path.display());
     for (name, f) in [("bmap", &files.bmap), ("loader", &files.loader)] {
@@ -171,7 +172,7 @@ pub(super) fn request(
         what,
         argv: None,
         board: Some(ask.board.clone()),
-        holder: holder(state, &ask.board),
+        holder: holder(state, key),
         files: hashed.digests.clone(),
         rule: rule.describe(),
         approvers: rule.by.clone(),
@@ -181,8 +182,8 @@ pub(super) fn request(
 }
 
 /// Who holds the board's lease now (or runs on it), for the approver's eyes.
-fn holder(state: &AppState, board: &str) -> Option<String> {
-    let s = state.locks.key_state(&LockKey::Board(board.to_string()))?;
+fn holder(state: &AppState, key: &LockKey) -> Option<String> {
+    let s = state.locks.key_state(key)?;
     s.lease
         .map(|l| l.holder.0)
         .or_else(|| s.running.map(|r| r.client.0))
@@ -193,8 +194,8 @@ pub(super) async fn ask(
     ask: &Ask,
     approve: &impl Approve,
     request: NewRequest,
+    key: LockKey,
 ) -> Result<(), Refused> {
-    let key = LockKey::Board(ask.board.clone());
     let lease = ask.lease.clone().map(LeaseId);
     approve
         .approve(request, key, lease)

@@ -178,9 +178,10 @@ pub async fn prepare(
     // command slot go back; the lease stays the caller's); after the yes both are taken
     // again and only the bytes approved are flashed.
     let hashed = approval::hash(&files).await?;
-    let request = approval::request(state, ask, &rule, &files, &hashed);
+    let key = taken.key.clone();
+    let request = approval::request(state, ask, &rule, &files, &hashed, &key);
     drop((slot, taken));
-    approval::ask(ask, approve, request).await?;
+    approval::ask(ask, approve, request, key).await?;
     // A reload while it waited may have taken the permission away.
     let config = state.config();
     policy(&config, ask, files.loader.as_ref())?;
