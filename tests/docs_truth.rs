@@ -402,7 +402,7 @@ fn request_path_covers_every_stage() {
         ("run", "crates/gatecmd-mcp/src/tools/execute_command/run.rs"),
         (
             "prepare",
-            "crates/gatecmd-mcp/src/tools/execute_command/prepare.rs",
+            "crates/gatecmd-domain/src/usecases/command/prepare.rs",
         ),
         ("check", "crates/gatecmd-core/src/sanitizer/check.rs"),
         (

@@ -4,10 +4,14 @@
 //!
 //! - `boot`: driving a leased board to a state (`boot_board`): what it shows, the plan,
 //!   each step (power through `power`, waits for a USB device or a console prompt).
+//! - `command`: running an allowlisted command (`execute_command`): the call checked on
+//!   one snapshot, its slot and locks, the run in the foreground or as a job, a call held
+//!   for an approval and checked again once approved.
 //! - `flash`: flashing a leased board as a call (`flash_board`): the request checked
 //!   against the policy once, files opened beneath the roots, the slot and board taken, the
 //!   call held for an approval (each file hashed once) and checked again, the flash run,
 //!   audited and ended as a job.
+//! - `job`: ending a job, the one way every job ends (audit line, metrics).
 //! - `lock`: taking a lease on a board by name or by match (`lock_board`), match requests
 //!   queued in arrival order.
 //! - `power`: running one of a board's power actions (the executor, the audit line of a
@@ -17,7 +21,9 @@
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 
 pub mod boot;
+pub mod command;
 pub mod flash;
+pub mod job;
 pub mod lock;
 pub mod power;
 pub mod take;

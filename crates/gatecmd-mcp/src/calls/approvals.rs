@@ -268,6 +268,35 @@ pub async fn tell_waiting(peer: Peer<RoleServer>, token: ProgressToken, v: Reque
     }
 }
 
+/// Tells a foreground call waiting on an approval's job, every few seconds, what it waits
+/// for: who must approve, then (approved) the job's state. Stops when dropped (the call
+/// answered or went away); `None` without a progress token.
+pub fn tell_job_waiting(
+    ctx: &rmcp::service::RequestContext<RoleServer>,
+    job: &Arc<gatecmd_domain::jobs::Job>,
+    v: &RequestView,
+) -> Option<AbortOnDrop> {
+    use gatecmd_domain::jobs::JobState;
+    let token = ctx.meta.get_progress_token()?;
+    let (peer, job, line) = (ctx.peer.clone(), job.clone(), waiting_line(v));
+    Some(AbortOnDrop(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PROGRESS_EVERY);
+        let mut n = 0.0;
+        loop {
+            tick.tick().await;
+            n += 1.0;
+            let message = match job.state() {
+                JobState::AwaitingApproval => line.clone(),
+                s => format!("approved; job {} {}", job.id, s.as_str()),
+            };
+            let p = ProgressNotificationParam::new(token.clone(), n).with_message(message);
+            if peer.notify_progress(p).await.is_err() {
+                return;
+            }
+        }
+    })))
+}
+
 /// `by` approves or denies request `id` with `note` `via` MCP (an approver client's tool
 /// call, the host's CLI) or the page (a signed-in approver): checked against the request's
 /// approvers; the waiting call audits the decision and acts on it.
@@ -448,7 +477,7 @@ pub async fn wait_in_call(
 }
 
 /// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_domain::audit::{Audit, JobRecord};
-use gatecmd_domain::jobs::{Job, JobEnd, JobError, JobState, JobView, Jobs};
+use gatecmd_domain::jobs::{Job, JobError, JobView, Jobs};
 use gatecmd_domain::state::AppState;
 
 /// How often a task client should poll `tasks/get` (the job's progress moves about
@@ -92,21 +92,9 @@ pub fn notices(state: &AppState, client: &str) -> Vec<String> {
         .collect()
 }
 
-/// Ends a job the way every job ends: its state and end recorded (waking its waiters),
-/// the `job_ended` audit line, the `gatecmd_jobs_finished` count. Shared by
-/// execute_command's jobs, its approval jobs that never ran, and flash_board.
-pub fn end_job(jobs: &Jobs, audit: &Audit, job: &Arc<Job>, state: JobState, end: JobEnd) {
-    jobs.finish(job, state, end);
-    let v = job.view();
-    audit.record(&JobRecord::ended(
-        &v.spec.client,
-        &v.id.0,
-        v.state.as_str(),
-        v.end.ended_by.as_deref(),
-        v.end.stop_reason.as_deref(),
-    ));
-    gatecmd_core::metrics::job_done(v.state.as_str());
-}
+/// Ends a job the way every job ends (the job use case's: state, `job_ended` audit line,
+/// count), for the tools whose jobs end here.
+pub use gatecmd_domain::usecases::job::end_job;
 
 /// Adds `notices` to an answer: a line of text each, and `notices` in its structured
 /// content.
@@ -153,6 +141,29 @@ pub async fn wait_or_detach(
     }
     guard.armed = false;
     Ok(())
+}
+
+/// A foreground call whose work runs as a job (`execute_command`'s `cancel: detach` and
+/// approved calls): waits for the job ([`wait_or_detach`]) and answers with the result it
+/// stored, as the call would have; the job is then forgotten (nobody needs its handle).
+pub async fn wait_foreground(
+    state: &AppState,
+    job: &Arc<Job>,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    if let Err(gave_up) = wait_or_detach(state, job, ctx).await {
+        return gave_up;
+    }
+    let stored = job.view().end.result;
+    let answer = stored.and_then(|v| serde_json::from_value(v).ok());
+    let answer = answer.unwrap_or_else(|| {
+        crate::calls::answer::structured_error(
+            &serde_json::json!({"job": job.id.0}),
+            format!("job {} ended without a result", job.id),
+        )
+    });
+    state.jobs.forget(&job.id);
+    answer
 }
 
 /// Marks the job detached (and audits why) if the waiting call goes away unanswered:

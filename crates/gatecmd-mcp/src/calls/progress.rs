@@ -72,6 +72,19 @@ pub fn spawn_reporter(sink: Sink, regex: Option<Regex>) -> (Tap, tokio::task::Jo
     )
 }
 
+/// A reporter for a request that carries a progress token (else `None`).
+pub fn for_request(
+    ctx: &rmcp::service::RequestContext<RoleServer>,
+    regex: Option<Regex>,
+) -> Option<(Tap, tokio::task::JoinHandle<()>)> {
+    let token = ctx.meta.get_progress_token()?;
+    let sink = Sink {
+        peer: ctx.peer.clone(),
+        token,
+    };
+    Some(spawn_reporter(sink, regex))
+}
+
 async fn report(sink: Sink, mut latest: watch::Receiver<Option<(f64, String)>>, heartbeat: bool) {
     let started = Instant::now();
     let mut last_sent: Option<f64> = None;

@@ -2,12 +2,12 @@
 //! of the interface (docs/TOOLS.md).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::views::DeviceLeft;
 use gatecmd_core::sanitizer::Args;
-use gatecmd_devices::{DeviceError, DeviceId};
 use gatecmd_domain::isolation::View;
+use gatecmd_domain::usecases::command::{Ask, DeviceArg};
 
 /// Arguments of `execute_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -53,29 +53,30 @@ pub struct ExecuteRequest {
     pub note: Option<String>,
 }
 
-/// `device` of a request, parsed into a port path as the request is read. A text that is
-/// no port path is kept with the reason, so that `prepare` refuses it in its turn among the
-/// call's checks (audited, `invalid_request`, the same first reason for a call wrong in
-/// several ways) rather than rmcp as arguments that do not deserialize.
-#[derive(Debug)]
-pub enum DeviceArg {
-    Id(DeviceId),
-    Invalid(DeviceError),
-}
-
-impl<'de> Deserialize<'de> for DeviceArg {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Ok(match text.parse() {
-            Ok(id) => DeviceArg::Id(id),
-            Err(e) => DeviceArg::Invalid(e),
-        })
+impl ExecuteRequest {
+    /// The call as the command use case takes it, then its lease and its note.
+    pub fn into_ask(self) -> (Ask, Option<String>, Option<String>) {
+        let r = self;
+        let (command, args, device, board) = (r.command, r.args, r.device, r.board);
+        let (timeout_secs, wait_secs) = (r.timeout_secs, r.wait_secs);
+        let (dry_run, background) = (r.dry_run, r.background);
+        let ask = Ask {
+            command,
+            args,
+            timeout_secs,
+            dry_run,
+            device,
+            board,
+            wait_secs,
+            background,
+        };
+        (ask, r.lease, r.note)
     }
 }
 
 /// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
 /// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::calls::answer::or_refusal`]).
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 #[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct ExecuteResult {
     pub command: String,

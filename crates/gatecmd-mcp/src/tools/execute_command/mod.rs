@@ -1,25 +1,16 @@
-//! `execute_command`, by responsibility: its registration (here), [`interface`] (arguments
-//! and result), [`prepare`] (policy and typed refusals on one snapshot (`snapshot.rs`) of
-//! the configuration and the devices: nothing has run), [`run`] (locks → spawn → outcome)
-//! and [`render`] (text for people); [`power_guard`] refuses a board's power command;
-//! [`device_left`] tells whether the device left mid-run; [`approval`] holds a call an
-//! `approvals:` rule covers until an approver says yes; `stages.rs` holds the steps both
-//! paths share (refusal record, slot and locks, the run's beginning).
+//! `execute_command`: its registration (here), [`interface`] (arguments and result),
+//! `rejected.rs` (its words for a refusal and their classes), `outcome.rs` (the answer as
+//! the run goes), [`render`] (text for people), `run.rs` (the MCP side of a call: the
+//! answers, the progress reporter, the job's handle and the foreground wait) and
+//! `approval.rs` (the approval round trip). The work is the command use case's,
+//! `gatecmd_domain::usecases::command`.
 
 mod approval;
-mod background;
-pub mod device_left;
-mod held;
 pub mod interface;
-pub mod job_calls;
 mod outcome;
-pub mod power_guard;
-pub mod prepare;
 mod rejected;
 pub mod render;
 pub mod run;
-mod snapshot;
-mod stages;
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -30,6 +21,9 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use crate::server::handler::{GatecmdServer, session_id, wants_task};
 
 pub use interface::{ExecuteRequest, ExecuteResult};
+
+/// The tool's name, in the approval request and the log's lines.
+const NAME: &str = "execute_command";
 pub use run::run;
 
 #[tool_router(router = execute_command_router, vis = "pub(crate)")]

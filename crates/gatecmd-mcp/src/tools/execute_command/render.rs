@@ -1,6 +1,9 @@
-//! Text renderings of `execute_command` for people: the result, the isolated view, argv.
+//! Text renderings of `execute_command` for people: the result, a dry run, the isolated
+//! view.
 
 use gatecmd_domain::isolation::{Privilege, View};
+use gatecmd_domain::usecases::command::DryRun;
+pub use gatecmd_domain::usecases::command::shell_words;
 
 use super::interface::ExecuteResult;
 
@@ -60,16 +63,24 @@ pub fn render(r: &ExecuteResult) -> String {
     s
 }
 
-/// Argv as one line, quoting words with spaces (for display only; nothing is run through a shell).
-pub fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if a.contains(' ') || a.is_empty() {
-                format!("'{a}'")
-            } else {
-                a.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+/// A dry run: what would run, the view it would get, each lock now.
+pub fn render_dry_run(r: &ExecuteResult, d: &DryRun) -> String {
+    let mut s = format!(
+        "dry run: would run {}\ntimeout {} s; nothing was run\n",
+        shell_words(&r.argv),
+        r.timeout_secs
+    );
+    if let Some(v) = &d.view {
+        s.push_str(&render_view(v));
+    }
+    for k in &d.keys {
+        match &k.holder {
+            Some(h) => s.push_str(&format!(
+                "lock {}: held by {h} now ({} waiting)\n",
+                k.key, k.waiting
+            )),
+            None => s.push_str(&format!("lock {}: free now\n", k.key)),
+        }
+    }
+    s
 }

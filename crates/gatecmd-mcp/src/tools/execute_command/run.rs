@@ -1,316 +1,141 @@
-//! Running an allowed `execute_command`: the dry run, or the client's slot and the device
-//! locks, the isolated view, the spawn (detached for `cancel: never`), and the outcome.
+//! The MCP side of an `execute_command` call; the work is the command use case's
+//! (`gatecmd_domain::usecases::command`). Here: the refusal and dry-run answers, the
+//! progress reporter of a request with a progress token, a job's handle or task, and the
+//! foreground wait that detaches into a job when the client gives up.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
-use tokio_util::sync::CancellationToken;
 
-use crate::calls::answer::{refusal, structured, structured_error};
-use crate::calls::progress;
-use crate::views::LockView;
+use crate::calls::answer::{refusal, structured};
+use crate::calls::{jobs, progress};
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_core::metrics;
-use gatecmd_core::refusal::Refusal;
-use gatecmd_domain::audit;
 use gatecmd_domain::config::CancelPolicy;
-use gatecmd_domain::exec::{ExecError, LineTap, Outcome, Spec};
-use gatecmd_domain::isolation::{Plan, Privilege, Roots};
+use gatecmd_domain::jobs::{Job, Origin};
 use gatecmd_domain::locks::{LeaseId, SessionId};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::command::{
+    self, Answer, Call, Prepared, Reporter, Snapshot, approval, prepare,
+};
 
-use super::held::Held;
 use super::interface::{ExecuteRequest, ExecuteResult};
-use super::outcome::{command_outcome, fill, run_end};
-use super::prepare::{Prepared, Rejected, Snapshot, prepare};
-use super::render::{render, render_view, shell_words};
-use super::stages::{Begun, Refuser, begin, hold, new_result};
+use super::render::render_dry_run;
 
 /// Runs `execute_command` for `who`. With `task` (the client declared the MCP tasks
 /// extension), a call that would run long (`background`, or a `cancel: detach`/`never`
 /// command) is answered with a task whose id is its job's.
 pub async fn run(
-    state: &std::sync::Arc<AppState>,
+    state: &Arc<AppState>,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
     ctx: &RequestContext<RoleServer>,
     task: bool,
 ) -> CallToolResponse {
-    let notices = crate::calls::jobs::notices(state, &who.name);
+    let notices = jobs::notices(state, &who.name);
     let mut answer = run_call(state, who, session, req, ctx, task).await;
     if let CallToolResponse::Complete(r) = &mut answer {
-        crate::calls::jobs::tell(r, notices);
+        jobs::tell(r, notices);
     }
     answer
 }
 
 async fn run_call(
-    state: &std::sync::Arc<AppState>,
+    state: &Arc<AppState>,
     who: &ClientIdentity,
     session: Option<SessionId>,
     req: ExecuteRequest,
     ctx: &RequestContext<RoleServer>,
     task: bool,
 ) -> CallToolResponse {
-    // Read once: every check, the run and its refusals use this (`snapshot.rs`).
+    // Read once: every check, the run and its refusals use this.
     let snap = Snapshot::take(state);
-    let config = &snap.config;
-    let lease = req.lease.clone().map(LeaseId);
-    // The request as asked, before `prepare` consumes it: every refusal below goes through
-    // `refuser` so that it is audited with its reason.
-    let refuser = Refuser {
-        state,
-        who,
-        call: audit::ExecuteCall::new(
-            &who.name,
-            session.as_ref().map(|s| s.0.as_str()),
-            &req.command,
-        ),
-        asked: req.args.clone().into_vec(),
-    };
-    // The request as asked, for a call that waits for an approval to be checked again when
-    // it is approved; taken only where a rule exists.
-    let again = (!config.approvals.is_empty()).then(|| super::approval::Again::of(&req));
+    let (ask, lease, note) = req.into_ask();
+    // Every refusal below goes through `call` so that it is audited with its reason.
+    let lease = lease.map(LeaseId);
+    let surface = (super::NAME, ExecuteResult::refused as fn(_) -> _);
+    let call = Call::new(state, who, (session, lease), &ask, surface);
+    // The call as asked, to be checked again once approved; taken only where a rule exists.
+    let again = (!snap.config.approvals.is_empty()).then(|| ask.again());
     // Every check, the wait limit included: a dry run makes them all.
-    let prepared = match prepare(&snap, who, req) {
+    let prepared = match prepare(&snap, who, ask) {
         Ok(p) => p,
-        Err(e) => return refuser.refuse(e).into(),
+        Err(e) => return refusal(call.refuse(e)).into(),
     };
-    let mut result = new_result(&prepared);
-    let roots = config.isolation.roots();
+    let mut result = ExecuteResult::of(&prepared);
     if prepared.dry_run {
-        return dry_run(&refuser, &prepared, &roots, result).into();
+        return dry_run(&call, &prepared, result).into();
     }
-    if let Some(rule) = super::approval::rule_for(&prepared) {
+    if let Some(rule) = approval::rule_for(&prepared) {
         // Nothing has touched the board: the call becomes a request that waits.
-        return super::approval::ask(super::approval::Ask {
-            state,
-            who,
-            session,
-            again: again.unwrap_or_default(),
-            lease,
-            prepared: &prepared,
+        let again = again.unwrap_or_default();
+        let asked = super::approval::Asked {
+            call,
+            again,
+            note,
             rule,
-            refuser: &refuser,
-            result,
-            ctx,
-            task,
-        })
-        .await;
+        };
+        return super::approval::ask(state, asked, &prepared, result, ctx, task).await;
     }
-    let held = match hold(state, who, session, lease, &prepared, &ctx.ct).await {
-        Ok(h) => h,
-        Err(e) => return refuser.refuse(e).into(),
-    };
-    let Begun {
-        spec,
-        held,
-        trail,
-        running,
-        left,
-    } = match begin(state, who, &refuser, &prepared, held, &mut result) {
+    let mut begun = match command::start(&call, &prepared, &ctx.ct).await {
         Ok(b) => b,
-        Err(e) => return refuser.refuse(e).into(),
+        Err(e) => return refusal(call.refuse(e)).into(),
     };
+    result.isolated_view = begun.view.take();
     let as_job = prepared.background || (task && prepared.cancel != CancelPolicy::Kill);
     if as_job || prepared.cancel == CancelPolicy::Detach {
-        let origin = match (as_job, task) {
-            (true, true) => gatecmd_domain::jobs::Origin::Task,
-            (true, false) => gatecmd_domain::jobs::Origin::Background,
-            (false, _) => gatecmd_domain::jobs::Origin::Foreground,
-        };
+        let origin = command::origin(as_job, task);
         // A job's answer comes at once: only a foreground call reports progress.
         let reporter = (!as_job).then(|| reporter(&prepared, ctx)).flatten();
-        let job = super::background::launch(super::background::Launch {
-            executor: state.executor.clone(),
-            jobs: state.jobs.clone(),
-            audit: state.audit.clone(),
-            spec,
-            held,
-            progress: prepared.progress.clone(),
-            result: result.clone(),
-            trail,
-            running,
-            reporter,
-            uncancellable: prepared.cancel == CancelPolicy::Never,
-            origin,
-            left,
-            registry: state.registry.clone(),
-        });
+        let job = command::launch(state, &prepared, begun, origin, reporter, result.clone());
         return match origin {
-            gatecmd_domain::jobs::Origin::Task => crate::calls::jobs::task_handle(&job),
-            gatecmd_domain::jobs::Origin::Background => {
-                super::job_calls::job_handle(&job, result).into()
-            }
-            _ => super::job_calls::wait_foreground(state, &job, ctx)
-                .await
-                .into(),
+            Origin::Task => jobs::task_handle(&job),
+            Origin::Background => job_handle(&job, result).into(),
+            _ => jobs::wait_foreground(state, &job, ctx).await.into(),
         };
     }
-    let outcome = match spawn(state, who, &prepared, spec, held, ctx, &mut result).await {
-        Ok(o) => o,
-        Err(e) => {
-            tracing::warn!(client = %who.name, command = %result.command, error = %e, "execute_command failed to start");
-            trail.failed(&e.to_string());
-            let r = Refusal::from(e);
-            running.finish(metrics::CommandOutcome::Refused, Some(r.reason), None);
-            return refusal(r).into();
+    let never = prepared.cancel == CancelPolicy::Never;
+    let reporter = reporter(&prepared, ctx);
+    match command::run_foreground(&call, begun, never, reporter, &ctx.ct).await {
+        Ok(finished) => {
+            result.finished(finished, state.executor.grace());
+            result.answer().into()
         }
-    };
-    running.finish(command_outcome(&outcome), None, Some(outcome.duration));
-    fill(&mut result, &outcome, state.executor.grace());
-    result.device_left = left.and_then(|w| w.finish(&state.registry));
-    trail.finished(&run_end(&result, &outcome));
-    tracing::info!(
-        client = %who.name, command = %result.command, exit_code = ?result.exit_code,
-        duration_ms = result.duration_ms, timed_out = result.timed_out, cancelled = result.cancelled,
-        "execute_command finished"
-    );
-    let text = render(&result);
-    if result.exit_code == Some(0) && !result.timed_out && !result.cancelled {
-        structured(&result, text).into()
-    } else {
-        structured_error(&result, text).into()
+        Err(r) => refusal(r).into(),
     }
 }
 
 /// A dry run: the argv, the view it would get, whether its locks are free now.
-fn dry_run(
-    refuser: &Refuser<'_>,
-    prepared: &Prepared<'_>,
-    roots: &Roots,
-    mut result: ExecuteResult,
-) -> CallToolResult {
-    let (state, who) = (refuser.state, refuser.who);
-    let mut text = format!(
-        "dry run: would run {}\ntimeout {} s; nothing was run\n",
-        shell_words(&result.argv),
-        result.timeout_secs
-    );
-    if let Some(id) = prepared.isolate() {
-        match Plan::new(roots, id, Privilege::current()) {
-            Ok(plan) => {
-                text.push_str(&render_view(&plan.view));
-                result.isolated_view = Some(plan.view);
-            }
-            Err(e) => return refuser.refuse(e.into()),
+fn dry_run(call: &Call<'_>, prepared: &Prepared<'_>, mut result: ExecuteResult) -> CallToolResult {
+    match command::dry_run(call, prepared) {
+        Ok(d) => {
+            let text = render_dry_run(&result, &d);
+            result.isolated_view = d.view;
+            structured(&result, text)
         }
+        Err(e) => refusal(call.refuse(e)),
     }
-    for k in prepared.keys.iter().chain(&prepared.shared_keys) {
-        let v = LockView::of(&state.locks, k, &who.name);
-        match (&v.holder, v.held) {
-            (Some(h), true) => text.push_str(&format!(
-                "lock {k}: held by {h} now ({} waiting)\n",
-                v.queue_len
-            )),
-            _ => text.push_str(&format!("lock {k}: free now\n")),
-        }
-    }
-    state.audit.execute_dry_run(&refuser.call, &result.argv);
-    metrics::command_done(
-        &result.command,
-        true,
-        &who.name,
-        metrics::CommandOutcome::DryRun,
-        None,
-    );
-    structured(&result, text)
 }
 
 /// A progress reporter for the request, if it carries a progress token.
-fn reporter(
-    prepared: &Prepared<'_>,
-    ctx: &RequestContext<RoleServer>,
-) -> Option<(progress::Tap, tokio::task::JoinHandle<()>)> {
-    let token = ctx.meta.get_progress_token()?;
-    let sink = progress::Sink {
-        peer: ctx.peer.clone(),
-        token,
-    };
-    Some(progress::spawn_reporter(sink, prepared.progress.clone()))
+fn reporter(prepared: &Prepared<'_>, ctx: &RequestContext<RoleServer>) -> Option<Reporter> {
+    let (tap, done) = progress::for_request(ctx, prepared.progress.clone())?;
+    let tap = Box::new(move |line: &str| tap.offer(line));
+    Some(Reporter { tap, done })
 }
 
-/// Spawns the child and waits for its outcome; `held` is released when it is gone.
-async fn spawn(
-    state: &AppState,
-    who: &ClientIdentity,
-    prepared: &Prepared<'_>,
-    spec: Spec,
-    held: Held,
-    ctx: &RequestContext<RoleServer>,
-    result: &mut ExecuteResult,
-) -> Result<Outcome, Rejected> {
-    let (reporter, reporter_done) = match reporter(prepared, ctx) {
-        Some((tap, done)) => (Some(tap), Some(done)),
-        None => (None, None),
-    };
-    let outcome = if prepared.cancel == CancelPolicy::Never {
-        run_detached(state, who, spec, held, reporter, ctx, result).await?
-    } else {
-        let watch = held.watches_output(reporter.as_ref());
-        let mut offer = |_kind, line: &str| held.offer(reporter.as_ref(), line);
-        // Lines are split and looked at only when someone watches the percentage.
-        let lines = watch.then_some(LineTap::Latest(&mut offer));
-        let r = state.executor.run_with(&spec, ctx.ct.clone(), lines).await;
-        drop(held);
-        drop(reporter);
-        r?
-    };
-    if let Some(mut done) = reporter_done {
-        // The tap went with the run; the reporter now flushes and ends. A client that does not
-        // read may keep it waiting on its last notification: then it goes, not the answer.
-        if tokio::time::timeout(Duration::from_secs(1), &mut done)
-            .await
-            .is_err()
-        {
-            done.abort();
-        }
-    }
-    Ok(outcome)
-}
-
-/// A `cancel: never` command: run detached from this request so that neither a cancel
-/// nor a dropped request stops it; the caller still waits for the result.
-async fn run_detached(
-    state: &AppState,
-    who: &ClientIdentity,
-    spec: Spec,
-    held: Held,
-    reporter: Option<progress::Tap>,
-    ctx: &RequestContext<RoleServer>,
-    result: &mut ExecuteResult,
-) -> Result<Outcome, Rejected> {
-    let executor = state.executor.clone();
-    let mut task = tokio::spawn(async move {
-        let watch = held.watches_output(reporter.as_ref());
-        let mut offer = |_kind, line: &str| held.offer(reporter.as_ref(), line);
-        let lines = watch.then_some(LineTap::Latest(&mut offer));
-        let r = executor
-            .run_with(&spec, CancellationToken::new(), lines)
-            .await;
-        // The device stays locked until the command (and its group) is gone.
-        drop(held);
-        r
-    });
-    let mut refused_cancel = false;
-    let joined = loop {
-        tokio::select! {
-            r = &mut task => break r,
-            _ = ctx.ct.cancelled(), if !refused_cancel => {
-                refused_cancel = true;
-                tracing::warn!(client = %who.name, command = %result.command, "cancel refused: command is marked cancel: never");
-            }
-        }
-    };
-    if refused_cancel {
-        result.stop_reason = Some(
-            "a cancel was refused: this command is marked `cancel: never` and ran to its end"
-                .into(),
-        );
-    }
-    let outcome: Result<Outcome, ExecError> = joined.map_err(|e| Rejected::Task(e.to_string()))?;
-    Ok(outcome?)
+/// The answer to `background: true`: the command runs on as `job`.
+fn job_handle(job: &Job, mut result: ExecuteResult) -> CallToolResult {
+    result.job = Some(job.id.0.clone());
+    result.started_at = Some(job.started_at.to_rfc3339());
+    let text = format!(
+        "started {} as job {}; it runs on. Follow it with wait_job {{\"job\": \"{}\"}} \
+         (each wait returns after at most 110 s), stop it with cancel_job.\n",
+        result.argv.join(" "),
+        job.id,
+        job.id
+    );
+    structured(&result, text)
 }

@@ -1,4 +1,4 @@
-//! What one `execute_command` call reads of the shared state, each read once: the
+//! What one command call reads of the shared state, each read once: the
 //! configuration in force and the attached devices. `prepare` decides on them, and what it
 //! returns carries them, so the lock keys, the board an isolated command runs on, the
 //! refusal's metrics label and the client cap it names all come from the same moment; a
@@ -7,8 +7,9 @@
 use std::sync::{Arc, OnceLock};
 
 use gatecmd_devices::{Device, DeviceId, Registry};
-use gatecmd_domain::config::Config;
-use gatecmd_domain::state::AppState;
+
+use crate::config::Config;
+use crate::state::AppState;
 
 /// One call's view of the configuration and the registry.
 pub struct Snapshot {

@@ -11,10 +11,20 @@ use std::path::PathBuf;
 
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
-use crate::views::DeviceLeft;
 use gatecmd_devices::{DeviceEvent, DeviceId, Registry};
-use gatecmd_domain::config::Config;
-use gatecmd_domain::state::AppState;
+
+use crate::config::Config;
+use crate::state::AppState;
+
+/// The device a command ran on left the bus while it ran (the surface words it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    pub device: DeviceId,
+    /// Whether something is attached at its port again now.
+    pub attached_now: bool,
+    /// Its mode now, when it is back and the registry knows it.
+    pub mode_now: Option<String>,
+}
 
 /// Watches one device from just before the spawn to the end of the run.
 pub struct Watch {
@@ -49,7 +59,7 @@ impl Watch {
     }
 
     /// What happened to the device, if it left; call when the child is gone.
-    pub fn finish(mut self, registry: &Registry) -> Option<DeviceLeft> {
+    pub fn finish(mut self, registry: &Registry) -> Option<Left> {
         let mut left = false;
         loop {
             match self.events.try_recv() {
@@ -74,27 +84,10 @@ impl Watch {
             return None;
         }
         let now = in_sysfs.and(registry.get(&self.id));
-        let mode_now = now.as_ref().and_then(|d| d.mode).map(|m| m.to_string());
-        let attached_now = in_sysfs.is_some();
-        let message = match (attached_now, &mode_now) {
-            (false, _) => format!(
-                "device {} went away while the command ran (unplugged, powered off, or reset by the command itself as db and rd do); nothing is attached there now: wait_for_device to see it return",
-                self.id
-            ),
-            (true, Some(mode)) => format!(
-                "device {} went away while the command ran and is attached again now ({mode} mode)",
-                self.id
-            ),
-            (true, None) => format!(
-                "device {} went away while the command ran and is attached again now",
-                self.id
-            ),
-        };
-        Some(DeviceLeft {
-            device: self.id.to_string(),
-            attached_now,
-            mode_now,
-            message,
+        Some(Left {
+            mode_now: now.as_ref().and_then(|d| d.mode).map(|m| m.to_string()),
+            attached_now: in_sysfs.is_some(),
+            device: self.id,
         })
     }
 }

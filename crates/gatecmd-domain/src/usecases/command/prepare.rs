@@ -1,6 +1,6 @@
-//! Policy for `execute_command`: every check that can refuse the call before anything
-//! runs (client rights, binary, sanitizer, timeout, wait, devices and their lock keys), and
-//! the typed refusals of the whole call (`Rejected`, in `rejected.rs`). It decides on one
+//! Policy for a command call: every check that can refuse it before anything runs
+//! (client rights, binary, sanitizer, timeout, wait, devices and their lock keys), each
+//! refusal a [`Refused`]. It decides on one
 //! [`Snapshot`] of the configuration and the devices and is given nothing else of the
 //! shared state, so no check can read a later moment than another. Each thing it needs is
 //! looked up once: the command by name, its device class, the board a call names, and the
@@ -12,14 +12,13 @@ use std::time::Duration;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::sanitizer;
 use gatecmd_devices::{Device, DeviceId};
-use gatecmd_domain::config::{BoardConfig, CancelPolicy, CommandConfig, Config};
-use gatecmd_domain::exec::Spec;
-use gatecmd_domain::locks::{LockKey, MAX_WAIT_SECS, lock_key_of};
 
-use super::interface::{DeviceArg, ExecuteRequest};
-
-pub use super::rejected::Rejected;
-pub use super::snapshot::Snapshot;
+use super::ask::{Ask, DeviceArg};
+use super::refused::{Refused, power_command};
+use super::snapshot::Snapshot;
+use crate::config::{BoardConfig, CancelPolicy, CommandConfig, Config};
+use crate::exec::Spec;
+use crate::locks::{LockKey, MAX_WAIT_SECS, lock_key_of};
 
 /// A call that passed every check: what to run and what to lock.
 pub struct Prepared<'a> {
@@ -71,18 +70,43 @@ impl Prepared<'_> {
     pub fn isolate(&self) -> Option<&DeviceId> {
         self.device.filter(|_| self.isolated).map(|d| &d.id)
     }
+
+    /// The device the call runs on, as its id.
+    pub fn device_id(&self) -> Option<String> {
+        self.device.map(|d| d.id.to_string())
+    }
+
+    /// The keys it takes exclusively, as shown.
+    pub fn lock_keys(&self) -> Vec<String> {
+        self.keys.iter().map(|k| k.to_string()).collect()
+    }
+}
+
+/// Argv as one line, quoting words with spaces (for display only; nothing is run through a
+/// shell).
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if a.contains(' ') || a.is_empty() {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every check that can refuse the call, in order; nothing has run when this fails.
 pub fn prepare<'a>(
     snap: &'a Snapshot,
     who: &ClientIdentity,
-    req: ExecuteRequest,
-) -> Result<Prepared<'a>, Rejected> {
+    req: Ask,
+) -> Result<Prepared<'a>, Refused> {
     let config: &'a Config = &snap.config;
     let named = config.command(&req.command);
     let Some(command) = named.filter(|c| who.may_run(&c.name)) else {
-        return Err(Rejected::UnknownCommand {
+        return Err(Refused::UnknownCommand {
             configured: named.is_some(),
             name: req.command,
             visible: config
@@ -93,10 +117,10 @@ pub fn prepare<'a>(
                 .collect(),
         });
     };
-    super::power_guard::check(config, &command.name)?;
+    power_command(config, &command.name)?;
     // Checked now, not at load: a tool may be installed (or removed) while the server runs.
-    if let Some(why) = gatecmd_domain::config::binary_problem(&command.binary) {
-        return Err(Rejected::Unavailable {
+    if let Some(why) = crate::config::binary_problem(&command.binary) {
+        return Err(Refused::Unavailable {
             name: command.name.clone(),
             why,
         });
@@ -111,9 +135,9 @@ pub fn prepare<'a>(
     let limit = pattern.timeout.unwrap_or(command.timeout);
     let timeout = match req.timeout_secs {
         None => limit,
-        Some(0) => return Err(Rejected::ZeroTimeout),
+        Some(0) => return Err(Refused::ZeroTimeout),
         Some(t) if Duration::from_secs(t) > limit => {
-            return Err(Rejected::TimeoutTooLong {
+            return Err(Refused::TimeoutTooLong {
                 asked: t,
                 limit: limit.as_secs(),
             });
@@ -131,14 +155,14 @@ pub fn prepare<'a>(
     // A device on a board's port is the board's: its command takes `board:NAME` too, so a
     // board lease held by another client keeps it out (docs/LOCKS.md "Boards").
     let touched: Vec<Device> = touched.into_iter().cloned().collect();
-    keys.extend(gatecmd_domain::boards::board_keys(config, &touched));
+    keys.extend(crate::boards::board_keys(config, &touched));
     keys.sort();
     keys.dedup();
     // Last, as before it moved here from the lock step: a call wrong in several ways is
     // told the same first reason, dry run or not.
     let wait_secs = req.wait_secs.unwrap_or(0);
     if wait_secs > MAX_WAIT_SECS {
-        return Err(Rejected::WaitTooLong {
+        return Err(Refused::WaitTooLong {
             wait: wait_secs,
             max: MAX_WAIT_SECS,
         });
@@ -194,16 +218,16 @@ fn asked<'a>(
     snap: &'a Snapshot,
     board: Option<&str>,
     device: Option<DeviceArg>,
-) -> Result<Asked<'a>, Rejected> {
+) -> Result<Asked<'a>, Refused> {
     let Some(name) = board else {
         return Ok(device.map_or(Asked::Any, Asked::Device));
     };
     if device.is_some() {
-        return Err(Rejected::BoardAndDevice);
+        return Err(Refused::BoardAndDevice);
     }
     let config = &snap.config;
     let Some(b) = config.board(name) else {
-        return Err(Rejected::UnknownBoard {
+        return Err(Refused::UnknownBoard {
             name: name.to_string(),
             known: config.boards.iter().map(|b| b.name.clone()).collect(),
         });
@@ -211,7 +235,7 @@ fn asked<'a>(
     let at_port = snap.device(&b.usb);
     match at_port {
         Some(dev) => Ok(Asked::Board(dev)),
-        None => Err(Rejected::BoardEmpty {
+        None => Err(Refused::BoardEmpty {
             board: b.name.clone(),
             usb: b.usb.to_string(),
         }),
@@ -240,12 +264,12 @@ fn locks<'a>(
     command: &CommandConfig,
     asked: Asked<'a>,
     isolated: bool,
-) -> Result<Locks<'a>, Rejected> {
+) -> Result<Locks<'a>, Refused> {
     let config = &snap.config;
     let Some(class_name) = &command.device else {
         if isolated {
             // Validation makes an isolated command name a class.
-            return Err(Rejected::IsolatedWithoutClass {
+            return Err(Refused::IsolatedWithoutClass {
                 command: command.name.clone(),
             });
         }
@@ -256,13 +280,13 @@ fn locks<'a>(
                 device: None,
                 touched: vec![],
             }),
-            _ => Err(Rejected::NoDeviceClass {
+            _ => Err(Refused::NoDeviceClass {
                 command: command.name.clone(),
             }),
         };
     };
     let Some(class) = config.device_class(class_name) else {
-        return Err(Rejected::ClassNotConfigured {
+        return Err(Refused::ClassNotConfigured {
             class: class_name.clone(),
         });
     };
@@ -272,7 +296,7 @@ fn locks<'a>(
         Asked::Device(DeviceArg::Id(id)) => match snap.device(&id) {
             Some(dev) => Some(dev),
             None => {
-                return Err(Rejected::NotAttached {
+                return Err(Refused::NotAttached {
                     device: id.to_string(),
                     attached: attached_list(snap),
                 });
@@ -283,7 +307,7 @@ fn locks<'a>(
     if let Some(dev) = named
         && !class.matches(dev)
     {
-        return Err(Rejected::NotOfClass {
+        return Err(Refused::NotOfClass {
             device: dev.id.to_string(),
             vid: dev.vid,
             pid: dev.pid,
@@ -295,7 +319,7 @@ fn locks<'a>(
     let of_class: Vec<&Device> = (snap.devices().iter())
         .filter(|d| class.matches(d))
         .collect();
-    let none_attached = || Rejected::NoneAttached {
+    let none_attached = || Refused::NoneAttached {
         class: class_name.clone(),
         matching: class.describe(),
         command: command.name.clone(),
@@ -307,7 +331,7 @@ fn locks<'a>(
             (None, [one]) => one,
             (None, []) => return Err(none_attached()),
             (None, many) => {
-                return Err(Rejected::Ambiguous {
+                return Err(Refused::Ambiguous {
                     class: class_name.clone(),
                     command: command.name.clone(),
                     ids: many.iter().map(|d| d.id.to_string()).collect(),

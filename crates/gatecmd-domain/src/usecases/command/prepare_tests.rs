@@ -1,15 +1,15 @@
 //! `prepare` decides on the snapshot it is given, and what it returns carries that
 //! snapshot: the lock keys, the device and the isolation target come from its devices (the
 //! device by reference, looked up once), and the wait limit is checked there, dry run or
-//! not. A device id is parsed as the request is read, and refused in its turn.
+//! not. A device id is parsed as the call is read, and refused in its turn.
 
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_devices::Device;
-use gatecmd_domain::config::Config;
-use gatecmd_domain::locks::LockKey;
 
-use super::super::interface::ExecuteRequest;
-use super::{Rejected, Snapshot, prepare};
+use super::super::ask::Ask;
+use super::{Refused, Snapshot, prepare};
+use crate::config::Config;
+use crate::locks::LockKey;
 
 const CONFIG: &str = r#"
 auth_token: x
@@ -45,7 +45,7 @@ fn snapshot(devices: Vec<Device>) -> Snapshot {
     Snapshot::of(config, devices)
 }
 
-fn request(json: serde_json::Value) -> ExecuteRequest {
+fn request(json: serde_json::Value) -> Ask {
     serde_json::from_value(json).expect("request")
 }
 
@@ -93,11 +93,7 @@ fn an_isolated_command_runs_on_the_snapshot_s_only_board() {
         &who(),
         request(serde_json::json!({"command": "iso", "args": ["ld"]})),
     );
-    assert!(
-        matches!(r, Err(Rejected::Ambiguous { .. })),
-        "{:?}",
-        r.err()
-    );
+    assert!(matches!(r, Err(Refused::Ambiguous { .. })), "{:?}", r.err());
 }
 
 #[test]
@@ -109,7 +105,7 @@ fn a_board_named_by_the_call_is_looked_up_in_the_snapshot() {
         request(serde_json::json!({"command": "ld", "args": ["ld"], "board": "rk1"})),
     );
     assert!(
-        matches!(r, Err(Rejected::BoardEmpty { .. })),
+        matches!(r, Err(Refused::BoardEmpty { .. })),
         "{:?}",
         r.err()
     );
@@ -131,7 +127,7 @@ fn a_board_named_by_the_call_is_looked_up_in_the_snapshot() {
 #[test]
 fn the_wait_limit_is_a_check_of_prepare_dry_run_or_not() {
     let snap = snapshot(vec![]);
-    let max = gatecmd_domain::locks::MAX_WAIT_SECS;
+    let max = crate::locks::MAX_WAIT_SECS;
     for dry_run in [false, true] {
         let r = prepare(
             &snap,
@@ -141,7 +137,7 @@ fn the_wait_limit_is_a_check_of_prepare_dry_run_or_not() {
             })),
         );
         match r {
-            Err(Rejected::WaitTooLong { wait, max: m }) => {
+            Err(Refused::WaitTooLong { wait, max: m }) => {
                 assert_eq!((wait, m), (max + 1, max), "dry_run {dry_run}");
             }
             other => panic!("dry_run {dry_run}: {:?}", other.err()),
@@ -167,14 +163,14 @@ fn a_device_id_is_parsed_as_the_request_is_read_and_refused_in_its_turn() {
         &who(),
         request(serde_json::json!({"command": "ld", "args": ["nope"], "device": "usb1"})),
     );
-    assert!(matches!(r, Err(Rejected::Args(_))), "{:?}", r.err());
+    assert!(matches!(r, Err(Refused::Args(_))), "{:?}", r.err());
     // Right arguments: the malformed id is refused (not the request as a whole).
     let r = prepare(
         &snap,
         &who(),
         request(serde_json::json!({"command": "ld", "args": ["ld"], "device": "usb1"})),
     );
-    assert!(matches!(r, Err(Rejected::BadDeviceId(_))), "{:?}", r.err());
+    assert!(matches!(r, Err(Refused::BadDeviceId(_))), "{:?}", r.err());
     // A port path: the device on it, by reference into the snapshot, and its board.
     let p = prepare(
         &snap,
@@ -197,7 +193,7 @@ fn a_device_id_is_parsed_as_the_request_is_read_and_refused_in_its_turn() {
         request(serde_json::json!({"command": "ld", "args": ["ld"], "device": "1-9"})),
     );
     assert!(
-        matches!(r, Err(Rejected::NotAttached { .. })),
+        matches!(r, Err(Refused::NotAttached { .. })),
         "{:?}",
         r.err()
     );
@@ -210,7 +206,7 @@ fn an_unknown_command_says_whether_it_is_configured_for_others() {
         commands: Some(["plain".to_string()].into()),
         ..who()
     };
-    let mut messages = Vec::new();
+    let mut visible = Vec::new();
     for (command, configured) in [("ld", true), ("nope", false)] {
         let r = prepare(
             &snap,
@@ -218,15 +214,19 @@ fn an_unknown_command_says_whether_it_is_configured_for_others() {
             request(serde_json::json!({"command": command, "args": []})),
         );
         match r {
-            Err(e @ Rejected::UnknownCommand { .. }) => {
+            Err(e @ Refused::UnknownCommand { .. }) => {
                 assert_eq!(e.names_configured_command(), configured, "{command}");
-                messages.push(e.to_string().replace(command, "NAME"));
+                let Refused::UnknownCommand { visible: v, .. } = e else {
+                    unreachable!()
+                };
+                visible.push(v);
             }
             other => panic!("{command}: {:?}", other.err()),
         }
     }
     assert_eq!(
-        messages[0], messages[1],
-        "the message does not tell them apart"
+        visible[0], visible[1],
+        "what the refusal shows does not tell them apart"
     );
+    assert_eq!(visible[0], ["plain"]);
 }
