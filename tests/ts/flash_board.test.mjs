@@ -80,9 +80,19 @@ test("a flash_board longer than 60 s outlives the SDK's default timeout and is f
     assert.ok(took > 60, `the flash took ${took} s, not longer than the SDK's timeout`);
     const result = last.result;
     assert.equal(result.verified, true, JSON.stringify(result));
-    assert.equal(result.flashed.written.bytes_written, bench.mib * 1048576, JSON.stringify(result.flashed.written));
+    // A loaded machine can stretch one of the slowed board's 4 MiB transfers past the
+    // rockusb crate's 5 s: the flash then takes the `recover` step (docs/FLASHING.md) and
+    // goes on where the board's journal says, so the image is covered by what was written
+    // and what was found already there.
+    const steps = result.steps.map((s) => s.step);
+    const written = result.flashed.written;
+    if (steps.includes("recover")) {
+      assert.equal(written.bytes_written + written.bytes_skipped, bench.mib * 1048576, JSON.stringify(written));
+    } else {
+      assert.equal(written.bytes_written, bench.mib * 1048576, JSON.stringify(written));
+    }
     assert.deepEqual(
-      result.steps.map((s) => s.step),
+      steps.filter((s) => s !== "recover"),
       ["accept", "check_image", "maskrom", "await_rockusb", "download_boot", "await_loader", "flash_info", "write", "verify", "reset", "await_console", "hash_files"],
     );
     assert.match(stdout, /write .* at [\d.]+ MB\/s/);
