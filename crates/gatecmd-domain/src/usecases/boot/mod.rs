@@ -180,8 +180,9 @@ pub async fn boot(
             Ok(()) => {
                 record(
                     state,
-                    ask,
+                    ask.client,
                     &name,
+                    ask.to,
                     BootOutcome::Step(BootStep {
                         step: step_name(step),
                         error: None,
@@ -213,8 +214,9 @@ pub async fn boot(
         .collect();
     record(
         state,
-        ask,
+        ask.client,
         &name,
+        ask.to,
         BootOutcome::Reached {
             took_ms: booted.took.as_millis() as u64,
             steps: &steps,
@@ -223,11 +225,14 @@ pub async fn boot(
     Ok(booted)
 }
 
-fn record(state: &AppState, ask: &Ask<'_>, board: &str, outcome: BootOutcome<'_>) {
+/// Writes one `boot_board` audit line of `client`'s boot of `board` to `to`: what the use
+/// case did (a step, the state reached), or what the surface refused or a step failed
+/// with, in the surface's words.
+pub fn record(state: &AppState, client: &str, board: &str, to: Target, outcome: BootOutcome<'_>) {
     state.audit.record(&BootRecord {
-        client: ask.client,
+        client,
         board,
-        to: ask.to.as_str(),
+        to: to.as_str(),
         outcome,
     });
 }
