@@ -204,16 +204,7 @@ fn end<R>(
         result: answer.result,
         ..JobEnd::default()
     };
-    state.jobs.finish(job, job_state, end);
-    let v = job.view();
-    state.audit.record(&JobRecord::ended(
-        &v.spec.client,
-        &v.id.0,
-        v.state.as_str(),
-        v.end.ended_by.as_deref(),
-        v.end.stop_reason.as_deref(),
-    ));
-    gatecmd_core::metrics::job_done(v.state.as_str());
+    crate::usecases::job::end_job(&state.jobs, &state.audit, job, job_state, end);
 }
 
 fn timings(steps: &[StepRecord]) -> Vec<StepMs<Step>> {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals::{self, LeaseWatch};
-use crate::calls::progress::{self, Sink};
+use crate::calls::progress;
 use crate::server::handler::{GatecmdServer, session_id, wants_task};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
@@ -167,17 +167,12 @@ impl usecase::Approve for InCall<'_> {
 /// Progress notifications for a waiting call that asked for them: the lines' percentages,
 /// the last one delivered (within a second) before the answer.
 fn notifications(origin: Origin, ctx: &RequestContext<RoleServer>) -> Progress {
-    let token = (origin == Origin::Foreground)
-        .then(|| ctx.meta.get_progress_token())
+    let reporter = (origin == Origin::Foreground)
+        .then(|| progress::for_request(ctx, Regex::new(PERCENT).ok()))
         .flatten();
-    let (Some(token), Ok(re)) = (token, Regex::new(PERCENT)) else {
+    let Some((tap, mut done)) = reporter else {
         return Progress::default();
     };
-    let sink = Sink {
-        peer: ctx.peer.clone(),
-        token,
-    };
-    let (tap, mut done) = progress::spawn_reporter(sink, Some(re));
     Progress {
         line: Some(Box::new(move |line: &str| {
             tap.offer(line);
