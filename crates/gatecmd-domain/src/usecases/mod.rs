@@ -2,6 +2,9 @@
 //! (the MCP tools, the labgrid bridge, the bench page, the command line), so that each
 //! surface holds only its request, its answer and its rendering.
 //!
+//! - `approval`: holding a call for an approver's yes: the request, the wait for its
+//!   decision, the refusal a no becomes, each file's digest and its re-check; for every
+//!   gated tool.
 //! - `boot`: driving a leased board to a state (`boot_board`): what it shows, the plan,
 //!   each step (power through `power`, waits for a USB device or a console prompt).
 //! - `command`: running an allowlisted command (`execute_command`): the call checked on
@@ -20,6 +23,7 @@
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 
+pub mod approval;
 pub mod boot;
 pub mod command;
 pub mod flash;

@@ -183,6 +183,32 @@ pub struct DeviceLeft {
     pub message: String,
 }
 
+impl DeviceLeft {
+    /// What the command use case saw (`Watch`), in words.
+    pub fn of(l: gatecmd_domain::usecases::command::Left) -> DeviceLeft {
+        let message = match (l.attached_now, &l.mode_now) {
+            (false, _) => format!(
+                "device {} went away while the command ran (unplugged, powered off, or reset by the command itself as db and rd do); nothing is attached there now: wait_for_device to see it return",
+                l.device
+            ),
+            (true, Some(mode)) => format!(
+                "device {} went away while the command ran and is attached again now ({mode} mode)",
+                l.device
+            ),
+            (true, None) => format!(
+                "device {} went away while the command ran and is attached again now",
+                l.device
+            ),
+        };
+        DeviceLeft {
+            device: l.device.to_string(),
+            attached_now: l.attached_now,
+            mode_now: l.mode_now,
+            message,
+        }
+    }
+}
+
 /// One line per device, for people.
 pub fn render_device(v: &DeviceView) -> String {
     let d = &v.device;

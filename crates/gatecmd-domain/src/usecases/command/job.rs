@@ -4,8 +4,7 @@
 //! a task-augmented call, a `cancel: detach` command in the foreground (whose call waits on
 //! the job and, if its client gives up, leaves it running) and an approved call.
 //!
-//! The job's stored answer is the surface's: [`Answer`] builds it from the prepared call and
-//! renders it at the end.
+//! The job's stored answer is the surface's: [`Answer`] renders it from the [`Report`].
 
 use std::sync::Arc;
 
@@ -17,35 +16,27 @@ use super::device_left::Left;
 use super::hold::{Begun, Reporter, wait_done};
 use super::prepare::Prepared;
 use super::refused::Refused;
+use super::report::Report;
 use super::run::{command_outcome, run_end};
 use crate::audit::JobRecord;
 use crate::config::CancelPolicy;
-use crate::exec::{LineTap, Outcome, StopReason, StreamKind};
-use crate::isolation::View;
+use crate::exec::{LineTap, StopReason, StreamKind};
 use crate::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
 use crate::state::AppState;
 use crate::usecases::job::end_job;
 
-/// A surface's answer to a command call, built before anything runs and completed as the
-/// run goes: what a job stores for whoever reads its end.
+/// A surface's answer to a command call: what a job stores for whoever reads its end (a
+/// waiting call, a task's reader), and the surface's words for a refusal.
 pub trait Answer: Send + 'static {
-    /// The answer before anything ran: what will run, with what timeout, on which keys.
-    fn of(prepared: &Prepared<'_>) -> Self
-    where
-        Self: Sized;
-    /// The isolated view the run got under its locks.
-    fn isolated(&mut self, view: Option<View>);
-    /// The job of an approved call, and the approval it waited for.
-    fn approved(&mut self, job: &str, approval: &str);
-    /// The job's end after its command ran, `grace` the kill grace; its `result` the
-    /// rendered answer when `keep` (someone reads it).
+    /// The answer of a job whose command ran (`None` unless `keep`: someone reads it) and
+    /// its `device_left`, both as JSON; `approved` is the job's and its approval's ids
+    /// when an approval held the call.
     fn ended(
-        self,
-        outcome: &Outcome,
+        run: Report,
+        approved: Option<(&str, &str)>,
         left: Option<Left>,
-        grace: std::time::Duration,
         keep: bool,
-    ) -> JobEnd;
+    ) -> (Option<serde_json::Value>, Option<serde_json::Value>);
     /// The surface's words for a refusal, with its stable class.
     fn refused(why: Refused) -> Refusal;
     /// A refusal as the answer a job stores.
@@ -69,7 +60,7 @@ pub fn launch<A: Answer>(
     begun: Begun,
     origin: Origin,
     reporter: Option<Reporter>,
-    answer: A,
+    report: Report,
 ) -> Arc<Job> {
     let job = state.jobs.start(JobSpec {
         client: begun.held.client.clone(),
@@ -95,9 +86,10 @@ pub fn launch<A: Answer>(
         begun,
         progress: prepared.progress.clone(),
         reporter,
-        answer,
+        report,
+        approved: None,
     };
-    let task = tokio::spawn(run_job(ran, job.clone()));
+    let task = tokio::spawn(run_job::<A>(ran, job.clone()));
     let (jobs, watched) = (state.jobs.clone(), job.clone());
     // A task that panicked leaves no outcome: the job is `lost`, not running forever.
     tokio::spawn(async move {
@@ -116,24 +108,28 @@ pub fn launch<A: Answer>(
 }
 
 /// What a job's task takes with it.
-pub(super) struct Ran<A> {
+pub(super) struct Ran {
     pub(super) state: Arc<AppState>,
     pub(super) begun: Begun,
     pub(super) progress: Option<Regex>,
     /// The starting request's progress reporter (a foreground call's; it goes quiet when
     /// the client is gone).
     pub(super) reporter: Option<Reporter>,
-    pub(super) answer: A,
+    /// What will run, with the isolated view it got.
+    pub(super) report: Report,
+    /// The job's and its approval's ids, for an approved call.
+    pub(super) approved: Option<(String, String)>,
 }
 
 /// Runs a job's command to its end and records the end (a job whose locks are held).
-pub(super) async fn run_job<A: Answer>(ran: Ran<A>, job: Arc<Job>) {
+pub(super) async fn run_job<A: Answer>(ran: Ran, job: Arc<Job>) {
     let Ran {
         state,
         begun,
         progress,
         reporter,
-        answer,
+        mut report,
+        approved,
     } = ran;
     let Begun {
         spec,
@@ -187,11 +183,25 @@ pub(super) async fn run_job<A: Answer>(ran: Ran<A>, job: Arc<Job>) {
                 None if o.exit_code == Some(0) => JobState::Succeeded,
                 None => JobState::Failed,
             };
-            let mut end = answer.ended(&o, left, state.executor.grace(), keep);
-            end.ended_by = match o.stopped {
-                Some(StopReason::Timeout) => Some("timeout".to_string()),
-                Some(StopReason::Shutdown) => Some("server shutdown".to_string()),
-                _ => None,
+            report.fill(&o, state.executor.grace());
+            let end = JobEnd {
+                exit_code: report.exit_code,
+                signal: report.signal,
+                duration_ms: report.duration_ms,
+                stop_reason: report.stop_reason.clone(),
+                ended_by: match o.stopped {
+                    Some(StopReason::Timeout) => Some("timeout".to_string()),
+                    Some(StopReason::Shutdown) => Some("server shutdown".to_string()),
+                    _ => None,
+                },
+                ..JobEnd::default()
+            };
+            let ids = approved.as_ref().map(|(j, a)| (j.as_str(), a.as_str()));
+            let (result, device_left) = A::ended(report, ids, left, keep);
+            let end = JobEnd {
+                result,
+                device_left,
+                ..end
             };
             (job_state, end)
         }

@@ -6,8 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::views::DeviceLeft;
 use gatecmd_core::sanitizer::Args;
-use gatecmd_domain::isolation::View;
-use gatecmd_domain::usecases::command::{Ask, DeviceArg};
+use gatecmd_domain::usecases::command::{Ask, DeviceArg, Report};
 
 /// Arguments of `execute_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -56,71 +55,28 @@ pub struct ExecuteRequest {
 impl ExecuteRequest {
     /// The call as the command use case takes it, then its lease and its note.
     pub fn into_ask(self) -> (Ask, Option<String>, Option<String>) {
-        let r = self;
-        let (command, args, device, board) = (r.command, r.args, r.device, r.board);
-        let (timeout_secs, wait_secs) = (r.timeout_secs, r.wait_secs);
-        let (dry_run, background) = (r.dry_run, r.background);
         let ask = Ask {
-            command,
-            args,
-            timeout_secs,
-            dry_run,
-            device,
-            board,
-            wait_secs,
-            background,
+            command: self.command,
+            args: self.args,
+            timeout_secs: self.timeout_secs,
+            dry_run: self.dry_run,
+            device: self.device,
+            board: self.board,
+            wait_secs: self.wait_secs,
+            background: self.background,
         };
-        (ask, r.lease, r.note)
+        (ask, self.lease, self.note)
     }
 }
 
-/// Result of `execute_command`. Field names are part of the interface (docs/TOOLS.md).
+/// Result of `execute_command`: the command use case's [`Report`] (what ran, how it
+/// ended) and what the tool adds. Field names are part of the interface (docs/TOOLS.md).
 /// A refusal stands in for it as `{"refusal": {reason, message}}` (see [`crate::calls::answer::or_refusal`]).
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 #[schemars(transform = crate::calls::answer::or_refusal)]
 pub struct ExecuteResult {
-    pub command: String,
-    /// The argv as executed: absolute binary, then arguments, each file argument as the path
-    /// it resolved to.
-    pub argv: Vec<String>,
-    /// Present when a file argument was passed: the argv exactly as the child received it,
-    /// each file argument as the open file that was checked (`/proc/self/fd/N`, or
-    /// `/proc/self/fd/N/NAME` for an output). A tool that prints its argument prints this.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub passed_argv: Option<Vec<String>>,
-    /// Exit code; null when the command did not exit by itself (signal, timeout, cancel) or in a dry run.
-    pub exit_code: Option<i32>,
-    /// The signal that ended the command, if one did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// Standard output, escape sequences removed and `\r` overwrites applied.
-    pub stdout: String,
-    pub stderr: String,
-    /// Whether output beyond the server's cap was dropped.
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
-    pub duration_ms: u64,
-    pub timed_out: bool,
-    pub cancelled: bool,
-    /// The timeout that applied, in seconds.
-    pub timeout_secs: u64,
-    /// True when nothing was run (dry_run).
-    pub dry_run: bool,
-    /// Device id the command was bound to, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    /// Lock keys held while it ran (or that it would take, in a dry run).
-    pub lock_keys: Vec<String>,
-    /// Keys held shared while it ran: an isolated command's board VID:PID (or group) key,
-    /// which keeps whole-VID:PID commands and leases out but not other boards' commands.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub shared_lock_keys: Vec<String>,
-    /// The isolated view the command ran in (or would run in, in a dry run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub isolated_view: Option<View>,
-    /// Why the command was stopped, in words, when it was.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
+    #[serde(flatten)]
+    pub run: Report,
     /// A background call's job id: the command runs on; wait_job {job} follows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
@@ -138,4 +94,64 @@ pub struct ExecuteResult {
     /// powered off, reset): whether it is back, and in which mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_left: Option<DeviceLeft>,
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::handler::server::tool::schema_for_output;
+
+    /// The use case's report is flattened into the answer: its output schema lists the
+    /// same fields as before the report moved below the tool (docs/TOOLS.md), requires the
+    /// same ones, and still admits a refusal in their place.
+    #[test]
+    fn the_answer_s_schema_is_the_report_s_fields_and_the_tool_s() {
+        let s = schema_for_output::<super::ExecuteResult>();
+        let props: Vec<&str> = s["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        let mut props = props;
+        props.sort();
+        assert_eq!(
+            props,
+            [
+                "approval",
+                "argv",
+                "cancelled",
+                "command",
+                "device",
+                "device_left",
+                "dry_run",
+                "duration_ms",
+                "exit_code",
+                "isolated_view",
+                "job",
+                "lock_keys",
+                "notices",
+                "passed_argv",
+                "refusal",
+                "shared_lock_keys",
+                "signal",
+                "started_at",
+                "stderr",
+                "stderr_truncated",
+                "stdout",
+                "stdout_truncated",
+                "stop_reason",
+                "timed_out",
+                "timeout_secs",
+            ]
+        );
+        assert_eq!(
+            s["anyOf"],
+            serde_json::json!([
+                {"required": ["command", "argv", "exit_code", "stdout", "stderr",
+                    "stdout_truncated", "stderr_truncated", "duration_ms", "timed_out",
+                    "cancelled", "timeout_secs", "dry_run", "lock_keys"]},
+                {"required": ["refusal"]}
+            ])
+        );
+    }
 }

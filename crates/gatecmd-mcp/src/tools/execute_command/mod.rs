@@ -1,11 +1,8 @@
-//! `execute_command`: its registration (here), [`interface`] (arguments and result),
-//! `rejected.rs` (its words for a refusal and their classes), `outcome.rs` (the answer as
-//! the run goes), [`render`] (text for people), `run.rs` (the MCP side of a call: the
-//! answers, the progress reporter, the job's handle and the foreground wait) and
-//! `approval.rs` (the approval round trip). The work is the command use case's,
+//! `execute_command`: its registration (here), [`interface`] (request and answer),
+//! `rejected.rs` (its words for a refusal), `outcome.rs` (the answer), [`render`] (text for
+//! people), `run.rs` (the MCP side of a call). The work is the command use case's,
 //! `gatecmd_domain::usecases::command`.
 
-mod approval;
 pub mod interface;
 mod outcome;
 mod rejected;
@@ -18,6 +15,7 @@ use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
+use crate::calls::jobs;
 use crate::server::handler::{GatecmdServer, session_id, wants_task};
 
 pub use interface::{ExecuteRequest, ExecuteResult};
@@ -44,8 +42,12 @@ impl GatecmdServer {
         Parameters(req): Parameters<ExecuteRequest>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let who = self.identity(&ctx)?;
-        let task = wants_task(&ctx);
-        Ok(run(&self.state, &who, session_id(&ctx), req, &ctx, task).await)
+        let (who, task) = (self.identity(&ctx)?, wants_task(&ctx));
+        let notices = jobs::notices(&self.state, &who.name);
+        let mut answer = run(&self.state, &who, session_id(&ctx), req, &ctx, task).await;
+        if let CallToolResponse::Complete(r) = &mut answer {
+            jobs::tell(r, notices);
+        }
+        Ok(answer)
     }
 }

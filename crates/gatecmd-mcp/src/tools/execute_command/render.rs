@@ -2,8 +2,8 @@
 //! view.
 
 use gatecmd_domain::isolation::{Privilege, View};
-use gatecmd_domain::usecases::command::DryRun;
 pub use gatecmd_domain::usecases::command::shell_words;
+use gatecmd_domain::usecases::command::{DryRun, Report};
 
 use super::interface::ExecuteResult;
 
@@ -29,7 +29,8 @@ pub fn render_view(v: &View) -> String {
     s
 }
 
-pub fn render(r: &ExecuteResult) -> String {
+pub fn render(answer: &ExecuteResult) -> String {
+    let r = &answer.run;
     let mut s = format!("$ {}\n", shell_words(&r.argv));
     if let Some(v) = &r.isolated_view {
         s.push_str(&render_view(v));
@@ -43,7 +44,7 @@ pub fn render(r: &ExecuteResult) -> String {
         )),
         _ => s.push_str(&format!("ended after {} ms\n", r.duration_ms)),
     }
-    if let Some(left) = &r.device_left {
+    if let Some(left) = &answer.device_left {
         s.push_str(&format!("{}\n", left.message));
     }
     for (name, text, cut) in [
@@ -64,7 +65,7 @@ pub fn render(r: &ExecuteResult) -> String {
 }
 
 /// A dry run: what would run, the view it would get, each lock now.
-pub fn render_dry_run(r: &ExecuteResult, d: &DryRun) -> String {
+pub fn render_dry_run(r: &Report, d: &DryRun) -> String {
     let mut s = format!(
         "dry run: would run {}\ntimeout {} s; nothing was run\n",
         shell_words(&r.argv),
