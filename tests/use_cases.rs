@@ -2,7 +2,8 @@
 //! every audit line is one of the audit module's record types (no caller builds one with
 //! `json!`), a board's power action runs in one place
 //! (`crates/gatecmd-domain/src/usecases/power.rs`), and the flashing engine depends on no
-//! gatecmd crate.
+//! gatecmd crate; the MCP tools are thin (at most 300 production lines a file, 600 a
+//! tool folder) and the MCP crate has at most 15 top-level modules.
 
 use std::path::{Path, PathBuf};
 
@@ -149,4 +150,99 @@ fn the_flash_engine_depends_on_no_gatecmd_crate() {
         .filter(|l| l.trim_start().starts_with("gatecmd"))
         .collect();
     assert!(deps.is_empty(), "gatecmd-flash depends on {deps:?}");
+}
+
+/// Lines of production code in a file, as the tool-size rule counts them: everything before
+/// its `#[cfg(test)]` module, comments and blank lines included (a file's why is part of
+/// its weight); a file that is only tests counts nothing.
+fn production_lines(path: &Path) -> usize {
+    production(path).map_or(0, |code| code.lines().count())
+}
+
+/// A tool holds its request, its answer and its rendering; the work is in the domain's use
+/// cases. So a tool file stays under 300 production lines, and a tool kept in a folder
+/// (`execute_command/`) under 600 for the whole folder.
+#[test]
+fn tools_are_thin() {
+    let tools = Path::new(REPO).join("crates/gatecmd-mcp/src/tools");
+    let mut heavy = Vec::new();
+    let mut seen = 0;
+    for e in std::fs::read_dir(&tools)
+        .expect("the tools folder")
+        .flatten()
+    {
+        let p = e.path();
+        if p.is_dir() {
+            let files = rust_files(&p);
+            let total: usize = files.iter().map(|f| production_lines(f)).sum();
+            for f in &files {
+                let n = production_lines(f);
+                if n > 300 {
+                    heavy.push(format!("{}: {n} lines (at most 300 per file)", f.display()));
+                }
+            }
+            if total > 600 {
+                heavy.push(format!(
+                    "{}/: {total} lines (at most 600 per tool folder)",
+                    p.display()
+                ));
+            }
+            seen += 1;
+        } else if p.extension().is_some_and(|x| x == "rs")
+            && p.file_name() != Some("mod.rs".as_ref())
+        {
+            let n = production_lines(&p);
+            if n > 300 {
+                heavy.push(format!("{}: {n} lines (at most 300 per tool)", p.display()));
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen > 20, "the tool files were not read ({seen})");
+    assert!(
+        heavy.is_empty(),
+        "tools that hold work that belongs in crates/gatecmd-domain/src/usecases/:\n{}",
+        heavy.join("\n")
+    );
+}
+
+/// The counting rule itself: the test module is cut off, a tests-only file counts nothing.
+#[test]
+fn production_lines_leave_tests_out() {
+    let dir = std::env::temp_dir().join(format!("gatecmd-use-cases-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let tool = dir.join("tool.rs");
+    std::fs::write(
+        &tool,
+        "//! A tool.\n\nfn f() {}\n\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n",
+    )
+    .expect("write");
+    let only_tests = dir.join("prepare_tests.rs");
+    std::fs::write(&only_tests, "fn t() {}\n").expect("write");
+    assert_eq!(production_lines(&tool), 4);
+    assert_eq!(production_lines(&only_tests), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A newcomer reads the MCP crate from its top level: a few rooms, not a flat list
+/// (ARCHITECTURE.md, "Crates").
+#[test]
+fn the_mcp_crate_has_few_rooms() {
+    let lib = std::fs::read_to_string(Path::new(REPO).join("crates/gatecmd-mcp/src/lib.rs"))
+        .expect("gatecmd-mcp's lib.rs");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+        })
+        .collect();
+    assert!(!modules.is_empty(), "no module read from lib.rs");
+    assert!(
+        modules.len() <= 15,
+        "gatecmd-mcp declares {} top-level modules (at most 15): {modules:?}",
+        modules.len()
+    );
 }
