@@ -1,7 +1,7 @@
 //! What issue 39 ("thin tools over use cases") settled, held by reading the tree:
 //! every audit line is one of the audit module's record types (no caller builds one with
 //! `json!`), a board's power action runs in one place
-//! (`crates/gatecmd-domain/src/usecases/power.rs`), and the flashing engine depends on no
+//! (`crates/gatecmd-domain/src/power_run.rs`), and the flashing engine depends on no
 //! gatecmd crate; the MCP tools are thin (at most 300 production lines a file, 600 a
 //! tool folder) and the MCP crate has at most 15 top-level modules.
 
@@ -121,7 +121,7 @@ fn a_hand_built_record_is_found() {
 /// the power runner does both.
 #[test]
 fn one_power_runner() {
-    let runner = Path::new(REPO).join("crates/gatecmd-domain/src/usecases/power.rs");
+    let runner = Path::new(REPO).join("crates/gatecmd-domain/src/power_run.rs");
     let mut copies = Vec::new();
     for f in server_files() {
         let Some(code) = production(&f) else { continue };
@@ -131,7 +131,7 @@ fn one_power_runner() {
     }
     assert!(
         copies.is_empty(),
-        "a power action run outside usecases::power::run_power: {copies:?}"
+        "a power action run outside power_run::run_power: {copies:?}"
     );
     let code = production(&runner).expect("the power runner");
     assert!(code.contains("set_power_state(") && code.contains("run_with("));

@@ -31,7 +31,7 @@ use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::LabSettings;
 use gatecmd_domain::config::power::switch_spec;
 use gatecmd_domain::locks::{CommandLockRequest, LockKey};
-use gatecmd_domain::usecases::power::{Audited, run_power};
+use gatecmd_domain::power_run::{Audited, run_power};
 
 /// The power port's own connection caps: labgrid's power driver opens one connection per
 /// request, and only holders' requests authenticate one.

@@ -27,6 +27,8 @@
 //!   its board.
 //! - `flash`: `flash_board`'s orchestration: from any state to an image written, verified
 //!   and booted, over the native rockusb engine (`gatecmd-flash`).
+//! - `power_run`: running one of a board's power actions (the executor, a step's audit
+//!   line, the board's power state after it): the one runner every caller uses.
 //! - `jobs`: commands that outlive their call, per client, with bounded retention.
 //! - `running`: the commands running now, for the bench page.
 //! - `permits`: a counting semaphore that a reload can resize (children, client slots).
@@ -50,6 +52,7 @@ pub mod isolation;
 pub mod jobs;
 pub mod locks;
 pub mod permits;
+pub mod power_run;
 pub mod progress;
 pub mod quotas;
 pub mod running;

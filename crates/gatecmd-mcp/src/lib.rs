@@ -2,15 +2,17 @@
 //!
 //! # Layout
 //!
-//! Six rooms, from the top (what the transport calls) down (what the domain is asked):
+//! Seven rooms, from the top (what the transport calls) down (what the domain is asked):
 //!
 //! - `server`: a handler per transport, the tool list summed from the tools' routers once
 //!   and cached, which tools answer at once, and the rest of MCP (server info, resources,
-//!   subscriptions, tasks) in the `ServerHandler` impl. Inside: `handler` (`GatecmdServer`'s
-//!   state and what every tool asks of it: who is calling, its legacy session, whether it
-//!   speaks the tasks extension, the mark of a quick tool), `schema` (every tool's input and
-//!   output schema rewritten in standard JSON Schema), `tasks` (`tasks/get` and
+//!   subscriptions, tasks) in the `ServerHandler` impl. Inside: `schema` (every tool's
+//!   input and output schema rewritten in standard JSON Schema), `tasks` (`tasks/get` and
 //!   `tasks/cancel` of the MCP tasks extension, mapped onto jobs).
+//! - `handler`: `GatecmdServer`'s state and what every tool asks of it: who is calling,
+//!   its legacy session, whether it speaks the tasks extension, the mark of a quick tool.
+//!   A room of its own, not inside `server`: every tool imports it and `server` imports the
+//!   tools, so inside `server` the two would import each other.
 //! - `tools`: the MCP tools, one file each (a folder for `execute_command`), named after
 //!   the tool; its `pub mod` lines are the one list of tools (`build.rs` pairs each with its
 //!   router). No tool imports another. A tool holds its request, its answer and its
@@ -30,6 +32,7 @@
 
 pub mod calls;
 pub mod console;
+pub mod handler;
 pub mod resources;
 pub mod server;
 pub mod tools;

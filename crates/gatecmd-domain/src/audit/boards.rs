@@ -50,7 +50,7 @@ impl<'a> PowerOutcome<'a> {
     }
 }
 
-/// Which action a power step ran for (the runner is `crate::usecases::power`). Its wire
+/// Which action a power step ran for (the runner is `crate::power_run`). Its wire
 /// name is the tool a reader of the log knows that action by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -30,8 +30,8 @@ use crate::config::power::action_spec;
 use crate::config::{BoardConfig, Config};
 use crate::console::Console;
 use crate::console::session::{TalkError, Wait, last_line_since, watch};
+use crate::power_run::{Audited, PowerFailure, run_power};
 use crate::state::AppState;
-use crate::usecases::power::{Audited, PowerFailure, run_power};
 use gatecmd_devices::RockchipMode;
 use gatecmd_flash::{
     BootFile, Control, FlashError, FlashOptions, Image, Phase, Progress, SizeLimit,

@@ -6,7 +6,7 @@
 //!   decision, the refusal a no becomes, each file's digest and its re-check; for every
 //!   gated tool.
 //! - `boot`: driving a leased board to a state (`boot_board`): what it shows, the plan,
-//!   each step (power through `power`, waits for a USB device or a console prompt).
+//!   each step (power through `crate::power_run`, waits for a USB device or a console prompt).
 //! - `command`: running an allowlisted command (`execute_command`): the call checked on
 //!   one snapshot, its slot and locks, the run in the foreground or as a job, a call held
 //!   for an approval and checked again once approved.
@@ -17,9 +17,8 @@
 //! - `job`: ending a job, the one way every job ends (audit line, metrics).
 //! - `lock`: taking a lease on a board by name or by match (`lock_board`), match requests
 //!   queued in arrival order.
-//! - `power`: running one of a board's power actions (the executor, the audit line of a
-//!   step, the board's power state after it) for `power_board`, `boot_board`,
-//!   `flash_board` and labgrid's power port; `power::switch`, the `power_board` call.
+//! - `power`: `power::switch`, the `power_board` call, through the one power runner
+//!   (`crate::power_run`, below the use cases: the flash's orchestration runs it too).
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 

@@ -5,7 +5,6 @@
 //! subscriptions in both protocol eras, tasks. The tools are under `tools/`, one file each;
 //! the handler's state and what the tools ask of it are `handler.rs`.
 
-pub mod handler;
 pub mod schema;
 pub mod tasks;
 
@@ -22,15 +21,15 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
+use crate::handler::ANSWERS_AT_ONCE;
 use crate::resources::notify::{self, Subscriptions};
-use crate::server::handler::ANSWERS_AT_ONCE;
 use crate::views::list_cache::ListCache;
 use crate::{resources, tools};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;
 
 /// The handler (defined in `handler.rs`, where the tools reach it), served from here.
-pub use crate::server::handler::GatecmdServer;
+pub use crate::handler::GatecmdServer;
 
 impl GatecmdServer {
     /// A handler for HTTP: the caller's identity comes from each request. `lists` lives as

@@ -9,7 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use crate::calls::approvals::{DecisionRequest, DecisionResult, decide_call};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 
 #[tool_router(router = approve_router, vis = "pub(crate)")]
 impl GatecmdServer {

@@ -9,7 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use crate::console::board_talk::{At, BoardRunRequest, BoardRunResult, run};
-use crate::server::handler::{GatecmdServer, session_id};
+use crate::handler::{GatecmdServer, session_id};
 
 #[tool_router(router = board_run_router, vis = "pub(crate)")]
 impl GatecmdServer {

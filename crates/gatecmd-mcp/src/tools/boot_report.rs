@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured};
 use crate::console::console_access::{ConsoleError, readable};
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::boots::{BootLookup, BootReport};

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::calls::answer::{refusal, structured};
 use crate::calls::jobs::job_refusal;
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use crate::views::JobSummary;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;

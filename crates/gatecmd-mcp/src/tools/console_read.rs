@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::calls::answer::{refusal, structured};
 use crate::console::console_access::{ConsoleError, console_of};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::console::{ConsoleState, Consoles, ReadSpec};
 

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::calls::answer::{refusal, structured};
 use crate::calls::approvals;
 use crate::console::console_access::{ConsoleError, console_of};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::NewRequest;

@@ -6,7 +6,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use crate::calls::answer::structured;
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use crate::views::{CommandList, command_infos};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::config::Config;

@@ -10,7 +10,7 @@ use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use crate::calls::answer::{refusal, structured};
 use crate::calls::device_filter::DeviceFilter;
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use crate::views::list_cache::{ListCache, Stamp};
 use crate::views::{DeviceList, DeviceView, render_device};
 use gatecmd_domain::config::Config;

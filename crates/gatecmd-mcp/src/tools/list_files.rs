@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::structured;
 use crate::calls::file_staging::{blocking, refused, rfc3339};
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::staging::{self, RootSel};
 use gatecmd_domain::state::AppState;

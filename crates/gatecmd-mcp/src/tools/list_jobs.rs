@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::calls::answer::structured;
 use crate::calls::jobs::{notices, tell};
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use crate::views::{JobList, JobSummary};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::jobs::JobState;

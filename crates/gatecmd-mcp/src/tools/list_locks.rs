@@ -8,7 +8,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use crate::calls::answer::structured;
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use crate::views::{LockList, locks_view};
 use gatecmd_domain::state::AppState;
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured};
 use crate::calls::reasons::lock_reason;
-use crate::server::handler::{GatecmdServer, session_id};
+use crate::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};

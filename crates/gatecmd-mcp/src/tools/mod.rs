@@ -14,7 +14,7 @@
 
 use rmcp::handler::server::router::tool::ToolRouter;
 
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 
 pub mod approve;
 pub mod board_run;

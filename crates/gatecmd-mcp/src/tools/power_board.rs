@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals;
 use crate::calls::power_refusal::PowerError;
-use crate::server::handler::{GatecmdServer, session_id};
+use crate::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::approvals::NewRequest;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::structured;
 use crate::calls::file_staging::{blocking, refused, rfc3339};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::staging;
 use gatecmd_domain::state::AppState;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured};
 use crate::calls::reasons::lock_refusal;
-use crate::server::handler::{GatecmdServer, answers_at_once};
+use crate::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::locks::{ClientName, LeaseId, LockError};
 use gatecmd_domain::state::AppState;

@@ -15,7 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::device_filter::{DeviceFilter, DevicesError};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use crate::views::{DeviceView, render_device};
 use gatecmd_devices::Device;
 use gatecmd_domain::state::AppState;

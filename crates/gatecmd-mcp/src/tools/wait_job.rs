@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured};
 use crate::calls::jobs::{JobsRefusal, job_refusal, notices};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use crate::views::JobSummary;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::output;

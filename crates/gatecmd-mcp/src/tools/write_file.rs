@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::structured;
 use crate::calls::file_staging::{blocking, refused};
-use crate::server::handler::GatecmdServer;
+use crate::handler::GatecmdServer;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::config::Config;
 use gatecmd_domain::staging::upload::{self, Chunk};

@@ -27,8 +27,8 @@ use crate::console::shell::{Prompts, Seen};
 use crate::console::{Console, ConsoleState, uboot};
 use crate::exec::Spec;
 use crate::locks::CommandGuard;
+use crate::power_run::{Audited, PowerFailure, run_power};
 use crate::state::AppState;
-use crate::usecases::power::{Audited, PowerFailure, run_power};
 
 /// How long a newline is answered before the console counts as showing no prompt.
 const PROBE_WAIT: Duration = Duration::from_secs(2);

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatecmd_core::refusal::Refusal;
 
-use super::prepare::{Ask, Files, Refused};
+use super::request::{Ask, Files, Refused};
 use crate::approvals::{FileDigest, NewRequest};
 use crate::config::ApprovalRule;
 use crate::flash::{Known, OpenFile};

@@ -9,7 +9,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::prepare::{Ask, Prepared};
+use super::prepare::Prepared;
+use super::request::Ask;
 use crate::audit::{self, Ended, FlashOutcome, FlashRecord, JobRecord, StepMs};
 use crate::flash::{Event, Events, Failed, FlashFailure, Flashed, Inputs, Step, StepRecord};
 use crate::jobs::{Job, JobEnd, JobSpec, JobState, Origin, Transfer};

@@ -9,8 +9,9 @@
 //!
 //! # Layout
 //!
-//! - `prepare`: the request, its refusals, and everything checked and taken before the
-//!   job (with the approval, if a rule holds).
+//! - `request`: what a flash call asks, why it may be refused, and the files it opened.
+//! - `prepare`: everything checked and taken before the job (with the approval, if a
+//!   rule holds).
 //! - `approval`: holding the call for a person's yes: the files' SHA-256 and stamps, the
 //!   request, the re-check after the yes.
 //! - `launch`: the job: started, run, audited and ended with the surface's answer.
@@ -18,10 +19,12 @@
 mod approval;
 mod launch;
 mod prepare;
+mod request;
 
 pub use approval::{Approve, Stamp};
 pub use launch::{Answer, LineSink, Progress, launch};
-pub use prepare::{Ask, DEFAULT_TIMEOUT_SECS, Prepared, Refused, audit_refused, prepare};
+pub use prepare::{DEFAULT_TIMEOUT_SECS, Prepared, audit_refused, prepare};
+pub use request::{Ask, Refused};
 
 #[cfg(test)]
 mod tests;

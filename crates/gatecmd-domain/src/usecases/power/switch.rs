@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
 use tokio_util::sync::CancellationToken;
 
-use super::{Audited, argv, run_power};
 use crate::audit::{PowerOutcome, PowerRecord};
 use crate::boards::PowerState;
 use crate::boots::Trigger;
@@ -21,6 +20,7 @@ use crate::config::power::{SpecError, switch_spec};
 use crate::config::{BoardConfig, Config};
 use crate::exec::Spec;
 use crate::locks::{LockError, LockKey};
+use crate::power_run::{Audited, argv, run_power};
 use crate::state::AppState;
 use crate::usecases::take::{Caller, TakeError, check_lease, take_leased_board_as};
 

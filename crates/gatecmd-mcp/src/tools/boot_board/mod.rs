@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals;
 use crate::console::board_talk::{TalkRefusal, take_board};
-use crate::server::handler::{GatecmdServer, session_id};
+use crate::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::approvals::NewRequest;

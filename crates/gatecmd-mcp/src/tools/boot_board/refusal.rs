@@ -8,8 +8,8 @@ use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_domain::boards::boot::Unreachable;
 use gatecmd_domain::boots::{BootSummary, FaultKind};
 use gatecmd_domain::exec::ExecError;
+use gatecmd_domain::power_run::PowerFailure;
 use gatecmd_domain::usecases::boot::BootError;
-use gatecmd_domain::usecases::power::PowerFailure;
 
 /// Why `boot_board` said no, beyond what every console conversation tool may answer
 /// ([`TalkRefusal`]): the steps that switch power and wait for MaskROM.

@@ -16,7 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 
 use crate::calls::jobs;
-use crate::server::handler::{GatecmdServer, session_id, wants_task};
+use crate::handler::{GatecmdServer, session_id, wants_task};
 
 pub use interface::{ExecuteRequest, ExecuteResult};
 

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals::{self, LeaseWatch};
 use crate::calls::progress;
-use crate::server::handler::{GatecmdServer, session_id, wants_task};
+use crate::handler::{GatecmdServer, session_id, wants_task};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::NewRequest;
