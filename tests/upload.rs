@@ -290,11 +290,19 @@ async fn stalled_uploads_are_refused_from_their_headers_and_hold_no_memory() {
         socks.extend(opened);
         assert!(std::time::Instant::now() < budget, "took too long");
     }
+    // Refused from its headers: 413 (over the quota) or 429 (the client's open uploads, or
+    // connections, at their cap); either comes before a byte of the body is read. 10 s per
+    // answer: CI runs this beside another test binary on two cores.
     let mut refused = 0;
+    let mut other = Vec::new();
     for sock in &mut socks {
-        if status_within(sock, Duration::from_secs(3)).await == Some(413) {
-            refused += 1;
+        match status_within(sock, Duration::from_secs(10)).await {
+            Some(413 | 429) => refused += 1,
+            s => other.push(s),
         }
+    }
+    if !other.is_empty() {
+        println!("answers other than a refusal: {other:?}");
     }
     let held = rss_kib(s.pid());
     println!(
