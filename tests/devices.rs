@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use common::umockdev::Testbed;
 use common::*;
+use gatecmd_core::events::Events as Receiver;
 use gatecmd_devices::{
     Backend, DeviceId, DeviceKind, EventSource, MonitorOptions, Registry, RockchipMode,
     start_monitor,
 };
-use tokio::sync::broadcast::Receiver;
 
 /// How often the poll backend rescans in these tests.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);

@@ -191,7 +191,7 @@ fn refused(lab: &Lab, board: &str, peer: SocketAddr, why: &PortRefusal) {
 async fn hold_lost(
     lab: &Lab,
     a: &Admitted,
-    events: &mut tokio::sync::broadcast::Receiver<gatecmd_domain::locks::LockEvent>,
+    events: &mut gatecmd_core::events::Events<gatecmd_domain::locks::LockEvent>,
 ) -> PortRefusal {
     let mut tick = tokio::time::interval(RECHECK);
     let mut open = true;
@@ -202,7 +202,7 @@ async fn hold_lost(
         tokio::select! {
             ev = events.recv(), if open => {
                 // Closed: only at shutdown; the tick goes on checking meanwhile.
-                open = !matches!(ev, Err(tokio::sync::broadcast::error::RecvError::Closed));
+                open = !matches!(ev, Err(gatecmd_core::events::RecvError::Closed));
             }
             _ = tick.tick() => {}
         }

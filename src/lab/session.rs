@@ -178,13 +178,13 @@ async fn session(
                 publish(lab, &ex_tx, &mut published)?;
             }
             ev = locks.recv() => {
-                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
+                if let Err(gatecmd_core::events::RecvError::Closed) = ev {
                     return Err(LabError::Stopped("lock manager"));
                 }
                 publish(lab, &ex_tx, &mut published)?;
             }
             ev = devices.recv() => {
-                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
+                if let Err(gatecmd_core::events::RecvError::Closed) = ev {
                     return Err(LabError::Stopped("device registry"));
                 }
                 publish(lab, &ex_tx, &mut published)?;

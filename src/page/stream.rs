@@ -20,6 +20,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
+use gatecmd_core::events::{Events, RecvError, TryRecvError};
 use tokio::sync::{broadcast, watch};
 
 use super::{Page, Viewer, denied, plain, snapshot};
@@ -112,8 +113,8 @@ impl Drop for StreamSlot {
 
 /// What can change the page.
 struct Sources {
-    devices: Option<broadcast::Receiver<gatecmd_devices::DeviceEvent>>,
-    locks: Option<broadcast::Receiver<gatecmd_domain::locks::LockEvent>>,
+    devices: Option<Events<gatecmd_devices::DeviceEvent>>,
+    locks: Option<Events<gatecmd_domain::locks::LockEvent>>,
     consoles: Option<broadcast::Receiver<String>>,
     config: Option<broadcast::Receiver<()>>,
     running: watch::Receiver<u64>,
@@ -126,13 +127,46 @@ struct Sources {
     page_state: Arc<gatecmd_domain::state::AppState>,
 }
 
-/// A broadcast receiver's next message as "something changed"; a closed channel is
-/// dropped so it is not polled again (lagging still means a change).
-async fn changed<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) {
+/// The page's broadcast sources, tokio's channels and the registry's and lock table's
+/// event rings (`gatecmd_core::events`), as "something changed".
+trait ChangeStream {
+    /// Waits for the next message; `false` once the stream is closed (lagging is a change).
+    async fn next_open(&mut self) -> bool;
+    /// Takes one waiting message; `false` when none waits or the stream is closed.
+    fn take_waiting(&mut self) -> bool;
+}
+
+impl<T: Clone> ChangeStream for broadcast::Receiver<T> {
+    async fn next_open(&mut self) -> bool {
+        !matches!(self.recv().await, Err(RecvError::Closed))
+    }
+    fn take_waiting(&mut self) -> bool {
+        !matches!(
+            self.try_recv(),
+            Err(TryRecvError::Empty | TryRecvError::Closed)
+        )
+    }
+}
+
+impl<T: Clone> ChangeStream for Events<T> {
+    async fn next_open(&mut self) -> bool {
+        !matches!(self.recv().await, Err(RecvError::Closed))
+    }
+    fn take_waiting(&mut self) -> bool {
+        !matches!(
+            self.try_recv(),
+            Err(TryRecvError::Empty | TryRecvError::Closed)
+        )
+    }
+}
+
+/// A source's next message as "something changed"; a closed source is dropped so it is
+/// not polled again.
+async fn changed(rx: &mut Option<impl ChangeStream>) {
     let Some(r) = rx else {
         return std::future::pending().await;
     };
-    if let Err(broadcast::error::RecvError::Closed) = r.recv().await {
+    if !r.next_open().await {
         *rx = None;
     }
 }
@@ -174,13 +208,9 @@ impl Sources {
 
     /// Takes every change already waiting, so that one snapshot answers them all.
     fn drain(&mut self) {
-        fn drain_bc<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) {
+        fn drain_bc(rx: &mut Option<impl ChangeStream>) {
             if let Some(r) = rx {
-                while !matches!(
-                    r.try_recv(),
-                    Err(broadcast::error::TryRecvError::Empty
-                        | broadcast::error::TryRecvError::Closed)
-                ) {}
+                while r.take_waiting() {}
             }
         }
         drain_bc(&mut self.devices);

@@ -6,8 +6,8 @@ pub mod umockdev;
 
 use std::time::Duration;
 
+use gatecmd_core::events::Events as Receiver;
 use gatecmd_devices::{Device, DeviceEvent};
-use tokio::sync::broadcast::Receiver;
 
 pub const ROOT_HUB: &str = include_str!("../fixtures/usb1-root-hub.umockdev");
 pub const RK3588_MASKROM_1_2: &str = include_str!("../fixtures/rk3588-maskrom-1-2.umockdev");

@@ -4,6 +4,8 @@
 //!
 //! - `beneath`: paths resolved beneath a file root that cannot leave it (directory file
 //!   descriptors, one component at a time), for staging and command file arguments.
+//! - `events`: a broadcast whose ring holds pointers to the events (a large event costs
+//!   the ring 8 bytes a slot), for the registry's and the lock table's change streams.
 //! - `identity`: who is calling, once the transport authenticated them.
 //! - `metrics`: Prometheus metrics, the recording side: the counters and histograms and
 //!   the one call per event that updates them.
@@ -15,6 +17,7 @@
 //! - `throttle`: the "at most one per interval, the last state always sent" rule.
 
 pub mod beneath;
+pub mod events;
 pub mod identity;
 pub mod metrics;
 pub mod output;

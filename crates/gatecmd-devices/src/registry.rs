@@ -12,8 +12,8 @@ use std::sync::{Arc, RwLock};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
+use gatecmd_core::events::{Broadcast, Events};
 use serde::Serialize;
-use tokio::sync::broadcast;
 
 use super::model::{Device, DeviceEvent, DeviceId};
 
@@ -63,7 +63,7 @@ impl fmt::Display for EventSource {
 
 struct Shared {
     devices: DashMap<DeviceId, Device>,
-    events: broadcast::Sender<DeviceEvent>,
+    events: Broadcast<DeviceEvent>,
     source: RwLock<EventSource>,
     /// Bumped after every write that changes what a snapshot or `source` returns, so
     /// readers can keep answers derived from them until it moves (see `version`).
@@ -93,7 +93,7 @@ impl fmt::Debug for Registry {
 
 impl Registry {
     pub fn new() -> Self {
-        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let events = Broadcast::new(EVENT_BUFFER);
         Registry {
             shared: Arc::new(Shared {
                 devices: DashMap::new(),
@@ -142,7 +142,7 @@ impl Registry {
         self.shared.version.fetch_add(1, Ordering::AcqRel);
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<DeviceEvent> {
+    pub fn subscribe(&self) -> Events<DeviceEvent> {
         self.shared.events.subscribe()
     }
 
@@ -227,8 +227,8 @@ impl Registry {
             DeviceEvent::Changed { .. } => "changed",
         };
         gatecmd_core::metrics::hotplug(name, event.device().kind.label());
-        // An error only means nobody is subscribed right now.
-        let _ = self.shared.events.send(event);
+        // Nobody subscribed right now is fine: the event is simply gone.
+        self.shared.events.send(event);
     }
 }
 

@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
+use gatecmd_core::events::{Events, RecvError};
 use serde::Serialize;
-use tokio::sync::broadcast;
 
 use super::log::Audit;
 use super::refusals::RefusalClass;
@@ -22,21 +22,18 @@ const LOCK_REFUSED: RefusalClass = RefusalClass {
 /// is aggregated like other refusals. A subscriber that falls behind the broadcast buffer
 /// loses events; that gap is recorded as a `lock_events_lost` line, so the log never
 /// silently misses lock decisions.
-pub async fn record_lock_events<E: Serialize + Clone>(
-    audit: Audit,
-    mut events: broadcast::Receiver<E>,
-) {
+pub async fn record_lock_events<E: Serialize + Clone>(audit: Audit, mut events: Events<E>) {
     loop {
         match events.recv().await {
             Ok(event) => audit.lock_event(&event),
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
+            Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "the audit log fell behind the lock events");
                 audit.record(&LockEventsLost {
                     event: "lock_events_lost",
                     missed,
                 });
             }
-            Err(broadcast::error::RecvError::Closed) => break,
+            Err(RecvError::Closed) => break,
         }
     }
 }
@@ -424,14 +421,16 @@ mod tests {
             ..AuditSettings::default()
         };
         let audit = Audit::open(dir.path(), &s).expect("open");
-        let (tx, rx) = broadcast::channel(16);
-        let task = tokio::spawn(record_lock_events(audit.clone(), rx));
+        let tx = gatecmd_core::events::Broadcast::new(16);
+        let task = tokio::spawn(record_lock_events(audit.clone(), tx.subscribe()));
         for _ in 0..4 {
-            tx.send(serde_json::json!({"kind": "refused", "client": "vm-b", "key": "usb:1:2"}))
-                .expect("send");
+            let sent =
+                tx.send(serde_json::json!({"kind": "refused", "client": "vm-b", "key": "usb:1:2"}));
+            assert_eq!(sent, 1);
         }
-        tx.send(serde_json::json!({"kind": "taken", "client": "vm-a", "key": "usb:1:2"}))
-            .expect("send");
+        let sent =
+            tx.send(serde_json::json!({"kind": "taken", "client": "vm-a", "key": "usb:1:2"}));
+        assert_eq!(sent, 1);
         drop(tx);
         tokio::time::timeout(Duration::from_secs(5), task)
             .await

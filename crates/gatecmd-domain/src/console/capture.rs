@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gatecmd_core::events::{Events, RecvError};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +34,7 @@ pub fn spawn(
     console: Console,
     settings: ConsoleSettings,
     stop: CancellationToken,
-    devices: Option<broadcast::Receiver<DeviceEvent>>,
+    devices: Option<Events<DeviceEvent>>,
     changes: broadcast::Sender<String>,
 ) {
     tokio::spawn(announce(console.clone(), stop.clone(), changes));
@@ -72,7 +73,7 @@ async fn run(
     console: Console,
     settings: ConsoleSettings,
     stop: CancellationToken,
-    mut devices: Option<broadcast::Receiver<DeviceEvent>>,
+    mut devices: Option<Events<DeviceEvent>>,
 ) {
     let port = console.config().port.clone();
     loop {
@@ -91,7 +92,7 @@ async fn run(
 
 /// Resolves once the registry reports an event on `port` (or lost some events); never
 /// without a port or registry.
-async fn port_changed(devices: Option<&mut broadcast::Receiver<DeviceEvent>>, port: Option<&str>) {
+async fn port_changed(devices: Option<&mut Events<DeviceEvent>>, port: Option<&str>) {
     let (Some(rx), Some(port)) = (devices, port) else {
         return std::future::pending().await;
     };
@@ -99,8 +100,8 @@ async fn port_changed(devices: Option<&mut broadcast::Receiver<DeviceEvent>>, po
         match rx.recv().await {
             Ok(ev) if ev.id().to_string() == port => return,
             Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
-            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+            Err(RecvError::Lagged(_)) => return,
+            Err(RecvError::Closed) => return std::future::pending().await,
         }
     }
 }

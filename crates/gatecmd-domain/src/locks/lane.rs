@@ -13,7 +13,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use tokio::sync::{Notify, broadcast, oneshot};
+use gatecmd_core::events::{Broadcast, Events};
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::error::HeldBy;
@@ -37,7 +38,7 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn new(settings: LockSettings, events: broadcast::Sender<LockEvent>) -> Self {
+    pub(super) fn new(settings: LockSettings, events: Broadcast<LockEvent>) -> Self {
         Shared {
             state: Mutex::new(State {
                 lanes: BTreeMap::new(),
@@ -104,7 +105,7 @@ pub(super) struct State {
     next_ticket: Ticket,
     pub(super) shutdown: bool,
     pub(super) expiry_dirty: bool,
-    events: broadcast::Sender<LockEvent>,
+    events: Broadcast<LockEvent>,
     /// Under the state mutex, not beside it, so that a config reload
     /// (`LockManager::set_settings`) is seen whole by every check and never
     /// changes under one.
@@ -237,8 +238,8 @@ impl State {
         reason: Option<String>,
     ) {
         // Sent under the mutex so subscribers see events in the order the
-        // state changed. `send` only fails when nobody listens.
-        let _ = self.events.send(LockEvent {
+        // state changed. Nobody listening is fine.
+        self.events.send(LockEvent {
             kind,
             key: key.clone(),
             client: client.clone(),
@@ -248,7 +249,7 @@ impl State {
         });
     }
 
-    pub(super) fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
+    pub(super) fn subscribe(&self) -> Events<LockEvent> {
         self.events.subscribe()
     }
 

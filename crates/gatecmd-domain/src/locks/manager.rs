@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::broadcast;
+use gatecmd_core::events::{Broadcast, Events};
 
 use super::error::LockError;
 use super::expiry;
@@ -51,7 +51,7 @@ impl LockManager {
     /// # Panics
     /// Outside a tokio runtime (it spawns a task).
     pub fn new(settings: LockSettings) -> Self {
-        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let events = Broadcast::new(EVENT_CAPACITY);
         let shared = Arc::new(Shared::new(settings, events));
         tokio::spawn(expiry::run(Arc::clone(&shared)));
         LockManager {
@@ -82,7 +82,7 @@ impl LockManager {
     /// A stream of every change (and refusal), for the audit log and MCP
     /// notifications. Events carry lease ids: do not forward those to other
     /// clients.
-    pub fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
+    pub fn subscribe(&self) -> Events<LockEvent> {
         self.shared.read(|state| state.subscribe())
     }
 

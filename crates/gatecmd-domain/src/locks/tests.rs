@@ -78,7 +78,7 @@ fn busy(err: LockError) -> BusyInfo {
     }
 }
 
-fn drain(rx: &mut tokio::sync::broadcast::Receiver<LockEvent>) -> Vec<LockEventKind> {
+fn drain(rx: &mut gatecmd_core::events::Events<LockEvent>) -> Vec<LockEventKind> {
     let mut kinds = Vec::new();
     while let Ok(event) = rx.try_recv() {
         kinds.push(event.kind);

@@ -225,8 +225,8 @@ fn names(boards: &[&BoardConfig]) -> Vec<String> {
 }
 
 /// The next lock event that may have freed something: refusals (ours among them) do not.
-async fn next_change(events: &mut tokio::sync::broadcast::Receiver<LockEvent>) {
-    use tokio::sync::broadcast::error::RecvError;
+async fn next_change(events: &mut gatecmd_core::events::Events<LockEvent>) {
+    use gatecmd_core::events::RecvError;
     loop {
         match events.recv().await {
             Ok(ev) if ev.kind == LockEventKind::Refused => continue,

@@ -10,10 +10,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use gatecmd_core::events::{Events, RecvError};
 use rmcp::RoleServer;
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::{Peer, SubscriptionContext};
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast;
 
 use crate::resources::Change;
 use gatecmd_devices::DeviceEvent;
@@ -25,8 +26,8 @@ pub struct Changes {
     state: Arc<AppState>,
     /// Board resource updates, at most 10 per second each (held-back ones follow).
     pace: crate::resources::pace::Pacer,
-    devices: broadcast::Receiver<DeviceEvent>,
-    locks: broadcast::Receiver<LockEvent>,
+    devices: Events<DeviceEvent>,
+    locks: Events<LockEvent>,
     config: broadcast::Receiver<()>,
     consoles: broadcast::Receiver<String>,
     jobs: broadcast::Receiver<gatecmd_domain::jobs::JobId>,

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use tokio::sync::broadcast::{self, error::TryRecvError};
+use gatecmd_core::events::{Events, TryRecvError};
 
 use gatecmd_devices::{DeviceEvent, DeviceId, Registry};
 
@@ -30,7 +30,7 @@ pub struct Left {
 pub struct Watch {
     id: DeviceId,
     devnum: u16,
-    events: broadcast::Receiver<DeviceEvent>,
+    events: Events<DeviceEvent>,
     devnum_file: PathBuf,
 }
 
