@@ -19,6 +19,8 @@
 //!
 //! This crate holds what only the binary needs:
 //!
+//! - [`allocator`]: the global allocator: glibc's malloc while starting, mimalloc once
+//!   serving.
 //! - [`cli`]: the command line (`serve`, `stdio`, `check`, `devices`), start-up wiring,
 //!   signals and SIGHUP reload.
 //! - [`transport`]: between a TCP connection and the MCP handler: the axum router
@@ -31,6 +33,7 @@
 //!   places bridged to board leases (`labgrid:<place>`), console and power ports that serve
 //!   only the place holder's local account.
 
+pub mod allocator;
 pub mod cli;
 pub mod lab;
 pub mod page;

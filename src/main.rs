@@ -1,9 +1,9 @@
 //! The `gatecmd` command line.
 
-// Answers are JSON values built and freed per request; mimalloc's small-object paths
-// are much cheaper than glibc malloc's under two busy worker threads (docs/PERFORMANCE.md).
+// Start-up's long-lived data on glibc's malloc (compact at idle), requests' JSON values on
+// mimalloc (cheap under two busy workers): src/allocator.rs says why.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: gatecmd::allocator::StartThenMimalloc = gatecmd::allocator::StartThenMimalloc::new();
 
 /// mimalloc's options for a small idle footprint (docs/PERFORMANCE.md, "Idle RSS beside the
 /// peer"). Set as defaults, so `MIMALLOC_*` environment variables still override them.

@@ -58,8 +58,10 @@ pub(super) async fn serve(
         .map_err(|e| e.to_string())?;
     tokio::spawn(gatecmd_domain::state::watch_lost_devices(state.clone()));
     let signals = Signals::install()?;
-    // Ready: what only start-up used goes back before the first request.
+    // Ready: what only start-up used goes back before the first request, and requests'
+    // allocations go to mimalloc from here on (src/allocator.rs).
     super::trim::after_start();
+    crate::allocator::start_serving();
     // Tests and scripts wait for this line; it carries no secret.
     eprintln!("gatecmd: listening on http://{addr}/mcp");
     tokio::spawn(signals.run(
@@ -129,6 +131,7 @@ pub(super) async fn stdio(config: Option<PathBuf>) -> Result<(), String> {
         Audit::disabled()
     });
     let (state, _monitor) = start_state(config, audit).await?;
+    crate::allocator::start_serving();
     let service = GatecmdServer::new_stdio(state.clone())
         .serve(rmcp::transport::stdio())
         .await

@@ -3,28 +3,77 @@
 //!
 //! Start-up runs code that never runs again (the command line, the YAML parser and the
 //! validator, the schemas of every tool) and frees its temporaries. Left alone, the pages of
-//! that code stay mapped (the kernel maps file pages 64 KiB around each fault) and mimalloc
-//! keeps the freed pages until a later allocation purges them: together about half of the
-//! idle resident set. Both are handed back here; pages the server does use come back from the
-//! page cache on first use (a minor fault each, once).
+//! that code stay mapped (the kernel maps file pages 64 KiB around each fault) and glibc's
+//! malloc, which start-up runs on (src/allocator.rs), keeps freed pages until a later free
+//! trims them: together about half of the idle resident set. Both are handed back here, and
+//! the main thread's stack pages below the running server's frames (start-up's deepest
+//! calls wrote them). Pages the server does use come back on first use (a minor fault each,
+//! once: from the page cache, or zeroed for the stack).
 
 use std::ffi::c_void;
 
-// mimalloc's own API (statically linked by the `mimalloc` crate, which declares it only
-// under its `extended` feature). Named here so that every binary built from the library,
-// its tests included, links the allocator this calls into.
-extern crate mimalloc as _;
-unsafe extern "C" {
-    fn mi_collect(force: bool);
-}
-
-/// Unmaps start-up's file pages and returns mimalloc's free pages to the system.
+/// Unmaps start-up's file pages and returns glibc's free heap pages to the system.
+// Never inlined: scripts/hot-code.py starts recording the serving server's functions when
+// this one is entered (callgrind's `--zero-before`), so it needs its own symbol.
+#[inline(never)]
 pub(super) fn after_start() {
     let unmapped = unmap_clean_file_pages();
-    // SAFETY: `mi_collect` only releases memory mimalloc holds as free; it is the allocator
-    // this binary runs on (`#[global_allocator]` in main.rs).
-    unsafe { mi_collect(true) };
-    tracing::debug!(unmapped_kib = unmapped / 1024, "start-up pages released");
+    // Start-up allocated on glibc's malloc (src/allocator.rs) and freed its temporaries
+    // there; their pages go back here (free chunks inside the heap too, not only its top).
+    // SAFETY: `malloc_trim` only releases memory malloc holds as free.
+    unsafe { libc::malloc_trim(0) };
+    let (stack, depth) = drop_stack_below_here();
+    tracing::debug!(
+        unmapped_kib = unmapped / 1024,
+        stack_dropped_kib = stack / 1024,
+        stack_depth_kib = depth / 1024,
+        "start-up pages released"
+    );
+}
+
+/// Room left below this function's frame: the calls it makes, the ones the server makes
+/// from the same depth, and a signal handler's frame reuse these pages without a fault.
+const STACK_KEPT_BELOW: usize = 16 * 1024;
+
+/// `madvise(MADV_DONTNEED)` on the main thread's stack below the caller's frame and
+/// [`STACK_KEPT_BELOW`]: memory below the stack pointer belongs to no live frame, so its
+/// pages can go; one touched again comes back zeroed, as a new stack page does. Start-up's
+/// deepest calls (parsing the configuration, building the tools' schemas) ran far below
+/// where the server then waits. Off the main thread (a runtime worker) it does nothing.
+/// Returns the bytes dropped and how deep in the stack this frame is.
+#[inline(never)]
+fn drop_stack_below_here() -> (usize, usize) {
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as usize;
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return (0, 0);
+    };
+    let Some((start, end)) = maps.lines().find_map(|l| {
+        let range = l.strip_suffix("[stack]")?.split_ascii_whitespace().next()?;
+        let (a, b) = range.split_once('-')?;
+        Some((
+            usize::from_str_radix(a, 16).ok()?,
+            usize::from_str_radix(b, 16).ok()?,
+        ))
+    }) else {
+        return (0, 0);
+    };
+    if !(start..end).contains(&here) {
+        return (0, 0);
+    }
+    let depth = end - here;
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let top = here.saturating_sub(STACK_KEPT_BELOW) & !(page - 1);
+    if top <= start {
+        return (0, depth);
+    }
+    // SAFETY: [start, top) is this process's main stack below the current stack pointer
+    // (and the kept room): no live frame or value lies there, and an anonymous private
+    // page dropped by MADV_DONTNEED reads as zero if it is touched again.
+    let dropped =
+        unsafe { libc::madvise(start as *mut c_void, top - start, libc::MADV_DONTNEED) } == 0;
+    (if dropped { top - start } else { 0 }, depth)
 }
 
 /// `madvise(MADV_DONTNEED)` on every private, read-only, file-backed mapping none of whose
