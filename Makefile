@@ -6,7 +6,7 @@
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
 #   make deb    the Debian package (cargo-deb, release build): target/debian/gatecmd_*.deb
-.PHONY: run demo test setup test-setup build lint test-lane test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke
+.PHONY: run demo test setup test-setup build lint test-lane test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke hot-code
 
 # The server's crates, as every cargo test of `make test` selects them: the same selection
 # resolves the same features, so nothing is built twice (scripts/cargo-tests.sh).
@@ -116,6 +116,13 @@ screenshot-vboard: test-setup
 	cargo build --release --locked --bin gatecmd
 	cargo build --release --locked -p gatecmd-vboard
 	.venv/bin/python benches/vboard_page.py
+
+# link/hot-code.order (build.rs, docs/PERFORMANCE.md "Hot code first"): the functions a
+# serving server runs, recorded under valgrind's callgrind from the release build. Again
+# after a toolchain or dependency update. Needs valgrind.
+hot-code: test-setup
+	./scripts/venv.sh
+	.venv/bin/python scripts/hot-code.py
 
 bench-smoke: test-setup
 	./scripts/venv.sh
