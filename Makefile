@@ -117,7 +117,7 @@ screenshot-vboard: test-setup
 	cargo build --release --locked -p gatecmd-vboard
 	.venv/bin/python benches/vboard_page.py
 
-# link/hot-code.order (build.rs, docs/PERFORMANCE.md "Hot code first"): the functions a
+# link/hot-code.order (build.rs, docs/PERFORMANCE.md "Idle RSS beside the peer"): the functions a
 # serving server runs, recorded under valgrind's callgrind from the release build. Again
 # after a toolchain or dependency update. Needs valgrind.
 hot-code: test-setup

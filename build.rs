@@ -3,7 +3,7 @@
 //! go to the front of its text, in a few hundred KiB instead of scattered over 13 MiB. The
 //! kernel maps a binary's code 64 KiB around each page a process touches, so scattered
 //! hot functions kept ~4 MiB of code resident at idle; together they keep well under one
-//! (docs/PERFORMANCE.md, "Hot code first").
+//! (docs/PERFORMANCE.md, "Idle RSS beside the peer").
 //!
 //! Only the layout changes, never what runs: a name the file holds that the build does not
 //! have (a toolchain or dependency update renames generic instances) is skipped, and costs

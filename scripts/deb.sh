@@ -66,8 +66,8 @@ if [ -n "$binary" ]; then
   # A hard link where the file system allows it (a debug binary is a few hundred MB).
   ln "$binary" "$stage/release/gatecmd" 2>/dev/null || cp "$binary" "$stage/release/gatecmd"
   target="$stage"
-  # --strip: [profile.release] says `strip = true`, so cargo-deb would take the staged
-  # binary for stripped already; a debug binary is not.
+  # --strip: cargo-deb takes the staged binary for a release build, whose profile already
+  # left out debug info (`strip = "debuginfo"`); a debug binary has it.
   args+=(--no-build --strip)
 fi
 

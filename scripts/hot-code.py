@@ -11,7 +11,7 @@ callgrind, and records which of the binary's functions run:
 2. then the common MCP requests, with the official Python SDK in both its modes.
 
 build.rs hands the file to the linker, which places these functions first, in this order
-(docs/PERFORMANCE.md, "Hot code first"). Regenerate after a toolchain or dependency
+(docs/PERFORMANCE.md, "Idle RSS beside the peer"). Regenerate after a toolchain or dependency
 update, or when the idle figure grows: stale names are skipped, never an error.
 """
 
@@ -153,7 +153,7 @@ def main() -> None:
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
     header = [
         "# The functions a serving gatecmd runs, placed first in the release binary's code",
-        "# (build.rs; docs/PERFORMANCE.md, \"Hot code first\"). Written by scripts/hot-code.py",
+        "# (build.rs; docs/PERFORMANCE.md, \"Idle RSS beside the peer\"). Written by scripts/hot-code.py",
         "# (`make hot-code`); do not edit. Regenerate after a toolchain or dependency update:",
         "# names the build no longer has are skipped, which costs idle memory, not correctness.",
         f"# {rustc}; idle: {counts[0]} functions, then the MCP requests: {counts[1] - counts[0]}.",
