@@ -136,29 +136,23 @@ trait ChangeStream {
     fn take_waiting(&mut self) -> bool;
 }
 
-impl<T: Clone> ChangeStream for broadcast::Receiver<T> {
-    async fn next_open(&mut self) -> bool {
-        !matches!(self.recv().await, Err(RecvError::Closed))
-    }
-    fn take_waiting(&mut self) -> bool {
-        !matches!(
-            self.try_recv(),
-            Err(TryRecvError::Empty | TryRecvError::Closed)
-        )
-    }
+// The same two methods on both kinds of receiver, which share their error types.
+macro_rules! change_stream {
+    ($($receiver:ty),*) => {$(
+        impl<T: Clone> ChangeStream for $receiver {
+            async fn next_open(&mut self) -> bool {
+                !matches!(self.recv().await, Err(RecvError::Closed))
+            }
+            fn take_waiting(&mut self) -> bool {
+                !matches!(
+                    self.try_recv(),
+                    Err(TryRecvError::Empty | TryRecvError::Closed)
+                )
+            }
+        }
+    )*};
 }
-
-impl<T: Clone> ChangeStream for Events<T> {
-    async fn next_open(&mut self) -> bool {
-        !matches!(self.recv().await, Err(RecvError::Closed))
-    }
-    fn take_waiting(&mut self) -> bool {
-        !matches!(
-            self.try_recv(),
-            Err(TryRecvError::Empty | TryRecvError::Closed)
-        )
-    }
-}
+change_stream!(broadcast::Receiver<T>, Events<T>);
 
 /// A source's next message as "something changed"; a closed source is dropped so it is
 /// not polled again.
