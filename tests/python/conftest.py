@@ -207,17 +207,3 @@ async def connect(url: str, token: str, mode: str, **kwargs):
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs) as client:
             yield client
-
-
-def pytest_collection_modifyitems(config, items):
-    """The tests that boot a QEMU guest (their modules import vbench, the usbvm harness) form
-    one xdist group: scripts/client-tests.sh runs pytest on two workers with
-    `--dist loadgroup`, so these run one after another on one worker while the other worker
-    takes the rest. Two guests at once on two cores lost a guest's stream mid-test
-    (docs/PERFORMANCE.md, "CI time")."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and hasattr(module, "vbench"):
-            item.add_marker(pytest.mark.xdist_group("vm"))
