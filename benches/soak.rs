@@ -958,7 +958,7 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     };
     println!(
         "stalled uploads (headers and 64 KiB, then silence; 1 MiB quota): {} declaring 8 MiB, \
-         {} refused 413/429 from their headers; {} chunked, {} refused 429/409, {} admitted (at \
+         {} refused 413/429/409 from their headers; {} chunked, {} refused 429/409, {} admitted (at \
          most {} open at once); {} other{}",
         uploads.declared,
         uploads.declared_refused,

@@ -80,7 +80,7 @@ pub fn write_bombs(files: &Path) {
 /// What the uploader got.
 #[derive(Debug, Default)]
 pub struct Uploads {
-    /// PUTs that declared 8 MiB, and how many were refused 413 or 429 from their headers.
+    /// PUTs that declared 8 MiB, and how many were refused 413, 429 or 409 from their headers.
     pub declared: u64,
     pub declared_refused: u64,
     /// Chunked PUTs, how many were refused 429, and how many were left open (admitted).
@@ -131,10 +131,14 @@ pub async fn stalled_uploads(addr: String, root: std::path::PathBuf, deadline: I
                     Err(_) => None,
                 };
                 match (*chunked, status) {
-                    // 413 (the size breaks the quota) or 429 (the client's four uploads are
-                    // in flight, checked first): both from the headers, nothing read.
+                    // 413 (the size breaks the quota), 429 (the client's four uploads are in
+                    // flight) or 409 (a chunked PUT of the same path, which shares the
+                    // declared ones' eight paths, still holds it): all from the headers,
+                    // nothing of the body read (`put` in src/transport/upload.rs).
                     (false, Some(h))
-                        if h.starts_with(b"HTTP/1.1 413") || h.starts_with(b"HTTP/1.1 429") =>
+                        if h.starts_with(b"HTTP/1.1 413")
+                            || h.starts_with(b"HTTP/1.1 429")
+                            || h.starts_with(b"HTTP/1.1 409") =>
                     {
                         out.declared += 1;
                         out.declared_refused += 1;
