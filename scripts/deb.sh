@@ -69,6 +69,13 @@ if [ -n "$binary" ]; then
   # --strip: cargo-deb takes the staged binary for a release build, whose profile already
   # left out debug info (`strip = "debuginfo"`); a debug binary has it.
   args+=(--no-build --strip)
+else
+  # The release binary as `make build` builds it, then packaged without a build: cargo-deb's
+  # own build changes the workspace crates' symbol hashes, so link/hot-code.order would not
+  # match and the package's idle RSS would be 6.2 MiB instead of 3.5 (docs/PERFORMANCE.md,
+  # "Idle RSS beside the peer").
+  CARGO_TARGET_DIR="$target" cargo build --release --locked -p gatecmd --bin gatecmd
+  args+=(--no-build --strip)
 fi
 
 mkdir -p "$target/release/deb"
