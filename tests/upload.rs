@@ -316,7 +316,10 @@ async fn stalled_uploads_are_refused_from_their_headers_and_hold_no_memory() {
     );
     drop(socks);
 
-    // Declared lengths that fit one by one: admitted while they fit together.
+    // Declared lengths that fit one by one: each admitted on its own length with what the
+    // others were promised (at most half the root: 524,288 bytes), up to the client's cap
+    // of 4; the others refused 429. (Before issue 46 each was promised its whole declared
+    // length, so only two were admitted: a promise that costs nothing held the root.)
     let mut small = Vec::new();
     for i in 0..8 {
         let q = format!("path=small{i}.img&final=true");
@@ -330,11 +333,26 @@ async fn stalled_uploads_are_refused_from_their_headers_and_hold_no_memory() {
     }
     let admitted = answered.iter().filter(|a| a.is_none()).count();
     assert_eq!(
-        admitted, 2,
-        "2 x 400000 bytes fit 1 MiB, a third does not: {answered:?}"
+        admitted, 4,
+        "400000 bytes fit 1 MiB beside 524288 promised, 4 at once: {answered:?}"
     );
-    assert!(answered.iter().flatten().all(|s| *s == 413), "{answered:?}");
+    assert!(answered.iter().flatten().all(|s| *s == 429), "{answered:?}");
     drop(small);
+    // A length that does not fit beside the promises is still refused from its headers.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut big = Vec::new();
+    for i in 0..2 {
+        let q = format!("path=fits{i}.img&final=true");
+        big.push(stalled_put(&addr, &q, "Content-Length: 500000\r\n", &[1; 1000]).await);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let mut over = stalled_put(&addr, "path=over.img", "Content-Length: 600000\r\n", &[]).await;
+    assert_eq!(
+        status_within(&mut over, Duration::from_secs(5)).await,
+        Some(413),
+        "600000 declared beside 524288 promised and 2000 stored exceeds 1 MiB"
+    );
+    drop(big);
 
     // Undeclared lengths (chunked): at most max_uploads_per_client (4 by default) at once.
     let mut chunked = Vec::new();
@@ -483,4 +501,96 @@ async fn a_reserved_name_cannot_become_a_directory_that_blocks_uploads() {
             .any(|l| l.contains("\"expire\"") && l.contains(".disk.img.gatecmd-upload")),
         "{log}"
     );
+}
+
+/// Issue 46 finding 1: four header-only PUTs declaring 8 GiB each (the default
+/// `max_file_bytes` × `max_uploads_per_client` = the default 32 GiB root quota) locked every
+/// other client out of the root they share: another client's 1 KiB `write_file` was refused
+/// `limit` and its 1 KiB PUT got 413, at +2 s and still at +70 s. Now a declared length is
+/// promised only a window (`staging.upload_promise_bytes`), so the other client's writes go
+/// in with the four open; and a body that brings a byte now and then is ended by the
+/// progress rule (`upload_min_bytes` per `upload_stall_secs`), freeing its file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_lengths_lock_nobody_out_and_a_trickle_ends() {
+    use tokio::io::AsyncWriteExt;
+    let s = Server::start(&format!(
+        r#"
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+    write_roots: [$DIR/images]
+  - name: vm-b
+    token: {TOKEN_B}
+    write_roots: [$DIR/images]
+file_roots: [$DIR/images]
+staging: {{upload_stall_secs: 3}}
+"#
+    ));
+    std::fs::create_dir_all(s.path("images")).expect("images");
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let mut flood = vec![];
+    for i in 0..4 {
+        flood.push(
+            stalled_put(
+                &addr,
+                &format!("path=flood{i}.img"),
+                "Content-Length: 8589934592\r\n",
+                b"x",
+            )
+            .await,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Another client, the same root: a PUT and a write_file of 1 KiB both go in.
+    let one_k = data(1024, 3);
+    let q = format!("path=other.img&sha256={}", hex_sha(&one_k));
+    let (status, v) = put(&s, Some(TOKEN_B), &q, one_k.clone()).await;
+    assert_eq!((status, v["complete"].as_bool()), (200, Some(true)), "{v}");
+    let b = harness::connect(&s.url, Some(TOKEN_B), harness::Era::Modern)
+        .await
+        .expect("connect vm-b");
+    let r = harness::call(
+        &b,
+        "write_file",
+        serde_json::json!({
+            "path": "other2.img",
+            "content_base64": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &one_k),
+            "sha256": hex_sha(&one_k),
+        }),
+    )
+    .await;
+    assert!(!harness::is_error(&r), "{}", harness::text(&r));
+    // The flood's own client keeps its four places: a fifth is refused 429.
+    let (status, _) = put(&s, Some(TOKEN_A), "path=fifth.img", vec![1; 10]).await;
+    assert_eq!(status, 429);
+    // A trickle of a byte a second keeps none of them alive: each ends with 408 within
+    // its first span (3 s), and its file is free for another client's PUT.
+    let started = std::time::Instant::now();
+    let mut ended = [None; 4];
+    for _ in 0..10 {
+        for (i, sock) in flood.iter_mut().enumerate() {
+            if ended[i].is_none() {
+                let _ = sock.write_all(b"z").await;
+                ended[i] = status_within(sock, Duration::from_millis(250)).await;
+            }
+        }
+        if ended.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    assert_eq!(ended, [Some(408); 4], "after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let (status, v) = put(
+        &s,
+        Some(TOKEN_B),
+        "path=flood0.img&restart=true&final=true",
+        one_k.clone(),
+    )
+    .await;
+    assert_eq!((status, v["complete"].as_bool()), (200, Some(true)), "{v}");
+    drop(b);
 }

@@ -4,11 +4,13 @@
 //! A request is admitted from its request line and headers before any of its body is read
 //! (issue 37): one request per file at a time, `staging.max_uploads_per_client` per client,
 //! and the file size, upload state, new directories and quotas checked with the declared
-//! `Content-Length` (then promised to it, so that uploads admitted together fit together).
+//! `Content-Length`; a window of it is then promised (`staging.upload_promise_bytes`),
+//! renewed as the bytes arrive, so a declared length costs nothing it has not sent.
 //! The body is then cut into pieces of 1 MiB, each one staging write (its quota and size
 //! checks included, which bound a body of undeclared length), so nothing a chunked
 //! `write_file` refuses gets in this way, and a request holds at most three pieces. A body
-//! silent for `staging.upload_stall_secs` ends as a broken one. `final=true` (or `sha256=…`)
+//! that brings fewer than `staging.upload_min_bytes` in a span of `staging.upload_stall_secs`
+//! ends as a broken one. `final=true` (or `sha256=…`)
 //! makes the request's last piece finish the upload: the file is hashed, checked against
 //! the given SHA-256 if there is one, and renamed into place; the answer carries the hash.
 //! A connection that breaks leaves the temporary file: `GET /upload?path=P` says how many
@@ -28,7 +30,7 @@ use crate::transport::gate::{Gate, admit};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::staging::upload::{self, Chunk, Finish, Plan};
-use gatecmd_domain::staging::{self, AuditRecord, ClaimRefused, StagingError, Target};
+use gatecmd_domain::staging::{self, AuditRecord, ClaimRefused, StagingError, StreamRules, Target};
 use gatecmd_domain::state::AppState;
 use gatecmd_mcp::calls::reasons::staging_reason;
 
@@ -54,6 +56,14 @@ struct Wrote {
     last: Option<upload::Written>,
     /// Stale entries removed in passing (audited as `expire`).
     expired: Vec<String>,
+}
+
+/// How much a body must bring, and in what span (`staging.upload_min_bytes` per
+/// `staging.upload_stall_secs`).
+#[derive(Clone, Copy)]
+struct Progress {
+    span: Duration,
+    min_bytes: u64,
 }
 
 /// What a `PUT` or `GET` names.
@@ -236,7 +246,10 @@ async fn put(
     let policy = config.staging.policy(&who.name);
     let limits = policy.limits;
     let stale = Duration::from_secs(config.staging.stale_upload_secs);
-    let stall = Duration::from_secs(config.staging.upload_stall_secs);
+    let progress = Progress {
+        span: Duration::from_secs(config.staging.upload_stall_secs),
+        min_bytes: config.staging.upload_min_bytes,
+    };
     // Nothing of the body is read before the request is admitted: one request per file, a
     // bounded number per client, and the file size, upload state, directories and quotas
     // checked with the length the headers declare.
@@ -244,7 +257,10 @@ async fn put(
         &target.root.join(target.rel.to_path()),
         &target.root,
         &who.name,
-        config.staging.max_uploads_per_client,
+        StreamRules {
+            max_per_client: config.staging.max_uploads_per_client,
+            promise_bytes: config.staging.upload_promise_bytes,
+        },
     ) {
         Ok(c) => c,
         Err(ClaimRefused::Busy { client }) => {
@@ -341,9 +357,31 @@ async fn put(
     let mut buf: Vec<u8> = Vec::new();
     let mut broken: Option<String> = None;
     let mut stalled = false;
+    // Progress, not silence, keeps a request alive: each span of `upload_stall_secs` must
+    // bring `upload_min_bytes`, so a byte every few seconds cannot hold the request's
+    // place, file and promise (issue 46).
+    let mut span_end = tokio::time::Instant::now() + progress.span;
+    let mut span_bytes = 0u64;
     'body: loop {
-        match tokio::time::timeout(stall, body.next()).await {
-            Ok(Some(Ok(mut bytes))) => {
+        let next = tokio::time::timeout_at(span_end, body.next()).await;
+        if next.is_err() || tokio::time::Instant::now() >= span_end {
+            if span_bytes < progress.min_bytes {
+                stalled = true;
+                broken = Some(format!(
+                    "the body brought {span_bytes} bytes in {} s, fewer than the {} required \
+                     (staging.upload_min_bytes per staging.upload_stall_secs)",
+                    progress.span.as_secs(),
+                    progress.min_bytes
+                ));
+                break;
+            }
+            span_end = tokio::time::Instant::now() + progress.span;
+            span_bytes = 0;
+        }
+        let Ok(next) = next else { continue };
+        match next {
+            Some(Ok(mut bytes)) => {
+                span_bytes = span_bytes.saturating_add(bytes.len() as u64);
                 while !bytes.is_empty() {
                     if buf.capacity() == 0 {
                         buf.reserve_exact(PIECE);
@@ -358,21 +396,13 @@ async fn put(
                     }
                 }
             }
-            Ok(Some(Err(e))) => {
+            Some(Err(e)) => {
                 // The client went away or sent a broken body: what arrived is kept in the
                 // temporary file for a later PUT at the offset GET reports.
                 broken = Some(e.to_string());
                 break;
             }
-            Ok(None) => break,
-            Err(_) => {
-                stalled = true;
-                broken = Some(format!(
-                    "no byte of the body arrived for {} s (staging.upload_stall_secs)",
-                    stall.as_secs()
-                ));
-                break;
-            }
+            None => break,
         }
     }
     // The rest, finishing the upload when asked and the body arrived whole.

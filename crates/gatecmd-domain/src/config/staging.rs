@@ -76,9 +76,29 @@ settings! {
         upload_stall_secs: u64 {
             default: 60,
             check: at_least_one_second,
-            docs: "a `PUT /upload` whose body brings no byte for this long ends as if the \
-                connection broke: what arrived is kept for a later `PUT` at the offset \
-                `GET /upload` reports, and its place among the client's uploads is free.",
+            docs: "a `PUT /upload` whose body brings fewer than `upload_min_bytes` in any span \
+                this long ends as if the connection broke (progress, not silence: a byte now \
+                and then does not keep a request alive): what arrived is kept for a later \
+                `PUT` at the offset `GET /upload` reports, and its place among the client's \
+                uploads, its file and its promise are free.",
+        },
+        upload_min_bytes: u64 {
+            default: 64 << 10,
+            note: "(64 KiB)",
+            check: at_least_one,
+            docs: "bytes a `PUT /upload` body must bring in every `upload_stall_secs` (the \
+                default asks about 1 KiB/s); the last span of a body that ends is not counted.",
+        },
+        upload_promise_bytes: u64 {
+            default: 64 << 20,
+            note: "(64 MiB)",
+            check: at_least_one,
+            docs: "the most of a `PUT /upload`'s declared `Content-Length` counted as used \
+                by the root's other writes ahead of the bytes it has received; renewed as \
+                they arrive. The declared length must fit the quota when the request is \
+                admitted, but only this window is held for it, and the promises into one \
+                root never add up to more than half its `quota_bytes_per_root`: a request \
+                that declares much and sends little holds nobody out (docs/SECURITY.md).",
         },
     }
 }
@@ -169,8 +189,13 @@ pub struct StagingConfig {
     pub stale_upload_secs: u64,
     /// `PUT /upload` requests one client may have in flight.
     pub max_uploads_per_client: u64,
-    /// A `PUT /upload` body silent for this long ends as a broken one.
+    /// A `PUT /upload` body that brings fewer than `upload_min_bytes` in any span this
+    /// long ends as a broken one.
     pub upload_stall_secs: u64,
+    /// Bytes a `PUT /upload` body must bring in every `upload_stall_secs`.
+    pub upload_min_bytes: u64,
+    /// The most of a stream's declared length promised ahead of its bytes.
+    pub upload_promise_bytes: u64,
     /// Policies of the clients listed under `clients:`, by name.
     pub clients: BTreeMap<String, ClientStaging>,
 }

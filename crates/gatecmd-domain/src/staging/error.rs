@@ -54,8 +54,10 @@ pub enum StagingError {
     #[error("the file would grow to {size} bytes, more than the {max} bytes allowed for one file")]
     FileTooLarge { size: u64, max: u64 },
     #[error(
-        "{root} would hold {would} bytes, more than its quota of {quota} bytes (staging.quota_bytes_per_root; {used} in use, at every depth, unfinished uploads included, and {reserved} promised to uploads being received now); remove files you no longer need with remove_file, then retry"
+        "{root} has no room for this write within its quota of {quota} bytes (staging.quota_bytes_per_root; {used} in use by files at every depth, unfinished uploads included, besides what the uploads being received now are promised); remove files you no longer need with remove_file, or retry when the uploads in flight end"
     )]
+    /// `reserved` and `would` are for the server's own checks and tests, never in the
+    /// message: what other clients' uploads were promised is theirs (issue 46).
     QuotaExceeded {
         root: String,
         used: u64,

@@ -50,9 +50,25 @@ pub struct Staging {
 struct Stream {
     client: String,
     root: PathBuf,
-    /// Bytes its request declared and has not written yet: counted as used by every other
-    /// write's quota check in the root, so that uploads admitted together fit together.
+    /// Bytes promised to it now: counted as used by every other write's quota check in the
+    /// root. A window ahead of what it has written, never its whole declared length: a
+    /// promise costs the client nothing until its bytes arrive, so it is kept small
+    /// (`staging.upload_promise_bytes`) and renewed as the bytes come (issue 46).
     reserved: u64,
+    /// Bytes its request declared and has not written yet.
+    remaining: u64,
+    /// The most it may be promised at once.
+    window: u64,
+}
+
+/// What every stream is admitted under (from `staging:`).
+#[derive(Debug, Clone, Copy)]
+pub struct StreamRules {
+    /// Streams one client may have at once (`staging.max_uploads_per_client`).
+    pub max_per_client: u64,
+    /// The most one stream is promised ahead of what it has written
+    /// (`staging.upload_promise_bytes`).
+    pub promise_bytes: u64,
 }
 
 /// Why a stream was not admitted.
@@ -79,8 +95,9 @@ impl Streams {
         key: &Path,
         root: &Path,
         client: &str,
-        max_per_client: u64,
+        rules: StreamRules,
     ) -> Result<Claim, ClaimRefused> {
+        let max_per_client = rules.max_per_client;
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = t.get(key) {
             return Err(ClaimRefused::Busy {
@@ -99,6 +116,8 @@ impl Streams {
                 client: client.to_string(),
                 root: root.to_path_buf(),
                 reserved: 0,
+                remaining: 0,
+                window: rules.promise_bytes,
             },
         );
         Ok(Claim {
@@ -145,11 +164,21 @@ impl Claim {
         &self.key
     }
 
-    /// Sets the bytes still promised to this stream.
+    /// Sets the bytes its request declared (`remaining`) and promises it `promised` of
+    /// them now.
+    pub(super) fn set_plan(&self, remaining: u64, promised: u64) {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = t.get_mut(&self.key) {
+            s.remaining = remaining;
+            s.reserved = promised.min(remaining);
+        }
+    }
+
+    /// Promises it `bytes` from now on (a renewed window).
     pub(super) fn set_reserved(&self, bytes: u64) {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = t.get_mut(&self.key) {
-            s.reserved = bytes;
+            s.reserved = bytes.min(s.remaining);
         }
     }
 
@@ -159,11 +188,18 @@ impl Claim {
         t.get(&self.key).map_or(0, |s| s.reserved)
     }
 
-    /// Takes `bytes` written off what is promised.
+    /// Declared bytes not written yet, and the most it may be promised at once.
+    pub(super) fn outlook(&self) -> (u64, u64) {
+        let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        t.get(&self.key).map_or((0, 0), |s| (s.remaining, s.window))
+    }
+
+    /// Takes `bytes` written off what is promised and what is still to come.
     pub(super) fn wrote(&self, bytes: u64) {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = t.get_mut(&self.key) {
             s.reserved = s.reserved.saturating_sub(bytes);
+            s.remaining = s.remaining.saturating_sub(bytes);
         }
     }
 }

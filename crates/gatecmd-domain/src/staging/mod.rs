@@ -36,7 +36,7 @@ pub use audit_trail::{AuditRecord, audit};
 pub use error::StagingError;
 pub use inspect::{Entry, FileFacts, hash_reader, stat};
 pub use listing::{Listing, MAX_LIST_ENTRIES, list};
-pub use locks::{Claim, ClaimRefused, KeyedLocks, Staging, Streams};
+pub use locks::{Claim, ClaimRefused, KeyedLocks, Staging, StreamRules, Streams};
 pub use remove::remove;
 pub use target::{RootSel, Target, check_writable, resolve};
 

@@ -659,8 +659,16 @@ fn a_reserved_name_is_no_directory_and_does_not_block_an_upload() {
     assert_eq!(std::fs::read(dir.join("keep")).expect("kept"), b"someone's");
 }
 
-/// Streamed uploads: one request per file, a bounded number per client, and what each
-/// was admitted with counted by every other write in the root.
+fn rules(max_per_client: u64, promise_bytes: u64) -> StreamRules {
+    StreamRules {
+        max_per_client,
+        promise_bytes,
+    }
+}
+
+/// Streamed uploads: one request per file, a bounded number per client, the declared
+/// length checked at admission, and what each was promised counted by every other write
+/// in the root (at most half the root's quota in all).
 #[test]
 fn streams_are_admitted_on_their_declared_length() {
     let b = bench();
@@ -673,13 +681,13 @@ fn streams_are_admitted_on_their_declared_length() {
     let claim = b
         .staging
         .streams
-        .claim(&key, &b.root, "vm-a", 2)
+        .claim(&key, &b.root, "vm-a", rules(2, 1000))
         .expect("first");
     // The same file again, by anyone: busy.
     assert_eq!(
         b.staging
             .streams
-            .claim(&key, &b.root, "vm-b", 2)
+            .claim(&key, &b.root, "vm-b", rules(2, 1000))
             .expect_err("busy"),
         ClaimRefused::Busy {
             client: "vm-a".into()
@@ -713,24 +721,28 @@ fn streams_are_admitted_on_their_declared_length() {
         !b.root.join(".a.img.gatecmd-upload").exists(),
         "nothing written yet"
     );
-    // A second stream into the root: the first one's 600 bytes are promised.
+    // Promised: its declared 600 bytes, but never more than half the root's quota.
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 500);
+    // A second stream into the root: the first one's promise counts as used.
     let key2 = b.root.join("b.img");
     let claim2 = b
         .staging
         .streams
-        .claim(&key2, &b.root, "vm-a", 2)
+        .claim(&key2, &b.root, "vm-a", rules(2, 1000))
         .expect("second");
     let t2 = b.target("b.img").expect("t");
-    let e = upload::admit(&b.staging, &l, &t2, plan(500), &claim2).expect_err("promised");
+    let e = upload::admit(&b.staging, &l, &t2, plan(600), &claim2).expect_err("promised");
     assert!(
-        matches!(e, StagingError::QuotaExceeded { reserved: 600, .. }),
+        matches!(e, StagingError::QuotaExceeded { reserved: 500, .. }),
         "{e}"
     );
+    // The refusal does not tell what others were promised.
+    assert!(!e.to_string().contains("500"), "{e}");
     // The client's third stream: refused whatever the file.
     assert_eq!(
         b.staging
             .streams
-            .claim(&b.root.join("c.img"), &b.root, "vm-a", 2)
+            .claim(&b.root.join("c.img"), &b.root, "vm-a", rules(2, 1000))
             .expect_err("too many"),
         ClaimRefused::TooMany { max: 2 }
     );
@@ -746,6 +758,7 @@ fn streams_are_admitted_on_their_declared_length() {
     };
     upload::write_piece(&b.staging, &l, Duration::from_secs(3600), &t, piece, &claim)
         .expect("piece");
+    // The first piece was counted and the window renewed: the 200 bytes still declared.
     assert_eq!(b.staging.streams.reserved_in(&b.root, None), 200);
     // A piece beyond the promise is counted again: 400 stored + 700 > 1000.
     let piece = |offset, len| Chunk {
@@ -767,4 +780,104 @@ fn streams_are_admitted_on_their_declared_length() {
     drop(claim2);
     assert!(b.staging.streams.is_empty());
     assert_eq!(b.staging.streams.reserved_in(&b.root, None), 0);
+}
+
+/// Issue 46: a promise costs nothing until its bytes arrive, so it is a window. Four
+/// header-only streams of one client, each declaring nearly the whole quota, leave the
+/// root's other writers their room; the window is renewed as pieces arrive, each renewal
+/// counted against the quota.
+#[test]
+fn declared_lengths_hold_nobody_out() {
+    let b = bench();
+    let l = StagingLimits {
+        quota_bytes_per_root: 10_000,
+        max_file_bytes: 10_000,
+        ..limits()
+    };
+    let plan = |length| upload::Plan {
+        offset: 0,
+        restart: false,
+        length: Some(length),
+    };
+    let mut claims = vec![];
+    for i in 0..4 {
+        let name = format!("flood{i}.img");
+        let claim = b
+            .staging
+            .streams
+            .claim(&b.root.join(&name), &b.root, "vm-a", rules(4, 100))
+            .expect("claim");
+        let t = b.target(&name).expect("t");
+        upload::admit(&b.staging, &l, &t, plan(9000), &claim).expect("admitted");
+        claims.push((claim, t));
+    }
+    // Four windows of 100 bytes promised, not 36,000.
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 400);
+    // Another client's write goes in: 400 promised + 9,000 fits 10,000.
+    b.put_with("other.bin", 0, &vec![7; 9000], false, None, l)
+        .expect("another client's write is not held out");
+    // The flood's own pieces now meet the real quota: the window was not a reservation of
+    // the declared length.
+    let (claim, t) = &claims[0];
+    let piece = |offset, len| Chunk {
+        offset,
+        data: vec![1; len],
+        truncate: false,
+        finish: None,
+    };
+    let stale = Duration::from_secs(3600);
+    upload::write_piece(&b.staging, &l, stale, t, piece(0, 100), claim).expect("in its window");
+    let e = upload::write_piece(&b.staging, &l, stale, t, piece(100, 1000), claim)
+        .expect_err("past its window and the quota");
+    assert!(matches!(e, StagingError::QuotaExceeded { .. }), "{e}");
+}
+
+/// The promises into one root never add up to more than half its quota, and a stream's
+/// window is renewed piece by piece (each renewal within the quota and that bound).
+#[test]
+fn promises_into_a_root_stay_within_half_its_quota() {
+    let b = bench();
+    let l = StagingLimits {
+        quota_bytes_per_root: 1000,
+        ..limits()
+    };
+    let plan = |length| upload::Plan {
+        offset: 0,
+        restart: false,
+        length: Some(length),
+    };
+    let open = |name: &str, client: &str| {
+        let claim = b
+            .staging
+            .streams
+            .claim(&b.root.join(name), &b.root, client, rules(4, 400))
+            .expect("claim");
+        let t = b.target(name).expect("t");
+        upload::admit(&b.staging, &l, &t, plan(450), &claim).expect("admitted");
+        (claim, t)
+    };
+    let (c1, t1) = open("a.img", "vm-a");
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 400);
+    let (c2, _t2) = open("b.img", "vm-b");
+    // 400 + 100: the second window is cut to keep the total within 500.
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 500);
+    drop(c2);
+    // The first piece is always counted (it may create the file), and the window renewed
+    // to what is left of the declared length (50 of 450).
+    let piece = Chunk {
+        offset: 0,
+        data: vec![1; 400],
+        truncate: false,
+        finish: None,
+    };
+    upload::write_piece(&b.staging, &l, Duration::from_secs(3600), &t1, piece, &c1).expect("piece");
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 50);
+    let piece = Chunk {
+        offset: 400,
+        data: vec![1; 10],
+        truncate: false,
+        finish: None,
+    };
+    upload::write_piece(&b.staging, &l, Duration::from_secs(3600), &t1, piece, &c1).expect("piece");
+    assert_eq!(b.staging.streams.reserved_in(&b.root, None), 40);
 }

@@ -155,14 +155,29 @@ pub struct Plan {
     pub length: Option<u64>,
 }
 
+/// What a stream may be promised now (issue 46): its declared bytes still to come, at most
+/// its window (`staging.upload_promise_bytes`), and never so much that the promises into
+/// one root add up to more than half its byte quota. A promise is counted as used by every
+/// other write into the root but costs its client nothing until the bytes arrive, so it is
+/// kept to a window that is renewed as they come: four header-only requests declaring the
+/// largest file hold at most four windows, and the root's other writers go on.
+pub fn promise(remaining: u64, window: u64, quota: u64, others: u64) -> u64 {
+    remaining
+        .min(window)
+        .min((quota / 2).saturating_sub(others))
+}
+
 /// Admits a streamed upload from its request line and headers, before any of its body is
 /// read: the path's form and depth, the file size the body would reach, the state of the
 /// upload it starts or continues, the directories it would create and both quotas with the
-/// declared length (what other streams into the root were promised counted as used). On
-/// success the claim is promised the declared length, so that streams admitted together
-/// fit together. Each piece is still checked as it is written ([`write_piece`]), which is
-/// what bounds a body of undeclared length. Returns what occupied the upload's temporary
-/// name and was removed (see [`write`]; absolute paths, for the audit).
+/// declared length (what other streams into the root were promised counted as used): an
+/// upload that cannot fit now is refused before a byte is read. On success the claim is
+/// promised a window of the declared length ([`promise`]), renewed piece by piece as the
+/// bytes arrive; so an upload admitted may still be refused later, when the root filled
+/// meanwhile (what it wrote is kept for a later `PUT`). Each piece beyond the promise is
+/// checked as it is written ([`write_piece`]), which is also what bounds a body of
+/// undeclared length. Returns what occupied the upload's temporary name and was removed
+/// (see [`write`]; absolute paths, for the audit).
 pub fn admit(
     staging: &Staging,
     limits: &StagingLimits,
@@ -200,18 +215,27 @@ pub fn admit(
                 None => root.missing_dirs(&names.parent).map_err(|d| t.denied(d))?,
             };
             too_many_dirs(t, limits, missing)?;
-            quota::check(
+            let others = staging.streams.reserved_in(&t.root, Some(claim.key()));
+            let freed = if start { existing.unwrap_or(0) } else { 0 };
+            let used = quota::check(
                 &root,
                 &t.root,
                 limits,
                 Growth {
                     bytes: length,
-                    freed: if start { existing.unwrap_or(0) } else { 0 },
+                    freed,
                     entries: missing as u64 + u64::from(start && existing.is_none()),
-                    reserved: staging.streams.reserved_in(&t.root, Some(claim.key())),
+                    reserved: others,
                 },
             )?;
-            claim.set_reserved(length);
+            let (_, window) = claim.outlook();
+            let room = limits
+                .quota_bytes_per_root
+                .saturating_sub(used.bytes.saturating_sub(freed).saturating_add(others));
+            claim.set_plan(
+                length,
+                promise(length, window, limits.quota_bytes_per_root, others).min(room),
+            );
             Ok(cleared)
         })
     })
@@ -264,11 +288,26 @@ fn write_as(
             let covered = claim.is_some_and(|c| !start && c.promised() >= len);
             let reserved =
                 (!covered).then(|| staging.streams.reserved_in(&t.root, claim.map(Claim::key)));
-            let stored = store(&root, dir, t, &names, limits, &chunk, existing, reserved)?;
+            let (dir, file, counted) =
+                store(&root, dir, t, &names, limits, &chunk, existing, reserved)?;
             if let Some(claim) = claim {
                 claim.wrote(len);
+                // Counted afresh: the stream's next window, from what is left after this
+                // piece (the window is what spares the next pieces a count of the root).
+                if let (Some(used), Some(others)) = (counted, reserved) {
+                    let (remaining, window) = claim.outlook();
+                    let freed = if start { existing.unwrap_or(0) } else { 0 };
+                    let after = used
+                        .bytes
+                        .saturating_sub(freed)
+                        .saturating_add(others)
+                        .saturating_add(len);
+                    let room = limits.quota_bytes_per_root.saturating_sub(after);
+                    let next = promise(remaining, window, limits.quota_bytes_per_root, others);
+                    claim.set_reserved(next.min(room));
+                }
             }
-            Ok::<_, StagingError>(stored)
+            Ok::<_, StagingError>((dir, file))
         })?;
         let mut written = Written {
             bytes: len,
@@ -460,6 +499,7 @@ fn existing_upload(
 /// both quotas allow them. `reserved`: bytes promised to other streams into the root, or
 /// `None` when the chunk is a stream's piece within its own promise (no new entry, its
 /// bytes already counted by every other write): then the root is not counted again.
+/// Returns the root's usage as counted before the write, when it was counted.
 #[allow(clippy::too_many_arguments)] // one caller (`write_as`): its context, unpacked
 fn store(
     root: &Dir,
@@ -470,7 +510,7 @@ fn store(
     chunk: &Chunk,
     existing: Option<u64>,
     reserved: Option<u64>,
-) -> Result<(Dir, File), StagingError> {
+) -> Result<(Dir, File, Option<quota::Usage>), StagingError> {
     let start = chunk.offset == 0;
     let missing = match &dir {
         Some(_) => 0,
@@ -478,8 +518,9 @@ fn store(
     };
     too_many_dirs(t, limits, missing)?;
     let new_file = start && existing.is_none();
+    let mut counted = None;
     if let Some(reserved) = reserved {
-        quota::check(
+        counted = Some(quota::check(
             root,
             &t.root,
             limits,
@@ -489,7 +530,7 @@ fn store(
                 entries: missing as u64 + u64::from(new_file),
                 reserved,
             },
-        )?;
+        )?);
     }
     let dir = match dir {
         Some(dir) => dir,
@@ -526,7 +567,7 @@ fn store(
     file.write_all_at(&chunk.data, chunk.offset)
         .map_err(|e| io("writing", e))?;
     start_writeback(&file, chunk.offset, chunk.data.len());
-    Ok((dir, file))
+    Ok((dir, file, counted))
 }
 
 /// Starts the disk write of what a chunk just put in the page cache, without waiting for

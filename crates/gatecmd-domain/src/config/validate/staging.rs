@@ -70,7 +70,7 @@ impl Validator {
             };
             let prefix = format!("clients[{i}].staging");
             // The section's declared bounds hold for a client's overrides too.
-            // `stale_upload_secs`, `max_uploads_per_client` and `upload_stall_secs` are not
+            // `stale_upload_secs`, `max_uploads_per_client` and the `upload_*` keys are not
             // per client: valid stand-ins, so that their refusal
             // (reported for the section) is not repeated for every client.
             let overridden = RawStaging {
@@ -83,6 +83,8 @@ impl Validator {
                 stale_upload_secs: raw.stale_upload_secs.max(1),
                 max_uploads_per_client: raw.max_uploads_per_client.max(1),
                 upload_stall_secs: raw.upload_stall_secs.max(1),
+                upload_min_bytes: raw.upload_min_bytes.max(1),
+                upload_promise_bytes: raw.upload_promise_bytes.max(1),
             };
             self.declared(&overridden, &prefix);
             self.chunk_fits(&limits, &prefix, file_roots, max_body);
@@ -99,6 +101,8 @@ impl Validator {
             stale_upload_secs: raw.stale_upload_secs,
             max_uploads_per_client: raw.max_uploads_per_client,
             upload_stall_secs: raw.upload_stall_secs,
+            upload_min_bytes: raw.upload_min_bytes,
+            upload_promise_bytes: raw.upload_promise_bytes,
             clients: out,
         }
     }
