@@ -88,19 +88,66 @@ pub fn clean_within(bytes: &[u8], max: usize) -> (String, bool) {
 
 /// A short text someone outside the operator's control chose (a USB descriptor string, a
 /// labgrid user or place name), made safe for every sink that shows it to someone else:
-/// control characters (newline, ESC, C1) and the bidirectional overrides that reorder
-/// what a terminal shows become `?`; trimmed; at most `max_chars` characters.
+/// control characters (newline, ESC, C1) and the invisible format characters that reorder
+/// or hide what a terminal or a browser shows ([`is_invisible`]) become `?`; trimmed; at
+/// most `max_chars` characters.
 pub fn one_line(raw: &str, max_chars: usize) -> String {
     let clean: String = raw
         .trim()
         .chars()
         .take(max_chars)
         .map(|c| {
-            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
-            if c.is_control() || bidi { '?' } else { c }
+            if c.is_control() || is_invisible(c) {
+                '?'
+            } else {
+                c
+            }
         })
         .collect();
     clean.trim().to_string()
+}
+
+/// Whether `c` is a character a person cannot see but that changes what they read: the
+/// Unicode format characters (general category Cf: the bidirectional embeddings,
+/// overrides, isolates and marks that reorder a line — U+202A–U+202E, U+2066–U+2069,
+/// U+200E/F, U+061C —, zero-width spaces and joiners, the word joiner and invisible
+/// operators, the byte-order mark, interlinear annotation, tag characters), the line and
+/// paragraph separators, and the fillers and joiners that render as nothing (U+034F,
+/// U+115F, U+1160, U+3164, U+FFA0, variation selectors). Control characters are
+/// [`char::is_control`]'s. The list follows Unicode 15's Cf set; a newer format character
+/// missing here is still never typed into a board's shell (see the callers).
+pub fn is_invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x0600..=0x0605 | 0x061C | 0x06DD | 0x070F | 0x0890..=0x0891
+        | 0x08E2 | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F | 0x200B..=0x200F
+        | 0x2028..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0
+        | 0xFFF9..=0xFFFB | 0x110BD | 0x110CD | 0x13430..=0x1343F | 0x1BCA0..=0x1BCA3
+        | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+}
+
+/// Text shown to a person who decides on it (an approval's command line or console text,
+/// a boot report's line), as it will act: every control character and every invisible
+/// format character ([`is_invisible`]) written out visibly — `\n`, `\r`, `\t`, and
+/// `<U+202E>` for the rest — so that nothing reorders, hides or fakes what is read (issue
+/// 46: a `dd` displayed after a `#` as if commented out). Everything else is kept as it is.
+pub fn visible(text: &str) -> String {
+    use std::fmt::Write;
+    if !text.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || is_invisible(c) => {
+                let _ = write!(out, "<U+{:04X}>", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The largest index `<= at` that is a character boundary of `s`.
@@ -135,6 +182,25 @@ pub fn strip_ansi(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_person_decides_on_is_shown_as_it_acts() {
+        // The red team's text: `dd` displayed after a `#` as if commented out.
+        let attack = "echo ok # \u{202e}\u{2066}dd if=/dev/zero of=/dev/mmcblk0\u{2069}\u{202c}";
+        let shown = visible(attack);
+        assert_eq!(
+            shown,
+            "echo ok # <U+202E><U+2066>dd if=/dev/zero of=/dev/mmcblk0<U+2069><U+202C>"
+        );
+        assert!(!shown.chars().any(is_invisible));
+        assert_eq!(
+            visible("a\r\n\tb\u{1b}[0m\u{200b}"),
+            "a\\r\\n\\tb<U+001B>[0m<U+200B>"
+        );
+        // Plain text, accents and other scripts pass as they are.
+        assert_eq!(visible("uname -a; café ✓ 中文"), "uname -a; café ✓ 中文");
+        assert_eq!(one_line("x\u{2067}y\u{feff}", 10), "x?y?");
+    }
 
     #[test]
     fn lossy_text_is_measured_after_conversion() {

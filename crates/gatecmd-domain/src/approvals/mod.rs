@@ -27,6 +27,7 @@ pub use request::{
 };
 
 use crate::config::Approvers;
+use gatecmd_core::output::visible;
 
 /// Requests pending at once, all clients together.
 pub const MAX_PENDING: usize = 256;
@@ -129,6 +130,7 @@ impl Approvals {
     /// Makes a pending request; it waits until decided or its deadline.
     pub fn request(&self, spec: NewRequest) -> Result<Arc<Request>, ApprovalError> {
         check_note(spec.note.as_deref())?;
+        let spec = shown_as_it_acts(spec);
         let mut t = self.table();
         if t.pending.len() >= MAX_PENDING {
             return Err(ApprovalError::TooMany {
@@ -181,6 +183,7 @@ impl Approvals {
         note: Option<String>,
     ) -> Result<(RequestView, Decision), ApprovalError> {
         check_note(note.as_deref())?;
+        let note = note.map(|n| visible(&n));
         let req = self.pending(id)?;
         let unknown = || ApprovalError::Unknown { id: id.to_string() };
         let approvers = req.spec.approvers.to_string();
@@ -351,6 +354,20 @@ fn check_note(note: Option<&str>) -> Result<(), ApprovalError> {
         }),
         _ => Ok(()),
     }
+}
+
+/// A request as every view shows it (issue 46): what a person decides on, written out as
+/// it will act, so that bidi controls and other invisible characters a requester put in its
+/// command line, console text or note cannot reorder or hide what the approver reads, in
+/// `gatecmd://approvals`, on the page, in the elicitation, the CLI and the audit. The text
+/// that runs is not taken from here: the held call keeps its own.
+fn shown_as_it_acts(mut spec: NewRequest) -> NewRequest {
+    spec.what = visible(&spec.what);
+    spec.note = spec.note.map(|n| visible(&n));
+    spec.argv = spec
+        .argv
+        .map(|argv| argv.iter().map(|a| visible(a)).collect());
+    spec
 }
 
 #[cfg(test)]

@@ -156,3 +156,44 @@ fn a_rewritten_file_hashes_differently_through_the_same_descriptor() {
     let d = std::fs::File::open(dir.path()).expect("dir");
     assert!(files::digest(&d).expect("a directory").is_none());
 }
+
+/// Issue 46 finding 2: what a person decides on reaches every view as it will act. The
+/// red team's console text displayed a `dd` after a `#`, as if commented out.
+#[test]
+fn bidi_controls_reach_no_view_unescaped() {
+    let a = Approvals::default();
+    let attack = "echo ok # \u{202e}\u{2066}dd if=/dev/zero of=/dev/mmcblk0\u{2069}\u{202c}\n";
+    let mut s = spec("agent", ops(), 60);
+    s.tool = "console_write".into();
+    s.what = format!("console_write b1: {attack}");
+    s.argv = Some(vec![attack.into()]);
+    s.note = Some("harmless \u{202e}gnihton".into());
+    let r = a.request(s).expect("made");
+    let v = &a.list_pending()[0];
+    let invisible = |t: &str| {
+        t.chars()
+            .any(|c| c.is_control() || gatecmd_core::output::is_invisible(c))
+    };
+    for text in [
+        &v.what,
+        v.note.as_ref().expect("note"),
+        &v.argv.as_ref().expect("argv")[0],
+    ] {
+        assert!(!invisible(text), "{text:?}");
+    }
+    assert!(
+        v.what
+            .ends_with("<U+202E><U+2066>dd if=/dev/zero of=/dev/mmcblk0<U+2069><U+202C>\\n"),
+        "{}",
+        v.what
+    );
+    assert_eq!(v.note.as_deref(), Some("harmless <U+202E>gnihton"));
+    // The approver's own note is shown the same way.
+    let (v, _) = a
+        .decide(&r.id.0, "ops", Via::Page, true, Some("ok\u{2067}".into()))
+        .expect("decided");
+    assert_eq!(
+        v.decision.and_then(|d| d.note).as_deref(),
+        Some("ok<U+2067>")
+    );
+}

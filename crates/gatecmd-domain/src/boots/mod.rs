@@ -423,9 +423,12 @@ fn line_text(raw: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A line as a stage or fault shows it: control characters removed, at most 1 KiB.
+/// A line as a stage or fault shows it: control characters removed, invisible format
+/// characters (bidi controls and the like) written out visibly (`<U+202E>`, issue 46), at
+/// most 1 KiB.
 fn shown(line: &str) -> String {
-    line.chars().filter(|c| !c.is_control()).collect()
+    let plain: String = line.chars().filter(|c| !c.is_control()).collect();
+    gatecmd_core::output::visible(&plain)
 }
 
 impl BoardBoots {

@@ -15,7 +15,7 @@ use memchr::memmem;
 use regex::Regex;
 
 use crate::config::{PASSWORD_PROMPT, ShellConfig, ValueError, prompt_regex};
-use gatecmd_core::output::clean;
+use gatecmd_core::output::{clean, is_invisible};
 
 /// Bytes of output looked at to tell what the last line is.
 pub const LAST_LINE_BYTES: usize = 4096;
@@ -222,6 +222,14 @@ pub fn command_problem(command: &str, max_bytes: usize) -> Option<String> {
             c as u32
         ));
     }
+    // Issue 46: a bidi control or another invisible character makes the line read as
+    // something else to the person who approves it or reads the transcript.
+    if let Some((i, c)) = command.char_indices().find(|(_, c)| is_invisible(*c)) {
+        return Some(format!(
+            "command has an invisible format character at byte {i} (U+{:04X}), which reorders or hides what a person reads of the line; type only visible text (console_write sends raw bytes, shown escaped to an approver)",
+            c as u32
+        ));
+    }
     None
 }
 
@@ -304,6 +312,11 @@ mod tests {
             ("a\tb", "tab"),
             ("x\u{3}", "Ctrl-C"),
             ("\u{1b}[A", "control character"),
+            (
+                "echo ok # \u{202e}\u{2066}dd if=/dev/zero\u{2069}",
+                "U+202E",
+            ),
+            ("ls\u{200b}", "invisible format character"),
             ("   ", "empty"),
         ] {
             let why = command_problem(bad, 4095).expect(bad);
