@@ -53,11 +53,9 @@ impl ConnLimits {
     }
 }
 
-/// The address a connection reached (this side of it), in its requests' extensions: with
-/// the peer's address it names the connection for a `sock_diag` lookup
-/// (`transport::peer_user`).
-#[derive(Debug, Clone, Copy)]
-pub struct LocalAddr(pub SocketAddr);
+/// The address a connection reached, in its requests' extensions (defined in the core so
+/// that the MCP surface can read it: the approval link names this listener's port).
+pub use gatecmd_core::identity::LocalAddr;
 
 /// One connection's handle, in its requests' extensions: the request guard calls
 /// [`ConnTicket::authenticated`] once a request passed the token check.

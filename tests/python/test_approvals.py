@@ -980,3 +980,69 @@ async def test_a_board_rule_holds_the_console_tools_until_the_yes(console_bench)
         ("board_run b1", "denied"),
         ("uboot_run b1", "approved"),
     ], decided
+
+
+async def test_the_link_names_gatecmds_own_port_whatever_host_the_client_sends(bench):
+    """Issue 46, finding 3: the approval link was built from the request's `Host` header,
+    whose check looks at the name only: a session opened with `Host: 127.0.0.1:6666` was
+    told to send the person to port 6666, which any local process or VM forwarding can
+    serve. Now the link names the host and the port of gatecmd's own listener."""
+    from contextlib import asynccontextmanager
+
+    from mcp import types
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    asked: list = []
+
+    async def agent_process(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="decline")
+
+    @asynccontextmanager
+    async def hostile():
+        headers = {"Authorization": f"Bearer {AGENT}", "Host": "127.0.0.1:6666"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with Client(
+                streamable_http_client(bench.url, http_client=http), mode="legacy", elicitation_callback=agent_process
+            ) as client:
+                yield client
+
+    async with hostile() as agent:
+        r = await agent.call_tool("execute_command", {"command": "mine", "args": ["ef"]})
+    assert asked, "no elicitation reached the client"
+    url = asked[0].url
+    port = bench.base.rsplit(":", 1)[1]
+    assert url.startswith(f"http://127.0.0.1:{port}/approval/apr-"), url
+    assert ":6666" not in url, url
+    # Declining the link withdrew the request: nothing ran.
+    assert r.is_error, r
+    assert ran(bench) == ""
+
+
+async def test_the_approver_sees_the_attack_text_as_it_acts(bench):
+    """Issue 46, finding 2: bidi controls in what a person approves reordered it (a `dd`
+    displayed after a `#`). Every view of a request — gatecmd://approvals, the bench page's
+    state — shows them written out (`<U+202E>`), never as the characters."""
+    attack = "echo ok # \u202e\u2066dd if=/dev/zero of=/dev/mmcblk0\u2069\u202c"
+    async with connect(bench.url, AGENT, "legacy") as agent, connect(bench.url, OPS, "legacy") as ops:
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                await agent.call_tool("execute_command", {"command": "tool", "args": ["ef"], "note": attack})
+
+            tg.start_soon(ask)
+            [req] = await pending(ops)
+            shown = req["note"]
+            assert not any(c in shown for c in "\u202e\u2066\u2069\u202c"), ascii(shown)
+            assert shown == "echo ok # <U+202E><U+2066>dd if=/dev/zero of=/dev/mmcblk0<U+2069><U+202C>", shown
+            http, _ = await page_session(bench.base, OPS)
+            try:
+                snap = (await http.get("/state")).json()
+                [row] = [a for a in snap["approvals"] if a["id"] == req["id"]]
+                assert "\u202e" not in json.dumps(row, ensure_ascii=False) and "<U+202E>" in row["note"], row
+            finally:
+                await http.aclose()
+            await ops.call_tool("deny", {"approval": req["id"], "note": "no"})
+    assert ran(bench) == ""

@@ -31,3 +31,10 @@ impl ClientIdentity {
         self.commands.as_ref().is_none_or(|c| c.contains(command))
     }
 }
+
+/// The address a connection reached (this side of it: the listener's address and port),
+/// put in each of its requests' extensions by the accept loop. With the peer's address it
+/// names the connection for a `sock_diag` lookup; a link gatecmd builds for a caller names
+/// this port, never one the caller wrote in its `Host` header (issue 46).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub std::net::SocketAddr);

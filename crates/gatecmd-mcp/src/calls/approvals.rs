@@ -17,6 +17,7 @@ use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 
+use gatecmd_core::identity::LocalAddr;
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::{Decision, NewRequest, Outcome, Request, RequestView, Via};
@@ -229,8 +230,12 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Where the bench page shows request `id`, as the calling client reached the server
-/// (its `Host`, which the guard checked); `None` without one (stdio) or with the page off.
+/// Where the bench page shows request `id`: the host name the calling client reached the
+/// server by (its `Host`, which the guard checked against the Host policy) and the port of
+/// the listener the request arrived on — never the port the `Host` header names, which is
+/// the client's to choose (issue 46: `Host: 127.0.0.1:6666` sent the person to a port any
+/// local process or VM forwarding could serve). `None` without an HTTP request (stdio),
+/// without the listener's address, or with the page off.
 pub fn page_url(
     state: &AppState,
     ctx: &rmcp::service::RequestContext<RoleServer>,
@@ -241,11 +246,25 @@ pub fn page_url(
     }
     let parts = ctx.extensions.get::<http::request::Parts>()?;
     let host = parts.headers.get(http::header::HOST)?.to_str().ok()?;
-    // The guard checked it against the Host policy; a path or user info is no host.
-    if host.is_empty() || host.contains(['/', '@', '?', '#', ' ']) {
+    let LocalAddr(local) = parts.extensions.get::<LocalAddr>()?;
+    Some(format!(
+        "http://{}:{}/approval/{id}",
+        host_name(host)?,
+        local.port()
+    ))
+}
+
+/// The name part of a `Host` value (`10.0.2.2:9222` → `10.0.2.2`, `[::1]:1` → `[::1]`);
+/// `None` for anything that is not a plain host (a path, user info, spaces).
+fn host_name(host: &str) -> Option<&str> {
+    if host.is_empty() || host.contains(['/', '@', '?', '#', ' ', '\\']) {
         return None;
     }
-    Some(format!("http://{host}/approval/{id}"))
+    let name = match host.strip_prefix('[') {
+        Some(rest) => &host[..rest.find(']')? + 2],
+        None => host.split(':').next()?,
+    };
+    (!name.is_empty()).then_some(name)
 }
 
 /// For a `by: requester` request: tells the requesting client's user where the person who
@@ -325,4 +344,20 @@ pub fn tell_person(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_name;
+
+    #[test]
+    fn the_link_keeps_the_host_name_and_drops_the_callers_port() {
+        assert_eq!(host_name("127.0.0.1:6666"), Some("127.0.0.1"));
+        assert_eq!(host_name("10.0.2.2"), Some("10.0.2.2"));
+        assert_eq!(host_name("[::1]:6666"), Some("[::1]"));
+        assert_eq!(host_name("bench.lab:9222"), Some("bench.lab"));
+        for bad in ["", "evil.com/x", "a@b", "a b", ":9222", "[::1"] {
+            assert_eq!(host_name(bad), None, "{bad:?}");
+        }
+    }
 }
