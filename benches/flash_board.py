@@ -150,7 +150,7 @@ async def main() -> None:
         flash_size="512M",
         timeout=3000,
         log_level="warn",
-        flash=f"  enabled: true\n  loaders: [{IMAGES}]\n  transfer_kib: 64\n",
+        flash=f"  enabled: true\n  loaders: [{IMAGES}]\n  loaders_writable: true\n  transfer_kib: 64\n",
         vboard_args="--read-back vb2=rk3588 --stall-above vb2=1M",
     )
     print(f"VM up, gatecmd listening, after {bench.ready_secs:.1f} s", flush=True)

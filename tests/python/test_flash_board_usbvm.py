@@ -50,6 +50,7 @@ SPARSE_SIZE = 64 * MIB
 SPARSE_RANGES = [(0, 8 * MIB), (40 * MIB, 8 * MIB)]
 FLASH_CONFIG = f"""  enabled: true
   loaders: [{IMAGES}]
+  loaders_writable: true  # the test's two agents are trusted with every board
   device_wait_secs: 8
 """
 

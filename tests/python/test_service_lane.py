@@ -39,6 +39,7 @@ CONF = "/etc/gatecmd/allowed_commands.yaml"
 IMAGES = "/var/lib/gatecmd/images"
 FLASH_CONFIG = f"""  enabled: true
   loaders: [{IMAGES}]
+  loaders_writable: true
   device_wait_secs: 8
 """
 IMAGE = vbench.bootable_image(256 * 1024, b"service lane")

@@ -31,7 +31,7 @@ def main() -> int:
         vboard,
         flash_size="256M",
         write_speed=os.environ.get("WRITE_SPEED", "1M"),
-        flash=f"  enabled: true\n  loaders: [{vbench.IMAGES}]\n",
+        flash=f"  enabled: true\n  loaders: [{vbench.IMAGES}]\n  loaders_writable: true\n",
         timeout=900,
     )
     try:

@@ -39,6 +39,15 @@ settings! {
                 `flash_board` may send to a board in MaskROM; a loader is opened beneath \
                 `file_roots` like any file argument and must then resolve to one of these.",
         },
+        loaders_writable: bool {
+            default: false,
+            docs: "accept `loaders` that lie in a file root some client may write \
+                (`write_roots`, or every root for the generated token's client). Off by \
+                default, and then such a configuration is refused at load, naming the root \
+                and its writers: a client that may write there could replace a loader that \
+                `flash_board` then sends to another client's board (docs/SECURITY.md). Turn \
+                it on only where every writer of that root is trusted with every board.",
+        },
         state_dir: Option<PathBuf> {
             default: None,
             shown: "`<state_dir>/flash`",
@@ -54,7 +63,7 @@ settings! {
                 and the rockusb crate send, which every Rockchip loader takes) is brought \
                 back once within the flash (`power.maskrom`, the loader sent again: step \
                 `recover`) and the flash goes on at 64 KiB; a loader this server sent is \
-                remembered by its SHA-256, so its next flash starts at 64 KiB. Without \
+                remembered for that board by its SHA-256, so its next flash there starts at 64 KiB. Without \
                 `power.maskrom` or a loader in the call, such a flash fails instead: set \
                 64 for those boards' loaders.",
         },
@@ -163,6 +172,49 @@ mod tests {
         );
         assert_eq!(c.flash.transfer_blocks(), 8192);
         assert_eq!(c.flash.max_image_bytes(), 256 << 30);
+    }
+
+    /// Issue 46 (lead): loaders in a root a client may write are refused at load, naming
+    /// the root and its writers, unless `loaders_writable` accepts them.
+    #[test]
+    fn loaders_a_client_may_write_are_refused() {
+        let text = |writable: &str, extra: &str| {
+            format!(
+                "clients:\n  - name: vm-a\n    token: aaaaaaaaaaaaaaaaaaaaaaaa\n    write_roots: [/srv/images]\n\
+                 \x20 - name: ops\n    token: bbbbbbbbbbbbbbbbbbbbbbbb\n\
+                 file_roots: [/srv/images, /srv/loaders]\n{BOARD}\
+                 flash:\n  enabled: true\n  loaders: [{writable}]\n{extra}"
+            )
+        };
+        let errors = Config::parse(&text("/srv/images/loaders", ""), "t.yaml")
+            .expect_err("refused")
+            .0;
+        let e = errors
+            .iter()
+            .find(|e| e.field == "flash.loaders[0]")
+            .unwrap_or_else(|| panic!("not blamed: {errors:?}"));
+        assert!(
+            e.message.contains("/srv/images")
+                && e.message.contains("vm-a")
+                && !e.message.contains("ops"),
+            "{e}"
+        );
+        assert_eq!(e.line, 13, "{e}");
+        // A root nobody writes: fine. The operator's explicit yes: fine.
+        Config::parse(&text("/srv/loaders", ""), "t.yaml").expect("a read-only root");
+        Config::parse(&text("/srv/images", "  loaders_writable: true\n"), "t.yaml")
+            .expect("accepted knowingly");
+        // The generated token's client writes every root.
+        let errors = Config::parse(
+            &format!("file_roots: [/srv]\n{BOARD}flash:\n  enabled: true\n  loaders: [/srv/l]\n"),
+            "t.yaml",
+        )
+        .expect_err("refused")
+        .0;
+        assert!(
+            errors.iter().any(|e| e.message.contains("default")),
+            "{errors:?}"
+        );
     }
 
     #[test]

@@ -10,12 +10,15 @@
 //! - `run`: the orchestration, step by step.
 //! - `device`: the board's USB port as the registry sees it, and the wait for rockusb.
 //! - `hash`: an input file's SHA-256, taken beside the flash.
+//! - `loader_memory`: what earlier flashes of a board found of a loader (its reads' limit,
+//!   its largest transfer), per board and loader SHA-256.
 //! - `outcome`: what a finished flash reports.
 //! - `failure`: why one stopped, what was seen, and what to do next.
 
 mod device;
 mod failure;
 pub(crate) mod hash;
+mod loader_memory;
 mod outcome;
 mod run;
 mod step;

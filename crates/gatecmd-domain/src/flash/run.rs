@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::device;
 use super::failure::{Failed, FlashFailure, Seen};
 use super::hash::FileHash;
+use super::loader_memory::{Fact, LoaderMemory};
 use super::outcome::{FileFacts, FlashFacts, Flashed, Written};
 use super::step::{Bytes, Event, Step, StepRecord, mib};
 use crate::audit::PowerVia;
@@ -41,9 +42,6 @@ use gatecmd_flash::{
 /// transfer (looked at every [`USB_POLL`]; the wait ends as soon as the device is gone).
 const USB_SETTLE: Duration = Duration::from_millis(1500);
 const USB_POLL: Duration = Duration::from_millis(50);
-/// The file in the journal directory that remembers, per loader SHA-256, from which LBA
-/// its reads were found unsound and the largest transfer it takes.
-const LOADER_READS: &str = "loaders.json";
 
 /// Bytes of boot log a result carries at most (the newest).
 pub const BOOT_LOG_BYTES: usize = 64 * 1024;
@@ -575,7 +573,7 @@ async fn steps(
         .flatten();
     let known = sent_loader
         .as_deref()
-        .map(|sha| loader_memory(journal_dir, sha))
+        .map(|sha| LoaderMemory::load(journal_dir, &board.name, sha))
         .unwrap_or_default();
     let transfer_blocks = known
         .max_transfer_blocks
@@ -683,11 +681,13 @@ async fn steps(
                 ))?;
                 target = recover(run, config, &board, boot, device_wait, waits).await?;
                 if let Some(sha) = &sent_loader {
-                    remember_loader(
+                    LoaderMemory::remember(
                         journal_dir,
+                        &board.name,
                         sha,
-                        "max_transfer_blocks",
-                        gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS as u64,
+                        Fact::MaxTransferBlocks(
+                            gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS as u64,
+                        ),
                     );
                 }
                 run.done(
@@ -697,7 +697,7 @@ async fn steps(
                     "a {} transfer failed ({e}); power.maskrom ran, the loader was sent again, and the flash goes on at {} transfers{}",
                     gatecmd_flash::units::human_bin(big),
                     gatecmd_flash::units::human_bin(gatecmd_flash::usb::target::DEFAULT_TRANSFER_BLOCKS as u64 * 512),
-                    if sent_loader.is_some() { "; remembered for this loader's SHA-256" } else { "" }
+                    if sent_loader.is_some() { "; remembered for this board with this loader's SHA-256" } else { "" }
                 ),
             );
                 img = i;
@@ -745,7 +745,12 @@ async fn steps(
     if v.limit_found_now
         && let (Some(sha), Some(lba)) = (&sent_loader, v.reads_unsound_from_lba)
     {
-        remember_loader(journal_dir, sha, "reads_unsound_from_lba", lba);
+        LoaderMemory::remember(
+            journal_dir,
+            &board.name,
+            sha,
+            Fact::ReadsUnsoundFromLba(lba),
+        );
     }
     run.done_ms(Step::Verify, verify_ms, verify_detail(&v));
     let cursor = run.console.map(|c| c.bounds().1);
@@ -949,7 +954,7 @@ fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
             let how_found = if v.limit_found_now {
                 "found now: a chunk read back wrong, and a probe (its complement written and read, then the chunk written and read) showed the reads do not follow the writes"
             } else {
-                "known from an earlier flash with this loader"
+                "known from an earlier flash of this board with this loader"
             };
             format!(
                 "{how}: {} verified by read-back, {} not verified: from {at} on, this loader's reads do not show what the flash holds{fill}, {how_found}. Those bytes were written (each write acknowledged by the loader) but are not verified; a loader with sound reads (the DDR blob and usbplug pair) verifies them",
@@ -957,59 +962,6 @@ fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
                 mib(v.unverified_bytes),
             )
         }
-    }
-}
-
-/// What earlier flashes found of a loader (by its SHA-256).
-#[derive(Default)]
-struct LoaderMemory {
-    /// The LBA from which its reads do not show what the flash holds.
-    reads_unsound_from_lba: Option<u64>,
-    /// The largest transfer it took (after a larger one stalled).
-    max_transfer_blocks: Option<u32>,
-}
-
-fn loader_memory(dir: &std::path::Path, sha: &str) -> LoaderMemory {
-    let v: Option<serde_json::Value> = std::fs::read_to_string(dir.join(LOADER_READS))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let field = |k: &str| v.as_ref().and_then(|v| v.get(sha)?.get(k)?.as_u64());
-    LoaderMemory {
-        reads_unsound_from_lba: field("reads_unsound_from_lba"),
-        max_transfer_blocks: field("max_transfer_blocks").and_then(|b| u32::try_from(b).ok()),
-    }
-}
-
-/// Remembers `key: value` for the loader (owner-only file, replaced whole; a failure only
-/// costs the next flash a probe or a stall, so it is not an error of this one).
-fn remember_loader(dir: &std::path::Path, sha: &str, key: &str, value: u64) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(LOADER_READS);
-    let mut v: serde_json::Value = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(serde_json::Value::is_object)
-        .unwrap_or_else(|| serde_json::json!({}));
-    if !v[sha].is_object() {
-        v[sha] = serde_json::json!({});
-    }
-    v[sha][key] = serde_json::json!(value);
-    let tmp = dir.join(format!("{LOADER_READS}.tmp.{}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(v.to_string().as_bytes())
-                .and_then(|()| f.sync_all())
-        })
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        tracing::warn!(path = %path.display(), error = %e, "the loader's read limit was not remembered");
     }
 }
 

@@ -1,10 +1,27 @@
-//! The `flash:` section: its boards and clients must be configured ones and its loader
-//! paths absolute (the keys' own bounds are declared in `flash.rs`).
+//! The `flash:` section: its boards and clients must be configured ones, its loader paths
+//! absolute and, unless `loaders_writable`, in no file root a client may write (the keys'
+//! own bounds are declared in `flash.rs`).
+
+use std::path::{Path, PathBuf};
 
 use super::super::boards::BoardConfig;
 use super::super::flash::FlashSettings;
 use super::super::schema::ClientConfig;
+use super::super::staging::StagingConfig;
 use super::validator::Validator;
+
+/// Who may write `root`: the configured clients whose `write_roots` hold it, or, with no
+/// client configured, the generated token's `default` (it writes every root).
+fn writers<'a>(root: &Path, clients: &'a [ClientConfig], staging: &StagingConfig) -> Vec<&'a str> {
+    if clients.is_empty() {
+        return vec!["default"];
+    }
+    clients
+        .iter()
+        .filter(|c| staging.policy(&c.name).write_roots.allows(root))
+        .map(|c| c.name.as_str())
+        .collect()
+}
 
 impl Validator {
     pub(super) fn flash(
@@ -12,6 +29,7 @@ impl Validator {
         flash: &FlashSettings,
         clients: &[ClientConfig],
         boards: &[BoardConfig],
+        roots: (&[PathBuf], &StagingConfig),
     ) {
         for (i, name) in flash.boards.iter().flatten().enumerate() {
             if !boards.iter().any(|b| &b.name == name) {
@@ -67,8 +85,48 @@ impl Validator {
                         p.display()
                     ),
                 );
+            } else if !flash.loaders_writable {
+                self.loader_out_of_reach(i, p, clients, roots);
             }
         }
         self.declared(flash, "flash");
+    }
+
+    /// Issue 46: a loader directory inside a root a client may write lets that client
+    /// replace the loader `flash_board` sends to anyone's board.
+    fn loader_out_of_reach(
+        &mut self,
+        i: usize,
+        loader: &Path,
+        clients: &[ClientConfig],
+        (file_roots, staging): (&[PathBuf], &StagingConfig),
+    ) {
+        for root in file_roots {
+            if !(loader.starts_with(root) || root.starts_with(loader)) {
+                continue;
+            }
+            let who = writers(root, clients, staging);
+            if who.is_empty() {
+                continue;
+            }
+            let field = format!("flash.loaders[{i}]");
+            let at = self.at(&field);
+            self.err(
+                at,
+                field,
+                format!(
+                    "{} lies in file root {}, which client(s) {} may write (write_file, PUT \
+                     /upload): any of them could replace a loader flash_board sends to \
+                     another client's board. Keep loaders in a file root that no client's \
+                     write_roots lists (add it to file_roots only), or set \
+                     flash.loaders_writable: true where every writer is trusted with every \
+                     board",
+                    loader.display(),
+                    root.display(),
+                    who.join(", ")
+                ),
+            );
+            return;
+        }
     }
 }

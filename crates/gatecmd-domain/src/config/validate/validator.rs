@@ -211,7 +211,7 @@ impl Validator {
         self.declared(&raw.isolation, "isolation");
         self.declared(&raw.audit, "audit");
         self.page(&raw.page, &clients);
-        self.flash(&raw.flash, &clients, &boards);
+        self.flash(&raw.flash, &clients, &boards, (&file_roots, &staging));
         self.origins(&raw.allowed_origins);
         let metrics = self.metrics(raw.metrics, &clients, bind);
         let labgrid = self.lab(raw.labgrid);
