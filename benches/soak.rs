@@ -7,7 +7,8 @@
 //! starts floods it never reads, and (issue 22) a subscription flood, a client parking
 //! unread answers, a page-session flood and a power-command racer (benches/soak/abuse.rs)
 //! try their worst beside them, and (issue 37) stalled uploads and bmap bombs through
-//! flash_board (benches/soak/round5.rs). It prints overlapping executions per board (counted from
+//! flash_board (benches/soak/round5.rs), and (issue 46) header-only uploads promising a shared
+//! root beside a client storing into it (benches/soak/round6.rs). It prints overlapping executions per board (counted from
 //! the flashing tool's own logs, so checked rather than assumed), p50/p99 per tool, the
 //! server's resident memory over time and whether it stayed flat, and calls and errors.
 //!
@@ -23,6 +24,8 @@ mod harness;
 mod lab;
 #[path = "soak/round5.rs"]
 mod round5;
+#[path = "soak/round6.rs"]
+mod round6;
 #[path = "../tests/common/umockdev.rs"]
 mod umockdev;
 
@@ -95,7 +98,9 @@ fn config(root: &Path, tools: &Path, flood_bytes: u64, lab: Option<&lab::Lab>) -
 clients:
 {clients}  - name: flood
     token: {FLOOD_TOKEN}
-{abusers}{round5}file_roots: [{tools}/files, {tools}/upload-attack]
+{abusers}{round5}{round6}file_roots: [{tools}/files, {tools}/upload-attack, {tools}/shared]
+staging:
+  upload_stall_secs: 5
 limits:
   max_concurrent_children: 32
   kill_grace_secs: 2
@@ -131,6 +136,7 @@ commands:
 {more}{bombed}{lab_board}{lab_section}{flash}"#,
         abusers = abuse::clients_yaml(),
         round5 = round5::clients_yaml(Path::new(&tools.to_string())),
+        round6 = round6::clients_yaml(Path::new(&tools.to_string())),
         bombed = round5::boards_yaml(),
         flash = round5::flash_yaml(),
         more = abuse::commands_yaml(Path::new(&tools.to_string())),
@@ -604,6 +610,7 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     std::fs::create_dir_all(&log_dir).expect("log dir");
     std::fs::create_dir_all(tools.path().join("files")).expect("files dir");
     std::fs::create_dir_all(tools.path().join("upload-attack")).expect("upload dir");
+    std::fs::create_dir_all(tools.path().join("shared")).expect("shared dir");
     round5::write_bombs(&tools.path().join("files"));
     let flood_bytes = if smoke { 5_000_000 } else { 50_000_000 };
     let root = tb.root_dir();
@@ -748,6 +755,16 @@ async fn soak(secs: u64, smoke: bool) -> bool {
         deadline,
     ));
     let bombs = tokio::spawn(round5::bmap_bombs(s.url.clone(), deadline));
+    let promises = tokio::spawn(round6::promise_flood(
+        addr.clone(),
+        tools.path().join("shared"),
+        deadline,
+    ));
+    let shares = tokio::spawn(round6::sharer(
+        s.base.clone(),
+        tools.path().join("shared"),
+        deadline,
+    ));
     let mut tasks = Vec::new();
     for i in 0..SESSIONS {
         tasks.push(tokio::spawn(session(
@@ -981,6 +998,37 @@ async fn soak(secs: u64, smoke: bool) -> bool {
         bombs.other,
         bombs.slowest.as_millis()
     );
+    let (promises, shares) = (
+        promises.await.unwrap_or_default(),
+        shares.await.unwrap_or_default(),
+    );
+    println!(
+        "promise flood (4 header-only PUTs of 8 GiB into a shared 32 GiB root, a byte a second \
+         each): {} opened, {} ended 408 by the progress rule, {} refused, {} other, longest \
+         open {:.1} s; the other client's 1 KiB uploads into that root: {} of {} stored ({:.1} %){}",
+        promises.opened,
+        promises.ended_408,
+        promises.refused,
+        promises.other,
+        promises.longest.as_secs_f64(),
+        shares.stored,
+        shares.tried,
+        if shares.tried == 0 {
+            0.0
+        } else {
+            100.0 * shares.stored as f64 / shares.tried as f64
+        },
+        if shares.first_refusal.is_empty() {
+            String::new()
+        } else {
+            format!(" (first refusal: {})", shares.first_refusal)
+        }
+    );
+    // The stall span is 5 s here: a request lives at most one span and a little.
+    let round6_ok = shares.tried > 0
+        && shares.stored == shares.tried
+        && promises.other == 0
+        && promises.longest < Duration::from_secs(12);
     let round5_ok = uploads.declared_refused == uploads.declared
         && uploads.most_admitted <= 4
         && uploads.other == 0
@@ -990,6 +1038,7 @@ async fn soak(secs: u64, smoke: bool) -> bool {
     let fds_ok = most_fds < 1024;
     let abuse_ok = lab_ok
         && round5_ok
+        && round6_ok
         && fds_ok
         && subs.accepted == 0
         && pages.admin_signed_out == 0
