@@ -45,7 +45,8 @@ pub struct PlanStep {
     pub name: String,
     /// One command line run at the board's shell, as board_run runs it.
     pub run: String,
-    /// A regex the step's output must match (searched, not anchored).
+    /// A regex the step's output must match (searched, not anchored; `^` and `$` match at
+    /// each line's start and end).
     #[serde(default)]
     pub expect: Option<String>,
     /// The exit code that passes (default 0).
@@ -176,7 +177,8 @@ impl Plan {
             let expect = s
                 .expect
                 .as_deref()
-                .map(|p| regex(p, &format!("{what}.expect")))
+                // Multi-line: `^` and `$` match at each line of the output.
+                .map(|p| regex(&format!("(?m){p}"), &format!("{what}.expect")))
                 .transpose()?;
             steps.push(Step {
                 name: s.name.clone(),

@@ -394,7 +394,10 @@ fn judge(s: &Step, exit: Option<i32>, output: &str) -> (Verdict, Option<String>)
     {
         return (
             Verdict::Fail,
-            Some(format!("the output does not match /{}/", re.as_str())),
+            Some(format!(
+                "the output does not match /{}/",
+                re.as_str().strip_prefix("(?m)").unwrap_or(re.as_str())
+            )),
         );
     }
     (Verdict::Pass, None)
