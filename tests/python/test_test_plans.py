@@ -16,6 +16,8 @@ import time
 import tty
 import xml.etree.ElementTree as ET
 
+import json
+
 import anyio
 import pytest
 
@@ -40,6 +42,15 @@ def relay(src: int, dst: int) -> None:
 
 @pytest.fixture
 def bash_board(tmp_path):
+    yield from board_with(tmp_path, "")
+
+
+@pytest.fixture
+def gated_board(tmp_path):
+    yield from board_with(tmp_path, "approvals:\n  - tool: board_run\n    approve: {by: [vm-b], timeout_secs: 60}\n")
+
+
+def board_with(tmp_path, extra: str):
     board_m, board_s = os.openpty()
     wire_m, wire_s = os.openpty()
     tty.setraw(wire_s)  # a UART does not echo
@@ -70,7 +81,7 @@ boards:
   - name: b1
     usb: "1-2"
     console: {{path: {os.ttyname(wire_s)}, baud: 115200}}
-"""
+{extra}"""
     s = Server(tmp_path, config=text)
     yield s, wire_m
     s.stop()
@@ -175,3 +186,47 @@ async def test_an_agent_runs_plans_and_a_ci_system_reads_their_junit(bash_board)
             r, v = await call(b, "run_test_plan", board="b1", plan={"name": "x", "steps": [{"name": "x", "run": "true"}]})
             assert r.is_error is True
             assert v["refusal"]["reason"] in ("lease_invalid", "device_busy"), v
+
+
+async def pending(client, timeout: float = 10.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await client.read_resource("gatecmd://approvals")
+        listed = json.loads(r.contents[0].text)["pending"]
+        if listed or time.monotonic() > deadline:
+            return listed
+        await anyio.sleep(0.1)
+
+
+@pytest.mark.anyio
+async def test_a_board_run_rule_holds_a_plan_until_the_yes(gated_board):
+    """A rule on board_run holds run_test_plan too (a plan is a string of board_runs): the
+    approver sees every command line; a no runs nothing, a yes runs the plan."""
+    s, _ = gated_board
+    plan = {"name": "gated", "steps": [{"name": "a", "run": "echo first"}, {"name": "b", "run": "echo second"}]}
+    answers: dict = {}
+    async with connect(s.url, TOKEN_A, "legacy") as agent, connect(s.url, TOKEN_B, "legacy") as ops:
+        lease = await leased(agent)
+
+        async def run(key: str) -> None:
+            answers[key] = await agent.call_tool("run_test_plan", {"board": "b1", "lease": lease, "plan": plan})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "denied")
+            [req] = await pending(ops)
+            assert req["tool"] == "run_test_plan" and req["board"] == "b1", req
+            assert "echo first ; echo second" in req["what"], req
+            await ops.call_tool("deny", {"approval": req["id"], "note": "not now"})
+        r = answers["denied"]
+        assert r.is_error is True and r.structured_content["refusal"]["reason"] == "approval_denied", r
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "approved")
+            [req] = await pending(ops)
+            await ops.call_tool("approve", {"approval": req["id"]})
+        v = answers["approved"].structured_content
+        assert v["verdict"] == "pass", v
+        assert [x["output"] for x in v["steps"]] == ["first\n", "second\n"]
+    log = (s.dir / "state" / "audit.log").read_text()
+    started = [json.loads(line) for line in log.splitlines() if '"test_plan_started"' in line]
+    assert len(started) == 1, started  # the denied plan never started
