@@ -474,3 +474,51 @@ fn audit_end(state: &AppState, client: &str, r: &Report) {
         ms: r.ms,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usecases::plan::Plan;
+
+    fn step(json: serde_json::Value) -> Step {
+        let plan = serde_json::json!({"name": "p", "steps": [json]});
+        Plan::from_value(plan)
+            .expect("parses")
+            .check()
+            .expect("checks")
+            .steps[0]
+            .clone()
+    }
+
+    #[test]
+    fn a_step_passes_on_its_exit_code_and_its_expect() {
+        let s =
+            step(serde_json::json!({"name": "a", "run": "x", "expect": "^ok$", "expect_exit": 2}));
+        assert_eq!(judge(&s, Some(2), "line\nok\n").0, Verdict::Pass);
+        let (v, m) = judge(&s, Some(0), "ok\n");
+        assert_eq!(v, Verdict::Fail);
+        assert_eq!(m.as_deref(), Some("exit code 0, expected 2"));
+        let (v, m) = judge(&s, Some(2), "not ok\n");
+        assert_eq!(v, Verdict::Fail);
+        assert_eq!(m.as_deref(), Some("the output does not match /^ok$/"));
+        assert_eq!(judge(&s, None, "ok\n").0, Verdict::Error);
+    }
+
+    #[test]
+    fn output_is_bounded_per_step_and_per_plan() {
+        let mut kept = 0;
+        let mut r = StepResult::skipped("a", "");
+        r.output = "é".repeat(MAX_STEP_OUTPUT_BYTES);
+        bound_output(&mut r, &mut kept);
+        assert!(r.output_truncated && r.output.len() <= MAX_STEP_OUTPUT_BYTES);
+        kept = MAX_PLAN_OUTPUT_BYTES - 3;
+        let mut r = StepResult::skipped("b", "");
+        r.output = "abcdef".into();
+        bound_output(&mut r, &mut kept);
+        assert_eq!((r.output.as_str(), r.output_truncated), ("abc", true));
+        let mut r = StepResult::skipped("c", "");
+        r.output = "x".into();
+        bound_output(&mut r, &mut kept);
+        assert_eq!((r.output.as_str(), r.output_truncated), ("", true));
+    }
+}
