@@ -210,6 +210,19 @@ async fn a_step_that_times_out_is_an_error_and_the_board_runs_the_next_plan() {
     )
     .await;
     assert_eq!(v["verdict"], "pass", "{v}");
+    // The call's own timeout_secs bounds the whole run: the job is timed_out.
+    let r = call(
+        &a,
+        "run_test_plan",
+        json!({"board": "sim", "lease": lease, "timeout_secs": 2, "plan": {"name": "long", "steps": [
+            {"name": "hang", "run": "sleep 30", "timeout_secs": 60}, {"name": "after", "run": "true"}]}}),
+    )
+    .await;
+    let v = structured(&r);
+    assert_eq!(v["state"], "timed_out", "{v}");
+    assert_eq!(verdicts(&v), ["error", "skipped"], "{v}");
+    let m = v["steps"][0]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("the plan's time limit ran out"), "{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
