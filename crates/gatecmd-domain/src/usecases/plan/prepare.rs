@@ -26,6 +26,8 @@ use crate::usecases::take::{Caller, TakeError, Taken, take_leased_board};
 /// A plan run's default and longest limit, every step included.
 pub const DEFAULT_PLAN_SECS: u64 = 600;
 pub const MAX_PLAN_SECS: u64 = 86_400;
+/// Longest one-line summary an approver is shown (`what`); `argv` holds every line.
+const MAX_WHAT_BYTES: usize = 2048;
 
 /// Where the plan comes from.
 pub enum Source {
@@ -144,14 +146,7 @@ pub async fn prepare(
         client: ask.client.clone(),
         note: None,
         tool: ask.tool.into(),
-        what: format!(
-            "{} {}: plan {} ({} steps: {})",
-            ask.tool,
-            ask.board,
-            plan.name,
-            lines.len(),
-            lines.join(" ; ")
-        ),
+        what: summary(ask, &plan.name, &lines),
         argv: Some(lines),
         board: Some(ask.board.clone()),
         holder: crate::usecases::approval::board_holder(state, &ask.board),
@@ -177,6 +172,27 @@ pub async fn prepare(
         taken,
         prompts,
     })
+}
+
+/// The approver's one line: the plan and its command lines, at most [`MAX_WHAT_BYTES`]
+/// (every line in full is the request's `argv`).
+fn summary(ask: &Ask, plan: &str, lines: &[String]) -> String {
+    let mut what = format!(
+        "{} {}: plan {plan} ({} steps: {})",
+        ask.tool,
+        ask.board,
+        lines.len(),
+        lines.join(" ; ")
+    );
+    if what.len() > MAX_WHAT_BYTES {
+        let mut at = MAX_WHAT_BYTES;
+        while !what.is_char_boundary(at) {
+            at -= 1;
+        }
+        what.truncate(at);
+        what.push_str(" …");
+    }
+    what
 }
 
 /// The audit line of a refused plan, with the surface's wording of the refusal.
