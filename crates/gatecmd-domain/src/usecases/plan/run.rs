@@ -25,6 +25,7 @@ use crate::console::Console;
 use crate::console::session::{TalkError, Wait};
 use crate::console::shell::Prompts;
 use crate::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
+use crate::running::{NewRun, RunGuard};
 use crate::state::AppState;
 use crate::usecases::flash::Answer;
 
@@ -104,6 +105,20 @@ where
         uncancellable: false,
         origin,
     });
+    // The bench page's "running" row, with the share of steps done.
+    let row = state.running.start(NewRun {
+        client: ask.client.clone(),
+        command: ask.tool.into(),
+        argv: vec![
+            ask.tool.into(),
+            ask.board.clone(),
+            prepared.plan.name.clone(),
+        ],
+        device: Some(prepared.taken.board.usb.to_string()),
+        board: Some(ask.board.clone()),
+        progress: None,
+    });
+    row.set_job(&job.id.0);
     state
         .audit
         .record(&JobRecord::started(&ask.client, &job.id.0, origin.as_str()));
@@ -117,7 +132,8 @@ where
     });
     let (task_state, task_job, client) = (state.clone(), job.clone(), ask.client.clone());
     let handle = tokio::spawn(async move {
-        let report = run(&task_state, &task_job, &client, prepared).await;
+        let report = run(&task_state, &task_job, &client, prepared, &row).await;
+        drop(row);
         let answer = render(&task_job, &report);
         task_job.push_line(false, answer.text.lines().next().unwrap_or_default());
         let end = JobEnd {
@@ -173,7 +189,13 @@ struct Board<'a> {
 }
 
 /// Runs every step; the board's key and the slot go when it returns.
-async fn run(state: &AppState, job: &Arc<Job>, client: &str, prepared: Prepared) -> Report {
+async fn run(
+    state: &AppState,
+    job: &Arc<Job>,
+    client: &str,
+    prepared: Prepared,
+    row: &RunGuard,
+) -> Report {
     let started = Instant::now();
     let Prepared {
         plan,
@@ -230,7 +252,9 @@ async fn run(state: &AppState, job: &Arc<Job>, client: &str, prepared: Prepared)
                     .unwrap_or_default()
             ),
         );
-        if job.set_progress(((i + 1) * 100) as f64 / n as f64) {
+        let done = ((i + 1) * 100) as f64 / n as f64;
+        row.set_progress(done);
+        if job.set_progress(done) {
             state.jobs.changed(&job.id);
         }
         let fault_line = faults.first().map(|f| format!("{}: {}", f.kind, f.line));
