@@ -382,3 +382,52 @@ async fn another_client_is_refused_and_a_background_plan_is_a_job() {
     let result = &w["result"];
     assert_eq!(verdicts(result), ["error", "skipped"], "{w}");
 }
+
+/// A board at its login prompt (the tests' simulator: a login with a password, then a
+/// shell): the first step logs in as board_run does, the plan runs; a board that answers
+/// nothing makes the step an error, naming what was awaited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_logs_in_first_and_a_silent_board_is_an_error() {
+    let yaml = format!(
+        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n\
+         boards:\n  - name: sim\n    usb: \"1-2\"\n    console: {{path: $DIR/ttyBOARD, baud: 115200, login: {{user: root, password_env: SIM_PW}}}}\n\
+         \x20 - name: off\n    usb: \"1-3\"\n    console: {{path: $DIR/ttyOFF, baud: 115200}}\n"
+    );
+    let s = Server::start_with(&yaml, &[], &[("SIM_PW", sim_board::PASSWORD)]);
+    sim_board::plug(&s.path("ttyBOARD"), sim_board::Start::Login, 115200, None);
+    sim_board::plug(&s.path("ttyOFF"), sim_board::Start::Off, 115200, None);
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("a");
+    for board in ["sim", "off"] {
+        let r = call(&a, "lock_board", json!({"board": board})).await;
+        assert!(!is_error(&r), "{}", text(&r));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let l = structured(&call(&a, "list_boards", json!({})).await);
+        let open = l["boards"]
+            .as_array()
+            .is_some_and(|b| b.iter().all(|b| b["console"]["state"] == "open"));
+        if open {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the consoles never opened: {l}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let p = json!({"name": "login", "steps": [
+        {"name": "hello", "run": "echo hello world", "expect": "^hello world$"},
+        {"name": "status", "run": "status 42", "expect_exit": 42},
+    ]});
+    let r = call(&a, "run_test_plan", json!({"board": "sim", "plan": p})).await;
+    let v = structured(&r);
+    assert_eq!(v["verdict"], "pass", "{v}");
+    assert_eq!(verdicts(&v), ["pass", "pass"], "{v}");
+
+    let p = json!({"name": "silent", "steps": [{"name": "x", "run": "true", "timeout_secs": 2}]});
+    let r = call(&a, "run_test_plan", json!({"board": "off", "plan": p})).await;
+    let v = structured(&r);
+    assert_eq!(v["verdict"], "error", "{v}");
+    let m = v["steps"][0]["message"].as_str().unwrap_or_default();
+    assert!(m.starts_with("not run: waited"), "{m}");
+}
