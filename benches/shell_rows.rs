@@ -91,6 +91,32 @@ boards:
             "",
             None,
         ));
+        if matches!(board, Board::Bash) {
+            rows.push(plan_row(&c, z).await);
+        }
     }
     rows
+}
+
+/// Issue 50: `run_test_plan` of ten `echo hi` steps (each judged by its exit code and an
+/// `expect`) on the interactive bash, per step: the whole call's time over ten.
+async fn plan_row(c: &Client, z: &Sizes) -> Row {
+    let steps: Vec<_> = (0..10)
+        .map(|i| json!({"name": format!("s{i}"), "run": "echo hi", "expect": "^hi$"}))
+        .collect();
+    let plan = json!({"name": "bench", "steps": steps});
+    let mut lat = Vec::new();
+    for _ in 0..(z.events / 10).max(3) {
+        let t0 = Instant::now();
+        let r = call(c, "run_test_plan", json!({"board": "sim", "plan": plan})).await;
+        lat.push(t0.elapsed() / 10);
+        let v = structured(&r);
+        assert_eq!(v["verdict"], "pass", "{v}");
+    }
+    latency_row(
+        "run_test_plan of 10 \"echo hi\" steps on the interactive bash at 115200 baud, per step",
+        &mut lat,
+        "",
+        None,
+    )
 }

@@ -2,7 +2,7 @@
 usbvm guest, tests/python/vbench.py) driven through gatecmd by the official MCP Python SDK:
 boot_board {to: maskrom} → db and wl with Debian's rkdeveloptool → boot_board {to: shell}
 → board_run {command: "uname -a"} over the board's real CDC-ACM console, logging in at
-its `login:` prompt. Its own VM (the bench of test_vboard_usbvm.py is that file's).
+its `login:` prompt, then the same checks as a `run_test_plan` (issue 50). Its own VM (the bench of test_vboard_usbvm.py is that file's).
 """
 
 from __future__ import annotations
@@ -119,6 +119,20 @@ async def scenario(bench) -> None:
         assert (r["exit_code"], r["output"]) == (1, "cat: /nope: No such file or directory\n"), r
         r = await call("board_run", {**common, "command": "nosuch"}, ok=False)
         assert r["exit_code"] == 127, r
+
+        # Issue 50: the same checks as a test plan, to a verdict and a JUnit report.
+        plan = {
+            "name": "vb1 smoke",
+            "steps": [
+                {"name": "kernel", "run": "uname -a", "expect": "^Linux vb1 6\\.1\\.0-vboard "},
+                {"name": "hostname", "run": "cat /etc/hostname", "expect": "^vb1$"},
+                {"name": "missing file", "run": "cat /nope", "expect_exit": 1, "expect": "No such file"},
+            ],
+        }
+        p = await call("run_test_plan", {**common, "plan": plan})
+        assert p["verdict"] == "pass" and p["state"] == "succeeded", p
+        assert [s["verdict"] for s in p["steps"]] == ["pass", "pass", "pass"], p
+        assert 'tests="3" failures="0" errors="0" skipped="0"' in p["junit"], p["junit"]
 
         # Another client is kept off the console while vm-a holds the board.
         async with connect(bench.url, TOKEN_B, "legacy") as other:

@@ -378,6 +378,13 @@ pub const BASH_PS1: &str =
 /// paces each direction at `baud` (10 bits a byte), as a UART between two machines
 /// would. Lives until the test process ends; the relay threads end with it.
 pub fn plug_bash(link: &Path, baud: u32) {
+    drop(plug_bash_with_line(link, baud));
+}
+
+/// [`plug_bash`], and a writer onto the wire beside bash: what a test writes there reaches
+/// the server's console as if the board printed it (a kernel message in the middle of a
+/// command, a line a plan's `fail_on` matches), while bash's own output keeps flowing.
+pub fn plug_bash_with_line(link: &Path, baud: u32) -> File {
     use std::os::unix::process::CommandExt;
     let board = nix::pty::openpty(None, None).expect("openpty (board)");
     let wire = nix::pty::openpty(None, None).expect("openpty (wire)");
@@ -418,6 +425,7 @@ pub fn plug_bash(link: &Path, baud: u32) {
     let child = cmd.spawn().expect("bash");
     let board_master = File::from(board.master);
     let wire_master = File::from(wire.master);
+    let line = wire_master.try_clone().expect("clone");
     relay(
         board_master.try_clone().expect("clone"),
         wire_master.try_clone().expect("clone"),
@@ -429,6 +437,7 @@ pub fn plug_bash(link: &Path, baud: u32) {
         let mut child = child;
         let _ = child.wait();
     });
+    line
 }
 
 /// Copies `from` to `to` at most `baud / 10` bytes a second.

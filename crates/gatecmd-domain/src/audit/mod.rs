@@ -20,7 +20,7 @@
 //! The module depends on nothing above it but the settings in `config`: callers hand it
 //! plain data in its own record types, one per kind of line (`records`: execute_command
 //! and lock events; `approvals`, `jobs`, `boards` (power, console, boot, board commands),
-//! `files`, `flash`, `labgrid`, `server`); no caller builds a line by hand.
+//! `files`, `flash`, `labgrid`, `plans` (test plan runs), `server`); no caller builds a line by hand.
 
 mod approvals;
 mod boards;
@@ -30,6 +30,7 @@ mod flash;
 mod jobs;
 mod labgrid;
 mod log;
+mod plans;
 mod recent;
 mod records;
 mod refusals;
@@ -46,6 +47,7 @@ pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};
 pub use jobs::JobRecord;
 pub use labgrid::{LabgridEvent, LabgridRecord, PlaceChange};
 pub use log::{Audit, AuditError, FILE_NAME};
+pub use plans::PlanRecord;
 pub use recent::{Decision, RECENT, Recent};
 pub use records::{ExecuteCall, RunEnd, RunOutcome, RunStart, RunTrail, record_lock_events};
 pub use refusals::RefusalClass;

@@ -15,11 +15,6 @@ use crate::config::LoginConfig;
 
 /// How long the prompt is awaited after a Ctrl-C that stops a command.
 pub const PROMPT_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
-/// How long the prompt after a command's marker is awaited before the call answers. A
-/// courtesy only (the output is complete once the marker arrived, and the next call's
-/// probe finds the prompt whenever it comes), so a prompt that does not look like one
-/// (a board whose echo put text after it) costs at most this, not a call's worth of waiting.
-pub const PROMPT_AFTER_MARKER: Duration = Duration::from_millis(500);
 /// Bytes scanned again before new output when looking for a marker split across appends.
 const MARKER_MARGIN: u64 = 64;
 
@@ -284,23 +279,11 @@ pub async fn run_framed(
     .await;
     match done {
         Ok((at, status)) => {
-            let ran = cut(console, start, at, status, cap, frame.cut);
-            // Leave the board at its prompt for the next call: the one after the marker,
-            // often already in the ring (an interactive bash prints the marker line and
-            // its next prompt in one write), which `watch` looks at before it waits.
-            let settle = Wait {
-                deadline: (Instant::now() + PROMPT_AFTER_MARKER).min(wait.deadline),
-                cancel: wait.cancel,
-            };
-            let _ = watch(console, &settle, "the prompt after the marker", || {
-                matches!(
-                    prompts.classify(&last_line_since(console, at)),
-                    Some(Seen::Shell(_) | Seen::Uboot)
-                )
-                .then_some(())
-            })
-            .await;
-            Ok(ran)
+            // The output is complete once the marker arrived: answer now, whatever the
+            // prompt after it looks like (or whenever it comes). The next call's probe (a
+            // newline answered by a prompt) finds the board at its prompt; nothing here
+            // waits for it (docs/DECISIONS.md, "board_run answers at the marker").
+            Ok(cut(console, start, at, status, cap, frame.cut))
         }
         Err(why) => {
             let (_, end) = console.bounds();

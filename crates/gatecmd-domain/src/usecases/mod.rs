@@ -17,6 +17,9 @@
 //! - `job`: ending a job, the one way every job ends (audit line, metrics).
 //! - `lock`: taking a lease on a board by name or by match (`lock_board`), match requests
 //!   queued in arrival order.
+//! - `plan`: running a test plan on a leased board (`run_test_plan`): the plan checked,
+//!   the board taken as `board_run` takes it, each step run at its shell as a job with the
+//!   console watched for faults, the verdicts audited under the job's id, a JUnit report.
 //! - `power`: `power::switch`, the `power_board` call, through the one power runner
 //!   (`crate::power_run`, below the use cases: the flash's orchestration runs it too).
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
@@ -28,5 +31,6 @@ pub mod command;
 pub mod flash;
 pub mod job;
 pub mod lock;
+pub mod plan;
 pub mod power;
 pub mod take;

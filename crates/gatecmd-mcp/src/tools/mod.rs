@@ -36,6 +36,7 @@ pub mod lock_board;
 pub mod lock_device;
 pub mod power_board;
 pub mod remove_file;
+pub mod run_test_plan;
 pub mod stat_file;
 pub mod uboot_run;
 pub mod unlock_device;
