@@ -473,8 +473,12 @@ async fn output_schemas_admit_the_refusal() {
             json!(["reason", "message"]),
             "{name}: {s}"
         );
-        let reasons = s["properties"]["refusal"]["properties"]["reason"]["oneOf"].to_string();
-        assert!(reasons.contains("\"device_busy\""), "{name}: {reasons}");
+        // A stable name, not the enumeration of every reason (docs/TOOLS.md lists them).
+        assert_eq!(
+            s["properties"]["refusal"]["properties"]["reason"],
+            json!({"type": "string"}),
+            "{name}: {s}"
+        );
         let any_of = s["anyOf"].as_array().expect("anyOf");
         assert!(
             any_of.iter().any(|a| a["required"] == json!(["refusal"])),
