@@ -110,7 +110,7 @@ pub enum LockBoardError {
     QueueFull(#[from] QueueFull),
     /// No matching board came free in time; `holds` says who holds each.
     #[error(
-        "{} {what} {}{}{}; {queued} match request(s) queued. Pass wait_secs to queue (served in arrival order), or list_boards to see every board.",
+        "{} {what} {}{}{}; {queued} other match request(s) queued. Pass wait_secs to queue (served in arrival order), or list_boards to see every board.",
         if holds.is_empty() { "no board has" } else { "every board with" },
         if holds.is_empty() { "now" } else { "is in use" },
         if *waited_secs > 0 { format!(" (waited {waited_secs} s)") } else { String::new() },
