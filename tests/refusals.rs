@@ -56,9 +56,15 @@ commands:
     binary: /bin/true
     allowed_args:
       - pattern: "off"
+  - name: rk
+    binary: /bin/true
+    allowed_args:
+      - pattern: "db {{word}}"
+      - pattern: "wl {{word}}"
 boards:
   - name: powered
     usb: "1-30"
+    tags: {{model: bench}}
     power: {{on: {{command: relay, args: "off"}}, off: {{command: relay, args: "off"}}}}
 "#,
         root = root.display()
@@ -88,6 +94,9 @@ async fn refused(c: &Client, tool: &str, args: Value, reason: &str) -> String {
     assert_eq!(s["refusal"]["reason"], json!(reason), "{tool} {args}: {s}");
     // The text is the message, unchanged: agents that read only the text lose nothing.
     assert_eq!(s["refusal"]["message"], json!(text(&r)), "{tool} {args}");
+    // Its next step is a call that exists (issue 47).
+    let tools = c.list_all_tools().await.expect("tools/list");
+    harness::hints::assert_hint_exists(&tools, tool, &text(&r));
     text(&r)
 }
 
@@ -384,6 +393,141 @@ async fn lease_invalid() {
     )
     .await;
     assert!(msg.contains("belongs to client \"vm-a\""), "{msg}");
+}
+
+/// Every refusal a board tool's caller meets names a next call that exists, in the caller's
+/// own family (issue 47): a missing lease is `lease_missing` and names lock_board; a lease
+/// that ended names lock_board, not lock_device; a board held by someone else is queued for
+/// with lock_board's `wait_secs`, not a `wait_secs` the tool lacks; lock_board's queue count
+/// leaves the caller out; a first word no pattern begins with names the ones that exist.
+/// (`refused` checks each message's calls against tools/list.)
+#[tokio::test]
+async fn board_refusals_name_calls_that_exist() {
+    let b = bench().await;
+    let power = json!({"board": "powered", "action": "on"});
+    let msg = refused(&b.a, "power_board", power.clone(), "lease_missing").await;
+    assert!(msg.contains("lock_board {board: \"powered\"}"), "{msg}");
+    let msg = refused(
+        &b.a,
+        "flash_board",
+        json!({"board": "powered", "image": "a.img"}),
+        "not_configured",
+    )
+    .await;
+    assert!(!msg.contains("wait_secs"), "{msg}");
+
+    let r = call(&b.a, "lock_board", json!({"board": "powered"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    // Held by the caller and not passed: still a missing lease, with the id to pass.
+    let msg = refused(&b.a, "power_board", power.clone(), "lease_missing").await;
+    assert!(msg.contains(&format!("pass lease: \"{lease}\"")), "{msg}");
+
+    // Someone else's board: queue with lock_board, the tool that has wait_secs.
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("connect b");
+    let r = call(&vm_b, "power_board", power.clone()).await;
+    assert!(is_error(&r), "{}", text(&r));
+    let tools = vm_b.list_all_tools().await.expect("tools/list");
+    harness::hints::assert_hint_exists(&tools, "power_board", &text(&r));
+    assert_eq!(structured(&r)["refusal"]["reason"], json!("device_busy"));
+    assert!(
+        text(&r).contains("Queue for it with lock_board {board: \"powered\", wait_secs: …}"),
+        "{}",
+        text(&r)
+    );
+    let msg = refused(
+        &vm_b,
+        "lock_board",
+        json!({"match": {"model": "bench"}}),
+        "device_busy",
+    )
+    .await;
+    assert!(msg.contains("; 0 other match request(s) queued"), "{msg}");
+
+    let r = call(&b.a, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    // The lease has ended: lease_invalid, naming the call that takes the board again.
+    let mut stale = power.clone();
+    stale["lease"] = json!(lease);
+    let msg = refused(&b.a, "power_board", stale, "lease_invalid").await;
+    assert!(
+        msg.contains("take a new lease with lock_board {board: \"powered\"}"),
+        "{msg}"
+    );
+    let msg = refused(
+        &b.a,
+        "unlock_device",
+        json!({"lease": lease}),
+        "lease_invalid",
+    )
+    .await;
+    assert!(
+        msg.contains("lock_board for a board, lock_device for a device"),
+        "{msg}"
+    );
+
+    // An execute_command argument refused on its first word names the first words there are.
+    let msg = refused(
+        &b.a,
+        "execute_command",
+        json!({"command": "rk", "args": ["ul", "x"]}),
+        "no_pattern_matched",
+    )
+    .await;
+    assert!(
+        msg.starts_with("rk may not run \"ul\" here: its allowed first words are \"db\", \"wl\""),
+        "{msg}"
+    );
+}
+
+/// The checker itself can fail: the hints issue 47 found are caught.
+#[tokio::test]
+async fn the_hint_check_catches_calls_that_do_not_exist() {
+    let b = bench().await;
+    let tools = b.a.list_all_tools().await.expect("tools/list");
+    let errors = |tool: &str, msg: &str| harness::hints::hint_errors(&tools, tool, msg);
+    assert!(
+        !errors(
+            "flash_board",
+            "board vb1 is busy. Retry with wait_secs to queue for it"
+        )
+        .is_empty()
+    );
+    assert!(
+        !errors(
+            "power_board",
+            "lease l1 has ended; take a new lease with lock_device."
+        )
+        .is_empty()
+    );
+    assert!(!errors("board_run", "call lock_boards {board: \"vb1\"} first").is_empty());
+    assert!(!errors("board_run", "call lock_board {name: \"vb1\"} first").is_empty());
+    assert!(
+        errors(
+            "execute_command",
+            "Retry with wait_secs to queue for it, or try later."
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "power_board",
+            "Queue for it with lock_board {board: \"vb1\", wait_secs: …}, or try later."
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "board_run",
+            "you hold the lease on board:vb1: pass lease: \"l1\" with board_run"
+        )
+        .is_empty()
+    );
 }
 
 #[tokio::test]
