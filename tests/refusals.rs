@@ -528,6 +528,11 @@ async fn the_hint_check_catches_calls_that_do_not_exist() {
         )
         .is_empty()
     );
+    // Every description names calls that exist too.
+    for t in &tools {
+        let description = t.description.as_deref().unwrap_or_default();
+        harness::hints::assert_hint_exists(&tools, &t.name, description);
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Whether a refusal's next step is a call that exists (issue 47): every tool its message
 //! names is in `tools/list`, every `TOOL {arg: …}` names arguments TOOL takes, every
-//! argument it asks to pass (`pass ARG`, `retry with ARG`, `… as ARG`) is one the caller or
+//! argument it asks to pass (`pass ARG`, `retry with ARG`, `pass VALUE as ARG`) is one the caller or
 //! a tool the message names takes, and a board tool is not sent to `lock_device`.
 
 use std::collections::BTreeSet;
@@ -75,13 +75,18 @@ pub fn hint_errors(tools: &[Tool], caller: &str, message: &str) -> Vec<String> {
             }
         }
     }
-    // `pass ARG`, `retry with ARG`, `retry without ARG`, `… as ARG`.
-    let asked = Regex::new(r"(?i)\b(?:pass|retry with|retry without|as) ([a-z][a-z_]*)\b(:?)")
-        .expect("regex");
+    // `pass ARG`, `pass ARG: …`, `retry with ARG`, `pass VALUE as ARG` (VALUE an answer field).
+    let asked = Regex::new(
+        r"(?i)\b(?:pass|retry with|retry without) (?:its |the returned )?([a-z][a-z_]*)\b(:?)(?: as `?([a-z][a-z_]*))?",
+    )
+    .expect("regex");
     for c in asked.captures_iter(message) {
-        let arg = &c[1];
-        // Only argument-looking words: snake_case, or `NAME:` (`pass lease: "…"`).
-        if !arg.contains('_') && c[2].is_empty() {
+        let (arg, explicit) = match c.get(3) {
+            Some(a) => (a.as_str(), true),
+            None => (&c[1], false),
+        };
+        // Only argument-looking words: snake_case, `NAME:` (`pass lease: "…"`), `as NAME`.
+        if !explicit && !arg.contains('_') && c[2].is_empty() {
             continue;
         }
         if arguments(tools, arg).is_some() || is_field(arg) {
@@ -100,7 +105,9 @@ pub fn hint_errors(tools: &[Tool], caller: &str, message: &str) -> Vec<String> {
     if let Some(args) = arguments(tools, caller)
         && args.contains("board")
         && !args.contains("device")
-        && message.contains("lock_device")
+        && Regex::new(r"(^|[^a-z_])lock_device\b")
+            .expect("regex")
+            .is_match(message)
     {
         bad.push(format!("sends {caller}'s caller to lock_device"));
     }

@@ -80,8 +80,9 @@ impl GatecmdServer {
                        console and its power switch, under one lease. Give board (a name from list_boards) or \
                        match ({soc: \"rk3588\", mode?: maskrom|loader, attached?: bool, other tags...}) for the \
                        first free matching board; wait_secs queues in arrival order for the first one freed. \
-                       Pass the lease_id as lease to execute_command {board} and power_board; release with \
-                       unlock_device.",
+                       Returns lease_id, key and expires_at: pass lease_id as lease to the board tools \
+                       (power_board, flash_board, boot_board, board_run, uboot_run, execute_command \
+                       {board}); release with unlock_device.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<BoardLeaseResult>()
     )]
