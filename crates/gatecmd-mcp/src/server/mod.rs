@@ -1,5 +1,6 @@
 //! Serving MCP: a handler for each transport (`GatecmdServer::new`, `new_stdio`), the tool
-//! list built once from the tools' routers (`tools::router`, every schema standardized),
+//! list built once from the tools' routers (`tools::router`, every schema standardized and
+//! made lean),
 //! which tools answer at once (`GatecmdServer::quick_tools`, read from that list), and the
 //! rest of the protocol in the `ServerHandler` impl: server info, resources and their
 //! subscriptions in both protocol eras, tasks. The tools are under `tools/`, one file each;
