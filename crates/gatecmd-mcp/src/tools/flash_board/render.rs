@@ -88,10 +88,10 @@ fn steps_line(steps: &[gatecmd_domain::flash::StepRecord]) -> String {
 /// Lines of the boot log the text shows; `flashed.boot_log` has all of it.
 const BOOT_LOG_LINES: usize = 8;
 
-/// The boot log's last lines, saying how many more the structured answer holds: the text
-/// does not repeat the whole log (issue 47, each fact once).
+/// The boot log's last lines (blank ones left out), saying how many more the structured
+/// answer holds: the text does not repeat the whole log (issue 47, each fact once).
 fn boot_log_tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
     let from = lines.len().saturating_sub(BOOT_LOG_LINES);
     let head = if from == 0 {
         "\nboot log:".to_string()
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn the_text_shows_the_boot_logs_last_lines_once() {
-        let log: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let log: String = (1..=20).map(|i| format!("line {i}\n\r\n")).collect();
         let tail = boot_log_tail(&log);
         assert!(
             tail.starts_with("\nboot log, its last 8 of 20 lines"),
