@@ -485,6 +485,170 @@ async fn board_refusals_name_calls_that_exist() {
     );
 }
 
+/// Every variant of the refusals the lock manager and the board tools share, rendered as
+/// the tools render them, names calls that exist for each tool that can meet it (issue 47).
+/// What the server provokes above walks the rest through real calls.
+#[tokio::test]
+async fn every_shared_lock_and_lease_variant_names_calls_that_exist() {
+    use chrono::Utc;
+    use gatecmd_core::refusal::common::{LeaseMissing, UnknownBoard, WaitTooLong};
+    use gatecmd_domain::boards::QueueFull;
+    use gatecmd_domain::locks::{
+        BusyInfo, ClientName, HeldBy, LeaseId, LockError, LockKey, Retake,
+    };
+    use gatecmd_mcp::tools::lock_board::LockBoardError;
+    use std::time::Duration;
+
+    let b = bench().await;
+    let tools = b.a.list_all_tools().await.expect("tools/list");
+    const BOARD_TOOLS: &[&str] = &[
+        "power_board",
+        "flash_board",
+        "boot_board",
+        "board_run",
+        "uboot_run",
+        "lock_board",
+    ];
+    const DEVICE_TOOLS: &[&str] = &["execute_command", "lock_device"];
+    let id = || LeaseId("lease-1".into());
+    let who = |n: &str| ClientName(n.into());
+    let busy = |key: LockKey, held_by: HeldBy| {
+        LockError::Busy(Box::new(BusyInfo {
+            key,
+            holder: who("vm-b"),
+            held_by,
+            note: Some("flashing".into()),
+            command: None,
+            since: Utc::now(),
+            expires_at: None,
+            expires_in_secs: Some(60),
+            ttl_secs: None,
+            queue_len: 1,
+            waited_secs: 0,
+            via: None,
+        }))
+    };
+    let board = || LockKey::Board("vb1".into());
+    let usb = || LockKey::Usb {
+        vid: 0x2207,
+        pid: 0x350b,
+    };
+    let mut cases: Vec<(Vec<&str>, String)> = Vec::new();
+    for held_by in [HeldBy::Lease, HeldBy::Command] {
+        let mut callers = BOARD_TOOLS.to_vec();
+        callers.push("execute_command");
+        cases.push((callers, busy(board(), held_by).to_string()));
+        cases.push((DEVICE_TOOLS.to_vec(), busy(usb(), held_by).to_string()));
+    }
+    for (retake, callers) in [
+        (
+            Retake::Board("vb1".into()),
+            [BOARD_TOOLS, &["execute_command"]].concat(),
+        ),
+        (Retake::Device, [DEVICE_TOOLS, &["unlock_device"]].concat()),
+        (Retake::Either, vec!["unlock_device"]),
+    ] {
+        let unknown = LockError::UnknownLease {
+            lease_id: id(),
+            retake: retake.clone(),
+        };
+        let other = LockError::NotYourLease {
+            lease_id: id(),
+            owner: who("vm-b"),
+            client: who("vm-a"),
+            retake,
+        };
+        cases.push((callers.clone(), unknown.to_string()));
+        cases.push((callers, other.to_string()));
+    }
+    let leasing = vec!["lock_device", "lock_board"];
+    for e in [
+        LockError::AlreadyHeld {
+            key: usb(),
+            client: who("vm-a"),
+            lease_id: id(),
+            expires_at: Utc::now(),
+        },
+        LockError::TtlTooLong {
+            requested: Duration::from_secs(9),
+            max: Duration::from_secs(8),
+        },
+        LockError::ZeroTtl {
+            default: Duration::from_secs(600),
+        },
+        LockError::TooManyLeases {
+            client: who("vm-a"),
+            held: 2,
+            max: 2,
+        },
+        LockError::TooManyWaiters {
+            client: who("vm-a"),
+            waiting: 2,
+            max: 2,
+        },
+        LockError::NoteTooLong {
+            bytes: 2000,
+            max: 1024,
+        },
+        LockError::ShutDown,
+    ] {
+        cases.push((leasing.clone(), e.to_string()));
+    }
+    for tool in BOARD_TOOLS.iter().filter(|t| **t != "lock_board") {
+        for e in [
+            LeaseMissing::Missing {
+                tool: tool.to_string(),
+                board: "vb1".into(),
+            },
+            LeaseMissing::NotPassed {
+                key: "board:vb1".into(),
+                lease_id: "lease-1".into(),
+                tool: tool.to_string(),
+            },
+        ] {
+            cases.push((vec![tool], e.to_string()));
+        }
+    }
+    let unknown = UnknownBoard {
+        name: "vb9".into(),
+        known: vec!["vb1".into()],
+    };
+    cases.push((BOARD_TOOLS.to_vec(), unknown.to_string()));
+    let wait = WaitTooLong {
+        wait: 9000,
+        max: 3600,
+    };
+    cases.push((
+        vec!["lock_board", "lock_device", "execute_command"],
+        wait.to_string(),
+    ));
+    for e in [
+        LockBoardError::BoardOrMatch,
+        LockBoardError::NoneTagged {
+            tags: "soc=rk9999".into(),
+        },
+        LockBoardError::QueueFull(QueueFull::Total {
+            waiting: 256,
+            max: 256,
+        }),
+        LockBoardError::AllBusy {
+            what: "soc=rk3588".into(),
+            waited_secs: 3,
+            holds: vec!["vb1: vm-b".into()],
+            queued: 0,
+        },
+        LockBoardError::Cancelled,
+    ] {
+        cases.push((vec!["lock_board"], e.to_string()));
+    }
+    for (callers, message) in &cases {
+        for caller in callers {
+            harness::hints::assert_hint_exists(&tools, caller, message);
+        }
+    }
+    assert!(cases.len() > 30, "{} cases", cases.len());
+}
+
 /// The checker itself can fail: the hints issue 47 found are caught.
 #[tokio::test]
 async fn the_hint_check_catches_calls_that_do_not_exist() {
