@@ -232,7 +232,8 @@ fn answer(leased: Leased) -> CallToolResult {
     };
     let text = format!(
         "lease {} on board {} ({}) for {}; expires at {} unless renewed (each command under the lease renews it for {} s).\n\
-         Pass lease: \"{}\" with execute_command {{board: \"{}\"}} and power_board; release with unlock_device.",
+         Pass lease: \"{}\" with the board tools (power_board, flash_board, boot_board, board_run, uboot_run, \
+         execute_command {{board: \"{}\"}}); release with unlock_device.",
         r.lease_id,
         r.board,
         r.device
