@@ -121,10 +121,39 @@ pub fn lean_output(schema: &JsonObject) -> JsonObject {
             }
         }
     }
+    // A reference the walk did not follow (under a keyword it does not know) keeps its
+    // definition: a schema with a dangling `$ref` would not compile in any client.
+    let mut named = Vec::new();
+    refs(&Value::Object(out.clone()), &mut named);
+    refs(&Value::Object(kept.clone()), &mut named);
+    for name in named {
+        if !kept.contains_key(&name)
+            && let Some(def) = cut.defs.get(&name)
+        {
+            kept.insert(name, def.clone());
+        }
+    }
     if !kept.is_empty() {
         out.insert("$defs".into(), Value::Object(kept));
     }
     out
+}
+
+/// The definitions `v` references (`#/$defs/NAME`), wherever they sit.
+fn refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(r)) = o.get("$ref")
+                && let Some(name) = r.strip_prefix("#/$defs/")
+                && !out.iter().any(|n| n == name)
+            {
+                out.push(name.to_string());
+            }
+            o.values().for_each(|x| refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+        _ => {}
+    }
 }
 
 /// Prose and bounds removed, and a `oneOf`/`anyOf` of string constants made one `enum`.
@@ -211,7 +240,7 @@ impl Cut {
                 ),
                 // A list's items (or a map's values) are at the list's own depth.
                 ("items" | "additionalProperties", Value::Object(_)) => self.sub(v, depth),
-                ("anyOf" | "oneOf" | "allOf", Value::Array(a)) => {
+                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(a)) => {
                     Value::Array(a.iter().map(|s| self.sub(s, depth)).collect())
                 }
                 _ => v.clone(),
@@ -334,6 +363,29 @@ mod tests {
                 "Leaf": {"type": "object", "properties": {"y": {"type": "string"}}},
             })
         );
+    }
+
+    /// Every tool's output schema, as served: each reference resolves, and no description
+    /// is left (the figures of docs/PERFORMANCE.md depend on both).
+    #[test]
+    fn every_served_output_schema_is_lean_and_whole() {
+        let router = lean(crate::server::schema::standardize(crate::tools::router()));
+        for t in router.list_all() {
+            let out = Value::Object((*t.output_schema.expect("output schema")).clone());
+            let mut named = Vec::new();
+            refs(&out, &mut named);
+            for name in &named {
+                assert!(
+                    out["$defs"].get(name).is_some(),
+                    "{}: $ref {name} does not resolve",
+                    t.name
+                );
+            }
+            let text = out.to_string();
+            // As keywords (a string or a number after them), not as field names.
+            assert!(!text.contains("\"description\":\""), "{}: {text}", t.name);
+            assert!(!text.contains("\"minimum\":0"), "{}: {text}", t.name);
+        }
     }
 
     #[test]
