@@ -57,7 +57,7 @@ boards:
     let r = call(&a, "console_read", json!({"board": "rock5b-1"})).await;
     assert_eq!(
         structured(&r)["refusal"]["reason"],
-        "not_permitted",
+        "lease_missing",
         "{r:?}"
     );
     let lease = call(&a, "lock_board", json!({"board": "rock5b-1"})).await;
@@ -136,7 +136,7 @@ boards:
     let u = call(&a, "unlock_device", json!({"lease": lease_id})).await;
     assert!(!is_error(&u), "{u:?}");
     let r = call(&a, "console_read", json!({"board": "rock5b-1"})).await;
-    assert_eq!(structured(&r)["refusal"]["reason"], "not_permitted");
+    assert_eq!(structured(&r)["refusal"]["reason"], "lease_missing");
 }
 
 /// Byte `i` of the small-ring test's output: letters only, so cleaning keeps every byte.

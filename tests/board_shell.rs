@@ -164,7 +164,7 @@ async fn board_run_logs_in_and_returns_exact_output_and_exit_codes() {
     .await;
     assert_eq!(
         structured(&r)["refusal"]["reason"],
-        "lease_invalid",
+        "lease_missing",
         "{r:?}"
     );
 

@@ -490,7 +490,7 @@ async fn power_cycle_unplugs_and_replugs_the_board() {
     .await;
     assert_eq!(
         structured(&r)["refusal"]["reason"],
-        "lease_invalid",
+        "lease_missing",
         "{}",
         text(&r)
     );
@@ -654,7 +654,7 @@ boards:
     let r = call(&a, "power_board", json!({"board": "rig", "action": "off"})).await;
     assert_eq!(
         structured(&r)["refusal"]["reason"],
-        "lease_invalid",
+        "lease_missing",
         "{}",
         text(&r)
     );

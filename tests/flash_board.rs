@@ -99,7 +99,7 @@ async fn policy_lease_and_files_are_checked_before_anything_runs() {
     )
     .await;
     let (reason, message) = refusal(&r);
-    assert_eq!(reason, "lease_invalid", "{message}");
+    assert_eq!(reason, "lease_missing", "{message}");
     let id = lease(&a, "vb1").await;
     // Another client, without the lease.
     let b = connect(&s.url, Some(TOKEN_B), Era::Modern)

@@ -127,6 +127,76 @@ async fn lists_and_runs_commands_in_both_eras() {
     }
 }
 
+/// The tool list an agent's client fetches, parses and compiles on every `tools/list` and
+/// `list_changed` (issue 47): at most 64 KiB in all and 8 KiB a tool, measured as the wire
+/// sends it (each tool as rmcp serialises it). Prints the figures docs/PERFORMANCE.md
+/// quotes (`cargo test --test mcp_http tool_list_fits -- --nocapture`).
+#[tokio::test]
+async fn tool_list_fits_an_agents_budget() {
+    const LIST_BYTES: usize = 64 * 1024;
+    const TOOL_BYTES: usize = 8 * 1024;
+    let s = start();
+    let c = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("connect");
+    let tools = c.list_all_tools().await.expect("tools/list");
+    let total = serde_json::to_vec(&json!({ "tools": &tools }))
+        .expect("serialise")
+        .len();
+    let mut rows: Vec<(usize, String, usize, usize, usize)> = tools
+        .iter()
+        .map(|t| {
+            let len = |v: serde_json::Value| serde_json::to_vec(&v).expect("serialise").len();
+            (
+                len(serde_json::to_value(t).expect("tool")),
+                t.name.to_string(),
+                t.description.as_deref().map_or(0, str::len),
+                len(serde_json::Value::Object((*t.input_schema).clone())),
+                t.output_schema
+                    .as_ref()
+                    .map_or(0, |o| len(serde_json::Value::Object((**o).clone()))),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| b.cmp(a));
+    println!("tools/list: {total} bytes, {} tools", tools.len());
+    println!(
+        "{:<16} {:>6} {:>6} {:>6} {:>6}",
+        "tool", "entry", "desc", "input", "output"
+    );
+    for (entry, name, desc, input, output) in &rows {
+        println!("{name:<16} {entry:>6} {desc:>6} {input:>6} {output:>6}");
+    }
+    assert!(
+        total <= LIST_BYTES,
+        "tools/list is {total} bytes, over {LIST_BYTES}"
+    );
+    for (entry, name, ..) in &rows {
+        assert!(
+            *entry <= TOOL_BYTES,
+            "{name}'s entry is {entry} bytes, over {TOOL_BYTES}"
+        );
+    }
+    // Lean, not empty: every tool keeps a description, an input schema and an output schema
+    // whose answer fields are named.
+    for t in &tools {
+        assert!(
+            t.description.as_deref().is_some_and(|d| d.len() > 40),
+            "{}: no description",
+            t.name
+        );
+        let out = t.output_schema.as_ref().expect("output schema");
+        assert!(
+            out.get("properties")
+                .and_then(|p| p.as_object())
+                .is_some_and(|p| !p.is_empty()),
+            "{}: output schema names no field",
+            t.name
+        );
+    }
+    c.cancel().await.expect("close");
+}
+
 #[tokio::test]
 async fn refusals_are_tool_errors_and_run_nothing() {
     let s = start();

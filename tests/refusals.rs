@@ -56,9 +56,15 @@ commands:
     binary: /bin/true
     allowed_args:
       - pattern: "off"
+  - name: rk
+    binary: /bin/true
+    allowed_args:
+      - pattern: "db {{word}}"
+      - pattern: "wl {{word}}"
 boards:
   - name: powered
     usb: "1-30"
+    tags: {{model: bench}}
     power: {{on: {{command: relay, args: "off"}}, off: {{command: relay, args: "off"}}}}
 "#,
         root = root.display()
@@ -88,6 +94,9 @@ async fn refused(c: &Client, tool: &str, args: Value, reason: &str) -> String {
     assert_eq!(s["refusal"]["reason"], json!(reason), "{tool} {args}: {s}");
     // The text is the message, unchanged: agents that read only the text lose nothing.
     assert_eq!(s["refusal"]["message"], json!(text(&r)), "{tool} {args}");
+    // Its next step is a call that exists (issue 47).
+    let tools = c.list_all_tools().await.expect("tools/list");
+    harness::hints::assert_hint_exists(&tools, tool, &text(&r));
     text(&r)
 }
 
@@ -386,6 +395,310 @@ async fn lease_invalid() {
     assert!(msg.contains("belongs to client \"vm-a\""), "{msg}");
 }
 
+/// Every refusal a board tool's caller meets names a next call that exists, in the caller's
+/// own family (issue 47): a missing lease is `lease_missing` and names lock_board; a lease
+/// that ended names lock_board, not lock_device; a board held by someone else is queued for
+/// with lock_board's `wait_secs`, not a `wait_secs` the tool lacks; lock_board's queue count
+/// leaves the caller out; a first word no pattern begins with names the ones that exist.
+/// (`refused` checks each message's calls against tools/list.)
+#[tokio::test]
+async fn board_refusals_name_calls_that_exist() {
+    let b = bench().await;
+    let power = json!({"board": "powered", "action": "on"});
+    let msg = refused(&b.a, "power_board", power.clone(), "lease_missing").await;
+    assert!(msg.contains("lock_board {board: \"powered\"}"), "{msg}");
+    let msg = refused(
+        &b.a,
+        "flash_board",
+        json!({"board": "powered", "image": "a.img"}),
+        "not_configured",
+    )
+    .await;
+    assert!(!msg.contains("wait_secs"), "{msg}");
+
+    let r = call(&b.a, "lock_board", json!({"board": "powered"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    // Held by the caller and not passed: still a missing lease, with the id to pass.
+    let msg = refused(&b.a, "power_board", power.clone(), "lease_missing").await;
+    assert!(msg.contains(&format!("pass lease: \"{lease}\"")), "{msg}");
+
+    // Someone else's board: queue with lock_board, the tool that has wait_secs.
+    let vm_b = connect(&b.server.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("connect b");
+    let r = call(&vm_b, "power_board", power.clone()).await;
+    assert!(is_error(&r), "{}", text(&r));
+    let tools = vm_b.list_all_tools().await.expect("tools/list");
+    harness::hints::assert_hint_exists(&tools, "power_board", &text(&r));
+    assert_eq!(structured(&r)["refusal"]["reason"], json!("device_busy"));
+    assert!(
+        text(&r).contains("Queue for it with lock_board {board: \"powered\", wait_secs: …}"),
+        "{}",
+        text(&r)
+    );
+    let msg = refused(
+        &vm_b,
+        "lock_board",
+        json!({"match": {"model": "bench"}}),
+        "device_busy",
+    )
+    .await;
+    assert!(msg.contains("; 0 other match request(s) queued"), "{msg}");
+
+    let r = call(&b.a, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    // The lease has ended: lease_invalid, naming the call that takes the board again.
+    let mut stale = power.clone();
+    stale["lease"] = json!(lease);
+    let msg = refused(&b.a, "power_board", stale, "lease_invalid").await;
+    assert!(
+        msg.contains("take a new lease with lock_board {board: \"powered\"}"),
+        "{msg}"
+    );
+    let msg = refused(
+        &b.a,
+        "unlock_device",
+        json!({"lease": lease}),
+        "lease_invalid",
+    )
+    .await;
+    assert!(
+        msg.contains("lock_board for a board, lock_device for a device"),
+        "{msg}"
+    );
+
+    // An execute_command argument refused on its first word names the first words there are.
+    let msg = refused(
+        &b.a,
+        "execute_command",
+        json!({"command": "rk", "args": ["ul", "x"]}),
+        "no_pattern_matched",
+    )
+    .await;
+    assert!(
+        msg.starts_with("rk may not run \"ul\" here: its allowed first words are \"db\", \"wl\""),
+        "{msg}"
+    );
+}
+
+/// Every variant of the refusals the lock manager and the board tools share, rendered as
+/// the tools render them, names calls that exist for each tool that can meet it (issue 47).
+/// What the server provokes above walks the rest through real calls.
+#[tokio::test]
+async fn every_shared_lock_and_lease_variant_names_calls_that_exist() {
+    use chrono::Utc;
+    use gatecmd_core::refusal::common::{LeaseMissing, UnknownBoard, WaitTooLong};
+    use gatecmd_domain::boards::QueueFull;
+    use gatecmd_domain::locks::{
+        BusyInfo, ClientName, HeldBy, LeaseId, LockError, LockKey, Retake,
+    };
+    use gatecmd_mcp::tools::lock_board::LockBoardError;
+    use std::time::Duration;
+
+    let b = bench().await;
+    let tools = b.a.list_all_tools().await.expect("tools/list");
+    const BOARD_TOOLS: &[&str] = &[
+        "power_board",
+        "flash_board",
+        "boot_board",
+        "board_run",
+        "uboot_run",
+        "lock_board",
+    ];
+    const DEVICE_TOOLS: &[&str] = &["execute_command", "lock_device"];
+    let id = || LeaseId("lease-1".into());
+    let who = |n: &str| ClientName(n.into());
+    let busy = |key: LockKey, held_by: HeldBy| {
+        LockError::Busy(Box::new(BusyInfo {
+            key,
+            holder: who("vm-b"),
+            held_by,
+            note: Some("flashing".into()),
+            command: None,
+            since: Utc::now(),
+            expires_at: None,
+            expires_in_secs: Some(60),
+            ttl_secs: None,
+            queue_len: 1,
+            waited_secs: 0,
+            via: None,
+        }))
+    };
+    let board = || LockKey::Board("vb1".into());
+    let usb = || LockKey::Usb {
+        vid: 0x2207,
+        pid: 0x350b,
+    };
+    let mut cases: Vec<(Vec<&str>, String)> = Vec::new();
+    for held_by in [HeldBy::Lease, HeldBy::Command] {
+        let mut callers = BOARD_TOOLS.to_vec();
+        callers.push("execute_command");
+        cases.push((callers, busy(board(), held_by).to_string()));
+        cases.push((DEVICE_TOOLS.to_vec(), busy(usb(), held_by).to_string()));
+    }
+    for (retake, callers) in [
+        (
+            Retake::Board("vb1".into()),
+            [BOARD_TOOLS, &["execute_command"]].concat(),
+        ),
+        (Retake::Device, [DEVICE_TOOLS, &["unlock_device"]].concat()),
+        (Retake::Either, vec!["unlock_device"]),
+    ] {
+        let unknown = LockError::UnknownLease {
+            lease_id: id(),
+            retake: retake.clone(),
+        };
+        let other = LockError::NotYourLease {
+            lease_id: id(),
+            owner: who("vm-b"),
+            client: who("vm-a"),
+            retake,
+        };
+        cases.push((callers.clone(), unknown.to_string()));
+        cases.push((callers, other.to_string()));
+    }
+    let leasing = vec!["lock_device", "lock_board"];
+    for e in [
+        LockError::AlreadyHeld {
+            key: usb(),
+            client: who("vm-a"),
+            lease_id: id(),
+            expires_at: Utc::now(),
+        },
+        LockError::TtlTooLong {
+            requested: Duration::from_secs(9),
+            max: Duration::from_secs(8),
+        },
+        LockError::ZeroTtl {
+            default: Duration::from_secs(600),
+        },
+        LockError::TooManyLeases {
+            client: who("vm-a"),
+            held: 2,
+            max: 2,
+        },
+        LockError::TooManyWaiters {
+            client: who("vm-a"),
+            waiting: 2,
+            max: 2,
+        },
+        LockError::NoteTooLong {
+            bytes: 2000,
+            max: 1024,
+        },
+        LockError::ShutDown,
+    ] {
+        cases.push((leasing.clone(), e.to_string()));
+    }
+    for tool in BOARD_TOOLS.iter().filter(|t| **t != "lock_board") {
+        for e in [
+            LeaseMissing::Missing {
+                tool: tool.to_string(),
+                board: "vb1".into(),
+            },
+            LeaseMissing::NotPassed {
+                key: "board:vb1".into(),
+                lease_id: "lease-1".into(),
+                tool: tool.to_string(),
+            },
+        ] {
+            cases.push((vec![tool], e.to_string()));
+        }
+    }
+    let unknown = UnknownBoard {
+        name: "vb9".into(),
+        known: vec!["vb1".into()],
+    };
+    cases.push((BOARD_TOOLS.to_vec(), unknown.to_string()));
+    let wait = WaitTooLong {
+        wait: 9000,
+        max: 3600,
+    };
+    cases.push((
+        vec!["lock_board", "lock_device", "execute_command"],
+        wait.to_string(),
+    ));
+    for e in [
+        LockBoardError::BoardOrMatch,
+        LockBoardError::NoneTagged {
+            tags: "soc=rk9999".into(),
+        },
+        LockBoardError::QueueFull(QueueFull::Total {
+            waiting: 256,
+            max: 256,
+        }),
+        LockBoardError::AllBusy {
+            what: "soc=rk3588".into(),
+            waited_secs: 3,
+            holds: vec!["vb1: vm-b".into()],
+            queued: 0,
+        },
+        LockBoardError::Cancelled,
+    ] {
+        cases.push((vec!["lock_board"], e.to_string()));
+    }
+    for (callers, message) in &cases {
+        for caller in callers {
+            harness::hints::assert_hint_exists(&tools, caller, message);
+        }
+    }
+    assert!(cases.len() > 30, "{} cases", cases.len());
+}
+
+/// The checker itself can fail: the hints issue 47 found are caught.
+#[tokio::test]
+async fn the_hint_check_catches_calls_that_do_not_exist() {
+    let b = bench().await;
+    let tools = b.a.list_all_tools().await.expect("tools/list");
+    let errors = |tool: &str, msg: &str| harness::hints::hint_errors(&tools, tool, msg);
+    assert!(
+        !errors(
+            "flash_board",
+            "board vb1 is busy. Retry with wait_secs to queue for it"
+        )
+        .is_empty()
+    );
+    assert!(
+        !errors(
+            "power_board",
+            "lease l1 has ended; take a new lease with lock_device."
+        )
+        .is_empty()
+    );
+    assert!(!errors("board_run", "call lock_boards {board: \"vb1\"} first").is_empty());
+    assert!(!errors("board_run", "call lock_board {name: \"vb1\"} first").is_empty());
+    assert!(
+        errors(
+            "execute_command",
+            "Retry with wait_secs to queue for it, or try later."
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "power_board",
+            "Queue for it with lock_board {board: \"vb1\", wait_secs: …}, or try later."
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "board_run",
+            "you hold the lease on board:vb1: pass lease: \"l1\" with board_run"
+        )
+        .is_empty()
+    );
+    // Every description names calls that exist too.
+    for t in &tools {
+        let description = t.description.as_deref().unwrap_or_default();
+        harness::hints::assert_hint_exists(&tools, &t.name, description);
+    }
+}
+
 #[tokio::test]
 async fn file_refusals() {
     let b = bench().await;
@@ -473,8 +786,12 @@ async fn output_schemas_admit_the_refusal() {
             json!(["reason", "message"]),
             "{name}: {s}"
         );
-        let reasons = s["properties"]["refusal"]["properties"]["reason"]["oneOf"].to_string();
-        assert!(reasons.contains("\"device_busy\""), "{name}: {reasons}");
+        // A stable name, not the enumeration of every reason (docs/TOOLS.md lists them).
+        assert_eq!(
+            s["properties"]["refusal"]["properties"]["reason"],
+            json!({"type": "string"}),
+            "{name}: {s}"
+        );
         let any_of = s["anyOf"].as_array().expect("anyOf");
         assert!(
             any_of.iter().any(|a| a["required"] == json!(["refusal"])),

@@ -2,6 +2,8 @@
 //! (rmcp) in both protocol revisions, and fake tools written as real executables.
 #![allow(dead_code)]
 
+pub mod hints;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

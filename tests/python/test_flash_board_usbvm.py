@@ -220,6 +220,14 @@ async def flash(client, board: str, lease_id: str, image: str, ok: bool = True, 
         assert r.is_error is not True, text(r)
     else:
         assert r.is_error is True, text(r)
+    if s and s.get("flashed"):
+        f = s["flashed"]
+        # Each fact once (issue 47): steps, board and verified are the answer's own, and the
+        # text shows the boot log's last lines, not all of it again.
+        assert not {"steps", "board", "verified"} & set(f), sorted(f)
+        log = f.get("boot_log") or ""
+        if len([line for line in log.splitlines() if line.strip()]) > 8:
+            assert log not in text(r) and "flashed.boot_log has all" in text(r), text(r)[-800:]
     return s
 
 

@@ -88,6 +88,9 @@ reasons! {
         DeviceAmbiguous => "device_ambiguous",
         /// The lease presented is unknown, ended, or another client's.
         LeaseInvalid => "lease_invalid",
+        /// The call needs a lease and none was presented (nobody holds the board, or the
+        /// caller holds it and did not pass its id).
+        LeaseMissing => "lease_missing",
         /// The client already holds a lease on that key.
         AlreadyHeld => "already_held",
         /// The isolated view of the board could not be built; nothing ran.

@@ -7,7 +7,8 @@
 //! - `server`: a handler per transport, the tool list summed from the tools' routers once
 //!   and cached, which tools answer at once, and the rest of MCP (server info, resources,
 //!   subscriptions, tasks) in the `ServerHandler` impl. Inside: `schema` (every tool's
-//!   input and output schema rewritten in standard JSON Schema), `tasks` (`tasks/get` and
+//!   input and output schema rewritten in standard JSON Schema), `lean` (the list kept
+//!   within an agent's budget: lean output schemas), `tasks` (`tasks/get` and
 //!   `tasks/cancel` of the MCP tasks extension, mapped onto jobs).
 //! - `handler`: `GatecmdServer`'s state and what every tool asks of it: who is calling,
 //!   its legacy session, whether it speaks the tasks extension, the mark of a quick tool.

@@ -66,10 +66,10 @@ impl Classified for WaitTooLong {
     }
 }
 
-/// A board tool called without the lease it needs. (A lease that is unknown, ended or
-/// another client's is the lock manager's `LockError`, with its own single wording.)
+/// A board tool called without the lease it needs (`lease_missing`). (A lease that is
+/// unknown, ended or another client's is the lock manager's `LockError`, `lease_invalid`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LeaseInvalid {
+pub enum LeaseMissing {
     /// Nobody holds the board.
     #[error(
         "{tool} needs your lease on board {board:?}: call lock_board {{board: {board:?}}} first and pass its lease_id as lease"
@@ -84,9 +84,9 @@ pub enum LeaseInvalid {
     },
 }
 
-impl Classified for LeaseInvalid {
+impl Classified for LeaseMissing {
     fn reason(&self) -> RefusalReason {
-        RefusalReason::LeaseInvalid
+        RefusalReason::LeaseMissing
     }
 }
 

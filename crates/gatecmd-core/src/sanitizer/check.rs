@@ -130,6 +130,19 @@ pub enum Refusal {
         /// `Result`s carrying this one are returned on every call.
         file: Option<Box<FileArgError>>,
     },
+    /// The first argument is none of the words the patterns begin with: no pattern is
+    /// "closest", so the message names the first words that exist instead of one pattern
+    /// that reads like a correction (`ul` when only `db` is allowed).
+    #[error(
+        "{command} may not run {value:?} here: its allowed first words are {}. Allowed patterns for {command}:\n{allowed}",
+        first_words.iter().map(|w| format!("{w:?}")).collect::<Vec<_>>().join(", ")
+    )]
+    FirstWord {
+        command: String,
+        value: String,
+        first_words: Vec<String>,
+        allowed: String,
+    },
 }
 
 /// Why one pattern did not match, and how close it came (higher is closer).
@@ -185,6 +198,9 @@ pub fn check_with(
         .map(|(p, _)| format!("  {} {}", command.name(), p))
         .collect::<Vec<_>>()
         .join("\n");
+    if let Some(refused) = first_word(command, &patterns, args, &allowed) {
+        return Err(refused);
+    }
     let (closest, reason, file) = match best {
         Some((i, m)) => (patterns[i].0.to_string(), m.reason, m.file),
         None => (
@@ -199,6 +215,38 @@ pub fn check_with(
         reason,
         allowed,
         file,
+    })
+}
+
+/// The refusal of a first argument that no pattern begins with, when every pattern begins
+/// with a literal word (a pattern that begins with a slot could take any first word).
+fn first_word(
+    command: &impl CommandPolicy,
+    patterns: &[(&Pattern, &FileSlots)],
+    args: &[String],
+    allowed: &str,
+) -> Option<Refusal> {
+    let value = args.first()?;
+    let mut first_words: Vec<String> = Vec::new();
+    for (pattern, _) in patterns {
+        match pattern.words.first() {
+            Some(Word::Literal(l)) if l == value => return None,
+            Some(Word::Literal(l)) => {
+                if !first_words.contains(l) {
+                    first_words.push(l.clone());
+                }
+            }
+            _ => return None,
+        }
+    }
+    if first_words.is_empty() {
+        return None;
+    }
+    Some(Refusal::FirstWord {
+        command: command.name().to_string(),
+        value: value.clone(),
+        first_words,
+        allowed: allowed.to_string(),
     })
 }
 

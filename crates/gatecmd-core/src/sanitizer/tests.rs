@@ -116,7 +116,11 @@ fn forbidden_character_in_a_literal_position_is_still_refused() {
 fn exact_literal_match() {
     let f = fixture();
     assert_eq!(run(&f, &["ld"]).expect("ok"), vec!["ld"]);
-    refused_with(&f, &["LD"], "expected \"ld\"");
+    refused_with(
+        &f,
+        &["LD"],
+        "rk may not run \"LD\" here: its allowed first words are \"ld\", ",
+    );
     refused_with(&f, &["ld", "extra"], "too many arguments");
     refused_with(&f, &["wl"], "too few arguments");
     refused_with(&f, &[], "Closest allowed pattern");
@@ -246,6 +250,24 @@ fn refusal_lists_closest_and_all_patterns() {
     assert!(e.contains("  rk flag {opt}"), "{e}");
 }
 
+/// A first word no pattern begins with names the first words that exist, not one
+/// "closest" pattern that reads like a correction (issue 47: `ul` when only `db` exists).
+#[test]
+fn an_unknown_first_word_names_the_first_words_that_exist() {
+    let f = fixture();
+    let e = run(&f, &["ul", "loader.bin"]).expect_err("ul is no first word");
+    let text = e.to_string();
+    assert!(matches!(e, Refusal::FirstWord { .. }), "{e:?}");
+    assert!(
+        text.starts_with("rk may not run \"ul\" here: its allowed first words are \"ld\", \"db\""),
+        "{text}"
+    );
+    assert!(!text.contains("Closest"), "{text}");
+    assert!(text.contains("Allowed patterns for rk:\n  rk ld"), "{text}");
+    // A known first word with wrong arguments still names the closest pattern.
+    refused_with(&f, &["db"], "Closest allowed pattern: `db {loader}`");
+}
+
 #[test]
 fn string_args_split_on_whitespace() {
     let a = Args::Line("  wl  0\tx ".into()).into_vec();
@@ -258,7 +280,7 @@ fn string_args_split_on_whitespace() {
 fn spaces_inside_a_list_element_stay_one_argument() {
     let f = fixture();
     // "ld x" as one element is one argument, which is not the literal "ld".
-    refused_with(&f, &["ld x"], "expected \"ld\"");
+    refused_with(&f, &["ld x"], "may not run \"ld x\" here");
 }
 
 #[test]

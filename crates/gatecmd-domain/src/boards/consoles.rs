@@ -40,7 +40,9 @@ pub fn access(locks: LockManager) -> Arc<dyn BoardAccess> {
             }),
             None => Err(NoLease {
                 held_by_other: false,
-                message: format!("you do not hold board {board}: take it with lock_board first"),
+                message: format!(
+                    "you do not hold board {board}: take it with lock_board {{board: {board:?}}} first"
+                ),
             }),
         }
     })

@@ -60,7 +60,9 @@ where
 pub fn no_board_leases(_client: &str, board: &str) -> Result<(), NoLease> {
     Err(NoLease {
         held_by_other: false,
-        message: format!("you do not hold board {board}: take it with lock_board first"),
+        message: format!(
+            "you do not hold board {board}: take it with lock_board {{board: {board:?}}} first"
+        ),
     })
 }
 

@@ -9,8 +9,12 @@ use super::step::StepRecord;
 /// A flash that ran to its end: written, verified, reset (and, with `wait_for`, booted).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Flashed {
+    /// The board (the answer around this says it: not serialised twice).
+    #[serde(skip)]
     pub board: String,
-    /// Every step in order, each with its duration; skipped ones say why.
+    /// Every step in order, each with its duration; skipped ones say why. The answer
+    /// around this carries them once (flash_board's `steps`): not serialised here.
+    #[serde(skip)]
     pub steps: Vec<StepRecord>,
     pub image: FileFacts,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -21,7 +25,8 @@ pub struct Flashed {
     pub flash: FlashFacts,
     pub written: Written,
     /// Every byte written in this call was read back and equal (`verification` is
-    /// `read_back`).
+    /// `read_back`). The answer around this carries it (flash_board's `verified`).
+    #[serde(skip)]
     pub verified: bool,
     /// How far the read-back went: `read_back` (all of it), `partial` (up to
     /// `reads_unsound_from_lba`, where this loader's reads stop showing what the flash

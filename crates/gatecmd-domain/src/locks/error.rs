@@ -22,7 +22,7 @@ pub enum LockError {
     /// The presented lease exists but belongs to another client. Never
     /// waits: queueing would not make the lease yours.
     #[error(
-        "lease {lease_id} belongs to client \"{owner}\", not \"{client}\"; take your own lease with lock_device."
+        "lease {lease_id} belongs to client \"{owner}\", not \"{client}\"; take your own lease with {retake}."
     )]
     NotYourLease {
         /// The lease presented.
@@ -31,15 +31,19 @@ pub enum LockError {
         owner: ClientName,
         /// The client that presented it.
         client: ClientName,
+        /// The call that takes a lease for what was asked.
+        retake: Retake,
     },
 
     /// The presented lease does not exist (never did, or it ended).
     #[error(
-        "lease {lease_id} is unknown or has ended (unlocked, expired, or its session closed); take a new lease with lock_device."
+        "lease {lease_id} is unknown or has ended (unlocked, expired, or its session closed); take a new lease with {retake}."
     )]
     UnknownLease {
         /// The lease presented.
         lease_id: LeaseId,
+        /// The call that takes a lease for what was asked.
+        retake: Retake,
     },
 
     /// The client asked for a lease on a key it already leases; no second
@@ -124,6 +128,46 @@ pub enum LockError {
     /// The manager stopped while the request waited.
     #[error("the lock manager has shut down (gatecmd is stopping); retry once it is back.")]
     ShutDown,
+}
+
+/// The call that takes a new lease on what a refused request was for, named in the
+/// caller's own family of tools: `lock_board` for a board (a `board:` key), `lock_device`
+/// for a device key, both when the request named no key (`unlock_device` of a lease that
+/// is gone serves either).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retake {
+    /// `lock_board {board: NAME}`.
+    Board(String),
+    /// `lock_device`.
+    Device,
+    /// Either, whichever took the lease.
+    Either,
+}
+
+impl Retake {
+    /// The call for a request on `keys`: a board's when one of them is a board.
+    pub fn for_keys<'a>(keys: impl IntoIterator<Item = &'a LockKey>) -> Retake {
+        let mut any = false;
+        for k in keys {
+            if let LockKey::Board(name) = k {
+                return Retake::Board(name.clone());
+            }
+            any = true;
+        }
+        if any { Retake::Device } else { Retake::Either }
+    }
+}
+
+impl fmt::Display for Retake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Retake::Board(name) => write!(f, "lock_board {{board: {name:?}}}"),
+            Retake::Device => f.write_str("lock_device"),
+            Retake::Either => f.write_str(
+                "the tool that took it (lock_board for a board, lock_device for a device)",
+            ),
+        }
+    }
 }
 
 impl LockError {
@@ -225,12 +269,19 @@ impl fmt::Display for BusyInfo {
         if self.waited_secs > 0 {
             write!(f, "; waited {}", human_secs(self.waited_secs))?;
         }
-        if self.held_by == HeldBy::Lease {
-            f.write_str(
+        // A board is queued for by lock_board, whichever board tool found it busy (flash_board,
+        // board_run, power_board… take no wait_secs: they need the caller's own lease).
+        match (&self.key, self.held_by) {
+            (LockKey::Board(name), _) => write!(
+                f,
+                ". Queue for it with lock_board {{board: {name:?}, wait_secs: …}}, or try later."
+            ),
+            (_, HeldBy::Lease) => f.write_str(
                 ". Retry with wait_secs (up to the lease's remaining time) to queue for it, or try later.",
-            )
-        } else {
-            f.write_str(". Retry with wait_secs to queue for it, or try later.")
+            ),
+            (_, HeldBy::Command) => {
+                f.write_str(". Retry with wait_secs to queue for it, or try later.")
+            }
         }
     }
 }

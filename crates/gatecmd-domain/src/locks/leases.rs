@@ -3,6 +3,7 @@
 //! legacy session that took it. Expiry is the task in `expiry.rs`.
 
 use super::error::LockError;
+use super::error::Retake;
 use super::guard::{LeaseUndo, SharedHolds};
 use super::ids::{ClientName, LeaseId, LockKey, SessionId};
 use super::manager::LockManager;
@@ -143,6 +144,11 @@ impl LockManager {
         Ok(info)
     }
 
+    /// The lease `lease`, while it lasts (whoever holds it).
+    pub fn lease(&self, lease: &LeaseId) -> Option<LeaseInfo> {
+        self.shared.with_state(|state| state.lease_info(lease))
+    }
+
     /// Ends `client`'s lease `lease` and hands the key on.
     ///
     /// Refuses `NotYourLease` for another client's lease (it stays) and
@@ -155,12 +161,14 @@ impl LockManager {
                 .lease_info(lease)
                 .ok_or_else(|| LockError::UnknownLease {
                     lease_id: lease.clone(),
+                    retake: Retake::Either,
                 })?;
             if info.holder != *client {
                 let err = LockError::NotYourLease {
                     lease_id: lease.clone(),
                     owner: info.holder.clone(),
                     client: client.clone(),
+                    retake: Retake::for_keys([&info.key]),
                 };
                 state.emit_refused(&info.key, client, err.to_string());
                 return Err(err);
@@ -181,6 +189,7 @@ impl LockManager {
                 .cloned()
                 .ok_or_else(|| LockError::UnknownLease {
                     lease_id: lease.clone(),
+                    retake: Retake::Either,
                 })?;
             let info = state
                 .end_lease(
@@ -190,6 +199,7 @@ impl LockManager {
                 )
                 .ok_or_else(|| LockError::UnknownLease {
                     lease_id: lease.clone(),
+                    retake: Retake::Either,
                 })?;
             tracing::warn!(
                 operator,

@@ -73,7 +73,7 @@ mod tests;
 
 pub use census::LockCensus;
 pub use device_keys::{class_of, lock_key_of};
-pub use error::{BusyInfo, HeldBy, LockError};
+pub use error::{BusyInfo, HeldBy, LockError, Retake};
 pub use guard::CommandGuard;
 pub use ids::{ClientName, LeaseId, LockKey, ParseLockKeyError, SessionId};
 pub use manager::LockManager;

@@ -2,7 +2,7 @@
 //! holder lives rather than by commands, and its note updated when the holder's user
 //! becomes known. Both only for the lease's own holder.
 
-use super::error::LockError;
+use super::error::{LockError, Retake};
 use super::ids::{ClientName, LeaseId};
 use super::manager::LockManager;
 use super::view::{LeaseInfo, LockEventKind};
@@ -20,6 +20,7 @@ impl LockManager {
         self.shared.with_state(|state| {
             let unknown = || LockError::UnknownLease {
                 lease_id: lease.clone(),
+                retake: Retake::Either,
             };
             let key = state.lease_key(lease).cloned().ok_or_else(unknown)?;
             let lane = state.lanes.get_mut(&key).ok_or_else(unknown)?;
@@ -29,6 +30,7 @@ impl LockManager {
                     lease_id: lease.clone(),
                     owner: held.holder.clone(),
                     client: client.clone(),
+                    retake: Retake::for_keys([&key]),
                 });
             }
             held.renew();

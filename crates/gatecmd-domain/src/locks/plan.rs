@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::error::{LockError, ceil_secs};
+use super::error::{LockError, Retake, ceil_secs};
 use super::ids::LockKey;
 use super::lane::State;
 use super::request::{CommandLockRequest, LeaseRequest};
@@ -93,12 +93,14 @@ pub(super) fn check_presented_lease(
         .lease_info(id)
         .ok_or_else(|| LockError::UnknownLease {
             lease_id: id.clone(),
+            retake: Retake::for_keys(&req.keys),
         })?;
     if info.holder != req.client {
         return Err(LockError::NotYourLease {
             lease_id: id.clone(),
             owner: info.holder,
             client: req.client.clone(),
+            retake: Retake::for_keys(&req.keys),
         });
     }
     Ok(())

@@ -503,6 +503,7 @@ async fn a_lease_admits_only_its_holder() {
             lease_id: id.clone(),
             owner: client("vm-a"),
             client: client("vm-b"),
+            retake: Retake::Device,
         }
     );
 
@@ -551,7 +552,8 @@ async fn an_unknown_lease_is_refused() {
     assert_eq!(
         err,
         LockError::UnknownLease {
-            lease_id: ghost.clone()
+            lease_id: ghost.clone(),
+            retake: Retake::Device,
         }
     );
     let err = m
@@ -561,7 +563,8 @@ async fn an_unknown_lease_is_refused() {
     assert_eq!(
         err,
         LockError::UnknownLease {
-            lease_id: ghost.clone()
+            lease_id: ghost.clone(),
+            retake: Retake::Device,
         }
     );
     assert!(matches!(
@@ -1075,14 +1078,23 @@ fn other_refusals() {
                 lease_id: id.clone(),
                 owner: client("vm-a"),
                 client: client("vm-b"),
+                retake: Retake::Device,
             },
             "lease lease-7f3c belongs to client \"vm-a\", not \"vm-b\"; take your own lease with lock_device.",
         ),
         (
             LockError::UnknownLease {
                 lease_id: id.clone(),
+                retake: Retake::Board("vb1".into()),
             },
-            "lease lease-7f3c is unknown or has ended (unlocked, expired, or its session closed); take a new lease with lock_device.",
+            "lease lease-7f3c is unknown or has ended (unlocked, expired, or its session closed); take a new lease with lock_board {board: \"vb1\"}.",
+        ),
+        (
+            LockError::UnknownLease {
+                lease_id: id.clone(),
+                retake: Retake::Either,
+            },
+            "lease lease-7f3c is unknown or has ended (unlocked, expired, or its session closed); take a new lease with the tool that took it (lock_board for a board, lock_device for a device).",
         ),
         (
             LockError::AlreadyHeld {

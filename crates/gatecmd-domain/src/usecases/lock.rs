@@ -75,6 +75,7 @@ pub enum LeaseError {
         what: String,
         waited: Duration,
         holds: Vec<Hold>,
+        /// Other match requests queued (the caller's own not counted).
         queued: usize,
     },
     Cancelled,
@@ -270,7 +271,8 @@ fn all_busy(
         what: m.describe(),
         waited: wait,
         holds,
-        queued: state.boards.queue.len(),
+        // The caller's own request is still in the queue here: not counted.
+        queued: state.boards.queue.len().saturating_sub(1),
     }
 }
 
@@ -366,7 +368,7 @@ mod tests {
                 ..
             }) => {
                 assert_eq!(w, waited);
-                assert_eq!(queued, 1, "the waiter counts itself");
+                assert_eq!(queued, 0, "the caller's own request is not counted");
                 let by: Vec<_> = holds
                     .iter()
                     .map(|h| {

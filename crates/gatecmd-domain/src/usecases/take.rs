@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use gatecmd_core::refusal::common::LeaseInvalid;
+use gatecmd_core::refusal::common::LeaseMissing;
 
 use crate::config::{BoardConfig, Config};
 use crate::console::Console;
 use crate::locks::{
-    ClientName, CommandGuard, CommandLockRequest, LeaseId, LockError, LockKey, SessionId,
+    ClientName, CommandGuard, CommandLockRequest, LeaseId, LockError, LockKey, Retake, SessionId,
 };
 use crate::state::AppState;
 
@@ -31,7 +31,7 @@ pub enum TakeError {
     /// the names there are).
     UnknownBoard,
     /// The caller holds no lease on it, or holds one and did not pass it.
-    Lease(LeaseInvalid),
+    Lease(LeaseMissing),
     /// The lock manager refused the key (someone else's lease, a call running on it).
     Lock(LockError),
 }
@@ -66,7 +66,7 @@ pub async fn take_leased_board_as(
 ) -> Result<Taken, TakeError> {
     let b = config.board(board).ok_or(TakeError::UnknownBoard)?;
     let key = LockKey::Board(b.name.clone());
-    check_lease(state, &key, &caller).map_err(TakeError::Lease)?;
+    check_lease(state, &key, &caller)?;
     let req = CommandLockRequest {
         keys: vec![key.clone()],
         shared: vec![],
@@ -89,34 +89,40 @@ pub async fn take_leased_board_as(
 }
 
 /// The lease half of taking a board, without its key: refused when nobody leased the
-/// board's `key`, or when the caller holds the lease and did not pass it. Someone else's
-/// lease passes here: the lock manager words who holds it, since when and for how long
-/// when the key is taken. What a call checks before it waits for an approval, holding
+/// board's `key` (`lease_missing`; `lease_invalid` naming lock_board when the caller passed
+/// a lease that has ended), or when the caller holds the lease and did not pass it. Someone
+/// else's lease passes here: the lock manager words who holds it, since when and for how
+/// long when the key is taken. What a call checks before it waits for an approval, holding
 /// nothing while a person decides.
-pub fn check_lease(
-    state: &AppState,
-    key: &LockKey,
-    caller: &Caller<'_>,
-) -> Result<(), LeaseInvalid> {
+pub fn check_lease(state: &AppState, key: &LockKey, caller: &Caller<'_>) -> Result<(), TakeError> {
     let board = match key {
         LockKey::Board(n) => n.clone(),
         other => other.to_string(),
     };
     match state.locks.key_state(key).and_then(|s| s.lease) {
-        None => Err(LeaseInvalid::Missing {
-            tool: caller.tool.to_string(),
-            board,
-        }),
+        None => match caller.lease {
+            // A lease that has ended (or was never one): not a missing lease.
+            Some(id) if state.locks.lease(&LeaseId(id.to_string())).is_none() => {
+                Err(TakeError::Lock(LockError::UnknownLease {
+                    lease_id: LeaseId(id.to_string()),
+                    retake: Retake::for_keys([key]),
+                }))
+            }
+            _ => Err(TakeError::Lease(LeaseMissing::Missing {
+                tool: caller.tool.to_string(),
+                board,
+            })),
+        },
         Some(l)
             if l.holder.0 == caller.client
                 && caller.lease.is_none()
                 && caller.session.is_none() =>
         {
-            Err(LeaseInvalid::NotPassed {
+            Err(TakeError::Lease(LeaseMissing::NotPassed {
                 key: key.to_string(),
                 lease_id: l.lease_id.0.clone(),
                 tool: caller.tool.to_string(),
-            })
+            }))
         }
         // Someone else's lease: the lock manager words who, since when, time left.
         Some(_) => Ok(()),
@@ -152,7 +158,7 @@ mod tests {
         ));
         assert!(matches!(
             take(caller("a", None)).await,
-            Err(TakeError::Lease(LeaseInvalid::Missing { .. }))
+            Err(TakeError::Lease(LeaseMissing::Missing { .. }))
         ));
         let lease = state
             .locks
@@ -170,7 +176,7 @@ mod tests {
         let id = lease.lease_id.0.clone();
         assert!(matches!(
             take(caller("a", None)).await,
-            Err(TakeError::Lease(LeaseInvalid::NotPassed { .. }))
+            Err(TakeError::Lease(LeaseMissing::NotPassed { .. }))
         ));
         assert!(matches!(
             take(caller("b", Some("not-theirs"))).await,

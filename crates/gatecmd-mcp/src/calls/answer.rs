@@ -95,18 +95,18 @@ pub fn or_refusal(schema: &mut Schema) {
 }
 
 /// The JSON schema of [`Refusal`], inlined (no `$ref` into definitions the result's
-/// schema does not have).
+/// schema does not have) and compact: every tool that can refuse carries it, so `reason` is
+/// a string rather than the enumeration of every reason with its description (docs/TOOLS.md
+/// "Refusals" lists them; the names are stable).
 fn refusal_schema() -> Value {
-    let schema = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|s| s.inline_subschemas = true)
-        .into_generator()
-        .into_root_schema_for::<Refusal>();
-    let mut v = schema.to_value();
-    if let Value::Object(o) = &mut v {
-        o.remove("$schema");
-        o.remove("title");
-    }
-    v
+    json!({
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+        },
+        "required": ["reason", "message"],
+    })
 }
 
 #[cfg(test)]

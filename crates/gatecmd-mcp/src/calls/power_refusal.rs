@@ -2,7 +2,7 @@
 //! steps carry too (so it lives beside the tools, not in either).
 
 use crate::calls::reasons::{args_reason, lock_reason};
-use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
+use gatecmd_core::refusal::common::{LeaseMissing, UnknownBoard};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::config::power::SpecError;
 use gatecmd_domain::locks::LockError;
@@ -18,7 +18,7 @@ pub enum PowerError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     #[error(transparent)]
-    Lease(#[from] LeaseInvalid),
+    Lease(#[from] LeaseMissing),
     #[error("{0}")]
     Lock(#[from] LockError),
 }

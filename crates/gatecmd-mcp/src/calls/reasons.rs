@@ -85,7 +85,9 @@ pub fn args_reason(e: &sanitizer::Refusal) -> RefusalReason {
         sanitizer::Refusal::NoMatch { file: Some(f), .. } if f.is_symlink() => {
             RefusalReason::Symlink
         }
-        sanitizer::Refusal::NoMatch { .. } => RefusalReason::NoPatternMatched,
+        sanitizer::Refusal::NoMatch { .. } | sanitizer::Refusal::FirstWord { .. } => {
+            RefusalReason::NoPatternMatched
+        }
     }
 }
 

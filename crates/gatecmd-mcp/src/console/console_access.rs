@@ -64,7 +64,7 @@ impl Classified for ConsoleError {
             ConsoleError::UnknownBoard(e) => e.reason(),
             ConsoleError::NoConsole { .. } => R::NotConfigured,
             ConsoleError::NoLease(e) if e.held_by_other => R::DeviceBusy,
-            ConsoleError::NoLease(_) => R::NotPermitted,
+            ConsoleError::NoLease(_) => R::LeaseMissing,
             ConsoleError::ZeroMaxBytes
             | ConsoleError::ZeroTimeout
             | ConsoleError::PatternTooLong { .. }

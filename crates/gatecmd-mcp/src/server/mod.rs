@@ -1,10 +1,12 @@
 //! Serving MCP: a handler for each transport (`GatecmdServer::new`, `new_stdio`), the tool
-//! list built once from the tools' routers (`tools::router`, every schema standardized),
+//! list built once from the tools' routers (`tools::router`, every schema standardized and
+//! made lean),
 //! which tools answer at once (`GatecmdServer::quick_tools`, read from that list), and the
 //! rest of the protocol in the `ServerHandler` impl: server info, resources and their
 //! subscriptions in both protocol eras, tasks. The tools are under `tools/`, one file each;
 //! the handler's state and what the tools ask of it are `handler.rs`.
 
+pub mod lean;
 pub mod schema;
 pub mod tasks;
 
@@ -57,11 +59,12 @@ impl GatecmdServer {
     /// The tool list, built once from the tools' routers (`tools::router`, summed from the
     /// one list in `tools/mod.rs`): rmcp makes a handler per stateless request, and building
     /// the router (every tool's schemas) for each would be wasted work on the hot path.
-    /// Every schema in it is standard JSON Schema (`standardize` in `schema.rs`).
+    /// Every schema in it is standard JSON Schema (`standardize` in `schema.rs`), and lean
+    /// enough for an agent's budget (`lean` in `lean.rs`).
     fn shared_router() -> ToolRouter<Self> {
         static ROUTER: std::sync::OnceLock<ToolRouter<GatecmdServer>> = std::sync::OnceLock::new();
         ROUTER
-            .get_or_init(|| crate::server::schema::standardize(tools::router()))
+            .get_or_init(|| lean::lean(schema::standardize(tools::router())))
             .clone()
     }
 

@@ -15,7 +15,7 @@ use crate::handler::GatecmdServer;
 impl GatecmdServer {
     /// Approves an approval request.
     #[tool(
-        description = "Approve a pending approval request (gatecmd://approvals lists them with exactly what will run) as one of its rule's approvers, with an optional note. The requester cannot approve its own request. The waiting call then runs (or is refused if what was approved changed).",
+        description = "Approve a pending approval request (gatecmd://approvals lists them with exactly what will run) as one of its rule's approvers, with an optional note. The requester cannot approve its own request. The waiting call then runs (or is refused if what was approved changed). Returns the request and its decision.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<DecisionResult>()
     )]

@@ -35,7 +35,7 @@ pub const SHOWN_CHARS: usize = 1024;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleWriteRequest {
-    /// Board name; you must hold its lease (lock_board).
+    /// Board name; your client must hold its lease (lock_board).
     pub board: String,
     /// Sent as given, control characters included: "\u0003" (Ctrl-C) stops U-Boot's
     /// autoboot; end a command line with "\n" (or "\r" where the board expects it).
@@ -57,8 +57,9 @@ impl GatecmdServer {
     /// Writes to a board's serial console.
     #[tool(
         description = "Write text to a board's serial console as given, control characters included \
-                       (\"\\u0003\" = Ctrl-C stops U-Boot's autoboot; end a command with \"\\n\"). Needs \
-                       the board's lease (lock_board). Returns the cursor to read the answer from. When an approvals rule \
+                       (\"\\u0003\" = Ctrl-C stops U-Boot's autoboot; end a command with \"\\n\"). Only the \
+                       client holding the board's lease (lock_board) may write; it is known by your client, \
+                       no lease argument. Returns the cursor to read the answer from (console_read). When an approvals rule \
                        holds, nothing is written until an approver says yes (the call waits).",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<ConsoleWriteResult>()

@@ -15,7 +15,7 @@ use crate::handler::GatecmdServer;
 impl GatecmdServer {
     /// Denys an approval request.
     #[tool(
-        description = "Deny a pending approval request (gatecmd://approvals lists them) as one of its rule's approvers, with a note the requester is shown. Nothing runs; the waiting call is refused with approval_denied.",
+        description = "Deny a pending approval request (gatecmd://approvals lists them) as one of its rule's approvers, with a note the requester is shown. Nothing runs; the waiting call is refused with approval_denied. Returns the request and its decision.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<DecisionResult>()
     )]

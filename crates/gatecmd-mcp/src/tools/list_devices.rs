@@ -23,7 +23,8 @@ impl GatecmdServer {
         description = "List the USB devices attached to the host: id (physical port path, stable across \
                        re-enumeration), vid/pid, Rockchip SoC and mode (maskrom/loader), strings, bus and \
                        device numbers, the config's device class and who holds the device's lock. \
-                       Optional filters: id, vid, pid, class, mode.",
+                       Optional filters: id, vid, pid, class, mode. Use it to find a device id for \
+                       execute_command or lock_device.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<DeviceList>(),
         meta = answers_at_once()

@@ -16,8 +16,9 @@ use gatecmd_domain::state::AppState;
 impl GatecmdServer {
     /// Lists leases, running commands and waiters.
     #[tool(
-        description = "List every device lock that is leased, in use or waited for: holder, note, since, \
-                       lease expiry, running command and queue length.",
+        description = "See who holds or waits for what, before you lock or when something is busy: every \
+                       lock key that is leased, in use or waited for, with holder, note, since, lease expiry, \
+                       running command and queue length (your own leases among them).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<LockList>(),
         meta = answers_at_once()

@@ -80,8 +80,9 @@ impl GatecmdServer {
                        console and its power switch, under one lease. Give board (a name from list_boards) or \
                        match ({soc: \"rk3588\", mode?: maskrom|loader, attached?: bool, other tags...}) for the \
                        first free matching board; wait_secs queues in arrival order for the first one freed. \
-                       Pass the lease_id as lease to execute_command {board} and power_board; release with \
-                       unlock_device.",
+                       Returns lease_id, key and expires_at: pass lease_id as lease to the board tools \
+                       (power_board, flash_board, boot_board, board_run, uboot_run, execute_command \
+                       {board}); release with unlock_device.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<BoardLeaseResult>()
     )]
@@ -110,7 +111,7 @@ pub enum LockBoardError {
     QueueFull(#[from] QueueFull),
     /// No matching board came free in time; `holds` says who holds each.
     #[error(
-        "{} {what} {}{}{}; {queued} match request(s) queued. Pass wait_secs to queue (served in arrival order), or list_boards to see every board.",
+        "{} {what} {}{}{}; {queued} other match request(s) queued. Pass wait_secs to queue (served in arrival order), or list_boards to see every board.",
         if holds.is_empty() { "no board has" } else { "every board with" },
         if holds.is_empty() { "now" } else { "is in use" },
         if *waited_secs > 0 { format!(" (waited {waited_secs} s)") } else { String::new() },
@@ -231,7 +232,8 @@ fn answer(leased: Leased) -> CallToolResult {
     };
     let text = format!(
         "lease {} on board {} ({}) for {}; expires at {} unless renewed (each command under the lease renews it for {} s).\n\
-         Pass lease: \"{}\" with execute_command {{board: \"{}\"}} and power_board; release with unlock_device.",
+         Pass lease: \"{}\" with the board tools (power_board, flash_board, boot_board, board_run, uboot_run, \
+         execute_command {{board: \"{}\"}}); release with unlock_device.",
         r.lease_id,
         r.board,
         r.device

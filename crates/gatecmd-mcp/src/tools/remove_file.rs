@@ -40,8 +40,9 @@ pub struct RemoveFileResult {
 impl GatecmdServer {
     /// Removes a file.
     #[tool(
-        description = "Remove a regular file inside a file root you may write (files only; also aborts \
-                       an unfinished upload when given its .<name>.gatecmd-upload name).",
+        description = "Remove a regular file inside a file root you may write, e.g. an image you no \
+                       longer need (files only; also aborts an unfinished upload when given its \
+                       .<name>.gatecmd-upload name). Returns the path removed.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<RemoveFileResult>(),
         meta = answers_at_once()

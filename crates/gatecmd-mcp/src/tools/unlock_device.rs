@@ -20,7 +20,7 @@ use gatecmd_domain::state::AppState;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnlockRequest {
-    /// The lease id lock_device returned.
+    /// The lease id lock_device or lock_board returned.
     pub lease: String,
 }
 
@@ -37,7 +37,8 @@ pub struct UnlockResult {
 impl GatecmdServer {
     /// Releases a lease.
     #[tool(
-        description = "Release a lease taken with lock_device; the next waiter gets the device.",
+        description = "Release a lease taken with lock_device or lock_board, when you are done with the \
+                       device or board; the next waiter gets it. Returns the lease and key released.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<UnlockResult>(),
         meta = answers_at_once()

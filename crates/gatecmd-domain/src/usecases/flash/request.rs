@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use gatecmd_core::refusal::Refusal;
-use gatecmd_core::refusal::common::LeaseInvalid;
+use gatecmd_core::refusal::common::LeaseMissing;
 use gatecmd_core::sanitizer::FileArgError;
 
 use crate::flash::OpenFile;
@@ -56,7 +56,7 @@ pub enum Refused {
     UnknownBoard {
         known: Vec<String>,
     },
-    Lease(LeaseInvalid),
+    Lease(LeaseMissing),
     Lock(LockError),
     /// `wait_for` was given and the board has no console.
     NoConsole,

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
+use gatecmd_core::refusal::common::{LeaseMissing, UnknownBoard};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{PowerOutcome, PowerRecord};
@@ -80,7 +80,7 @@ pub enum SwitchError {
     /// The board's switch cannot be run now (none, or its command changed since load).
     Spec(SpecError),
     /// The caller holds no lease on the board, or did not pass it.
-    Lease(LeaseInvalid),
+    Lease(LeaseMissing),
     /// The board's key could not be taken (someone else's lease, a call running on it).
     Lock(LockError),
     /// The board's command lines are not those approved (a reload in between).
@@ -146,7 +146,14 @@ fn specs(config: &Config, board: &BoardConfig, switch: Switch) -> Result<Vec<Spe
 /// The caller holds the board's lease and passed it (checked without taking the key:
 /// what a call checks before it waits for an approval).
 pub fn lease_held(state: &AppState, plan: &Plan, caller: &Caller<'_>) -> Result<(), SwitchError> {
-    check_lease(state, &LockKey::Board(plan.board.name.clone()), caller).map_err(SwitchError::Lease)
+    check_lease(state, &LockKey::Board(plan.board.name.clone()), caller).map_err(|e| match e {
+        TakeError::Lease(e) => SwitchError::Lease(e),
+        TakeError::Lock(e) => SwitchError::Lock(e),
+        TakeError::UnknownBoard => SwitchError::UnknownBoard(UnknownBoard {
+            name: plan.board.name.clone(),
+            known: state.config().board_names(),
+        }),
+    })
 }
 
 /// The board's command lines on the configuration now are still the planned ones (after
@@ -338,16 +345,16 @@ mod tests {
         let cancel = CancellationToken::new;
         assert!(matches!(
             lease_held(&state, &p, &caller(None)),
-            Err(SwitchError::Lease(LeaseInvalid::Missing { .. }))
+            Err(SwitchError::Lease(LeaseMissing::Missing { .. }))
         ));
         assert!(matches!(
             run(&state, &config, &p, caller(None), cancel()).await,
-            Err(SwitchError::Lease(LeaseInvalid::Missing { .. }))
+            Err(SwitchError::Lease(LeaseMissing::Missing { .. }))
         ));
         let id = lease(&state).await;
         assert!(matches!(
             lease_held(&state, &p, &caller(None)),
-            Err(SwitchError::Lease(LeaseInvalid::NotPassed { .. }))
+            Err(SwitchError::Lease(LeaseMissing::NotPassed { .. }))
         ));
         assert!(lease_held(&state, &p, &caller(Some(&id))).is_ok());
         assert!(unchanged(&state, &p).is_ok());

@@ -3,7 +3,7 @@
 //! variant classified once. What only `boot_board` refuses is its own (`BootRefusal`).
 
 use crate::calls::reasons::lock_reason;
-use gatecmd_core::refusal::common::{LeaseInvalid, UnknownBoard};
+use gatecmd_core::refusal::common::{LeaseMissing, UnknownBoard};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::console::WriteError;
 use gatecmd_domain::console::session::TalkError;
@@ -21,7 +21,7 @@ pub enum TalkRefusal {
         why: gatecmd_domain::config::ValueError,
     },
     #[error(transparent)]
-    Lease(#[from] LeaseInvalid),
+    Lease(#[from] LeaseMissing),
     #[error("{0}")]
     Lock(#[from] LockError),
     /// The command line is empty, too long or holds a control character (`control`).

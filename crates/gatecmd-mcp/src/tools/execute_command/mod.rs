@@ -30,8 +30,9 @@ impl GatecmdServer {
     #[tool(
         description = "Run one allowlisted host command with arguments that match one of its patterns \
                        (see list_commands). No shell is involved. A command that touches a device class \
-                       locks that device while it runs: pass lease (from lock_device) if you hold one, \
-                       wait_secs to queue if it is busy, device to pick one board. Returns exit code, \
+                       locks that device while it runs: pass lease (from lock_device, or lock_board \
+                       with board) if you hold one, wait_secs to queue if it is busy, device (or board) to \
+                       pick one board. Returns exit code, \
                        stdout, stderr and timing. With dry_run: true, validates and shows the exact argv \
                        and lock keys without running.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),

@@ -24,10 +24,9 @@ pub(super) fn render(job: &Job, state: JobState, outcome: Result<Flashed, Failed
                     verify.map(|s| s.detail.as_str()).unwrap_or_default()
                 ),
             };
-            let boot_log = (f.boot_log.as_ref()).map(|l| format!("\nboot log:\n{l}"));
             let text = format!(
                 "flashed {} to board {} and {verified}: {} written, {} skipped (resumed), \
-                 verify {} ms, {} in all ({} ms){}",
+                 verify {} ms, {} in all ({} ms)\nsteps: {}{}",
                 f.image.path,
                 f.board,
                 f.written.bytes_written,
@@ -35,7 +34,10 @@ pub(super) fn render(job: &Job, state: JobState, outcome: Result<Flashed, Failed
                 f.verify_ms,
                 f.board_state,
                 f.took_ms,
-                boot_log.unwrap_or_default()
+                steps_line(&f.steps),
+                (f.boot_log.as_deref())
+                    .map(boot_log_tail)
+                    .unwrap_or_default()
             );
             (r.steps, r.verified) = (f.steps.clone(), f.verified);
             r.flashed = Some(f);
@@ -72,4 +74,56 @@ pub(super) fn render(job: &Job, state: JobState, outcome: Result<Flashed, Failed
     };
     let result = serde_json::to_value(&call).ok();
     Answer { result, text }
+}
+
+/// The steps on one line, each with its duration (`accept 2 ms, maskrom 1204 ms, …`).
+fn steps_line(steps: &[gatecmd_domain::flash::StepRecord]) -> String {
+    let each: Vec<String> = steps
+        .iter()
+        .map(|s| format!("{} {} ms", s.step, s.ms))
+        .collect();
+    each.join(", ")
+}
+
+/// Lines of the boot log the text shows; `flashed.boot_log` has all of it.
+const BOOT_LOG_LINES: usize = 8;
+
+/// The boot log's last lines (blank ones left out), saying how many more the structured
+/// answer holds: the text does not repeat the whole log (issue 47, each fact once).
+fn boot_log_tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    let from = lines.len().saturating_sub(BOOT_LOG_LINES);
+    let head = if from == 0 {
+        "\nboot log:".to_string()
+    } else {
+        format!(
+            "\nboot log, its last {} of {} lines (flashed.boot_log has all):",
+            lines.len() - from,
+            lines.len()
+        )
+    };
+    format!("{head}\n{}", lines[from..].join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_shows_the_boot_logs_last_lines_once() {
+        let log: String = (1..=20).map(|i| format!("line {i}\n\r\n")).collect();
+        let tail = boot_log_tail(&log);
+        assert!(
+            tail.starts_with("\nboot log, its last 8 of 20 lines"),
+            "{tail}"
+        );
+        assert!(
+            tail.ends_with(
+                "line 13\nline 14\nline 15\nline 16\nline 17\nline 18\nline 19\nline 20"
+            ),
+            "{tail}"
+        );
+        assert!(!tail.contains("line 12\n"), "{tail}");
+        assert_eq!(boot_log_tail("a\nb"), "\nboot log:\na\nb");
+    }
 }
