@@ -24,7 +24,7 @@ use gatecmd_domain::audit::{
     BoardCommandRecord, CommandOutcome, CommandRan, Prompt, RefusedDetail,
 };
 use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
-use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
+use gatecmd_domain::console::session::{self, Frame, LoginAs, Ran, Stopped, TalkError, Wait};
 use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
 use gatecmd_domain::console::uboot;
 use gatecmd_domain::locks::SessionId;
@@ -55,6 +55,55 @@ pub struct BoardRunRequest {
     /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
     #[serde(default)]
     pub lease: Option<String>,
+    /// board_run only: who to log in as when the board shows a login prompt and the
+    /// operator configured no login for it (a configured login always wins).
+    #[serde(default)]
+    pub login: Option<CallerLogin>,
+}
+
+/// The user (and password) `board_run` types at a login prompt; never logged or audited.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallerLogin {
+    /// The user name, e.g. "root" (printable, at most 64 characters).
+    pub user: String,
+    /// The password, when the board asks one (printable, at most 256 characters).
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for CallerLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerLogin")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
+}
+
+/// Longest user name and password a caller may give.
+const MAX_USER_CHARS: usize = 64;
+const MAX_PASSWORD_CHARS: usize = 256;
+
+impl CallerLogin {
+    /// Why the caller's login cannot be typed as given (a line end would type more).
+    fn problem(&self) -> Option<TalkRefusal> {
+        let bad = |what: &'static str, v: &str, max: usize| {
+            let control = v.chars().any(char::is_control);
+            (v.is_empty() || control || v.chars().count() > max).then(|| {
+                TalkRefusal::BadLogin {
+                    what,
+                    max,
+                    control,
+                }
+            })
+        };
+        bad("login.user", &self.user, MAX_USER_CHARS).or_else(|| {
+            self.password
+                .as_deref()
+                .and_then(|p| bad("login.password", p, MAX_PASSWORD_CHARS))
+        })
+    }
 }
 
 /// Result of `board_run` / `uboot_run` (or a refusal in its place).
@@ -116,6 +165,22 @@ impl At {
     }
 }
 
+/// Who logs in at a login prompt: the operator's `console.login` when set (it wins), else
+/// the caller's `login`, else nobody (the call is refused `login_needed`).
+fn login_as<'a>(
+    board: &'a gatecmd_domain::config::BoardConfig,
+    caller: Option<&'a CallerLogin>,
+) -> Option<LoginAs<'a>> {
+    match (board.shell.login.as_ref(), caller) {
+        (Some(configured), _) => Some(LoginAs::Configured(configured)),
+        (None, Some(c)) => Some(LoginAs::Caller {
+            user: &c.user,
+            password: c.password.as_deref(),
+        }),
+        (None, None) => None,
+    }
+}
+
 /// `board_run` (`At::Shell`) and `uboot_run` (`At::Uboot`). When an `approvals:` rule
 /// holds (the tool's own, or one on the board), the call waits for a yes after every check
 /// and before a byte is typed, holding nothing (the board's key goes back and is taken
@@ -149,6 +214,9 @@ pub async fn run(
     if let Some(why) = command_problem(&req.command, MAX_COMMAND_BYTES) {
         let control = req.command.chars().any(char::is_control);
         return refuse(TalkRefusal::BadCommand { why, control }.into());
+    }
+    if let Some(e) = req.login.as_ref().and_then(CallerLogin::problem) {
+        return refuse(e.into());
     }
     let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
     if secs == 0 || secs > MAX_TIMEOUT_SECS {
@@ -234,8 +302,13 @@ pub async fn run(
     let mut logged_in = false;
     let seen = match (at, seen) {
         (At::Shell, Seen::Login) => {
-            match session::login(&console, prompts, leased.board.shell.login.as_ref(), &first).await
-            {
+            let Some(who_logs_in) = login_as(&leased.board, req.login.as_ref()) else {
+                let e = TalkRefusal::LoginNeeded {
+                    board: req.board.clone(),
+                };
+                return refuse(e.into());
+            };
+            match session::login(&console, prompts, Some(who_logs_in), &first).await {
                 Ok(s) => {
                     logged_in = true;
                     s
