@@ -51,7 +51,8 @@ async fn lease(a: &harness::Client, board: &str) -> String {
 }
 
 async fn run(a: &harness::Client, board: &str, lease: &str, login: Option<Value>) -> Value {
-    let mut args = json!({"board": board, "command": "echo in", "lease": lease, "timeout_secs": 10});
+    let mut args =
+        json!({"board": board, "command": "echo in", "lease": lease, "timeout_secs": 10});
     if let Some(l) = login {
         args["login"] = l;
     }

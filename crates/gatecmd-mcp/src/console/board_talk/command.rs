@@ -88,16 +88,12 @@ const MAX_PASSWORD_CHARS: usize = 256;
 impl CallerLogin {
     /// Why the caller's login cannot be typed as given (a line end would type more).
     fn problem(&self) -> Option<TalkRefusal> {
-        let bad = |what: &'static str, v: &str, max: usize| {
-            let control = v.chars().any(char::is_control);
-            (v.is_empty() || control || v.chars().count() > max).then(|| {
-                TalkRefusal::BadLogin {
-                    what,
-                    max,
-                    control,
-                }
-            })
-        };
+        let bad =
+            |what: &'static str, v: &str, max: usize| {
+                let control = v.chars().any(char::is_control);
+                (v.is_empty() || control || v.chars().count() > max)
+                    .then(|| TalkRefusal::BadLogin { what, max, control })
+            };
         bad("login.user", &self.user, MAX_USER_CHARS).or_else(|| {
             self.password
                 .as_deref()
