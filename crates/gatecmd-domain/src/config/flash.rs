@@ -37,7 +37,10 @@ settings! {
             shown: "any file in `file_roots`",
             docs: "absolute paths of the loader files (or of directories holding them) \
                 `flash_board` may send to a board in MaskROM; a loader is opened beneath \
-                `file_roots` like any file argument and must then resolve to one of these.",
+                `file_roots` like any file argument and must then resolve to one of these. \
+                The same holds for `execute_command`'s loader arguments (a pattern's \
+                `loader_args`, e.g. rkdeveloptool's `db` and `ul`); `list_boards` shows \
+                the allowed files per board (`flash.loaders`).",
         },
         state_dir: Option<PathBuf> {
             default: None,

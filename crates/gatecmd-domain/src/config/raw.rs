@@ -259,6 +259,12 @@ pub(crate) struct RawPattern {
     pub(crate) progress: Option<String>,
     pub(crate) cancel: Option<CancelPolicy>,
     pub(crate) isolate: Option<bool>,
+    /// The device modes this pattern works in (`maskrom`, `loader`, a family's mode).
+    #[serde(default)]
+    pub(crate) modes: Vec<String>,
+    /// File slots that are loaders sent to a board: held to `flash.loaders`.
+    #[serde(default)]
+    pub(crate) loader_args: Vec<String>,
 }
 
 // Values are read as plain YAML and checked by the validator, which locates each error by

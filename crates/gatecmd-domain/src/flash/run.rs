@@ -532,6 +532,7 @@ async fn steps(
                 Step::DownloadBoot,
                 FlashFailure::NeedsLoader {
                     board: board.name.clone(),
+                    allowed: super::allowed_loaders_words(&config.flash),
                 },
             ));
         }
