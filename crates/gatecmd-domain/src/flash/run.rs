@@ -41,6 +41,10 @@ use gatecmd_flash::{
 /// transfer (looked at every [`USB_POLL`]; the wait ends as soon as the device is gone).
 const USB_SETTLE: Duration = Duration::from_millis(1500);
 const USB_POLL: Duration = Duration::from_millis(50);
+/// Longest wait, after wait_for matched, for the boot recorder to confirm what it saw
+/// (its prompt quiet time and a tick or two of the ticker, with room for a loaded host).
+const BOOT_SETTLE: Duration = Duration::from_secs(2);
+
 /// The file in the journal directory that remembers, per loader SHA-256, from which LBA
 /// its reads were found unsound and the largest transfer it takes.
 const LOADER_READS: &str = "loaders.json";
@@ -868,8 +872,17 @@ async fn steps(
     });
     let start_lba = report.start_lba;
     let logical_bytes = report.image.logical_size.unwrap_or(0);
+    // The boot as boot_report tells it: once the recorder has confirmed what wait_for saw
+    // (a prompt is taken after it stayed quiet), never the moment before.
+    let boot = match boot {
+        Some(n) if board_state == "booted" => {
+            (run.state.boots).settled(&board.name, n, BOOT_SETTLE).await
+        }
+        Some(n) => run.state.boots.summary(&board.name, Some(n)).ok(),
+        None => None,
+    };
     Ok(Flashed {
-        boot: boot.and_then(|n| run.state.boots.summary(&board.name, Some(n)).ok()),
+        boot,
         board: board.name.clone(),
         steps: std::mem::take(&mut run.steps),
         image: FileFacts {
