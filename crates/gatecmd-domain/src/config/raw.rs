@@ -355,6 +355,8 @@ pub(crate) struct RawBoard {
     pub(crate) usb: String,
     pub(crate) console: Option<RawConsole>,
     pub(crate) power: Option<super::power::RawPower>,
+    #[serde(default)]
+    pub(crate) on_release: super::boards::OnRelease,
 }
 
 #[derive(Deserialize)]
