@@ -7,7 +7,9 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Era, Server, TOKEN_A, call, connect, eventually, script, structured};
+use harness::{Era, Server, TOKEN_A, TOKEN_B, call, connect, eventually, script, structured};
+
+const OPS: &str = "ops-token-0123456789abcdef";
 use serde_json::json;
 
 fn config() -> String {
@@ -16,6 +18,11 @@ fn config() -> String {
 clients:
   - name: vm-a
     token: {TOKEN_A}
+  - name: vm-b
+    token: {TOKEN_B}
+  - name: ops
+    token: {OPS}
+    admin: true
 commands:
   - name: power
     binary: $DIR/power.sh
@@ -139,11 +146,105 @@ async fn a_board_is_switched_to_its_on_release_state_when_its_lease_ends() {
     );
 }
 
+fn bin() -> std::path::PathBuf {
+    std::env::var_os("GATECMD_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_gatecmd")))
+}
+
+/// `gatecmd leases [end ID]` with `token`; (success, stdout, stderr).
+async fn leases(url: &str, token: &str, args: &[&str]) -> (bool, String, String) {
+    let (url, token) = (url.to_string(), token.to_string());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(bin())
+            .arg("leases")
+            .args(&args)
+            .args(["--url", &url])
+            .env("GATECMD_TOKEN", token)
+            .output()
+            .expect("run gatecmd leases");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .expect("join")
+}
+
+/// The operator's `gatecmd leases`: an admin token lists every lease with its id and ends
+/// one through the unlock use case (audited as force_released, on_release runs); another
+/// client's token sees no other client's id and cannot end its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gatecmd_leases_lists_and_an_admin_ends_a_lease() {
+    let s = Server::start(&config());
+    let dir = s.dir.path().to_path_buf();
+    script(
+        &dir,
+        "power.sh",
+        &format!("echo \"$1 $2\" >> {}/power.log", dir.display()),
+    );
+    let a = connect(&s.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let v = structured(
+        &call(
+            &a,
+            "lock_board",
+            json!({"board": "goes-off", "note": "flashing"}),
+        )
+        .await,
+    );
+    let id = v["lease_id"].as_str().unwrap_or_default().to_string();
+    assert!(id.starts_with("lease-"), "{v}");
+
+    let (ok, out, err) = leases(&s.url, OPS, &[]).await;
+    assert!(ok, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("board:goes-off"))
+        .unwrap_or_else(|| panic!("no row for the board:\n{out}"));
+    assert!(
+        row.contains("vm-a") && row.contains(&id) && row.contains("flashing"),
+        "{row}"
+    );
+
+    // Another client sees the lease, not its id, and cannot end it.
+    let (ok, out, _) = leases(&s.url, TOKEN_B, &[]).await;
+    assert!(
+        ok && out.contains("board:goes-off") && !out.contains(&id),
+        "{out}"
+    );
+    let (ok, _, err) = leases(&s.url, TOKEN_B, &["end", &id]).await;
+    assert!(!ok, "a non-admin ended another client's lease");
+    assert!(err.contains("lease"), "{err}");
+
+    // The admin ends it: released, audited as the operator's, and on_release runs.
+    let (ok, out, err) = leases(&s.url, OPS, &["end", &id]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains(&id) && out.contains("board:goes-off"), "{out}");
+    let log = || std::fs::read_to_string(dir.join("power.log")).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(10), || log().contains("goes-off off")),
+        "{:?}",
+        log()
+    );
+    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"kind\":\"force_released\"") && l.contains("ops")),
+        "{audit}"
+    );
+    let (ok, out, _) = leases(&s.url, OPS, &[]).await;
+    assert!(ok && out.contains("no leases"), "{out}");
+}
+
 #[test]
 fn on_release_needs_the_switch_it_names() {
-    let bin = std::env::var_os("GATECMD_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_gatecmd")));
+    let bin = bin();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("c.yaml");
     std::fs::write(

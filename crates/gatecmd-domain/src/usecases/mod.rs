@@ -18,7 +18,10 @@
 //! - `lock`: taking a lease on a board by name or by match (`lock_board`), match requests
 //!   queued in arrival order.
 //! - `power`: `power::switch`, the `power_board` call, through the one power runner
-//!   (`crate::power_run`, below the use cases: the flash's orchestration runs it too).
+//!   (`crate::power_run`, below the use cases: the flash's orchestration runs it too);
+//!   `power::on_release`, a board switched to its `on_release` state when a lease ends.
+//! - `unlock`: ending a lease by its id: the holder's own, or anyone's by an `admin`
+//!   client (`unlock_device`, `gatecmd leases end`).
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 
@@ -30,3 +33,4 @@ pub mod job;
 pub mod lock;
 pub mod power;
 pub mod take;
+pub mod unlock;
