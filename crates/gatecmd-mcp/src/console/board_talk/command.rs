@@ -92,7 +92,7 @@ impl CallerLogin {
             |what: &'static str, v: &str, max: usize| {
                 let control = v.chars().any(char::is_control);
                 (v.is_empty() || control || v.chars().count() > max)
-                    .then(|| TalkRefusal::BadLogin { what, max, control })
+                    .then_some(TalkRefusal::BadLogin { what, max, control })
             };
         bad("login.user", &self.user, MAX_USER_CHARS).or_else(|| {
             self.password
