@@ -192,6 +192,7 @@ mod tests {
             recovery_action: None,
             shell: Default::default(),
             on_release: Default::default(),
+            loaders: None,
         }
     }
 

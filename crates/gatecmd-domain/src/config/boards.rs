@@ -51,6 +51,9 @@ pub struct BoardConfig {
     pub shell: super::shell::ShellConfig,
     /// What is done to it when a lease on it ends (`on_release`).
     pub on_release: OnRelease,
+    /// `loaders`: the loader files (or directories) this board takes, instead of
+    /// `flash.loaders`.
+    pub loaders: Option<Vec<PathBuf>>,
 }
 
 /// `boards[].on_release`: the state a board is returned to when a lease on it ends
@@ -79,6 +82,13 @@ impl OnRelease {
 }
 
 impl BoardConfig {
+    /// The loader files (or directories) that may be sent to this board, by flash_board or
+    /// a command's `loader_args`: its own `loaders`, else `flash.loaders`; `None`: any
+    /// file in the file roots.
+    pub fn loaders<'a>(&'a self, flash: &'a super::FlashSettings) -> Option<&'a [PathBuf]> {
+        self.loaders.as_deref().or(flash.loaders.as_deref())
+    }
+
     /// How to send the board to recovery: `power.recovery`, or `power.maskrom` as the
     /// Rockchip's (rockusb in MaskROM mode must then enumerate).
     pub fn recovery(&self) -> Option<super::power::Recovery> {

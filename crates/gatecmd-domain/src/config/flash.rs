@@ -80,6 +80,12 @@ settings! {
     }
 }
 
+/// Whether a loader that resolved to `real` is one of `allowed` (a file, or beneath a
+/// directory, component-wise); `None` allows any.
+pub fn loader_in(allowed: Option<&[PathBuf]>, real: &Path) -> bool {
+    allowed.is_none_or(|l| l.iter().any(|a| real.starts_with(a)))
+}
+
 #[allow(clippy::ref_option)] // a check takes its key's declared type
 fn absolute_if_set(p: &Option<PathBuf>) -> Option<String> {
     p.as_ref()
@@ -117,9 +123,7 @@ impl FlashSettings {
     /// Whether a loader that resolved to `real` may be sent: it is one of `loaders`, or
     /// lies beneath one of them (component-wise, on the resolved path of the open file).
     pub fn allows_loader(&self, real: &Path) -> bool {
-        self.loaders
-            .as_ref()
-            .is_none_or(|l| l.iter().any(|allowed| real.starts_with(allowed)))
+        loader_in(self.loaders.as_deref(), real)
     }
 
     /// Where the resume journals live.

@@ -67,7 +67,7 @@ pub use boots::BootSettings;
 pub use command::{CancelPolicy, CommandConfig, PatternConfig};
 pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
-pub use flash::FlashSettings;
+pub use flash::{FlashSettings, loader_in};
 pub use host::binary_problem;
 pub use jobs::JobSettings;
 pub use lab::{DEFAULT_LAB_HOLD_SECS, LabPerson, LabSettings, MAX_LAB_HOLD_SECS};

@@ -357,6 +357,7 @@ pub(crate) struct RawBoard {
     pub(crate) power: Option<super::power::RawPower>,
     #[serde(default)]
     pub(crate) on_release: super::boards::OnRelease,
+    pub(crate) loaders: Option<Vec<std::path::PathBuf>>,
 }
 
 #[derive(Deserialize)]

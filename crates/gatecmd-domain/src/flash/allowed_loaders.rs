@@ -3,15 +3,15 @@
 //! sends it (`flash_board`, or `execute_command`'s `loader_args`). A directory entry
 //! stands for the regular files directly inside it.
 
-use crate::config::FlashSettings;
+use std::path::PathBuf;
 
 /// Most loader files listed (a directory of hundreds is named, not listed in full).
 pub const MAX_LISTED: usize = 32;
 
-/// The allowed loader files, sorted within each entry; `None` when `flash.loaders` is not
-/// set (any file in the file roots may be sent).
-pub fn allowed_loader_files(flash: &FlashSettings) -> Option<Vec<String>> {
-    let entries = flash.loaders.as_ref()?;
+/// The allowed loader files, sorted within each entry, of a board's loaders
+/// (`BoardConfig::loaders`); `None` when none are set (any file in the file roots).
+pub fn allowed_loader_files(allowed: Option<&[PathBuf]>) -> Option<Vec<String>> {
+    let entries = allowed?;
     let mut out = Vec::new();
     for entry in entries {
         match std::fs::read_dir(entry) {
@@ -40,10 +40,10 @@ pub fn allowed_loader_files(flash: &FlashSettings) -> Option<Vec<String>> {
 }
 
 /// The allowed loaders in words, for a refusal: "a, b" or "any file in the file roots".
-pub fn allowed_loaders_words(flash: &FlashSettings) -> String {
-    match allowed_loader_files(flash) {
-        None => "any file in the file roots (flash.loaders is not set)".into(),
-        Some(l) if l.is_empty() => "none (flash.loaders is empty)".into(),
+pub fn allowed_loaders_words(allowed: Option<&[PathBuf]>) -> String {
+    match allowed_loader_files(allowed) {
+        None => "any file in the file roots (no loaders are set)".into(),
+        Some(l) if l.is_empty() => "none (the loaders list is empty)".into(),
         Some(l) => l.join(", "),
     }
 }
@@ -61,11 +61,8 @@ mod tests {
         std::fs::write(loaders.join("a.bin"), b"a").expect("write");
         std::fs::create_dir(loaders.join("sub")).expect("mkdir");
         let single = dir.path().join("one.bin");
-        let flash = FlashSettings {
-            loaders: Some(vec![loaders.clone(), single.clone()]),
-            ..FlashSettings::default()
-        };
-        let got = allowed_loader_files(&flash).expect("set");
+        let list = vec![loaders.clone(), single.clone()];
+        let got = allowed_loader_files(Some(&list)).expect("set");
         assert_eq!(
             got,
             [
@@ -74,7 +71,7 @@ mod tests {
                 single.display().to_string(),
             ]
         );
-        assert_eq!(allowed_loader_files(&FlashSettings::default()), None);
-        assert!(allowed_loaders_words(&FlashSettings::default()).contains("any file"));
+        assert_eq!(allowed_loader_files(None), None);
+        assert!(allowed_loaders_words(None).contains("any file"));
     }
 }

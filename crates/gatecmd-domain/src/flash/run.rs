@@ -536,7 +536,7 @@ async fn steps(
                 Step::DownloadBoot,
                 FlashFailure::NeedsLoader {
                     board: board.name.clone(),
-                    allowed: super::allowed_loaders_words(&config.flash),
+                    allowed: super::allowed_loaders_words(board.loaders(&config.flash)),
                 },
             ));
         }

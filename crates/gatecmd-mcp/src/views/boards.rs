@@ -56,11 +56,11 @@ pub struct FlashView {
 }
 
 impl FlashView {
-    fn of(config: &Config, board: &str, caller: &str) -> FlashView {
+    fn of(config: &Config, board: &BoardConfig, caller: &str) -> FlashView {
         let f = &config.flash;
         FlashView {
-            enabled: f.enabled && f.allows_board(board) && f.allows_client(caller),
-            loaders: gatecmd_domain::flash::allowed_loader_files(f),
+            enabled: f.enabled && f.allows_board(&board.name) && f.allows_client(caller),
+            loaders: gatecmd_domain::flash::allowed_loader_files(board.loaders(f)),
         }
     }
 }
@@ -120,7 +120,7 @@ pub fn board_view(
         }),
         lock: LockView::of(&state.locks, &LockKey::Board(board.name.clone()), caller),
         match_waiting: state.boards.queue.waiting_for(&board.name),
-        flash: FlashView::of(config, &board.name, caller),
+        flash: FlashView::of(config, board, caller),
     }
 }
 

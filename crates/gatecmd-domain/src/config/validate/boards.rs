@@ -165,6 +165,18 @@ impl Validator {
                 }
                 _ => None,
             };
+            for (k, p) in b.loaders.iter().flatten().enumerate() {
+                if !p.is_absolute() {
+                    let f = field(&format!("loaders[{k}]"));
+                    let at = self.at(&f);
+                    self.err(
+                        at,
+                        f,
+                        format!("{} is not an absolute path; write the loader file's (or its directory's) absolute path", p.display()),
+                    );
+                    ok = false;
+                }
+            }
             if let Some(why) = needs {
                 let at = self.at(&field("on_release"));
                 self.err(at, field("on_release"), why.into());
@@ -190,6 +202,7 @@ impl Validator {
                     recovery_action,
                     shell,
                     on_release,
+                    loaders: b.loaders,
                 });
             }
         }

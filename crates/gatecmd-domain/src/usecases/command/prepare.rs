@@ -71,13 +71,18 @@ pub struct WrongMode {
     pub loader_steps: Vec<String>,
 }
 
-/// Every loader argument of the matched pattern must resolve to a file `flash.loaders`
-/// allows (the same policy as `flash_board`'s `loader`).
+/// Every loader argument of the matched pattern must resolve to a file the board's
+/// `loaders` (else `flash.loaders`) allows: the same policy as `flash_board`'s `loader`.
 fn loaders_allowed(
     config: &Config,
+    board: Option<&BoardConfig>,
     pattern: &crate::config::PatternConfig,
     shown: &[String],
 ) -> Result<(), Refused> {
+    let allowed = match board {
+        Some(b) => b.loaders(&config.flash),
+        None => config.flash.loaders.as_deref(),
+    };
     for (i, w) in pattern.pattern.words.iter().enumerate() {
         let sanitizer::Word::Slot(slot) = w else {
             continue;
@@ -85,10 +90,10 @@ fn loaders_allowed(
         let Some(real) = shown.get(i).filter(|_| pattern.loader_slots.contains(slot)) else {
             continue;
         };
-        if !config.flash.allows_loader(std::path::Path::new(real)) {
+        if !crate::config::loader_in(allowed, std::path::Path::new(real)) {
             return Err(Refused::LoaderNotAllowed {
                 path: real.clone(),
-                allowed: crate::flash::allowed_loaders_words(&config.flash),
+                allowed: crate::flash::allowed_loaders_words(allowed),
             });
         }
     }
@@ -213,7 +218,6 @@ pub fn prepare<'a>(
     };
     let approved = sanitizer::check_with(command, &args, rules)?;
     let pattern = &command.patterns[approved.pattern_index];
-    loaders_allowed(config, pattern, &approved.shown)?;
     let limit = pattern.timeout.unwrap_or(command.timeout);
     let timeout = match req.timeout_secs {
         None => limit,
@@ -257,6 +261,14 @@ pub fn prepare<'a>(
         .map(|f| (f.real.display().to_string(), f.fd.clone()))
         .collect();
     let wrong_mode = wrong_mode(snap, command, approved.pattern_index, device, &touched);
+    // The board the call runs on takes its own `loaders` (else `flash.loaders`).
+    let board = device
+        .or(match touched.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        })
+        .and_then(|d| config.board_at(d.id.as_str()));
+    loaders_allowed(config, board, pattern, &approved.shown)?;
     Ok(Prepared {
         wrong_mode,
         snapshot: snap,

@@ -83,7 +83,7 @@ fn message(why: &Refused) -> String {
              wait for one to finish, then retry"
         ),
         R::LoaderNotAllowed { path, allowed } => format!(
-            "loader {path} is not one the bench operator allows (flash.loaders); nothing was run. \
+            "loader {path} is not one the bench operator allows for this board (boards[].loaders, else flash.loaders); nothing was run. \
              Allowed loaders: {allowed}. Pass one of them (list_boards shows them per board)."
         ),
         R::CancelledWaiting => {
