@@ -183,3 +183,44 @@ async def test_an_agent_acts_on_what_gatecmd_knows(bench):
         audit = (s.dir / "state" / "audit.log").read_text()
         assert PASSWORD not in audit, "the agent's password reached the audit log"
         assert PASSWORD not in "\n".join(s.log), "the agent's password reached the log"
+
+
+@pytest.mark.anyio
+async def test_a_board_goes_off_when_the_session_holding_it_ends(tmp_path):
+    """on_release: off, and the lease ends with the 2025-11-25 session that took it (the SDK
+    ends it when its `async with` block exits): the board is switched off, audited."""
+    power = tmp_path / "power.sh"
+    power.write_text(f'#!/bin/sh\necho "$1" >> {tmp_path}/power.log\n')
+    power.chmod(stat.S_IRWXU)
+    text = f"""
+clients:
+  - name: vm-a
+    token: {TOKEN_A}
+commands:
+  - name: power
+    binary: {power}
+    allowed_args:
+      - pattern: "on"
+      - pattern: "off"
+boards:
+  - name: b1
+    usb: "1-2"
+    on_release: "off"
+    power: {{on: {{command: power, args: "on"}}, off: {{command: power, args: "off"}}}}
+"""
+    s = Server(tmp_path, config=text)
+    try:
+        async with connect(s.url, TOKEN_A, "legacy") as c:
+            r, lease = await call(c, "lock_board", board="b1")
+            assert not r.is_error, lease
+            _, boards = await call(c, "list_boards")
+            assert boards["boards"][0]["flash"] == {"enabled": False, "loaders": None}, boards
+        log = tmp_path / "power.log"
+        deadline = time.monotonic() + 10
+        while not (log.exists() and "off" in log.read_text()):
+            assert time.monotonic() < deadline, "the board was not switched off"
+            time.sleep(0.05)
+        audit = (tmp_path / "state" / "audit.log").read_text()
+        assert '"event":"on_release"' in audit and '"ended":"session_ended"' in audit, audit
+    finally:
+        s.stop()
