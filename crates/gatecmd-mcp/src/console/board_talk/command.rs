@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::access::{take_board, talk_refusal};
+use super::login::{CallerLogin, login_as};
 use super::refusal::TalkRefusal;
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals;
@@ -24,7 +25,7 @@ use gatecmd_domain::audit::{
     BoardCommandRecord, CommandOutcome, CommandRan, Prompt, RefusedDetail,
 };
 use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
-use gatecmd_domain::console::session::{self, Frame, LoginAs, Ran, Stopped, TalkError, Wait};
+use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
 use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
 use gatecmd_domain::console::uboot;
 use gatecmd_domain::locks::SessionId;
@@ -59,47 +60,6 @@ pub struct BoardRunRequest {
     /// operator configured no login for it (a configured login always wins).
     #[serde(default)]
     pub login: Option<CallerLogin>,
-}
-
-/// The user (and password) `board_run` types at a login prompt; never logged or audited.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CallerLogin {
-    /// The user name, e.g. "root" (printable, at most 64 characters).
-    pub user: String,
-    /// The password, when the board asks one (printable, at most 256 characters).
-    #[serde(default)]
-    pub password: Option<String>,
-}
-
-impl std::fmt::Debug for CallerLogin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallerLogin")
-            .field("user", &self.user)
-            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
-            .finish()
-    }
-}
-
-/// Longest user name and password a caller may give.
-const MAX_USER_CHARS: usize = 64;
-const MAX_PASSWORD_CHARS: usize = 256;
-
-impl CallerLogin {
-    /// Why the caller's login cannot be typed as given (a line end would type more).
-    fn problem(&self) -> Option<TalkRefusal> {
-        let bad =
-            |what: &'static str, v: &str, max: usize| {
-                let control = v.chars().any(char::is_control);
-                (v.is_empty() || control || v.chars().count() > max)
-                    .then_some(TalkRefusal::BadLogin { what, max, control })
-            };
-        bad("login.user", &self.user, MAX_USER_CHARS).or_else(|| {
-            self.password
-                .as_deref()
-                .and_then(|p| bad("login.password", p, MAX_PASSWORD_CHARS))
-        })
-    }
 }
 
 /// Result of `board_run` / `uboot_run` (or a refusal in its place).
@@ -158,22 +118,6 @@ impl At {
             At::Shell => GatedTool::BoardRun,
             At::Uboot => GatedTool::UbootRun,
         }
-    }
-}
-
-/// Who logs in at a login prompt: the operator's `console.login` when set (it wins), else
-/// the caller's `login`, else nobody (the call is refused `login_needed`).
-fn login_as<'a>(
-    board: &'a gatecmd_domain::config::BoardConfig,
-    caller: Option<&'a CallerLogin>,
-) -> Option<LoginAs<'a>> {
-    match (board.shell.login.as_ref(), caller) {
-        (Some(configured), _) => Some(LoginAs::Configured(configured)),
-        (None, Some(c)) => Some(LoginAs::Caller {
-            user: &c.user,
-            password: c.password.as_deref(),
-        }),
-        (None, None) => None,
     }
 }
 
