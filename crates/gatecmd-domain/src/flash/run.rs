@@ -41,6 +41,23 @@ use gatecmd_flash::{
 /// transfer (looked at every [`USB_POLL`]; the wait ends as soon as the device is gone).
 const USB_SETTLE: Duration = Duration::from_millis(1500);
 const USB_POLL: Duration = Duration::from_millis(50);
+/// The boot the reset started, as boot_report tells it: once wait_for matched, when the
+/// recorder has confirmed what it saw (a prompt is taken after it stayed quiet), never the
+/// moment before.
+async fn boot_summary(
+    state: &AppState,
+    board: &str,
+    boot: Option<u64>,
+    matched: bool,
+) -> Option<crate::boots::BootSummary> {
+    let n = boot?;
+    if matched {
+        state.boots.settled(board, n, BOOT_SETTLE).await
+    } else {
+        state.boots.summary(board, Some(n)).ok()
+    }
+}
+
 /// Longest wait, after wait_for matched, for the boot recorder to confirm what it saw
 /// (its prompt quiet time and a tick or two of the ticker, with room for a loaded host).
 const BOOT_SETTLE: Duration = Duration::from_secs(2);
@@ -872,15 +889,7 @@ async fn steps(
     });
     let start_lba = report.start_lba;
     let logical_bytes = report.image.logical_size.unwrap_or(0);
-    // The boot as boot_report tells it: once the recorder has confirmed what wait_for saw
-    // (a prompt is taken after it stayed quiet), never the moment before.
-    let boot = match boot {
-        Some(n) if board_state == "booted" => {
-            (run.state.boots).settled(&board.name, n, BOOT_SETTLE).await
-        }
-        Some(n) => run.state.boots.summary(&board.name, Some(n)).ok(),
-        None => None,
-    };
+    let boot = boot_summary(run.state, &board.name, boot, board_state == "booted").await;
     Ok(Flashed {
         boot,
         board: board.name.clone(),
