@@ -165,6 +165,14 @@ async def test_an_agent_acts_on_what_gatecmd_knows(bench):
         assert tail["cursor"] == all_text["next_cursor"] - 12, tail
         assert all_text["text"].endswith(tail["text"]), (tail, all_text)
 
+        # list_commands tells the modes and the loader slots before anything runs.
+        _, cmds = await call(c, "list_commands")
+        pats = {p["pattern"]: p for p in cmds["commands"][0]["patterns"]}
+        assert pats["wl {lba} {image}"]["modes"] == ["loader"], pats
+        assert pats["db {loader}"]["modes"] == ["maskrom"], pats
+        assert pats["db {loader}"]["loader_args"] == ["loader"], pats
+        assert "loader_args" not in pats["wl {lba} {image}"], pats
+
         # A loader the operator did not allow: refused, nothing ran, the allowed named.
         r, v = await call(
             c, "execute_command", command="rkdeveloptool", args=["db", "evil.bin"], board="b1", lease=lease_id
