@@ -100,6 +100,7 @@ async fn usbvm_guest_side() {
     let spec = |cursor: Option<u64>, re: &str| ReadSpec {
         cursor,
         max_bytes: 1 << 16,
+        tail_bytes: None,
         wait_for: Some(regex::Regex::new(re).expect("regex")),
         timeout: Duration::from_secs(60),
     };

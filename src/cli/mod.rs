@@ -1,11 +1,14 @@
 //! The command line: `serve`, `stdio`, `check`, `devices`, `approve`/`deny` (in
-//! `approve.rs`). Parsing and logging here; the
+//! `approve.rs`), `leases` (in `leases.rs`; both MCP clients of the running server through
+//! `mcp_client.rs`). Parsing and logging here; the
 //! start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP reload in
 //! `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
 
 mod approve;
 mod check;
 mod devices;
+mod leases;
+mod mcp_client;
 mod reload;
 mod serve;
 mod startup;
@@ -82,6 +85,52 @@ enum Command {
         #[command(flatten)]
         decision: DecisionArgs,
     },
+    /// List the running server's leases, or end one (`leases end LEASE_ID`), as the
+    /// client whose token is in $GATECMD_TOKEN or --token-file (an admin client sees and
+    /// ends every lease).
+    Leases {
+        #[command(subcommand)]
+        action: Option<LeasesAction>,
+        /// JSON output (the list_locks answer).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum LeasesAction {
+    /// End a lease (its board's on_release runs, as for any lease end).
+    End {
+        /// The lease's id (lease-…), as `gatecmd leases` lists it.
+        lease: String,
+    },
+}
+
+/// Where the server is and whose token to use.
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// The server's MCP endpoint (default: from the configuration's bind, http://127.0.0.1:9222/mcp).
+    #[arg(long, global = true)]
+    url: Option<String>,
+    /// Configuration file to read `bind` from.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// An owner-only file holding the client's token (else $GATECMD_TOKEN). Never pass a
+    /// token itself on the command line.
+    #[arg(long, global = true)]
+    token_file: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    fn target(self) -> mcp_client::Target {
+        mcp_client::Target {
+            url: self.url,
+            config: self.config,
+            token_file: self.token_file,
+        }
+    }
 }
 
 /// What `approve` and `deny` take besides the id.
@@ -104,7 +153,7 @@ struct DecisionArgs {
 
 impl DecisionArgs {
     fn run(self, id: String, approve: bool) -> ExitCode {
-        let target = approve::Target {
+        let target = mcp_client::Target {
             url: self.url,
             config: self.config,
             token_file: self.token_file,
@@ -147,6 +196,14 @@ pub fn main() -> ExitCode {
         }
         Command::Approve { id, decision } => decision.run(id, true),
         Command::Deny { id, decision } => decision.run(id, false),
+        Command::Leases {
+            action,
+            json,
+            server,
+        } => match action {
+            None => run_async(leases::list(server.target(), json)),
+            Some(LeasesAction::End { lease }) => run_async(leases::end(server.target(), lease)),
+        },
     }
 }
 

@@ -57,6 +57,9 @@ pub(super) async fn serve(
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(gatecmd_domain::state::watch_lost_devices(state.clone()));
+    tokio::spawn(gatecmd_domain::usecases::power::on_release::watch(
+        state.clone(),
+    ));
     let signals = Signals::install()?;
     // Ready: what only start-up used goes back before the first request, and requests'
     // allocations go to mimalloc from here on (src/allocator.rs).

@@ -128,6 +128,10 @@ reasons! {
         WrongState => "wrong_state",
         /// The board refused the configured login.
         LoginFailed => "login_failed",
+        /// The board shows a login prompt (or asks a password) and neither the operator's
+        /// configuration nor the call says who logs in; the message names both ways in
+        /// (board_run's `login`, or console_write).
+        LoginNeeded => "login_needed",
         /// An approver said no (the message carries who and their note); nothing ran.
         ApprovalDenied => "approval_denied",
         /// Nobody decided within the rule's `approve.timeout_secs`; nothing ran.

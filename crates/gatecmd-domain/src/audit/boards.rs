@@ -59,6 +59,30 @@ pub enum PowerVia {
     FlashBoard,
     /// Driving a board to a state: its power and recovery actions.
     BootBoard,
+    /// Returning a board to its `on_release` state when a lease on it ended.
+    OnRelease,
+}
+
+/// A board returned (or not) to its `on_release` state when a lease on it ended:
+/// `{"event": "on_release", board, client, lease_id, ended, action, outcome, exit_code?,
+/// detail?}`. `outcome`: `ran`, `failed`, or `skipped` (the board was taken again first,
+/// or its switch cannot run; `detail` says why).
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename = "on_release")]
+pub struct OnReleaseRecord<'a> {
+    pub board: &'a str,
+    /// The client whose lease ended.
+    pub client: &'a str,
+    pub lease_id: &'a str,
+    /// How it ended: `released`, `expired`, `session_ended`, `force_released`.
+    pub ended: &'a str,
+    /// `off` or `maskrom`.
+    pub action: &'a str,
+    pub outcome: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// One power step of a larger action (a boot, a flash); serialised with

@@ -39,8 +39,8 @@ mod server;
 pub use approvals::ApprovalRecord;
 pub use boards::{
     BoardCommandRecord, BootOutcome, BootRecord, BootStep, CommandOutcome, CommandRan,
-    ConsoleWriteRecord, PowerOutcome, PowerRecord, PowerStepRecord, PowerVia, Prompt,
-    RefusedDetail,
+    ConsoleWriteRecord, OnReleaseRecord, PowerOutcome, PowerRecord, PowerStepRecord, PowerVia,
+    Prompt, RefusedDetail,
 };
 pub use files::FileRecord;
 pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};

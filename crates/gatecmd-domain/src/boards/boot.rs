@@ -191,6 +191,8 @@ mod tests {
             maskrom: maskrom.then(|| action("maskrom")),
             recovery_action: None,
             shell: Default::default(),
+            on_release: Default::default(),
+            loaders: None,
         }
     }
 

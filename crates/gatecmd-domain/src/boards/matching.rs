@@ -121,6 +121,8 @@ mod tests {
             maskrom: None,
             recovery_action: None,
             shell: Default::default(),
+            on_release: Default::default(),
+            loaders: None,
         }
     }
 

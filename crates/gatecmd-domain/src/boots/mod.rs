@@ -348,6 +348,32 @@ impl Boots {
         )
     }
 
+    /// Boot `n` of `board` once the recorder has caught up with what the console showed:
+    /// when its outcome leaves `booting` (a prompt confirmed after [`PROMPT_QUIET`], a
+    /// panic…), or after `within` (a pattern that is no prompt leaves it `booting`).
+    /// `flash_board` answers with this, so its summary is the boot report that
+    /// `boot_report` gives a moment later, not the one of a moment before.
+    pub async fn settled(&self, board: &str, n: u64, within: Duration) -> Option<BootSummary> {
+        let mut changes = self.subscribe();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let now = self.summary(board, Some(n)).ok()?;
+            if now.outcome != Outcome::Booting {
+                return Some(now);
+            }
+            tokio::select! {
+                changed = changes.recv() => {
+                    if matches!(changed, Err(broadcast::error::RecvError::Closed)) {
+                        return Some(now);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return self.summary(board, Some(n)).ok();
+                }
+            }
+        }
+    }
+
     /// Resolves once boot `n` of `board` (or a boot after it) panicked, or the board is in
     /// a reset loop (its latest boot follows two or more that reset before login), with
     /// that boot; never while it goes well (race it with what waits for the boot to

@@ -274,3 +274,53 @@ fn a_bad_board_pattern_is_refused_with_file_line_and_field() {
     assert_eq!(regex.line, 9, "{regex}");
     assert!(regex.to_string().contains("t.yaml"), "{regex}");
 }
+
+/// What flash_board reads right after its `wait_for: "login:"` matched: the login prompt
+/// is in, not yet confirmed (it must stay quiet first). `settled` answers with the boot
+/// as boot_report gives it a moment later (`login`), where `summary` still says
+/// `booting` at `init`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_summary_is_the_report_a_moment_later() {
+    let b = boots("");
+    b.spawn_ticker();
+    let n = b
+        .power_on("b1", Trigger::action("flash_board", "alice", "reset"))
+        .expect("board with a console");
+    let fed = std::time::Instant::now();
+    b.feed(
+        "b1",
+        crlf(&format!("{FIRMWARE}{KERNEL}{USERSPACE}{LOGIN}")).as_bytes(),
+    );
+    let now = b.summary("b1", Some(n)).expect("summary");
+    if fed.elapsed() < PROMPT_QUIET / 2 {
+        // (Unless this thread was descheduled for the prompt's quiet time.)
+        assert_eq!(
+            now.outcome,
+            Outcome::Booting,
+            "the prompt is not confirmed yet"
+        );
+    }
+    let settled = b
+        .settled("b1", n, Duration::from_secs(5))
+        .await
+        .expect("settled");
+    assert_eq!(settled.outcome, Outcome::Login);
+    assert_eq!(stages(&settled).last(), Some(&"login"));
+    let later = b.report("b1", Some(n)).expect("report").summary;
+    assert_eq!(
+        (settled.outcome, stages(&settled)),
+        (later.outcome, stages(&later))
+    );
+    // A pattern that is no prompt: bounded, answers `booting` after `within`.
+    let m = b
+        .power_on("b1", Trigger::action("flash_board", "alice", "reset"))
+        .expect("board");
+    b.feed("b1", crlf(FIRMWARE).as_bytes());
+    let t = std::time::Instant::now();
+    let s = b
+        .settled("b1", m, Duration::from_millis(300))
+        .await
+        .expect("settled");
+    assert_eq!(s.outcome, Outcome::Booting);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+}

@@ -49,9 +49,46 @@ pub struct BoardConfig {
     pub recovery_action: Option<super::power::Recovery>,
     /// How to talk to it over its console (`console.prompt`, `login`, `uboot`, …).
     pub shell: super::shell::ShellConfig,
+    /// What is done to it when a lease on it ends (`on_release`).
+    pub on_release: OnRelease,
+    /// `loaders`: the loader files (or directories) this board takes, instead of
+    /// `flash.loaders`.
+    pub loaders: Option<Vec<PathBuf>>,
+}
+
+/// `boards[].on_release`: the state a board is returned to when a lease on it ends
+/// (unlock, expiry, the session's end, an operator's release).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnRelease {
+    /// Left as the last holder left it.
+    #[default]
+    Keep,
+    /// Switched off (`power.off`).
+    Off,
+    /// Put into MaskROM (`power.maskrom`).
+    Maskrom,
+}
+
+impl OnRelease {
+    /// `keep`, `off`, `maskrom`: the configuration's and the audit log's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnRelease::Keep => "keep",
+            OnRelease::Off => "off",
+            OnRelease::Maskrom => "maskrom",
+        }
+    }
 }
 
 impl BoardConfig {
+    /// The loader files (or directories) that may be sent to this board, by flash_board or
+    /// a command's `loader_args`: its own `loaders`, else `flash.loaders`; `None`: any
+    /// file in the file roots.
+    pub fn loaders<'a>(&'a self, flash: &'a super::FlashSettings) -> Option<&'a [PathBuf]> {
+        self.loaders.as_deref().or(flash.loaders.as_deref())
+    }
+
     /// How to send the board to recovery: `power.recovery`, or `power.maskrom` as the
     /// Rockchip's (rockusb in MaskROM mode must then enumerate).
     pub fn recovery(&self) -> Option<super::power::Recovery> {

@@ -149,3 +149,37 @@ fn the_console_ring_size_is_configurable_within_bounds() {
     );
     assert_eq!(e.line, 4, "{e}");
 }
+
+#[test]
+fn a_boards_own_loaders_replace_flash_loaders_for_it_alone() {
+    let text = "flash:\n  enabled: true\n  loaders: [/srv/loaders]\nboards:\n  - name: own\n    usb: \"1-2\"\n    loaders: [/srv/own/rk3588.bin]\n  - name: shared\n    usb: \"1-3\"\n";
+    let c = Config::parse(text, "b.yaml").expect("valid");
+    let own = c.board("own").expect("own");
+    let shared = c.board("shared").expect("shared");
+    let list = |b: &BoardConfig| b.loaders(&c.flash).map(<[std::path::PathBuf]>::to_vec);
+    assert_eq!(list(own), Some(vec!["/srv/own/rk3588.bin".into()]));
+    assert_eq!(list(shared), Some(vec!["/srv/loaders".into()]));
+    let real = std::path::Path::new("/srv/loaders/rk3588.bin");
+    assert!(!crate::config::loader_in(own.loaders(&c.flash), real));
+    assert!(crate::config::loader_in(shared.loaders(&c.flash), real));
+    let e = one(
+        "boards:\n  - name: b\n    usb: \"1-2\"\n    loaders: [rel/x.bin]\n",
+        "boards[0].loaders[0]",
+    );
+    assert!(e.message.contains("absolute"), "{e:?}");
+}
+
+#[test]
+fn on_release_is_read_and_checked_against_the_board_s_switch() {
+    let c = Config::parse(
+        "commands:\n  - name: p\n    binary: /bin/true\n    allowed_args:\n      - pattern: \"{w}\"\nboards:\n  - name: b\n    usb: \"1-2\"\n    on_release: off\n    power: {on: {command: p, args: \"on\"}, off: {command: p, args: \"off\"}}\n",
+        "b.yaml",
+    )
+    .expect("valid");
+    assert_eq!(c.boards[0].on_release, crate::config::OnRelease::Off);
+    let e = one(
+        "boards:\n  - name: b\n    usb: \"1-2\"\n    on_release: off\n",
+        "boards[0].on_release",
+    );
+    assert!(e.message.contains("power:"), "{e:?}");
+}

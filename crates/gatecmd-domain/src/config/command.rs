@@ -48,6 +48,19 @@ pub struct PatternConfig {
     pub cancel: Option<CancelPolicy>,
     /// Overrides the command's `isolate` for this pattern.
     pub isolate: Option<bool>,
+    /// The device modes the pattern works in (`modes:`); empty: any. A run that fails on a
+    /// device in another mode is told the step that gets there.
+    pub modes: Vec<String>,
+    /// File slots that are loaders (`loader_args:`): held to `flash.loaders`.
+    pub loader_slots: std::collections::BTreeSet<String>,
+}
+
+impl PatternConfig {
+    /// Whether the pattern works on a device in `mode` (a pattern without `modes`, or a
+    /// device whose mode is unknown, always does).
+    pub fn works_in(&self, mode: Option<&str>) -> bool {
+        self.modes.is_empty() || mode.is_none_or(|m| self.modes.iter().any(|w| w == m))
+    }
 }
 
 /// One allowlisted command.

@@ -37,7 +37,10 @@ settings! {
             shown: "any file in `file_roots`",
             docs: "absolute paths of the loader files (or of directories holding them) \
                 `flash_board` may send to a board in MaskROM; a loader is opened beneath \
-                `file_roots` like any file argument and must then resolve to one of these.",
+                `file_roots` like any file argument and must then resolve to one of these. \
+                The same holds for `execute_command`'s loader arguments (a pattern's \
+                `loader_args`, e.g. rkdeveloptool's `db` and `ul`); `list_boards` shows \
+                the allowed files per board (`flash.loaders`).",
         },
         loaders_writable: bool {
             default: false,
@@ -86,6 +89,12 @@ settings! {
     }
 }
 
+/// Whether a loader that resolved to `real` is one of `allowed` (a file, or beneath a
+/// directory, component-wise); `None` allows any.
+pub fn loader_in(allowed: Option<&[PathBuf]>, real: &Path) -> bool {
+    allowed.is_none_or(|l| l.iter().any(|a| real.starts_with(a)))
+}
+
 #[allow(clippy::ref_option)] // a check takes its key's declared type
 fn absolute_if_set(p: &Option<PathBuf>) -> Option<String> {
     p.as_ref()
@@ -123,9 +132,7 @@ impl FlashSettings {
     /// Whether a loader that resolved to `real` may be sent: it is one of `loaders`, or
     /// lies beneath one of them (component-wise, on the resolved path of the open file).
     pub fn allows_loader(&self, real: &Path) -> bool {
-        self.loaders
-            .as_ref()
-            .is_none_or(|l| l.iter().any(|allowed| real.starts_with(allowed)))
+        loader_in(self.loaders.as_deref(), real)
     }
 
     /// Where the resume journals live.

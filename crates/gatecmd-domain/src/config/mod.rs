@@ -61,13 +61,13 @@ mod values;
 pub use approvals::{ApprovalRule, Approvers, Gated, GatedTool, approval_rule};
 pub use boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
-    MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS, power_boards_of,
+    MIN_CONSOLE_BUFFER_BYTES, OnRelease, STANDARD_BAUDS, power_boards_of,
 };
 pub use boots::BootSettings;
 pub use command::{CancelPolicy, CommandConfig, PatternConfig};
 pub use declare::{Setting, Value, Written};
 pub use error::{ConfigError, ConfigErrors};
-pub use flash::FlashSettings;
+pub use flash::{FlashSettings, loader_in};
 pub use host::binary_problem;
 pub use jobs::JobSettings;
 pub use lab::{DEFAULT_LAB_HOLD_SECS, LabPerson, LabSettings, MAX_LAB_HOLD_SECS};

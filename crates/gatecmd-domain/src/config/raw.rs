@@ -259,6 +259,12 @@ pub(crate) struct RawPattern {
     pub(crate) progress: Option<String>,
     pub(crate) cancel: Option<CancelPolicy>,
     pub(crate) isolate: Option<bool>,
+    /// The device modes this pattern works in (`maskrom`, `loader`, a family's mode).
+    #[serde(default)]
+    pub(crate) modes: Vec<String>,
+    /// File slots that are loaders sent to a board: held to `flash.loaders`.
+    #[serde(default)]
+    pub(crate) loader_args: Vec<String>,
 }
 
 // Values are read as plain YAML and checked by the validator, which locates each error by
@@ -349,6 +355,9 @@ pub(crate) struct RawBoard {
     pub(crate) usb: String,
     pub(crate) console: Option<RawConsole>,
     pub(crate) power: Option<super::power::RawPower>,
+    #[serde(default)]
+    pub(crate) on_release: super::boards::OnRelease,
+    pub(crate) loaders: Option<Vec<std::path::PathBuf>>,
 }
 
 #[derive(Deserialize)]

@@ -22,11 +22,15 @@ const SCAN_GAP: Duration = Duration::from_millis(20);
 /// What to read.
 #[derive(Debug, Clone)]
 pub struct ReadSpec {
-    /// Where to start; `None`: the last [`DEFAULT_TAIL_BYTES`], or with `wait_for`, the
-    /// output from now on.
+    /// Where to start; `None`: the newest bytes (the last [`DEFAULT_TAIL_BYTES`], or the
+    /// last `max_bytes` when fewer), or with `wait_for`, the output from now on.
     pub cursor: Option<u64>,
-    /// Most raw bytes returned; read on from `next_cursor`.
+    /// Most raw bytes returned; read on from `next_cursor`. Without a cursor, the newest
+    /// this many (at most [`DEFAULT_TAIL_BYTES`] unless `tail_bytes` says more).
     pub max_bytes: usize,
+    /// Without a cursor or `wait_for`: how far back from the end the read starts (`None`:
+    /// [`DEFAULT_TAIL_BYTES`]); never more than `max_bytes`, so the read ends at the end.
+    pub tail_bytes: Option<u64>,
     /// A regex awaited in the cleaned output from the cursor on.
     pub wait_for: Option<Regex>,
     /// Longest wait for `wait_for`.
@@ -78,7 +82,13 @@ impl Console {
             Some(c) if c > end => return Err(ReadError::CursorAhead { cursor: c, end }),
             Some(c) => c,
             None if spec.wait_for.is_some() => end,
-            None => end.saturating_sub(DEFAULT_TAIL_BYTES).max(start),
+            None => {
+                let tail = spec
+                    .tail_bytes
+                    .unwrap_or(DEFAULT_TAIL_BYTES)
+                    .min(spec.max_bytes as u64);
+                end.saturating_sub(tail).max(start)
+            }
         };
         let mut found = None;
         if let Some(re) = &spec.wait_for {
@@ -178,9 +188,39 @@ mod tests {
         ReadSpec {
             cursor,
             max_bytes: 1 << 20,
+            tail_bytes: None,
             wait_for: wait_for.map(|w| Regex::new(w).expect("regex")),
             timeout: Duration::from_secs(5),
         }
+    }
+
+    #[tokio::test]
+    async fn without_a_cursor_max_bytes_takes_the_newest_bytes() {
+        let c = console(1 << 16);
+        c.append(b"oldest line\nmiddle line\nnewest line\n");
+        let never = CancellationToken::new();
+        let newest = ReadSpec {
+            max_bytes: 12,
+            ..spec(None, None)
+        };
+        let r = c.read(&newest, &never).await.expect("read");
+        assert_eq!(r.text, "newest line\n");
+        assert_eq!(r.next_cursor, 36);
+        // A cursor keeps its meaning: the oldest bytes from there.
+        let from = ReadSpec {
+            max_bytes: 12,
+            ..spec(Some(0), None)
+        };
+        let r = c.read(&from, &never).await.expect("read");
+        assert_eq!(r.text, "oldest line\n");
+        // A tail longer than the default when the caller asks for more.
+        let long = ReadSpec {
+            max_bytes: 24,
+            tail_bytes: Some(24),
+            ..spec(None, None)
+        };
+        let r = c.read(&long, &never).await.expect("read");
+        assert_eq!(r.text, "middle line\nnewest line\n");
     }
 
     #[tokio::test]

@@ -43,6 +43,10 @@ pub enum TalkError {
         "the board asks for a password, and console.login.password_env is {0}; set it to the name of an environment variable of the server that holds the password"
     )]
     NoPassword(String),
+    #[error(
+        "the board asks for a password for {user:?}: call board_run again with login: {{user: {user:?}, password: …}}"
+    )]
+    NoCallerPassword { user: String },
 }
 
 /// A deadline, a cancel token and a label for the timeout message.
@@ -150,11 +154,57 @@ pub async fn probe(
         .map(|(s, _)| s)
 }
 
+/// Who logs in at a login prompt: the operator's configured `console.login` (which wins
+/// whenever it is set), or the user and password the caller gave.
+#[derive(Clone, Copy)]
+pub enum LoginAs<'a> {
+    Configured(&'a LoginConfig),
+    Caller {
+        user: &'a str,
+        password: Option<&'a str>,
+    },
+}
+
+impl LoginAs<'_> {
+    fn user(&self) -> String {
+        match self {
+            LoginAs::Configured(c) => c.user.clone(),
+            LoginAs::Caller { user, .. } => (*user).to_string(),
+        }
+    }
+
+    /// The password, read when the board asks for it (never logged).
+    fn password(&self) -> Result<String, TalkError> {
+        match self {
+            LoginAs::Configured(login) => match &login.password_env {
+                None => Err(TalkError::NoPassword("not set".into())),
+                Some(var) => std::env::var(var)
+                    .map_err(|_| TalkError::NoPassword(format!("{var:?}, which is not set"))),
+            },
+            LoginAs::Caller {
+                password: Some(p), ..
+            } => Ok((*p).to_string()),
+            LoginAs::Caller { user, .. } => Err(TalkError::NoCallerPassword {
+                user: (*user).to_string(),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for LoginAs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoginAs::Configured(c) => write!(f, "Configured({:?})", c.user),
+            LoginAs::Caller { user, .. } => write!(f, "Caller({user:?})"),
+        }
+    }
+}
+
 /// Logs in at a login prompt; returns the shell prompt seen after it.
 pub async fn login(
     console: &Console,
     prompts: &Prompts,
-    login: Option<&LoginConfig>,
+    login: Option<LoginAs<'_>>,
     wait: &Wait<'_>,
 ) -> Result<Seen, TalkError> {
     let Some(login) = login else {
@@ -162,7 +212,7 @@ pub async fn login(
             board: console.board().to_string(),
         });
     };
-    let user = login.user.clone();
+    let user = login.user();
     let awaited = format!(
         "the shell prompt /{}/ (or a password prompt) after the user name",
         prompts.shell.as_str()
@@ -172,11 +222,7 @@ pub async fn login(
         send_and_await(console, prompts, line.as_bytes(), wait, &awaited, |_| true).await?;
     let seen = match seen {
         Seen::Password => {
-            let password = match &login.password_env {
-                None => return Err(TalkError::NoPassword("not set".into())),
-                Some(var) => std::env::var(var)
-                    .map_err(|_| TalkError::NoPassword(format!("{var:?}, which is not set")))?,
-            };
+            let password = login.password()?;
             let awaited = format!(
                 "the shell prompt /{}/ after the password",
                 prompts.shell.as_str()

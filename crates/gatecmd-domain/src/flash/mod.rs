@@ -14,7 +14,9 @@
 //!   its largest transfer), per board and loader SHA-256.
 //! - `outcome`: what a finished flash reports.
 //! - `failure`: why one stopped, what was seen, and what to do next.
+//! - `allowed_loaders`: the loader files `flash.loaders` allows, as agents are shown them.
 
+mod allowed_loaders;
 mod device;
 mod failure;
 pub(crate) mod hash;
@@ -23,6 +25,7 @@ mod outcome;
 mod run;
 mod step;
 
+pub use allowed_loaders::{allowed_loader_files, allowed_loaders_words};
 pub use failure::{Failed, FlashFailure, Seen};
 pub use outcome::{FileFacts, FlashFacts, Flashed, Written};
 pub use run::{BOOT_LOG_BYTES, Events, Inputs, Known, OpenFile, flash, flash_known};

@@ -42,6 +42,26 @@ use gatecmd_flash::{
 /// transfer (looked at every [`USB_POLL`]; the wait ends as soon as the device is gone).
 const USB_SETTLE: Duration = Duration::from_millis(1500);
 const USB_POLL: Duration = Duration::from_millis(50);
+/// The boot the reset started, as boot_report tells it: once wait_for matched, when the
+/// recorder has confirmed what it saw (a prompt is taken after it stayed quiet), never the
+/// moment before.
+async fn boot_summary(
+    state: &AppState,
+    board: &str,
+    boot: Option<u64>,
+    matched: bool,
+) -> Option<crate::boots::BootSummary> {
+    let n = boot?;
+    if matched {
+        state.boots.settled(board, n, BOOT_SETTLE).await
+    } else {
+        state.boots.summary(board, Some(n)).ok()
+    }
+}
+
+/// Longest wait, after wait_for matched, for the boot recorder to confirm what it saw
+/// (its prompt quiet time and a tick or two of the ticker, with room for a loaded host).
+const BOOT_SETTLE: Duration = Duration::from_secs(2);
 
 /// Bytes of boot log a result carries at most (the newest).
 pub const BOOT_LOG_BYTES: usize = 64 * 1024;
@@ -530,6 +550,7 @@ async fn steps(
                 Step::DownloadBoot,
                 FlashFailure::NeedsLoader {
                     board: board.name.clone(),
+                    allowed: super::allowed_loaders_words(board.loaders(&config.flash)),
                 },
             ));
         }
@@ -872,8 +893,9 @@ async fn steps(
     });
     let start_lba = report.start_lba;
     let logical_bytes = report.image.logical_size.unwrap_or(0);
+    let boot = boot_summary(run.state, &board.name, boot, board_state == "booted").await;
     Ok(Flashed {
-        boot: boot.and_then(|n| run.state.boots.summary(&board.name, Some(n)).ok()),
+        boot,
         board: board.name.clone(),
         steps: std::mem::take(&mut run.steps),
         image: FileFacts {

@@ -21,7 +21,10 @@
 //!   the board taken as `board_run` takes it, each step run at its shell as a job with the
 //!   console watched for faults, the verdicts audited under the job's id, a JUnit report.
 //! - `power`: `power::switch`, the `power_board` call, through the one power runner
-//!   (`crate::power_run`, below the use cases: the flash's orchestration runs it too).
+//!   (`crate::power_run`, below the use cases: the flash's orchestration runs it too);
+//!   `power::on_release`, a board switched to its `on_release` state when a lease ends.
+//! - `unlock`: ending a lease by its id: the holder's own, or anyone's by an `admin`
+//!   client (`unlock_device`, `gatecmd leases end`).
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
 //!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
 
@@ -34,3 +37,4 @@ pub mod lock;
 pub mod plan;
 pub mod power;
 pub mod take;
+pub mod unlock;

@@ -239,7 +239,7 @@ pub fn read(
                 &serde_json::json!({ "devices": devices, "event_source": state.registry.source().to_string() }),
             )
         }
-        LOCKS => json_contents(uri, &crate::views::locks_view(state, &who.name)),
+        LOCKS => json_contents(uri, &crate::views::locks_view(state, &who.name, who.admin)),
         JOBS => json_contents(uri, &crate::views::jobs_view(state, who)),
         APPROVALS => json_contents(
             uri,

@@ -35,11 +35,13 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 pub struct ConsoleReadRequest {
     /// Board name (see list_boards).
     pub board: String,
-    /// Read from this cursor (a previous answer's next_cursor). Default: the last 4 KiB, or
-    /// with wait_for, only output that arrives from now on.
+    /// Read from this cursor (a previous answer's next_cursor). Default: the newest bytes
+    /// (the last 4 KiB, or the last max_bytes when given), or with wait_for, only output
+    /// that arrives from now on.
     #[serde(default)]
     pub cursor: Option<u64>,
     /// Most bytes of raw output returned (default 65536); read on from next_cursor.
+    /// Without a cursor: the newest max_bytes.
     #[serde(default)]
     pub max_bytes: Option<usize>,
     /// A regex to wait for in the (cleaned) output from the cursor on, e.g. "Hit any key"
@@ -128,6 +130,7 @@ fn read_spec(req: &ConsoleReadRequest, ring_bytes: usize) -> Result<ReadSpec, Co
     Ok(ReadSpec {
         cursor: req.cursor,
         max_bytes: max_bytes.min(ring_bytes.max(1)),
+        tail_bytes: req.max_bytes.map(|m| m as u64),
         wait_for,
         timeout: Duration::from_secs(timeout),
     })

@@ -28,13 +28,13 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
-        Ok(list(&self.state, &who.name))
+        Ok(list(&self.state, &who.name, who.admin))
     }
 }
 
 /// `list_locks`.
-pub fn list(state: &AppState, caller: &str) -> CallToolResult {
-    let v = locks_view(state, caller);
+pub fn list(state: &AppState, caller: &str, admin: bool) -> CallToolResult {
+    let v = locks_view(state, caller, admin);
     let mut text = String::new();
     for l in &v.locks {
         text.push_str(&format!("{}: ", l.key));

@@ -13,7 +13,7 @@ use crate::calls::answer::{refusal, structured};
 use crate::calls::reasons::lock_refusal;
 use crate::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
-use gatecmd_domain::locks::{ClientName, LeaseId, LockError};
+use gatecmd_domain::locks::LeaseId;
 use gatecmd_domain::state::AppState;
 
 /// Arguments of `unlock_device`.
@@ -56,11 +56,9 @@ impl GatecmdServer {
 /// `unlock_device`. An admin client may release another client's lease (logged).
 pub fn unlock(state: &AppState, who: &ClientIdentity, req: UnlockRequest) -> CallToolResult {
     let lease = LeaseId(req.lease);
-    let mut r = state.locks.unlock(&lease, &ClientName(who.name.clone()));
-    if who.admin && matches!(r, Err(LockError::NotYourLease { .. })) {
-        r = state.locks.force_unlock(&lease, &who.name);
-    }
-    match r {
+    // A client's own tool call; `gatecmd leases end` passes the same tool, so an
+    // operator's release from the host is this same code.
+    match gatecmd_domain::usecases::unlock::end_lease(state, who, &lease, None) {
         Ok(info) => {
             let res = UnlockResult {
                 lease_id: info.lease_id.0.clone(),

@@ -39,6 +39,30 @@ pub struct BoardView {
     /// `lock_board {match}` requests queued that this board would serve (they wait in
     /// one queue for every board of their match, so `lock.queue_len` does not count them).
     pub match_waiting: usize,
+    /// Whether you may flash this board and which loaders may be sent to it.
+    pub flash: FlashView,
+}
+
+/// A board's flashing policy in `list_boards`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FlashView {
+    /// flash_board may write this board for you (`flash.enabled`, `flash.boards`,
+    /// `flash.clients`).
+    pub enabled: bool,
+    /// The loader files that may be sent to it, by flash_board's `loader` or
+    /// execute_command's loader arguments (e.g. `rkdeveloptool db`); null: any file in
+    /// the file roots.
+    pub loaders: Option<Vec<String>>,
+}
+
+impl FlashView {
+    fn of(config: &Config, board: &BoardConfig, caller: &str) -> FlashView {
+        let f = &config.flash;
+        FlashView {
+            enabled: f.enabled && f.allows_board(&board.name) && f.allows_client(caller),
+            loaders: gatecmd_domain::flash::allowed_loader_files(board.loaders(f)),
+        }
+    }
 }
 
 /// A board's power switch in `list_boards`.
@@ -96,6 +120,7 @@ pub fn board_view(
         }),
         lock: LockView::of(&state.locks, &LockKey::Board(board.name.clone()), caller),
         match_waiting: state.boards.queue.waiting_for(&board.name),
+        flash: FlashView::of(config, board, caller),
     }
 }
 

@@ -51,6 +51,12 @@ pub struct PatternInfo {
     pub output_args: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// The device modes the pattern works in (e.g. ["loader"]); absent: any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub modes: Vec<String>,
+    /// File slots that are loaders: only the board's allowed loaders (list_boards).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub loader_args: Vec<String>,
 }
 
 /// Every command `who` may run, in config order, each beside its configuration (a text
@@ -103,6 +109,8 @@ fn info(c: &CommandConfig) -> CommandInfo {
                     file_args: kinds(p, FileKind::Input),
                     output_args: kinds(p, FileKind::Output),
                     timeout_secs: p.timeout.map(|t| t.as_secs()),
+                    modes: p.modes.clone(),
+                    loader_args: p.loader_slots.iter().cloned().collect(),
                 }
             })
             .collect(),

@@ -8,7 +8,7 @@ use gatecmd_devices::DeviceId;
 
 use super::super::boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
-    MIN_CONSOLE_BUFFER_BYTES, STANDARD_BAUDS,
+    MIN_CONSOLE_BUFFER_BYTES, OnRelease, STANDARD_BAUDS,
 };
 use super::super::command::CommandConfig;
 use super::super::power::commands::RawRecovery;
@@ -154,6 +154,34 @@ impl Validator {
                     PowerConfig::check(p, &mut c).map(Some)
                 }
             };
+            let on_release = b.on_release;
+            let needs = match on_release {
+                OnRelease::Keep => None,
+                OnRelease::Off if power.as_ref().is_some_and(|p| p.is_none()) => {
+                    Some("`off` needs `power:` (the board's power switch)")
+                }
+                OnRelease::Maskrom if maskrom.as_ref().is_some_and(|m| m.is_none()) => {
+                    Some("`maskrom` needs `power.maskrom` (the command that puts it into MaskROM)")
+                }
+                _ => None,
+            };
+            for (k, p) in b.loaders.iter().flatten().enumerate() {
+                if !p.is_absolute() {
+                    let f = field(&format!("loaders[{k}]"));
+                    let at = self.at(&f);
+                    self.err(
+                        at,
+                        f,
+                        format!("{} is not an absolute path; write the loader file's (or its directory's) absolute path", p.display()),
+                    );
+                    ok = false;
+                }
+            }
+            if let Some(why) = needs {
+                let at = self.at(&field("on_release"));
+                self.err(at, field("on_release"), why.into());
+                ok = false;
+            }
             if let (
                 true,
                 Some(usb),
@@ -173,6 +201,8 @@ impl Validator {
                     maskrom,
                     recovery_action,
                     shell,
+                    on_release,
+                    loaders: b.loaders,
                 });
             }
         }

@@ -239,6 +239,31 @@ impl Validator {
                 "must be at least 1 second".into(),
             );
         }
+        for s in &rp.loader_args {
+            if file_slots.get(s) != Some(&FileKind::Input) {
+                let at = self.at(&format!("{pfield}.loader_args"));
+                self.err(
+                    at,
+                    format!("{pfield}.loader_args"),
+                    format!(
+                        "{s:?} is not one of this pattern's file_args (a loader is an input file)"
+                    ),
+                );
+            }
+        }
+        for (k, m) in rp.modes.iter().enumerate() {
+            let word = !m.is_empty()
+                && m.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if !word {
+                let at = self.at(&format!("{pfield}.modes[{k}]"));
+                self.err(
+                    at,
+                    format!("{pfield}.modes[{k}]"),
+                    format!("{m:?} is not a device mode: a lowercase word as list_devices shows it (maskrom, loader, …)"),
+                );
+            }
+        }
         Some(PatternConfig {
             pattern,
             file_slots,
@@ -246,6 +271,8 @@ impl Validator {
             progress: pprogress,
             cancel: rp.cancel,
             isolate: rp.isolate,
+            modes: rp.modes,
+            loader_slots: rp.loader_args.into_iter().collect(),
         })
     }
 }

@@ -193,9 +193,15 @@ async fn hold(
         client: ClientName(who.name.clone()),
         session: call.session.clone(),
         lease: call.lease.clone(),
-        command: format!("{} {}", prepared.command.name, prepared.spec.args.join(" "))
-            .trim_end()
-            .to_string(),
+        // The words as people read them: a file argument as the path the caller named
+        // (resolved), never the `/proc/self/fd/N` link the child is handed.
+        command: format!(
+            "{} {}",
+            prepared.command.name,
+            prepared.shown_args.join(" ")
+        )
+        .trim_end()
+        .to_string(),
     };
     // A request cancelled while queued leaves the queue at once (the future is dropped).
     let locks = tokio::select! {

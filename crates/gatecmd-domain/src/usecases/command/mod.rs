@@ -38,7 +38,7 @@ pub use device_left::{Left, Watch};
 pub use dry_run::{DryRun, KeyNow, dry_run};
 pub use hold::{Begun, Call, Held, Reporter, start};
 pub use job::{Answer, launch, origin};
-pub use prepare::{Prepared, prepare, shell_words};
+pub use prepare::{Prepared, WrongMode, prepare, shell_words};
 pub use refused::Refused;
 pub use report::Report;
 pub use run::{Finished, run_foreground};

@@ -48,6 +48,92 @@ pub struct Prepared<'a> {
     pub wait: Duration,
     /// Answer with a job handle once the locks are held (`background: true`).
     pub background: bool,
+    /// The device is in a mode the pattern does not work in (`modes:`), as the registry
+    /// showed it when the call was checked; told only if the run fails.
+    pub wrong_mode: Option<WrongMode>,
+}
+
+/// A device in a mode the matched pattern does not work in, and what gets it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrongMode {
+    pub command: String,
+    /// The pattern that matched, e.g. `wl {lba} {image}`.
+    pub pattern: String,
+    pub device: String,
+    /// The mode the registry shows, e.g. `maskrom`.
+    pub mode: String,
+    /// The modes the pattern works in.
+    pub works_in: Vec<String>,
+    /// The configured board at the device's port, if any.
+    pub board: Option<String>,
+    /// Patterns of the same command that work in the device's mode now and send a loader
+    /// (`loader_args`), e.g. `db {loader}`: the step from MaskROM to Loader.
+    pub loader_steps: Vec<String>,
+}
+
+/// Every loader argument of the matched pattern must resolve to a file the board's
+/// `loaders` (else `flash.loaders`) allows: the same policy as `flash_board`'s `loader`.
+fn loaders_allowed(
+    config: &Config,
+    board: Option<&BoardConfig>,
+    pattern: &crate::config::PatternConfig,
+    shown: &[String],
+) -> Result<(), Refused> {
+    let allowed = match board {
+        Some(b) => b.loaders(&config.flash),
+        None => config.flash.loaders.as_deref(),
+    };
+    for (i, w) in pattern.pattern.words.iter().enumerate() {
+        let sanitizer::Word::Slot(slot) = w else {
+            continue;
+        };
+        let Some(real) = shown.get(i).filter(|_| pattern.loader_slots.contains(slot)) else {
+            continue;
+        };
+        if !crate::config::loader_in(allowed, std::path::Path::new(real)) {
+            return Err(Refused::LoaderNotAllowed {
+                path: real.clone(),
+                allowed: crate::flash::allowed_loaders_words(allowed),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The device the call runs on (named, or the one device of its class it touches), when
+/// the registry shows it in a mode the matched pattern does not work in.
+fn wrong_mode(
+    snap: &Snapshot,
+    command: &CommandConfig,
+    index: usize,
+    named: Option<&Device>,
+    touched: &[Device],
+) -> Option<WrongMode> {
+    let pattern = &command.patterns[index];
+    let dev = named.or(match touched {
+        [one] => Some(one),
+        _ => None,
+    })?;
+    let mode = dev.mode?;
+    if pattern.works_in(Some(mode)) {
+        return None;
+    }
+    let loader_steps = (command.patterns.iter())
+        .filter(|p| !p.loader_slots.is_empty() && p.works_in(Some(mode)) && !p.modes.is_empty())
+        .map(|p| p.pattern.to_string())
+        .collect();
+    Some(WrongMode {
+        command: command.name.clone(),
+        pattern: pattern.pattern.to_string(),
+        device: dev.id.to_string(),
+        mode: mode.to_string(),
+        works_in: pattern.modes.clone(),
+        board: snap
+            .config
+            .board_at(dev.id.as_str())
+            .map(|b| b.name.clone()),
+        loader_steps,
+    })
 }
 
 impl Prepared<'_> {
@@ -174,7 +260,17 @@ pub fn prepare<'a>(
     let files: Vec<(String, std::sync::Arc<std::os::fd::OwnedFd>)> = (approved.files.iter())
         .map(|f| (f.real.display().to_string(), f.fd.clone()))
         .collect();
+    let wrong_mode = wrong_mode(snap, command, approved.pattern_index, device, &touched);
+    // The board the call runs on takes its own `loaders` (else `flash.loaders`).
+    let board = device
+        .or(match touched.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        })
+        .and_then(|d| config.board_at(d.id.as_str()));
+    loaders_allowed(config, board, pattern, &approved.shown)?;
     Ok(Prepared {
+        wrong_mode,
         snapshot: snap,
         command,
         keys,

@@ -94,6 +94,12 @@ pub enum Refused {
         client: String,
         max: usize,
     },
+    /// A loader argument (`loader_args:`) that `flash.loaders` does not allow.
+    LoaderNotAllowed {
+        path: String,
+        /// The allowed loader files, in words.
+        allowed: String,
+    },
     /// Cancelled while queued for a lock; nothing ran.
     CancelledWaiting,
     Lock(LockError),

@@ -59,6 +59,11 @@ pub struct Report {
     /// Why the command was stopped, in words, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// The device was in a mode the pattern does not work in when the call was checked
+    /// (the surface words it, when the run failed).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub wrong_mode: Option<super::prepare::WrongMode>,
 }
 
 impl Report {
@@ -73,6 +78,7 @@ impl Report {
             device: prepared.device_id(),
             lock_keys: prepared.lock_keys(),
             shared_lock_keys: prepared.shared_keys.iter().map(|k| k.to_string()).collect(),
+            wrong_mode: prepared.wrong_mode.clone(),
             ..Report::default()
         }
     }

@@ -131,12 +131,15 @@ fn policy(config: &Config, ask: &Ask, loader: Option<&OpenFile>) -> Result<(), R
         let allowed = policy.boards.iter().flatten().cloned().collect();
         return Err(Refused::BoardNotAllowed { allowed });
     }
+    // The board's own `loaders`, else `flash.loaders`; the refusal names the files.
+    let allowed_list = match config.board(&ask.board) {
+        Some(b) => b.loaders(policy),
+        None => policy.loaders.as_deref(),
+    };
     if let Some(l) = loader
-        && !policy.allows_loader(&l.path)
+        && !crate::config::loader_in(allowed_list, &l.path)
     {
-        let allowed = (policy.loaders.iter().flatten())
-            .map(|p| p.display().to_string())
-            .collect();
+        let allowed = crate::flash::allowed_loader_files(allowed_list).unwrap_or_default();
         return Err(Refused::LoaderNotAllowed {
             path: l.path.display().to_string(),
             allowed,

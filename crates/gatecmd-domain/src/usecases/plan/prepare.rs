@@ -7,7 +7,7 @@
 //! held while a person decides; after the yes the slot and the board are taken again.
 
 use gatecmd_core::refusal::Refusal;
-use gatecmd_core::refusal::common::LeaseInvalid;
+use gatecmd_core::refusal::common::LeaseMissing;
 use gatecmd_core::sanitizer::{FileArgError, FileKind, FileRules, open_file_arg};
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -75,7 +75,7 @@ pub enum Refused {
     UnknownBoard {
         known: Vec<String>,
     },
-    Lease(LeaseInvalid),
+    Lease(LeaseMissing),
     Lock(LockError),
     NoConsole,
     BadPrompts(ValueError),

@@ -39,7 +39,15 @@ pub async fn run_line(
     wait: &Wait<'_>,
 ) -> Outcome {
     let seen = match session::probe(console, prompts, wait).await {
-        Ok(Seen::Login) => session::login(console, prompts, login, wait).await,
+        Ok(Seen::Login) => {
+            session::login(
+                console,
+                prompts,
+                login.map(session::LoginAs::Configured),
+                wait,
+            )
+            .await
+        }
         other => other,
     };
     let seen_prompt = match seen {

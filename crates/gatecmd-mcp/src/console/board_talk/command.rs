@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::access::{take_board, talk_refusal};
+use super::login::{CallerLogin, login_as};
 use super::refusal::TalkRefusal;
 use crate::calls::answer::{refusal, structured, structured_error};
 use crate::calls::approvals;
@@ -55,6 +56,10 @@ pub struct BoardRunRequest {
     /// Your board lease (from lock_board); a 2025-11-25 session that took it may omit it.
     #[serde(default)]
     pub lease: Option<String>,
+    /// board_run only: who to log in as when the board shows a login prompt and the
+    /// operator configured no login for it (a configured login always wins).
+    #[serde(default)]
+    pub login: Option<CallerLogin>,
 }
 
 /// Result of `board_run` / `uboot_run` (or a refusal in its place).
@@ -150,6 +155,9 @@ pub async fn run(
         let control = req.command.chars().any(char::is_control);
         return refuse(TalkRefusal::BadCommand { why, control }.into());
     }
+    if let Some(e) = req.login.as_ref().and_then(CallerLogin::problem) {
+        return refuse(e.into());
+    }
     let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
     if secs == 0 || secs > MAX_TIMEOUT_SECS {
         let e = TalkRefusal::TimeoutOutOfRange {
@@ -234,8 +242,13 @@ pub async fn run(
     let mut logged_in = false;
     let seen = match (at, seen) {
         (At::Shell, Seen::Login) => {
-            match session::login(&console, prompts, leased.board.shell.login.as_ref(), &first).await
-            {
+            let Some(who_logs_in) = login_as(&leased.board, req.login.as_ref()) else {
+                let e = TalkRefusal::LoginNeeded {
+                    board: req.board.clone(),
+                };
+                return refuse(e.into());
+            };
+            match session::login(&console, prompts, Some(who_logs_in), &first).await {
                 Ok(s) => {
                     logged_in = true;
                     s

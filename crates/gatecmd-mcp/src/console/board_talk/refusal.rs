@@ -38,6 +38,22 @@ pub enum TalkRefusal {
         shows: String,
         next: &'static str,
     },
+    /// A login prompt, no `console.login` configured and no `login` given: the agent's
+    /// two ways in.
+    #[error(
+        "board {board} shows a login prompt and its operator configured no login: call board_run again with login: {{user: \"root\"}} (add password when the board asks one), or log in yourself: console_write {{board: \"{board}\", text: \"root\\n\"}}, then console_read {{board: \"{board}\", wait_for: \"[#$] ?$\"}}"
+    )]
+    LoginNeeded { board: String },
+    /// The caller's `login` cannot be typed as given.
+    #[error(
+        "{what} must be 1 to {max} printable characters{}",
+        if *control { " (no line ends or other control characters)" } else { "" }
+    )]
+    BadLogin {
+        what: &'static str,
+        max: usize,
+        control: bool,
+    },
     /// A conversation error before the command ran.
     #[error("board {board}: {error}")]
     Talk { board: String, error: TalkError },
@@ -55,6 +71,9 @@ impl Classified for TalkRefusal {
             TalkRefusal::BadCommand { control: false, .. } => R::InvalidRequest,
             TalkRefusal::TimeoutOutOfRange { .. } => R::TimeoutTooLong,
             TalkRefusal::WrongState { .. } => R::WrongState,
+            TalkRefusal::LoginNeeded { .. } => R::LoginNeeded,
+            TalkRefusal::BadLogin { control: true, .. } => R::ForbiddenCharacter,
+            TalkRefusal::BadLogin { control: false, .. } => R::InvalidRequest,
             TalkRefusal::Talk { error, .. } => talk_reason(error),
         }
     }
@@ -70,5 +89,6 @@ fn talk_reason(e: &TalkError) -> RefusalReason {
         TalkError::Gone { .. } => RefusalReason::DeviceAbsent,
         TalkError::LoginFailed { .. } => RefusalReason::LoginFailed,
         TalkError::NoLogin { .. } | TalkError::NoPassword(_) => RefusalReason::NotConfigured,
+        TalkError::NoCallerPassword { .. } => RefusalReason::LoginNeeded,
     }
 }

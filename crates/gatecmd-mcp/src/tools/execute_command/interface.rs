@@ -94,6 +94,10 @@ pub struct ExecuteResult {
     /// powered off, reset): whether it is back, and in which mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_left: Option<DeviceLeft>,
+    /// Present when the command failed on a device in a mode its pattern does not work in
+    /// (e.g. `wl` in MaskROM): the mode, and the call that gets the device there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode_hint: Option<String>,
 }
 
 #[cfg(test)]
@@ -129,6 +133,7 @@ mod tests {
                 "isolated_view",
                 "job",
                 "lock_keys",
+                "mode_hint",
                 "notices",
                 "passed_argv",
                 "refusal",

@@ -23,11 +23,13 @@ impl Answer for ExecuteResult {
         let left = device_left
             .as_ref()
             .and_then(|d| serde_json::to_value(d).ok());
+        let mode_hint = mode_hint(&run);
         let answer = ExecuteResult {
             run,
             job,
             approval,
             device_left,
+            mode_hint,
             ..ExecuteResult::default()
         };
         let answer = keep.then(|| answer.answer());
@@ -43,6 +45,14 @@ impl Answer for ExecuteResult {
     }
 }
 
+/// The wrong-mode hint of a run that did not succeed (a run that worked needs none).
+fn mode_hint(run: &Report) -> Option<String> {
+    (!run.succeeded() && !run.dry_run)
+        .then_some(run.wrong_mode.as_ref())
+        .flatten()
+        .map(super::wrong_mode::hint)
+}
+
 type Json2 = (Option<serde_json::Value>, Option<serde_json::Value>);
 
 impl ExecuteResult {
@@ -50,6 +60,7 @@ impl ExecuteResult {
     pub(super) fn finished(&mut self, f: Finished, grace: Duration) {
         self.run.finished(&f, grace);
         self.device_left = f.left.map(DeviceLeft::of);
+        self.mode_hint = mode_hint(&self.run);
     }
 
     /// The answer: an error when the command did not exit 0 by itself.

@@ -82,6 +82,10 @@ fn message(why: &Refused) -> String {
             "client {client:?} already runs {max} commands at once (limits.max_concurrent_per_client); \
              wait for one to finish, then retry"
         ),
+        R::LoaderNotAllowed { path, allowed } => format!(
+            "loader {path} is not one the bench operator allows for this board (boards[].loaders, else flash.loaders); nothing was run. \
+             Allowed loaders: {allowed}. Pass one of them (list_boards shows them per board)."
+        ),
         R::CancelledWaiting => {
             "cancelled while waiting for the device lock; nothing was run".to_string()
         }
@@ -124,6 +128,7 @@ fn reason(why: &Refused) -> RefusalReason {
         Refused::Ambiguous { .. } => R::DeviceAmbiguous,
         Refused::WaitTooLong { .. } | Refused::TooManyRunning { .. } => R::Limit,
         Refused::CancelledWaiting => R::Cancelled,
+        Refused::LoaderNotAllowed { .. } => R::NotPermitted,
         Refused::Lock(e) => lock_reason(e),
         Refused::Isolation(e) => isolation_reason(e),
         Refused::Start(ExecError::ShuttingDown) => R::ShuttingDown,

@@ -47,6 +47,9 @@ pub fn render(answer: &ExecuteResult) -> String {
     if let Some(left) = &answer.device_left {
         s.push_str(&format!("{}\n", left.message));
     }
+    if let Some(hint) = &answer.mode_hint {
+        s.push_str(&format!("{hint}\n"));
+    }
     for (name, text, cut) in [
         ("stdout", &r.stdout, r.stdout_truncated),
         ("stderr", &r.stderr, r.stderr_truncated),

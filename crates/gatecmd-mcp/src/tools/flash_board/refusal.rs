@@ -24,8 +24,8 @@ pub enum FlashRefusal {
     #[error("client {client:?} may not call flash_board (flash.clients)")]
     ClientNotAllowed { client: String },
     #[error(
-        "the loader {path} is not among the loaders this server sends (flash.loaders: {allowed}); \
-         pass one of those"
+        "the loader {path} is not among the loaders this server sends to this board (boards[].loaders, else flash.loaders: {allowed}); \
+         pass one of those (list_boards shows them)"
     )]
     LoaderNotAllowed { path: String, allowed: String },
     #[error("the {what} {value:?} cannot be used: {error}")]
