@@ -211,6 +211,19 @@ mod tests {
         Config::parse(&text("/srv/loaders", ""), "t.yaml").expect("a read-only root");
         Config::parse(&text("/srv/images", "  loaders_writable: true\n"), "t.yaml")
             .expect("accepted knowingly");
+        // A board's own loaders are held to the same rule.
+        let board_own = format!(
+            "clients:\n  - name: vm-a\n    token: aaaaaaaaaaaaaaaaaaaaaaaa\n    write_roots: [/srv/images]\n\
+             file_roots: [/srv/images]\nboards:\n  - name: vb1\n    usb: \"1-1\"\n    loaders: [/srv/images/l]\n\
+             flash:\n  enabled: true\n"
+        );
+        let errors = Config::parse(&board_own, "t.yaml").expect_err("refused").0;
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.field == "boards[0].loaders[0]" && e.message.contains("vm-a")),
+            "{errors:?}"
+        );
         // The generated token's client writes every root.
         let errors = Config::parse(
             &format!("file_roots: [/srv]\n{BOARD}flash:\n  enabled: true\n  loaders: [/srv/l]\n"),

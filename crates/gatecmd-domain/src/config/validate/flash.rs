@@ -86,7 +86,18 @@ impl Validator {
                     ),
                 );
             } else if !flash.loaders_writable {
-                self.loader_out_of_reach(i, p, clients, roots);
+                self.loader_out_of_reach(format!("flash.loaders[{i}]"), p, clients, roots);
+            }
+        }
+        // A board's own `loaders` replace `flash.loaders` for it: the same rule holds.
+        if !flash.loaders_writable {
+            for b in boards {
+                for (k, p) in b.loaders.iter().flatten().enumerate() {
+                    if p.is_absolute() {
+                        let field = format!("{}.loaders[{k}]", self.item_named("boards", &b.name));
+                        self.loader_out_of_reach(field, p, clients, roots);
+                    }
+                }
             }
         }
         self.declared(flash, "flash");
@@ -96,7 +107,7 @@ impl Validator {
     /// replace the loader `flash_board` sends to anyone's board.
     fn loader_out_of_reach(
         &mut self,
-        i: usize,
+        field: String,
         loader: &Path,
         clients: &[ClientConfig],
         (file_roots, staging): (&[PathBuf], &StagingConfig),
@@ -109,7 +120,6 @@ impl Validator {
             if who.is_empty() {
                 continue;
             }
-            let field = format!("flash.loaders[{i}]");
             let at = self.at(&field);
             self.err(
                 at,
