@@ -112,7 +112,7 @@ class Progress(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        offset, pending, last = 0, b"", time.monotonic()
+        offset, pending, last, phase = 0, b"", time.monotonic(), "booting"
         while not self.done.wait(0.2):
             try:
                 with open(self.console, "rb") as f:
@@ -128,10 +128,11 @@ class Progress(threading.Thread):
                 for rx, text in self.STEPS:
                     m = rx.search(line)
                     if m:
+                        phase = "starting" if "program start" in line or line.startswith("make demo:") else phase
                         say(f"[{time.monotonic() - self.t0:4.0f} s] " + text.format(*(g.strip() for g in m.groups())))
                         last = time.monotonic()
             if time.monotonic() - last >= TICK_SECS and not self.done.is_set():
-                say(f"[{time.monotonic() - self.t0:4.0f} s] still booting (software emulation: about 30-60 s in all)")
+                say(f"[{time.monotonic() - self.t0:4.0f} s] still {phase} (software emulation: 15-40 s in all here)")
                 last = time.monotonic()
 
 
@@ -146,6 +147,9 @@ class DemoVm:
 
     def prepare(self) -> list[str]:
         check_port_free(self.host, self.port)
+        cache = vmctl.cache_dir()
+        if not (cache / "current-kernel").exists():
+            say(f"first run: fetching Debian's kernel and udev for the VM with apt-get download (about 110 MB, once; cached in {cache})")
         try:
             cache, kernel = vmctl.prepare()
         except (vmctl.VmError, subprocess.CalledProcessError, OSError) as e:
@@ -252,6 +256,10 @@ class DemoVm:
     def serve(self) -> int:
         assert self.vm is not None
         rc = self.vm.proc.wait()
+        if rc == 128 + signal.SIGINT:
+            # A terminal's Ctrl-C reached run.sh (same process group) before this process
+            # turned its own into KeyboardInterrupt.
+            return 130
         say(f"the VM stopped by itself (rc {rc}): see {self.work / 'console.log'}")
         return 1
 

@@ -16,26 +16,28 @@ prerequisites the VM tests skip saying why; under CI=true that is a failure inst
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
-import threading
 import time
 import urllib.request
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
+import httpx2 as httpx  # the official SDK's HTTP client
 import mcp_types as types
 import pytest
 
 from conftest import connect
+from demo_run import Demo, alive, group_members
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "demo.sh"
-BANNER_SECS = 300  # a kill-switch for the boot to the banner (16-40 s here)
 # The boards' rockusb ports in the VM (dummy_hcd's UDCs in order, docs/VBOARD.md).
 USB = {"vb1": "1-1", "vb2": "3-1"}
 
@@ -52,37 +54,6 @@ def in_container() -> bool:
 
 def text(result: types.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def proc_stat(pid: int | str) -> tuple[str, list[str]] | None:
-    """(comm, [state, ppid, pgrp, …]) of a process from /proc/PID/stat, None when gone."""
-    try:
-        line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # pid (comm) state ppid pgrp …: comm may hold spaces and parentheses.
-    return line[line.index("(") + 1 : line.rindex(")")], line[line.rindex(")") + 2 :].split()
-
-
-def group_members(pgid: int) -> list[tuple[int, str, str]]:
-    """Every live process whose process group is `pgid` (not matched by name): pid, comm
-    and start time (field 22), which tells a process from a later one given its pid."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and (st := proc_stat(d.name)) and int(st[1][2]) == pgid and st[1][0] != "Z":
-            out.append((int(d.name), st[0], st[1][19]))
-    return out
-
-
-def alive(pid: int, start: str) -> bool:
-    st = proc_stat(pid)
-    return st is not None and st[1][19] == start and st[1][0] != "Z"
 
 
 def test_make_demo_runs_the_script():
@@ -143,78 +114,6 @@ def test_without_qemu_it_says_why_in_one_line(tmp_path):
 
 
 # ---- the VM path, for real --------------------------------------------------------------
-
-
-class Demo:
-    """`make demo` running in its own process group; its banner parsed."""
-
-    def __init__(self, work: Path, gatecmd: str, vboard: str):
-        self.dir = work / "demo"
-        bin_dir = work / "bin"
-        bin_dir.mkdir()
-        (bin_dir / "gatecmd").symlink_to(gatecmd)
-        (bin_dir / "gatecmd-vboard").symlink_to(vboard)
-        self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        env.update(
-            GATECMD_DEMO_BIN_DIR=str(bin_dir),
-            GATECMD_DEMO_DIR=str(self.dir),
-            GATECMD_DEMO_BIND=f"127.0.0.1:{self.port}",
-            GATECMD_DEMO_VM="1",
-        )
-        self.lines: list[str] = []
-        self.banner_seen = threading.Event()
-        self.t0 = time.monotonic()
-        # A new session: the process group a terminal gives a command, Ctrl-C's target.
-        self.proc = subprocess.Popen(
-            ["make", "--no-print-directory", "demo"],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.pgid = self.proc.pid
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self.banner_seen.wait(BANNER_SECS) or self.proc.poll() is not None:
-            self.interrupt()
-            raise AssertionError(f"make demo did not reach its banner:\n{self.output()[-4000:]}")
-        self.banner_secs = time.monotonic() - self.t0
-        out = self.output()
-        self.url = re.search(r"^  MCP endpoint   (\S+)$", out, re.M).group(1)
-        self.token_file = Path(re.search(r"^  token file     (\S+)", out, re.M).group(1))
-        self.files = Path(re.search(r"^  files          (\S+)", out, re.M).group(1))
-        self.token = self.token_file.read_text().strip()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if line.startswith("Ctrl-C stops gatecmd"):
-                self.banner_seen.set()
-        self.banner_seen.set()
-
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def interrupt(self, timeout: float = 60) -> int:
-        """Ctrl-C: SIGINT to the whole process group, then its exit status."""
-        if self.proc.poll() is None:
-            os.killpg(self.pgid, signal.SIGINT)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.pgid, signal.SIGKILL)
-            self.proc.wait()
-            raise
-
-    def console(self) -> str:
-        try:
-            return (self.dir / "vm/console.log").read_text(errors="replace").replace("\r", "")
-        except OSError:
-            return ""
 
 
 @pytest.fixture(scope="module")
@@ -278,9 +177,34 @@ def test_the_banner_names_what_an_agent_needs(demo):
     assert any("in the VM: starting gatecmd" in l for l in progress), out
 
 
+@asynccontextmanager
+async def page_stream(base: str, token: str):
+    """The bench page's event stream (docs/OPERATING.md) as a browser gets it: sign in with
+    the token, then `GET /events`; yields an iterator of its snapshots."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as h:
+        r = await h.post("/signin", data={"token": token}, headers={"Origin": base})
+        assert r.status_code == 303, r
+        cookie = r.headers["set-cookie"].split(";", 1)[0]
+
+        async def snapshots():
+            async for line in s.aiter_lines():
+                if line.startswith("data: "):
+                    yield json.loads(line.removeprefix("data: "))
+
+        async with h.stream("GET", "/events", headers={"Cookie": cookie}) as s:
+            assert s.status_code == 200, s
+            yield snapshots()
+
+
+def board_in(snapshot: dict, name: str) -> dict:
+    return next(b for b in snapshot["boards"] if b["name"] == name)
+
+
 @pytest.mark.anyio
 async def test_an_agent_lists_the_boards_and_runs_ld(demo):
-    async with connect(demo.url, demo.token, "legacy") as c:
+    async with page_stream(demo.url.removesuffix("/mcp"), demo.token) as page, connect(demo.url, demo.token, "legacy") as c:
+        first = await anext(page)
+        assert board_in(first, "vb1")["lock"]["held"] is False, board_in(first, "vb1")
         r = await c.call_tool("list_boards", {})
         assert r.is_error is not True, text(r)
         boards = {b["name"]: b for b in r.structured_content["boards"]}
@@ -305,6 +229,13 @@ async def test_an_agent_lists_the_boards_and_runs_ld(demo):
             # Debian's real rkdeveloptool in the VM, isolated to vb1: exactly one device.
             assert s["exit_code"] == 0, s
             assert re.fullmatch(r"DevNo=1\tVid=0x2207,Pid=0x350b,LocationID=\d+\tMaskrom", s["stdout"].strip()), s
+            # The bench page saw it as it happened: a later snapshot of the stream opened
+            # before the lease shows vb1 held, on, its rockusb device in MaskROM.
+            with anyio.fail_after(20):
+                async for snap in page:
+                    b = board_in(snap, "vb1")
+                    if b["lock"]["held"] and b["power"]["state"] == "on" and b["mode"] == "maskrom":
+                        break
         finally:
             await c.call_tool("power_board", {"board": "vb1", "action": "off", "lease": lease})
             await c.call_tool("unlock_device", {"lease": lease})
