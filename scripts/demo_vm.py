@@ -153,7 +153,9 @@ class DemoVm:
         try:
             cache, kernel = vmctl.prepare()
         except (vmctl.VmError, subprocess.CalledProcessError, OSError) as e:
-            raise Refusal(f"the demo VM's kernel (tests/vm/prepare.sh): {e}") from None
+            raise Refusal(
+                f"the demo VM's kernel (tests/vm/prepare.sh): {e} (the VM boots Debian's kernel, fetched with apt-get download: Debian's archive must be in apt's sources)"
+            ) from None
         say(f"the VM's kernel: Debian's {kernel} (cached in {cache})")
         shutil.rmtree(self.work, ignore_errors=True)
         (self.work / "bin").mkdir(parents=True)
