@@ -20,6 +20,7 @@ gatecmd, the boards and the VM. Python 3 standard library only.
 from __future__ import annotations
 
 import errno
+import fcntl
 import ipaddress
 import os
 import re
@@ -75,9 +76,13 @@ def bind_address() -> tuple[str, int]:
 
 
 def check_port_free(host: str, port: int) -> None:
+    """Fails only where QEMU's forward would: another listener. SO_REUSEADDR, as QEMU's
+    own listener has, lets the port's TIME_WAIT connections of a demo just stopped by."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
+            s.listen()
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
                 raise Refusal(
@@ -146,6 +151,13 @@ class DemoVm:
         self.t0 = time.monotonic()
 
     def prepare(self) -> list[str]:
+        # One demo per directory: a second one would clear the first's VM work directory.
+        # The lock lives as long as this process (its descriptor is not inherited).
+        self.lock = open(self.dir / ".vm.lock", "w")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Refusal(f"another make demo runs in {self.dir}: stop it, or set GATECMD_DEMO_DIR") from None
         check_port_free(self.host, self.port)
         cache = vmctl.cache_dir()
         if not (cache / "current-kernel").exists():

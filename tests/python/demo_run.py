@@ -54,7 +54,7 @@ class Demo:
 
     def __init__(self, work: Path, gatecmd: str, vboard: str):
         self.dir = work / "demo"
-        bin_dir = work / "bin"
+        self.bin_dir = bin_dir = work / "bin"
         bin_dir.mkdir()
         (bin_dir / "gatecmd").symlink_to(gatecmd)
         (bin_dir / "gatecmd-vboard").symlink_to(vboard)

@@ -20,9 +20,9 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
+import sys
 import time
 import urllib.request
 from contextlib import asynccontextmanager
@@ -34,7 +34,7 @@ import mcp_types as types
 import pytest
 
 from conftest import connect
-from demo_run import Demo, alive, group_members
+from demo_run import Demo, alive, free_port, group_members
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "demo.sh"
@@ -285,6 +285,29 @@ async def test_the_first_prompt_end_to_end(demo):
             await call("unlock_device", lease=lease)
 
 
+def test_a_second_demo_beside_it_says_why_in_one_line(demo, tmp_path):
+    """Another make demo while this one runs: on the same port, or in the same directory,
+    one line and exit 1, and the running demo goes on."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env.update(GATECMD_DEMO_BIN_DIR=str(demo.bin_dir), GATECMD_DEMO_VM="1")
+    cases = {
+        "is in use (another make demo or gatecmd?)": dict(
+            env, GATECMD_DEMO_DIR=str(tmp_path / "other"), GATECMD_DEMO_BIND=f"127.0.0.1:{demo.port}"
+        ),
+        f"another make demo runs in {demo.dir}": dict(
+            env, GATECMD_DEMO_DIR=str(demo.dir), GATECMD_DEMO_BIND=f"127.0.0.1:{free_port()}"
+        ),
+    }
+    for words, e in cases.items():
+        r = run(env=e)
+        assert r.returncode == 1, r
+        refusals = [l for l in r.stderr.splitlines() if l.startswith("make demo: cannot run here: ")]
+        assert len(refusals) == 1 and words in refusals[0], r.stderr
+        assert r.stdout == ""
+    with urllib.request.urlopen(demo.url.removesuffix("mcp") + "health", timeout=10) as h:
+        assert h.status == 200
+
+
 def test_ctrl_c_stops_everything_and_leaves_no_process(demo):
     """Last in the file: SIGINT to make demo's process group (a terminal's Ctrl-C)."""
     qemu = int((demo.dir / "vm/qemu.pid").read_text())
@@ -299,6 +322,9 @@ def test_ctrl_c_stops_everything_and_leaves_no_process(demo):
     assert left == [], f"left behind: {left}"
     assert not [m for m in members if alive(m[0], m[2])], "a process of the demo is still there"
     assert "make demo: stopped gatecmd, the boards and the VM" in demo.output(), demo.output()[-2000:]
-    # What a second make demo needs: its port free again.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", demo.port))
+    # What a second make demo needs: nothing listening on its port any more, as its own
+    # check before the boot sees it (past the TIME_WAIT of the connections just closed).
+    sys.path.insert(0, str(REPO / "scripts"))
+    import demo_vm
+
+    demo_vm.check_port_free("127.0.0.1", demo.port)
