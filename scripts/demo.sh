@@ -125,7 +125,7 @@ vm_missing() {
 # the reason the host path cannot ($1).
 vm_why() {
   arch=$(uname -m)
-  [ "$arch" = x86_64 ] || { echo "$1; the demo VM runs this host's x86_64 programs and this is $arch"; return; }
+  [ "$arch" = x86_64 ] || { echo "$1; the demo VM is x86-64 and runs this host's programs, and this is $arch"; return; }
   missing=$(vm_missing)
   [ -z "$missing" ] && return
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -141,10 +141,7 @@ binaries() {
     bin=$GATECMD_DEMO_BIN_DIR
   else
     if ! command -v cargo >/dev/null 2>&1; then
-      if [ "$(id -u)" = 0 ]; then
-        refuse "cargo is not on root's PATH: build first as yourself (make build), then run sudo GATECMD_DEMO_BIN_DIR=$HERE/target/release make demo"
-      fi
-      refuse "cargo is not on PATH: install Rust with rustup (README.md), or set GATECMD_DEMO_BIN_DIR to a directory with gatecmd and gatecmd-vboard"
+      refuse "cargo is not on PATH: install Rust with rustup (README.md), or build as the user who has it (make build) and run GATECMD_DEMO_BIN_DIR=$HERE/target/release make demo"
     fi
     say "building gatecmd and gatecmd-vboard (cargo build --release; minutes the first time)"
     (cd "$HERE" && cargo build --release --locked --bin gatecmd && cargo build --release --locked -p gatecmd-vboard)
