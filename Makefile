@@ -1,12 +1,13 @@
 # gatecmd — the two commands a fresh Debian 12 machine needs:
 #   make run    install what is missing, build, serve the bundled config on 127.0.0.1:9222
 #   make test   install what is missing, run the whole test suite
-#   make demo   (optional) two virtual RK3588 boards on this machine's USB stack and gatecmd
-#               serving them; needs root and dummy_hcd, says why in one line where it cannot
+#   make demo   (optional) two virtual RK3588 boards and gatecmd serving them on
+#               127.0.0.1:9222: on this machine's USB stack (root, dummy_hcd, not a
+#               container), else in the project's QEMU VM (no root); one line where neither
 #   make build && sudo make install   install as a systemd service (scripts/install.sh;
 #                                     DESTDIR=/tmp/root or PREFIX=/usr honoured)
 #   make deb    the Debian package (cargo-deb, release build): target/debian/gatecmd_*.deb
-.PHONY: run demo test setup test-setup build lint test-lane test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke hot-code
+.PHONY: run demo bench-demo test setup test-setup build lint test-lane test-python test-ts conformance install deb test-deb bench bench-smoke bench-vboard bench-flash bench-lab screenshot-vboard soak soak-smoke hot-code
 
 # The server's crates, as every cargo test of `make test` selects them: the same selection
 # resolves the same features, so nothing is built twice (scripts/cargo-tests.sh).
@@ -25,7 +26,9 @@ run: build
 	./target/release/gatecmd serve --config allowed_commands.yaml
 
 # Not dependent on `build`: the script checks the host first (root, dummy_hcd, not a
-# container) and refuses in one line before building anything (scripts/demo.sh).
+# container: the boards on its USB stack; else QEMU: the boards in the project's VM,
+# scripts/demo_vm.py), installs what is missing (scripts/setup.sh --demo), builds, and
+# refuses in one line before building anything where neither can run (scripts/demo.sh).
 demo:
 	./scripts/demo.sh
 
@@ -101,6 +104,14 @@ bench-flash: test-setup
 	cargo build --release --locked --bin gatecmd
 	cargo build --release --locked -p gatecmd-vboard
 	.venv/bin/python benches/flash_board.py
+
+# make demo's VM path timed (benches/demo.py, docs/PERFORMANCE.md "make demo in the VM"; not
+# part of `make test`): make demo with release binaries, banner, one MCP call, Ctrl-C, 5 times.
+bench-demo: test-setup
+	./scripts/venv.sh
+	cargo build --release --locked --bin gatecmd
+	cargo build --release --locked -p gatecmd-vboard
+	.venv/bin/python benches/demo.py
 
 # labgrid rows (issue 25, docs/LAB.md; not part of `make test`): a real labgrid 26
 # coordinator on loopback, acquire -> agent refusal latency and reconnection time.

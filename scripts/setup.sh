@@ -5,6 +5,9 @@
 #   scripts/setup.sh --deb    also what `make deb` needs (dpkg-dev, cargo-deb)
 #   scripts/setup.sh --test   everything `make test` needs (the --deb part included:
 #                             tests/deb_package.rs builds and installs the package)
+#   scripts/setup.sh --demo   also what `make demo` needs to run its boards in the
+#                             project's VM (scripts/demo.sh runs it; no cargo check: the
+#                             demo may use prebuilt binaries, and checks cargo itself)
 set -euo pipefail
 
 packages=(pkg-config libudev-dev libusb-1.0-0-dev umockdev libumockdev-dev usbutils rkdeveloptool)
@@ -12,6 +15,11 @@ deb=false
 case "${1:-}" in --deb | --test) deb=true ;; esac
 # dpkg-shlibdeps (dpkg-dev): how cargo-deb finds the package's library dependencies.
 if $deb; then packages+=(dpkg-dev); fi
+if [ "${1:-}" = "--demo" ]; then
+  # The demo VM (scripts/demo_vm.py on tests/vm): QEMU and what the harness packs into the
+  # guest; Debian's real rkdeveloptool and lsusb run inside it.
+  packages+=(python3 qemu-system-x86 busybox-static kmod xz-utils zstd cpio binutils)
+fi
 if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
@@ -75,7 +83,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ! command -v cargo >/dev/null; then
+if [ "${1:-}" != "--demo" ] && ! command -v cargo >/dev/null; then
   echo "setup: cargo not found. Install Rust (1.89 or newer) with rustup, then run this again." >&2
   exit 1
 fi

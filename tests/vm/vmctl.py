@@ -116,7 +116,9 @@ def prepare() -> tuple[Path, str]:
         shutil.rmtree(kdir, ignore_errors=True)
         kdir.mkdir(parents=True)
         subprocess.run(["dpkg-deb", "-x", str(deb), str(kdir)], check=True)
-        subprocess.run(["depmod", "-b", str(kdir), kernel], check=True)
+        # depmod lives in /usr/sbin, which a user's PATH on Debian does not name.
+        depmod = shutil.which("depmod") or shutil.which("depmod", path="/usr/sbin:/sbin") or "depmod"
+        subprocess.run([depmod, "-b", str(kdir), kernel], check=True)
         if not (kdir / "boot" / f"vmlinuz-{kernel}").exists():
             raise VmError(f"{deb} holds no vmlinuz-{kernel}")
         (kdir / ".ok").touch()
@@ -291,6 +293,17 @@ def base_initramfs(cache: Path, kernel: str, udcs: int) -> Path:
 # run: one program in one VM
 
 
+def _hostfwd(spec: str) -> str:
+    """`N`, `HOST:GUEST` or `ADDR:HOST:GUEST` (ADDR: the host address to listen on,
+    127.0.0.1 unless given) as QEMU's hostfwd text `ADDR:HOST-:GUEST`."""
+    parts = spec.split(":")
+    if len(parts) == 1:
+        parts = ["127.0.0.1", parts[0], parts[0]]
+    elif len(parts) == 2:
+        parts = ["127.0.0.1", *parts]
+    return f"{parts[0]}:{parts[1]}-:{parts[2]}"
+
+
 def run(opts: argparse.Namespace) -> int:
     t0 = time.monotonic()
     binary = Path(opts.bin if "/" in opts.bin else (shutil.which(opts.bin) or opts.bin))
@@ -339,9 +352,7 @@ def run(opts: argparse.Namespace) -> int:
     except (VmError, OSError, subprocess.CalledProcessError) as e:
         say(f"could not build the guest: {e}")
         return 125
-    net = "user,id=n0" + "".join(
-        f",hostfwd=tcp:127.0.0.1:{p.partition(':')[0]}-:{p.partition(':')[2] or p}" for p in opts.port
-    )
+    net = "user,id=n0" + "".join(f",hostfwd=tcp:{_hostfwd(p)}" for p in opts.port)
     qemu = [
         "qemu-system-x86_64", "-nodefaults", "-no-user-config", "-nographic", "-machine", "pc",
         "-accel", "tcg", "-m", str(opts.mem), "-smp", str(opts.smp), "-no-reboot",
