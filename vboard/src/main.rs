@@ -2,7 +2,8 @@
 //! (rockusb), Android fastboot and USB DFU families.
 //!
 //! # Layout
-//! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`.
+//! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`, `blobs`.
+//! - `blobs.rs` — `blobs DIR`: a DDR blob, a usbplug and a packed SPL loader for the virtual ROM.
 //! - `preflight.rs` — can this machine host boards (root, configfs, functionfs, UDCs)?
 //! - `board.rs` — one board: its gadgets, state and power; `board/usb.rs` its ep0 and bulk threads.
 //! - `gadget/` — configfs gadgets and UDCs. `ffs/` — FunctionFS descriptors, events, endpoints.
@@ -17,6 +18,7 @@
 //! - `control.rs` — the control socket (server and client).
 //! - `loader.rs` — the Rockchip boot-file packer; `crc.rs` — Rockchip's CRCs and RC4.
 
+mod blobs;
 mod board;
 mod console;
 mod control;
@@ -129,6 +131,9 @@ enum Cmd {
         #[arg(long, default_value = concat!("/run/gatecmd-vboard", "/control.sock"))]
         control: PathBuf,
     },
+    /// Write `ddr.bin`, `usbplug.bin` (a DDR + usbplug pair, sent as 0x471 then 0x472) and
+    /// `spl_loader.bin` (a packed loader) into DIR; the virtual mask ROM knows them only.
+    Blobs { dir: PathBuf },
     /// Write a Rockchip boot file (`rkdeveloptool db FILE`); the name must contain `.bin`.
     MakeLoader {
         #[arg(long)]
@@ -253,6 +258,7 @@ fn main() -> ExitCode {
             bad_crc,
             bad_payload,
         } => make_loader(&out, bad_crc, bad_payload),
+        Cmd::Blobs { dir } => blobs::write(&dir),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
