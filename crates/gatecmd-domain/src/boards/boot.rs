@@ -191,6 +191,7 @@ mod tests {
             maskrom: maskrom.then(|| action("maskrom")),
             recovery_action: None,
             shell: Default::default(),
+            usbplug: None,
         }
     }
 

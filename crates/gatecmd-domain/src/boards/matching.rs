@@ -121,6 +121,7 @@ mod tests {
             maskrom: None,
             recovery_action: None,
             shell: Default::default(),
+            usbplug: None,
         }
     }
 

@@ -49,6 +49,19 @@ pub struct BoardConfig {
     pub recovery_action: Option<super::power::Recovery>,
     /// How to talk to it over its console (`console.prompt`, `login`, `uboot`, …).
     pub shell: super::shell::ShellConfig,
+    /// `usbplug: {ddr, usbplug}`: its default DDR blob + usbplug pair (absolute paths, sent
+    /// only if `flash.loaders` allows them): what `flash_board` brings it up with when the
+    /// call names no loader, and what verifies whole an image a packed loader's reads could
+    /// not (docs/FLASHING.md, "DDR blob + usbplug").
+    pub usbplug: Option<UsbplugPair>,
+}
+
+/// A DDR init blob and a usbplug, by path (rkbin's `rk3588_ddr_….bin`,
+/// `rk3588_usbplug_v….bin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsbplugPair {
+    pub ddr: PathBuf,
+    pub usbplug: PathBuf,
 }
 
 impl BoardConfig {

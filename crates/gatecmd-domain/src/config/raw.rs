@@ -349,6 +349,15 @@ pub(crate) struct RawBoard {
     pub(crate) usb: String,
     pub(crate) console: Option<RawConsole>,
     pub(crate) power: Option<super::power::RawPower>,
+    /// `usbplug: {ddr, usbplug}`: the board's default DDR + usbplug pair (`flash_board`).
+    pub(crate) usbplug: Option<RawUsbplug>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUsbplug {
+    pub(crate) ddr: String,
+    pub(crate) usbplug: String,
 }
 
 #[derive(Deserialize)]

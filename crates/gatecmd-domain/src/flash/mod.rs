@@ -12,6 +12,8 @@
 //! - `hash`: an input file's SHA-256, taken beside the flash.
 //! - `loader_memory`: what earlier flashes of a board found of a loader (its reads' limit,
 //!   its largest transfer), per board and loader SHA-256.
+//! - `usbplug`: the DDR blob + usbplug bring-up, and the re-entry through it that verifies
+//!   whole what a packed loader's reads could not.
 //! - `outcome`: what a finished flash reports.
 //! - `failure`: why one stopped, what was seen, and what to do next.
 
@@ -22,8 +24,10 @@ mod loader_memory;
 mod outcome;
 mod run;
 mod step;
+mod usbplug;
 
 pub use failure::{Failed, FlashFailure, Seen};
 pub use outcome::{FileFacts, FlashFacts, Flashed, Written};
 pub use run::{BOOT_LOG_BYTES, Events, Inputs, Known, OpenFile, flash, flash_known};
 pub use step::{Bytes, Event, Step, StepRecord};
+pub use usbplug::Pair;

@@ -59,6 +59,9 @@ pub struct Inputs {
     pub image: OpenFile,
     pub bmap: Option<OpenFile>,
     pub loader: Option<OpenFile>,
+    /// A DDR blob + usbplug pair: sent instead of a packed loader when the call names none,
+    /// and used to verify whole what a packed loader's reads could not (`usbplug` step).
+    pub usbplug: Option<super::usbplug::Pair>,
     /// Awaited on the console after the reset.
     pub wait_for: Option<Regex>,
     /// The whole call's limit.
@@ -82,6 +85,8 @@ pub struct Known {
     pub image: Option<String>,
     pub bmap: Option<String>,
     pub loader: Option<String>,
+    /// The pair's (DDR blob, usbplug).
+    pub usbplug: Option<(String, String)>,
 }
 
 /// Where a running flash's events go (from async code and from the USB thread).
@@ -89,8 +94,8 @@ pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// Why the engine's flag went up.
 #[derive(Clone)]
-struct Stop {
-    flag: Arc<AtomicBool>,
+pub(super) struct Stop {
+    pub(super) flag: Arc<AtomicBool>,
     timed_out: Arc<AtomicBool>,
     cancel: CancellationToken,
     secs: u64,
@@ -116,11 +121,11 @@ impl Stop {
 }
 
 /// The flash as it goes: steps done, what is known so far.
-struct Run<'a> {
-    state: &'a AppState,
+pub(super) struct Run<'a> {
+    pub(super) state: &'a AppState,
     board: &'a BoardConfig,
     console: Option<&'a Console>,
-    events: Events,
+    pub(super) events: Events,
     steps: Vec<StepRecord>,
     bytes_written: u64,
     console_cursor: Option<u64>,
@@ -129,12 +134,12 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn started(&self, step: Step) -> Instant {
+    pub(super) fn started(&self, step: Step) -> Instant {
         (self.events)(Event::Started(step));
         Instant::now()
     }
 
-    fn done(&mut self, step: Step, since: Instant, detail: String) {
+    pub(super) fn done(&mut self, step: Step, since: Instant, detail: String) {
         self.done_ms(step, since.elapsed().as_millis() as u64, detail);
     }
 
@@ -194,6 +199,7 @@ pub async fn flash_known(
         image,
         bmap,
         loader,
+        usbplug,
         wait_for,
         timeout,
         journal_dir,
@@ -256,6 +262,7 @@ pub async fn flash_known(
             image,
             bmap,
             loader,
+            usbplug,
             known,
         },
         wait_for,
@@ -307,13 +314,14 @@ struct Files {
     image: OpenFile,
     bmap: Option<OpenFile>,
     loader: Option<OpenFile>,
+    usbplug: Option<super::usbplug::Pair>,
     known: Known,
 }
 
-type StepResult<T> = Result<T, (Step, FlashFailure)>;
+pub(super) type StepResult<T> = Result<T, (Step, FlashFailure)>;
 
 /// Runs a blocking piece of USB or file work on its own thread.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     step: Step,
     f: impl FnOnce() -> Result<T, FlashFailure> + Send + 'static,
 ) -> StepResult<T> {
@@ -324,7 +332,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Progress from the engine's thread: rate and ETA per step, at most ten a second.
-fn progress_sink(events: Events) -> impl FnMut(Progress) + Send {
+pub(super) fn progress_sink(events: Events) -> impl FnMut(Progress) + Send {
     let mut phase: Option<(Phase, Instant)> = None;
     let mut last = Instant::now() - Duration::from_secs(1);
     move |p: Progress| {
@@ -382,8 +390,15 @@ async fn steps(
         image,
         bmap,
         loader,
+        usbplug,
         known,
     } = files;
+    // The pair, read now (two small files): sent instead of a packed loader when the call
+    // names none, kept to verify whole what a packed loader's reads could not.
+    let pair = match usbplug {
+        Some(p) => Some(super::usbplug::read(p, known.usbplug.clone()).await?),
+        None => None,
+    };
     run.done_ms(
         Step::Accept,
         t0.elapsed().as_millis() as u64,
@@ -515,6 +530,7 @@ async fn steps(
 
     // 3. The loader, if the board is in MaskROM. Never cancelled half-way.
     // The loader is kept: a loader that stalls a large transfer is sent again (`recover`).
+    let mut pair_sent = false;
     let (usb, loader_facts, boot_file) = match (mode, loader) {
         (RockchipMode::Loader, l) => {
             run.skipped(Step::DownloadBoot, "already in Loader mode");
@@ -524,6 +540,29 @@ async fn steps(
                 .map(|l| file_facts(l, loader_hash.and_then(FileHash::finish)));
             let boot = l.and_then(|l| BootFile::read(l.file).ok()).map(Arc::new);
             (usb, facts, boot)
+        }
+        (RockchipMode::MaskRom, None) if pair.is_some() => {
+            let ready = pair.as_ref().ok_or((
+                Step::DownloadBoot,
+                FlashFailure::Lost("the pair was not kept".into()),
+            ))?;
+            let (boot, facts) = (ready.boot.clone(), ready.facts.clone());
+            let t = run.started(Step::DownloadBoot);
+            let sent = boot.clone();
+            let (usb, report) = blocking(Step::DownloadBoot, move || {
+                Ok(usb.download_boot_and_wait(&sent, device_wait)?)
+            })
+            .await?;
+            let wait_ms = report.wait_secs.map(|s| (s * 1000.0) as u64).unwrap_or(0);
+            let total = t.elapsed().as_millis() as u64;
+            run.done_ms(
+                Step::DownloadBoot,
+                total.saturating_sub(wait_ms),
+                super::usbplug::download_detail(&boot, true, &report.sent),
+            );
+            events_done_await_loader(run, wait_ms);
+            pair_sent = true;
+            (usb, Some(facts), Some(boot))
         }
         (RockchipMode::MaskRom, None) => {
             return Err((
@@ -556,11 +595,7 @@ async fn steps(
             run.done_ms(
                 Step::DownloadBoot,
                 total.saturating_sub(wait_ms),
-                format!(
-                    "{} entries, {} bytes sent",
-                    report.sent.len(),
-                    report.sent.iter().map(|(_, _, n)| n).sum::<usize>()
-                ),
+                super::usbplug::download_detail(&boot, false, &report.sent),
             );
             events_done_await_loader(run, wait_ms);
             (usb, Some(facts), Some(boot))
@@ -623,7 +658,7 @@ async fn steps(
     opts.reads_unsound_from_lba = known.reads_unsound_from_lba;
     let chunk_size = opts.chunk_size;
     let (mut target, mut img, mut recovered) = (target, img, false);
-    let (report, target, t_write, verify_started) = loop {
+    let (report, target, t_write, verify_started, img) = loop {
         let t_write = run.started(Step::Write);
         let flag = stop.flag.clone();
         let events = run.events.clone();
@@ -718,7 +753,7 @@ async fn steps(
                 }
                 return Err((step, cancel_as_stop(stop, step, e.into())));
             }
-            Ok((Ok(r), target, _)) => break (r, target, t_write, verify_started),
+            Ok((Ok(r), target, i)) => break (r, target, t_write, verify_started, i),
         }
     };
     // The steps by the wall clock: the write from the engine's start (its journal opened)
@@ -752,7 +787,38 @@ async fn steps(
             Fact::ReadsUnsoundFromLba(lba),
         );
     }
-    run.done_ms(Step::Verify, verify_ms, verify_detail(&v));
+    run.done_ms(
+        Step::Verify,
+        verify_ms,
+        verify_detail(&v, pair.is_some() && board.maskrom.is_some()),
+    );
+    // 5b. Reads unsound past some LBA, and the board has a DDR + usbplug pair and can be
+    // brought back to MaskROM: verified whole through the usbplug.
+    let (report, target) = match &pair {
+        Some(ready)
+            if !pair_sent
+                && v.unverified_bytes > 0
+                && board.maskrom.is_some()
+                && !stop.raised() =>
+        {
+            drop(target);
+            let reentry = super::usbplug::Reentry {
+                config,
+                board: &board,
+                boot: ready.boot.clone(),
+                device_wait,
+                transfer_blocks,
+                waits,
+                stop,
+            };
+            let (second, target) =
+                super::usbplug::verify_whole(run, reentry, img, opts.clone(), &report).await?;
+            (super::usbplug::merged(report, second), target)
+        }
+        _ => (report, target),
+    };
+    let (w, v) = (&report.write, report.verify.clone().unwrap_or_default());
+    run.bytes_written = w.bytes_written;
     let cursor = run.console.map(|c| c.bounds().1);
     run.console_cursor = cursor;
     let t = run.started(Step::Reset);
@@ -929,7 +995,7 @@ async fn steps(
 
 /// The verification step's line: what was read back, what it vouches for, and plainly
 /// what it could not.
-fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
+fn verify_detail(v: &gatecmd_flash::VerifyReport, pair_follows: bool) -> String {
     let read = format!("{} read back", mib(v.bytes));
     match v.verification() {
         "read_back" => format!("{read}, every chunk equal"),
@@ -956,8 +1022,13 @@ fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
             } else {
                 "known from an earlier flash of this board with this loader"
             };
+            let next = if pair_follows {
+                "the board's DDR blob + usbplug pair verifies them next (step usbplug)"
+            } else {
+                "a DDR blob + usbplug pair, whose reads are sound, verifies them: flash_board with loader: {ddr, usbplug} (rkbin's rk3588_ddr_….bin and rk3588_usbplug_v….bin, in flash.loaders), or the pair in the board's config (boards[].usbplug) with power.maskrom, which verifies whole after this loader"
+            };
             format!(
-                "{how}: {} verified by read-back, {} not verified: from {at} on, this loader's reads do not show what the flash holds{fill}, {how_found}. Those bytes were written (each write acknowledged by the loader) but are not verified; a loader with sound reads (the DDR blob and usbplug pair) verifies them",
+                "{how}: {} verified by read-back, {} not verified: from {at} on, this loader's reads do not show what the flash holds{fill}, {how_found}. Those bytes were written (each write acknowledged by the loader) but are not verified; {next}",
                 mib(v.verified_bytes),
                 mib(v.unverified_bytes),
             )
@@ -1014,7 +1085,7 @@ fn events_done_await_loader(run: &mut Run<'_>, wait_ms: u64) {
 }
 
 /// The engine's cancel, reported as the call's stop (cancel or time limit).
-fn cancel_as_stop(stop: &Stop, step: Step, e: FlashFailure) -> FlashFailure {
+pub(super) fn cancel_as_stop(stop: &Stop, step: Step, e: FlashFailure) -> FlashFailure {
     match e {
         FlashFailure::Engine(inner) if matches!(*inner, FlashError::Cancelled { .. }) => {
             stop.failure(step, inner.to_string())
@@ -1059,7 +1130,7 @@ fn log_since(c: &Console, from: u64) -> String {
 }
 
 /// Runs the board's `power.maskrom` through the executor, as `boot_board` does.
-async fn maskrom_action(
+pub(super) async fn maskrom_action(
     state: &AppState,
     config: &Config,
     board: &BoardConfig,
