@@ -9,6 +9,7 @@
 //! - `step`: the steps, named once; a step's record; the events a running flash reports.
 //! - `run`: the orchestration, step by step.
 //! - `device`: the board's USB port as the registry sees it, and the wait for rockusb.
+//! - `input`: an input file opened beneath the file roots.
 //! - `hash`: an input file's SHA-256, taken beside the flash.
 //! - `loader_memory`: what earlier flashes of a board found of a loader (its reads' limit,
 //!   its largest transfer), per board and loader SHA-256.
@@ -20,6 +21,7 @@
 mod device;
 mod failure;
 pub(crate) mod hash;
+mod input;
 mod loader_memory;
 mod outcome;
 mod run;

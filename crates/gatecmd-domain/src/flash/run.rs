@@ -9,7 +9,6 @@
 //! download takes no flag on purpose (a mask ROM left with half a loader takes nothing else
 //! until power-cycled), so a cancel that arrives then stops at the next step.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,11 +45,7 @@ const USB_POLL: Duration = Duration::from_millis(50);
 /// Bytes of boot log a result carries at most (the newest).
 pub const BOOT_LOG_BYTES: usize = 64 * 1024;
 
-/// An input file opened beneath the file roots, and where it resolved.
-pub struct OpenFile {
-    pub file: File,
-    pub path: PathBuf,
-}
+pub use super::input::OpenFile;
 
 /// Everything one flash needs, checked by the caller (lease, policy, file roots).
 pub struct Inputs {
@@ -94,8 +89,8 @@ pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// Why the engine's flag went up.
 #[derive(Clone)]
-pub(super) struct Stop {
-    pub(super) flag: Arc<AtomicBool>,
+struct Stop {
+    flag: Arc<AtomicBool>,
     timed_out: Arc<AtomicBool>,
     cancel: CancellationToken,
     secs: u64,
@@ -121,11 +116,11 @@ impl Stop {
 }
 
 /// The flash as it goes: steps done, what is known so far.
-pub(super) struct Run<'a> {
-    pub(super) state: &'a AppState,
+struct Run<'a> {
+    state: &'a AppState,
     board: &'a BoardConfig,
     console: Option<&'a Console>,
-    pub(super) events: Events,
+    events: Events,
     steps: Vec<StepRecord>,
     bytes_written: u64,
     console_cursor: Option<u64>,
@@ -134,12 +129,12 @@ pub(super) struct Run<'a> {
 }
 
 impl Run<'_> {
-    pub(super) fn started(&self, step: Step) -> Instant {
+    fn started(&self, step: Step) -> Instant {
         (self.events)(Event::Started(step));
         Instant::now()
     }
 
-    pub(super) fn done(&mut self, step: Step, since: Instant, detail: String) {
+    fn done(&mut self, step: Step, since: Instant, detail: String) {
         self.done_ms(step, since.elapsed().as_millis() as u64, detail);
     }
 
@@ -318,10 +313,10 @@ struct Files {
     known: Known,
 }
 
-pub(super) type StepResult<T> = Result<T, (Step, FlashFailure)>;
+type StepResult<T> = Result<T, (Step, FlashFailure)>;
 
 /// Runs a blocking piece of USB or file work on its own thread.
-pub(super) async fn blocking<T: Send + 'static>(
+async fn blocking<T: Send + 'static>(
     step: Step,
     f: impl FnOnce() -> Result<T, FlashFailure> + Send + 'static,
 ) -> StepResult<T> {
@@ -332,7 +327,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 }
 
 /// Progress from the engine's thread: rate and ETA per step, at most ten a second.
-pub(super) fn progress_sink(events: Events) -> impl FnMut(Progress) + Send {
+fn progress_sink(events: Events) -> impl FnMut(Progress) + Send {
     let mut phase: Option<(Phase, Instant)> = None;
     let mut last = Instant::now() - Duration::from_secs(1);
     move |p: Progress| {
@@ -396,7 +391,10 @@ async fn steps(
     // The pair, read now (two small files): sent instead of a packed loader when the call
     // names none, kept to verify whole what a packed loader's reads could not.
     let pair = match usbplug {
-        Some(p) => Some(super::usbplug::read(p, known.usbplug.clone()).await?),
+        Some(p) => {
+            let k = known.usbplug.clone();
+            Some(blocking(Step::DownloadBoot, move || super::usbplug::read(p, k)).await?)
+        }
         None => None,
     };
     run.done_ms(
@@ -802,17 +800,26 @@ async fn steps(
                 && !stop.raised() =>
         {
             drop(target);
-            let reentry = super::usbplug::Reentry {
-                config,
-                board: &board,
+            let t = run.started(Step::Usbplug);
+            maskrom_action(run.state, config, &board, waits)
+                .await
+                .map_err(|e| (Step::Usbplug, e))?;
+            let job = super::usbplug::Reentry {
+                port: device::engine_port(&board.usb),
                 boot: ready.boot.clone(),
                 device_wait,
                 transfer_blocks,
-                waits,
-                stop,
+                flag: stop.flag.clone(),
             };
-            let (second, target) =
-                super::usbplug::verify_whole(run, reentry, img, opts.clone(), &report).await?;
+            let (opts, events) = (opts.clone(), run.events.clone());
+            let (second, target) = blocking(Step::Usbplug, move || {
+                job.verify_whole(img, opts, progress_sink(events))
+                    .map_err(|e| e.into())
+            })
+            .await
+            .map_err(|(s, e)| (s, cancel_as_stop(stop, s, e)))?;
+            let detail = super::usbplug::reentry_detail(&ready.boot, &report, &second);
+            run.done(Step::Usbplug, t, detail);
             (super::usbplug::merged(report, second), target)
         }
         _ => (report, target),
@@ -1085,7 +1092,7 @@ fn events_done_await_loader(run: &mut Run<'_>, wait_ms: u64) {
 }
 
 /// The engine's cancel, reported as the call's stop (cancel or time limit).
-pub(super) fn cancel_as_stop(stop: &Stop, step: Step, e: FlashFailure) -> FlashFailure {
+fn cancel_as_stop(stop: &Stop, step: Step, e: FlashFailure) -> FlashFailure {
     match e {
         FlashFailure::Engine(inner) if matches!(*inner, FlashError::Cancelled { .. }) => {
             stop.failure(step, inner.to_string())
@@ -1130,7 +1137,7 @@ fn log_since(c: &Console, from: u64) -> String {
 }
 
 /// Runs the board's `power.maskrom` through the executor, as `boot_board` does.
-pub(super) async fn maskrom_action(
+async fn maskrom_action(
     state: &AppState,
     config: &Config,
     board: &BoardConfig,

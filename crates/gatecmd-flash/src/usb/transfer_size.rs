@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use super::target::DEFAULT_TRANSFER_BLOCKS;
+/// 64 KiB in sectors: the first transfer each way, and the smallest (the `usb::target`
+/// default, what every loader takes).
+const DEFAULT_TRANSFER_BLOCKS: u32 = 128;
 
 /// What one transfer may take: a fifth of the transport's 5 s.
 pub const BUDGET: Duration = Duration::from_secs(1);
