@@ -141,25 +141,31 @@ pub(super) fn reentry_detail(boot: &BootFile, first: &FlashReport, second: &Flas
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "the packed loader's reads were unsound from {from}: power.maskrom ran, the DDR blob + usbplug pair was sent ({sent}), and through the usbplug {} journalled chunks were read back and kept, {} written, then {} verified by read-back ({})",
+        "the packed loader's reads were unsound from {from}: power.maskrom ran, the DDR blob + usbplug pair was sent ({sent}), and through the usbplug {} journalled chunks ({}) were read back equal and kept, {} written and read back ({}): {}",
         second.write.chunks_skipped,
+        mib(second.write.bytes_skipped),
         second.write.chunks_written,
         mib(v.verified_bytes),
         v.verification(),
     )
 }
 
-/// The flash as a whole: the first run's writes and the second's, the second's
-/// verification (the whole image's).
+/// The flash as a whole: the first run's writes and the second's; the second's
+/// verification, counting the journalled chunks it read back equal through the usbplug
+/// (a resume skips a chunk only on a sound read that matches its hash) as verified.
 pub(super) fn merged(first: FlashReport, second: FlashReport) -> FlashReport {
     let mut write = first.write;
     write.bytes_written += second.write.bytes_written;
     write.chunks_written += second.write.chunks_written;
     write.chunks_rewritten += second.write.chunks_rewritten;
     write.ranges.extend(second.write.ranges);
+    let mut verify = second.verify.unwrap_or_default();
+    verify.verified_bytes += second.write.bytes_skipped;
+    verify.bytes += second.write.bytes_skipped;
+    verify.chunks += second.write.chunks_skipped;
     FlashReport {
         write,
-        verify: second.verify,
+        verify: Some(verify),
         ..first
     }
 }

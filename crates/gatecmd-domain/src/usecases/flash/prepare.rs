@@ -156,7 +156,8 @@ fn policy<'a>(
         let allowed = policy.boards.iter().flatten().cloned().collect();
         return Err(Refused::BoardNotAllowed { allowed });
     }
-    for l in loaders.filter(|l| !policy.allows_loader(&l.path)) {
+    let mut refused = loaders.filter(|l| !policy.allows_loader(&l.path));
+    if let Some(l) = refused.next() {
         let allowed = (policy.loaders.iter().flatten())
             .map(|p| p.display().to_string())
             .collect();
