@@ -169,3 +169,47 @@ pub(super) fn merged(first: FlashReport, second: FlashReport) -> FlashReport {
         ..first
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &std::path::Path, name: &str, bytes: &[u8]) -> OpenFile {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).expect("write");
+        OpenFile {
+            file: std::fs::File::open(&path).expect("open"),
+            path,
+        }
+    }
+
+    #[test]
+    fn a_pair_is_read_named_and_its_download_says_which_path() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pair = Pair {
+            ddr: open(dir.path(), "ddr.bin", &[1u8; 3000]),
+            usbplug: open(dir.path(), "usbplug.bin", &[2u8; 5000]),
+        };
+        let ready = read(pair, None).expect("read");
+        assert_eq!(ready.facts.bytes, 8000);
+        assert!(ready.facts.path.contains(" + "), "{}", ready.facts.path);
+        assert_eq!(ready.facts.sha256.as_deref().map(str::len), Some(64));
+        let sent: Vec<_> = (ready.boot.entries.iter())
+            .map(|e| (e.area, e.name.clone(), e.len))
+            .collect();
+        let line = download_detail(&ready.boot, true, &sent);
+        assert_eq!(
+            line,
+            "the DDR blob + usbplug pair, as xrock maskrom sends it: 0x471 ddr.bin (3000 bytes), 10 ms, 0x472 usbplug.bin (5000 bytes), 10 ms"
+        );
+        assert!(download_detail(&ready.boot, false, &sent).starts_with("the packed loader"));
+        let empty = Pair {
+            ddr: open(dir.path(), "empty.bin", b""),
+            usbplug: open(dir.path(), "u.bin", b"x"),
+        };
+        assert!(matches!(
+            read(empty, None),
+            Err(FlashFailure::Loader { .. })
+        ));
+    }
+}
