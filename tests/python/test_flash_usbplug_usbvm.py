@@ -15,6 +15,8 @@ board flashes with no stall and no `recover` step, at transfers its rate allows.
 from __future__ import annotations
 
 import os
+
+import anyio
 import subprocess
 import tempfile
 from pathlib import Path
@@ -23,7 +25,7 @@ import pytest
 
 import vbench
 from conftest import connect
-from test_flash_board_usbvm import MIB, data, flash, lease, power_off, regions, sha
+from test_flash_board_usbvm import MIB, data, flash, lease, power_off, regions, sha, text
 from vbench import IMAGES, TOKEN_A
 
 pytestmark = pytest.mark.anyio
@@ -38,6 +40,7 @@ def images():
         "big.img": data(64 * MIB, b"usbplug pair image", bootable=True),
         "reenter.img": data(64 * MIB, b"usbplug re-entry image", bootable=True),
         "slow.img": data(36 * MIB, b"half a megabyte a second", bootable=True),
+        "cut.img": data(12 * MIB, b"cut through the usbplug", bootable=True),
     }
 
 
@@ -150,3 +153,42 @@ async def test_a_slow_board_without_a_pair_is_partial_and_never_stalls(bench, im
         v = step(s, "verify")["detail"]
         assert "loader: {ddr, usbplug}" in v and "boards[].usbplug" in v, v
         assert regions(f["boot_log"]) == {0: (len(img) // 512, sha(img))}
+
+
+async def test_a_cut_flash_resumes_through_the_usbplug_and_skips_what_it_wrote(bench, images):
+    img = images["cut.img"]
+    async with connect(bench.url, TOKEN_A, "legacy") as c:
+        lid = await lease(c, "vb2")
+        await power_off(c, "vb2", lid)
+        r = await c.call_tool(
+            "flash_board",
+            {"board": "vb2", "image": "cut.img", "loader": PAIR, "lease": lid, "background": True},
+        )
+        assert r.is_error is not True, text(r)
+        job = r.structured_content["job"]
+        # The board writes 0.5 MB/s: the 12 MiB take 24 s; cut past half of them.
+        with anyio.fail_after(120):
+            while True:
+                w = await c.call_tool("wait_job", {"job": job, "timeout_secs": 1})
+                p = w.structured_content.get("progress") or 0
+                assert w.structured_content["state"] == "running", w.structured_content
+                if p >= 55:
+                    break
+        bench.vboard_power("vb2", "off")
+        with anyio.fail_after(120):
+            while True:
+                w = await c.call_tool("wait_job", {"job": job, "timeout_secs": 30})
+                if w.structured_content["state"] != "running":
+                    break
+        assert w.structured_content["state"] == "failed", w.structured_content
+        s = await flash(c, "vb2", lid, "cut.img", loader=PAIR, timeout_secs=600)
+        f = s["flashed"]
+        assert "DDR blob + usbplug pair" in step(s, "download_boot")["detail"], s["steps"]
+        wr = f["written"]
+        assert wr["bytes_skipped"] > 0 and wr["bytes_written"] < len(img) // 2, wr
+        assert wr["bytes_skipped"] + wr["bytes_written"] == len(img), wr
+        assert s["verified"] is True and f["verification"] == "read_back", f
+        rc, lines = bench.guest(
+            f"dd if=/run/gatecmd-vboard/vb2.flash bs=1048576 count={len(img) // MIB} 2>/dev/null | sha256sum"
+        )
+        assert rc == 0 and lines and lines[0].split()[0] == sha(img), lines

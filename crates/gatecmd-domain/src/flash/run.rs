@@ -788,7 +788,7 @@ async fn steps(
     run.done_ms(
         Step::Verify,
         verify_ms,
-        verify_detail(&v, pair.is_some() && board.maskrom.is_some()),
+        verify_detail(&v, pair.is_some() && !pair_sent && board.maskrom.is_some()),
     );
     // 5b. Reads unsound past some LBA, and the board has a DDR + usbplug pair and can be
     // brought back to MaskROM: verified whole through the usbplug.
