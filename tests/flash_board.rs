@@ -130,6 +130,20 @@ async fn policy_lease_and_files_are_checked_before_anything_runs() {
     let (reason, message) = refusal(&r);
     assert_eq!(reason, "not_permitted");
     assert!(message.contains("flash.loaders"), "{message}");
+    // A DDR blob + usbplug pair: each file is a loader flash.loaders must allow.
+    std::fs::create_dir_all(s.path("loaders")).expect("loaders dir");
+    std::fs::write(s.path("loaders/ddr.bin"), b"ddr").expect("ddr");
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "vb1", "image": "disk.img", "lease": id,
+               "loader": {"ddr": "loaders/ddr.bin", "usbplug": "rogue-loader.bin"}}),
+    )
+    .await;
+    let (reason, message) = refusal(&r);
+    assert_eq!(reason, "not_permitted");
+    assert!(message.contains("rogue-loader.bin"), "{message}");
+    assert!(message.contains("flash.loaders"), "{message}");
     let r = call(
         &a,
         "flash_board",

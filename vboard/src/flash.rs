@@ -91,6 +91,9 @@ pub struct Flash {
     written: Mutex<Regions>,
     pace: Option<Pace>,
     read_back: ReadBack,
+    /// The running Loader is a DDR + usbplug pair's (`blobs`): its reads are sound whatever
+    /// `read_back` says (set by the mask ROM when it starts the 0x472 image).
+    usbplug_reads: std::sync::atomic::AtomicBool,
     /// `ReadBack::Stale`: what the sectors written since the Loader started held before.
     stale: Mutex<Stale>,
 }
@@ -208,6 +211,7 @@ impl Flash {
             written: Mutex::new(Regions::default()),
             pace: None,
             read_back: ReadBack::Sound,
+            usbplug_reads: std::sync::atomic::AtomicBool::new(false),
             stale: Mutex::new(Stale::default()),
         })
     }
@@ -226,11 +230,30 @@ impl Flash {
         st.file = None;
     }
 
+    /// The Loader the mask ROM starts next is the pair's usbplug (`true`: sound reads) or a
+    /// packed loader's (`false`: the `--read-back` mode).
+    pub fn set_usbplug_reads(&self, sound: bool) {
+        self.usbplug_reads
+            .store(sound, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The read-back mode of the running Loader.
+    fn mode(&self) -> ReadBack {
+        if self
+            .usbplug_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            ReadBack::Sound
+        } else {
+            self.read_back
+        }
+    }
+
     /// A Loader's `READ_LBA`: as [`read`](Self::read), then the read-back mode applied to
     /// the sectors at or past its limit.
     pub fn read_as_loader(&self, lba: u64, buf: &mut [u8]) -> Result<(), FlashError> {
         self.read(lba, buf)?;
-        let Some(limit) = self.read_back.limit_sector() else {
+        let Some(limit) = self.mode().limit_sector() else {
             return Ok(());
         };
         let n = buf.len() as u64 / SECTOR;
@@ -240,7 +263,7 @@ impl Flash {
                 continue;
             }
             let piece = &mut buf[(k * SECTOR) as usize..((k + 1) * SECTOR) as usize];
-            match self.read_back {
+            match self.mode() {
                 ReadBack::Fill { byte, .. } => piece.fill(byte),
                 ReadBack::Stale { .. } => {
                     let st = self.stale.lock().unwrap_or_else(|p| p.into_inner());
@@ -260,7 +283,7 @@ impl Flash {
     /// `Stale`: the old contents of the sectors about to be written past the limit, kept
     /// once per Loader session.
     fn keep_stale(&self, lba: u64, sectors: u64) -> Result<(), FlashError> {
-        let ReadBack::Stale { from } = self.read_back else {
+        let ReadBack::Stale { from } = self.mode() else {
             return Ok(());
         };
         let limit = from / SECTOR;
@@ -456,6 +479,17 @@ mod tests {
         assert!(back[4096..].iter().all(|&b| b == 0xcc), "past it: 0xCC");
         f.read(0, &mut back).expect("read");
         assert_eq!(back, data, "the flash itself holds what was written");
+        // The DDR + usbplug pair's Loader reads soundly under any mode; a packed loader
+        // started after it reads as the mode says again.
+        f.set_usbplug_reads(true);
+        f.read_as_loader(0, &mut back).expect("read");
+        assert_eq!(back, data, "the usbplug's reads are sound past the limit");
+        f.set_usbplug_reads(false);
+        f.read_as_loader(0, &mut back).expect("read");
+        assert!(
+            back[4096..].iter().all(|&b| b == 0xcc),
+            "the packed loader's again"
+        );
         // stale: past the limit, what the sector held when the Loader started.
         let f = Flash::open(&dir.path().join("g"), 1 << 20)
             .expect("open")

@@ -2,7 +2,8 @@
 //! (rockusb), Android fastboot and USB DFU families.
 //!
 //! # Layout
-//! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`.
+//! - `main.rs` — the CLI: `serve`, `power`, `status`, `make-loader`, `blobs`.
+//! - `blobs.rs` — `blobs DIR`: a DDR blob, a usbplug and a packed SPL loader for the virtual ROM.
 //! - `preflight.rs` — can this machine host boards (root, configfs, functionfs, UDCs)?
 //! - `board.rs` — one board: its gadgets, state and power; `board/usb.rs` its ep0 and bulk threads.
 //! - `gadget/` — configfs gadgets and UDCs. `ffs/` — FunctionFS descriptors, events, endpoints.
@@ -17,6 +18,7 @@
 //! - `control.rs` — the control socket (server and client).
 //! - `loader.rs` — the Rockchip boot-file packer; `crc.rs` — Rockchip's CRCs and RC4.
 
+mod blobs;
 mod board;
 mod console;
 mod control;
@@ -93,9 +95,10 @@ enum Cmd {
         /// At most this many bytes per second written to each flash (K/M/G suffixes, powers
         /// of 1024; default: as fast as USB carries them). A slow flash makes a write long
         /// on demand: a job that outlives a client's timeout, or time to switch the board
-        /// off mid-write.
+        /// off mid-write. `vbN=SPEED` sets one board's (repeatable): a board whose flash
+        /// takes 0.5 MB/s beside fast ones.
         #[arg(long, value_parser = parse_speed)]
-        write_speed: Option<u64>,
+        write_speed: Vec<(Option<String>, u64)>,
         /// How the Rockchip boards' Loader answers reads: `sound` (default), `rk3588` (0xCC
         /// from 32 MiB, as the stock RK3588 loader), `cc:SIZE`, `stale:SIZE` (past SIZE,
         /// what the flash held when the Loader started). `vbN=MODE` sets one board's; repeat
@@ -129,6 +132,9 @@ enum Cmd {
         #[arg(long, default_value = concat!("/run/gatecmd-vboard", "/control.sock"))]
         control: PathBuf,
     },
+    /// Write `ddr.bin`, `usbplug.bin` (a DDR + usbplug pair, sent as 0x471 then 0x472) and
+    /// `spl_loader.bin` (a packed loader) into DIR; the virtual mask ROM knows them only.
+    Blobs { dir: PathBuf },
     /// Write a Rockchip boot file (`rkdeveloptool db FILE`); the name must contain `.bin`.
     MakeLoader {
         #[arg(long)]
@@ -253,6 +259,7 @@ fn main() -> ExitCode {
             bad_crc,
             bad_payload,
         } => make_loader(&out, bad_crc, bad_payload),
+        Cmd::Blobs { dir } => blobs::write(&dir),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -319,7 +326,24 @@ fn read_back_of(modes: &[(Option<String>, flash::ReadBack)], name: &str) -> flas
         .unwrap_or(flash::ReadBack::Sound)
 }
 
-fn parse_speed(s: &str) -> Result<u64, String> {
+/// Board `name`'s own `vbN=VALUE`, else the last bare VALUE.
+fn per_board<T: Copy>(list: &[(Option<String>, T)], name: &str) -> Option<T> {
+    list.iter()
+        .rev()
+        .find(|(b, _)| b.as_deref() == Some(name))
+        .or_else(|| list.iter().rev().find(|(b, _)| b.is_none()))
+        .map(|(_, v)| *v)
+}
+
+/// `[vbN=]SPEED` of `--write-speed`.
+fn parse_speed(s: &str) -> Result<(Option<String>, u64), String> {
+    match s.split_once('=') {
+        Some((board, v)) => Ok((Some(board.to_string()), speed(v)?)),
+        None => Ok((None, speed(s)?)),
+    }
+}
+
+fn speed(s: &str) -> Result<u64, String> {
     match parse_bytes(s) {
         Ok(0) | Err(_) => Err(format!(
             "{s:?} is not a write speed in bytes per second like 4M or 512K"
@@ -344,7 +368,7 @@ struct Serve {
     max_download: u32,
     state_dir: PathBuf,
     control: PathBuf,
-    write_speed: Option<u64>,
+    write_speed: Vec<(Option<String>, u64)>,
     read_back: Vec<(Option<String>, flash::ReadBack)>,
     stall_above: Vec<(Option<String>, u64)>,
 }
@@ -390,6 +414,7 @@ fn serve(args: Serve) -> Result<(), String> {
             udcs[2 * k].clone(),
             udcs[2 * k + 1].clone(),
         );
+        let write_speed = per_board(&write_speed, &name);
         let b: Result<Arc<dyn Powered>, String> = match family {
             Family::Rockchip => board::Board::start(board::Settings {
                 read_back: read_back_of(&read_back, &name),
@@ -478,8 +503,14 @@ mod tests {
         assert!(parse_size("1000").is_err());
         assert!(parse_size("3000G").is_err());
         assert!(parse_size("big").is_err());
-        assert_eq!(parse_speed("4M"), Ok(4 << 20));
-        assert_eq!(parse_speed("1000"), Ok(1000));
+        assert_eq!(parse_speed("4M"), Ok((None, 4 << 20)));
+        assert_eq!(parse_speed("1000"), Ok((None, 1000)));
+        assert_eq!(parse_speed("vb3=512K"), Ok((Some("vb3".into()), 512 << 10)));
+        assert!(parse_speed("vb3=0").is_err());
+        let list = [(None, 1u64), (Some("vb3".to_string()), 3)];
+        assert_eq!(per_board(&list, "vb3"), Some(3));
+        assert_eq!(per_board(&list, "vb1"), Some(1));
+        assert_eq!(per_board::<u64>(&[], "vb1"), None);
         assert!(parse_speed("0").is_err());
         assert!(parse_speed("fast").is_err());
         assert_eq!(parse_hex16("0x350b"), Ok(0x350b));

@@ -39,6 +39,7 @@
 //! - [`usb`] — the rockusb board by port path: mode, chip info, download boot, Loader as a
 //!   target, reset.
 //! - [`boot_file`] — Rockchip boot files (loaders), checked before sending.
+//! - [`boot_pair`] — a DDR blob and a usbplug sent as xrock sends them (0x471, 0x472).
 //! - [`writer`] — [`flash`]: write, journal, verify.
 //! - [`verify`] — read-back.
 //! - [`journal`] — the resume journal.
@@ -50,6 +51,7 @@
 #![warn(missing_docs)]
 
 pub mod boot_file;
+pub mod boot_pair;
 pub mod chunk;
 pub mod chunk_hash;
 pub mod error;

@@ -31,6 +31,17 @@ pub trait BlockTarget {
     /// The most blocks one [`write_blocks`](Self::write_blocks) or
     /// [`read_blocks`](Self::read_blocks) call may carry.
     fn max_transfer_blocks(&self) -> u32;
+    /// The blocks the next write (`write: true`) or read should carry, at most
+    /// [`max_transfer_blocks`](Self::max_transfer_blocks): a target that measures its link
+    /// sizes them from its rate (`usb::transfer_size`).
+    fn next_transfer_blocks(&self, write: bool) -> u32 {
+        let _ = write;
+        self.max_transfer_blocks()
+    }
+    /// The largest write sent so far (what the report calls the transfer size).
+    fn largest_write_blocks(&self) -> u32 {
+        self.max_transfer_blocks()
+    }
     /// Writes `data` (a whole number of blocks, at most `max_transfer_blocks`) at `lba`.
     fn write_blocks(&mut self, lba: u64, data: &[u8]) -> Result<(), TargetError>;
     /// Reads `buf.len()` bytes (a whole number of blocks, at most `max_transfer_blocks`)

@@ -22,9 +22,11 @@ pub(crate) fn read_chunk(
     buf: &mut [u8],
 ) -> Result<(), TargetError> {
     let bs = target.block_size() as usize;
-    let piece = target.max_transfer_blocks() as usize * bs;
-    for (i, p) in buf.chunks_mut(piece).enumerate() {
-        target.read_blocks(lba + (i * piece / bs) as u64, p)?;
+    let mut at = 0usize;
+    while at < buf.len() {
+        let piece = (target.next_transfer_blocks(false).max(1) as usize * bs).min(buf.len() - at);
+        target.read_blocks(lba + (at / bs) as u64, &mut buf[at..at + piece])?;
+        at += piece;
     }
     Ok(())
 }
@@ -46,11 +48,13 @@ pub(crate) fn write_pieces(
     data: &[u8],
 ) -> Result<(), (usize, TargetError)> {
     let bs = target.block_size() as usize;
-    let piece = target.max_transfer_blocks() as usize * bs;
-    for (i, p) in data.chunks(piece).enumerate() {
+    let mut at = 0usize;
+    while at < data.len() {
+        let piece = (target.next_transfer_blocks(true).max(1) as usize * bs).min(data.len() - at);
         target
-            .write_blocks(lba + (i * piece / bs) as u64, p)
-            .map_err(|e| (i * piece, e))?;
+            .write_blocks(lba + (at / bs) as u64, &data[at..at + piece])
+            .map_err(|e| (at, e))?;
+        at += piece;
     }
     Ok(())
 }

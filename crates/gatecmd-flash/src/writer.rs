@@ -223,7 +223,7 @@ pub fn flash(
         image: image.info().clone(),
         start_lba: opts.start_lba,
         chunk_size: opts.chunk_size,
-        transfer_size: target.max_transfer_blocks() as u64 * bs,
+        transfer_size: target.largest_write_blocks() as u64 * bs,
         check,
         write,
         verify: verify_report,

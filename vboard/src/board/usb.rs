@@ -46,6 +46,8 @@ impl Board {
 
     pub(super) fn serve_ep0(self: Arc<Self>, mode: Mode, mut ep0: Ep0) {
         let mut download = Download::default();
+        // The last 0x471 image was the vboard DDR blob (a usbplug runs from DDR).
+        let mut ddr = false;
         loop {
             let ev = match ep0.event() {
                 Ok(ev) => ev,
@@ -104,6 +106,7 @@ impl Board {
                 ),
                 Step::Done(Err(e)) => log(&self.name, &format!("maskrom: {e}; staying in MaskROM")),
                 Step::Done(Ok(img)) if img.index == 0x471 => {
+                    ddr = crate::blobs::is_ddr(&img.data);
                     log(
                         &self.name,
                         &format!(
@@ -114,11 +117,19 @@ impl Board {
                 }
                 Step::Done(Ok(img)) => {
                     if maskrom::is_usbplug(&img.data) {
+                        let sound =
+                            std::mem::take(&mut ddr) && crate::blobs::is_sound_usbplug(&img.data);
+                        self.flash.set_usbplug_reads(sound);
                         log(
                             &self.name,
                             &format!(
-                                "maskrom: 0x472 image of {} bytes, CRC good: starting the loader",
-                                img.data.len()
+                                "maskrom: 0x472 image of {} bytes, CRC good: starting the loader{}",
+                                img.data.len(),
+                                if sound {
+                                    " (the DDR + usbplug pair: reads sound everywhere)"
+                                } else {
+                                    ""
+                                }
                             ),
                         );
                         // After the status stage has gone back to the host.

@@ -193,6 +193,7 @@ mod tests {
             shell: Default::default(),
             on_release: Default::default(),
             loaders: None,
+            usbplug: None,
         }
     }
 

@@ -123,6 +123,7 @@ mod tests {
             shell: Default::default(),
             on_release: Default::default(),
             loaders: None,
+            usbplug: None,
         }
     }
 

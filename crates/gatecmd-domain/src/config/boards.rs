@@ -54,6 +54,19 @@ pub struct BoardConfig {
     /// `loaders`: the loader files (or directories) this board takes, instead of
     /// `flash.loaders`.
     pub loaders: Option<Vec<PathBuf>>,
+    /// `usbplug: {ddr, usbplug}`: its default DDR blob + usbplug pair (absolute paths, sent
+    /// only if `flash.loaders` allows them): what `flash_board` brings it up with when the
+    /// call names no loader, and what verifies whole an image a packed loader's reads could
+    /// not (docs/FLASHING.md, "DDR blob + usbplug").
+    pub usbplug: Option<UsbplugPair>,
+}
+
+/// A DDR init blob and a usbplug, by path (rkbin's `rk3588_ddr_….bin`,
+/// `rk3588_usbplug_v….bin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsbplugPair {
+    pub ddr: PathBuf,
+    pub usbplug: PathBuf,
 }
 
 /// `boards[].on_release`: the state a board is returned to when a lease on it ends

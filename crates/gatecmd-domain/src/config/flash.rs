@@ -212,12 +212,10 @@ mod tests {
         Config::parse(&text("/srv/images", "  loaders_writable: true\n"), "t.yaml")
             .expect("accepted knowingly");
         // A board's own loaders are held to the same rule.
-        let board_own = format!(
-            "clients:\n  - name: vm-a\n    token: aaaaaaaaaaaaaaaaaaaaaaaa\n    write_roots: [/srv/images]\n\
+        let board_own = "clients:\n  - name: vm-a\n    token: aaaaaaaaaaaaaaaaaaaaaaaa\n    write_roots: [/srv/images]\n\
              file_roots: [/srv/images]\nboards:\n  - name: vb1\n    usb: \"1-1\"\n    loaders: [/srv/images/l]\n\
-             flash:\n  enabled: true\n"
-        );
-        let errors = Config::parse(&board_own, "t.yaml").expect_err("refused").0;
+             flash:\n  enabled: true\n";
+        let errors = Config::parse(board_own, "t.yaml").expect_err("refused").0;
         assert!(
             errors
                 .iter()

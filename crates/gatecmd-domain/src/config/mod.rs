@@ -61,7 +61,7 @@ mod values;
 pub use approvals::{ApprovalRule, Approvers, Gated, GatedTool, approval_rule};
 pub use boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
-    MIN_CONSOLE_BUFFER_BYTES, OnRelease, STANDARD_BAUDS, power_boards_of,
+    MIN_CONSOLE_BUFFER_BYTES, OnRelease, STANDARD_BAUDS, UsbplugPair, power_boards_of,
 };
 pub use boots::BootSettings;
 pub use command::{CancelPolicy, CommandConfig, PatternConfig};

@@ -358,6 +358,15 @@ pub(crate) struct RawBoard {
     #[serde(default)]
     pub(crate) on_release: super::boards::OnRelease,
     pub(crate) loaders: Option<Vec<std::path::PathBuf>>,
+    /// `usbplug: {ddr, usbplug}`: the board's default DDR + usbplug pair (`flash_board`).
+    pub(crate) usbplug: Option<RawUsbplug>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUsbplug {
+    pub(crate) ddr: String,
+    pub(crate) usbplug: String,
 }
 
 #[derive(Deserialize)]

@@ -76,3 +76,34 @@ fn bad_shell_keys_are_refused_with_file_line_and_field() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn a_boards_usbplug_pair_loads_and_a_relative_path_is_refused_where_it_is() {
+    let c = Config::parse(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    usbplug: {ddr: /srv/loaders/ddr.bin, usbplug: /srv/loaders/usbplug.bin}\n",
+        "s.yaml",
+    )
+    .expect("valid");
+    let p = c.board("a").and_then(|b| b.usbplug.clone()).expect("pair");
+    assert_eq!(p.ddr, std::path::PathBuf::from("/srv/loaders/ddr.bin"));
+    assert_eq!(
+        p.usbplug,
+        std::path::PathBuf::from("/srv/loaders/usbplug.bin")
+    );
+    let e = Config::parse(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    usbplug: {ddr: ddr.bin, usbplug: /srv/u.bin}\n",
+        "s.yaml",
+    )
+    .expect_err("relative");
+    assert!(
+        e.0.iter().any(|e| e.field == "boards[0].usbplug.ddr"),
+        "{:?}",
+        e.0
+    );
+    let e = Config::parse(
+        "boards:\n  - name: a\n    usb: \"1-2\"\n    usbplug: {ddr: /a.bin}\n",
+        "s.yaml",
+    )
+    .expect_err("both files");
+    assert!(format!("{:?}", e.0).contains("usbplug"), "{:?}", e.0);
+}

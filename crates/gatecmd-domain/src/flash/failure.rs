@@ -111,7 +111,7 @@ impl FlashFailure {
             FlashFailure::Unreachable(_) => "configure power.maskrom for the board (docs/BOARDS.md), or put it into MaskROM or Loader mode by hand, then call flash_board again".into(),
             FlashFailure::PowerFailed { .. } | FlashFailure::PowerStart { .. } => "check the board's power switch and power.maskrom command (power_board, gatecmd check), then call flash_board again".into(),
             FlashFailure::NoRockusb { .. } => "check that the board's flashing cable is on the configured usb port (list_devices shows what is attached there), that power.maskrom really enters MaskROM, then call flash_board again".into(),
-            FlashFailure::NeedsLoader { allowed, .. } => format!("pass loader: the loader for this SoC, one the bench operator allows: {allowed} (list_boards shows them per board)"),
+            FlashFailure::NeedsLoader { allowed, .. } => format!("pass loader: the loader for this SoC, one the bench operator allows: {allowed} (list_boards shows them per board); or loader: {{ddr, usbplug}}, the DDR init blob and usbplug pair the operator allows"),
             FlashFailure::Loader { .. } => "pass the loader made for this SoC (rkbin's *_spl_loader_*.bin); the board stays in MaskROM until then, and nothing was written to its flash".into(),
             FlashFailure::Engine(e) => match e.as_ref() {
                 FlashError::ImageTooLarge { .. } => "flash an image that fits the board's flash; nothing was written".into(),

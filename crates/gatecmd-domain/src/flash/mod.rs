@@ -9,9 +9,12 @@
 //! - `step`: the steps, named once; a step's record; the events a running flash reports.
 //! - `run`: the orchestration, step by step.
 //! - `device`: the board's USB port as the registry sees it, and the wait for rockusb.
+//! - `input`: an input file opened beneath the file roots.
 //! - `hash`: an input file's SHA-256, taken beside the flash.
 //! - `loader_memory`: what earlier flashes of a board found of a loader (its reads' limit,
 //!   its largest transfer), per board and loader SHA-256.
+//! - `usbplug`: the DDR blob + usbplug bring-up, and the re-entry through it that verifies
+//!   whole what a packed loader's reads could not.
 //! - `outcome`: what a finished flash reports.
 //! - `failure`: why one stopped, what was seen, and what to do next.
 //! - `allowed_loaders`: the loader files `flash.loaders` allows, as agents are shown them.
@@ -20,13 +23,16 @@ mod allowed_loaders;
 mod device;
 mod failure;
 pub(crate) mod hash;
+mod input;
 mod loader_memory;
 mod outcome;
 mod run;
 mod step;
+mod usbplug;
 
 pub use allowed_loaders::{allowed_loader_files, allowed_loaders_words};
 pub use failure::{Failed, FlashFailure, Seen};
 pub use outcome::{FileFacts, FlashFacts, Flashed, Written};
 pub use run::{BOOT_LOG_BYTES, Events, Inputs, Known, OpenFile, flash, flash_known};
 pub use step::{Bytes, Event, Step, StepRecord};
+pub use usbplug::Pair;

@@ -9,7 +9,6 @@
 //! download takes no flag on purpose (a mask ROM left with half a loader takes nothing else
 //! until power-cycled), so a cancel that arrives then stops at the next step.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,11 +65,7 @@ const BOOT_SETTLE: Duration = Duration::from_secs(2);
 /// Bytes of boot log a result carries at most (the newest).
 pub const BOOT_LOG_BYTES: usize = 64 * 1024;
 
-/// An input file opened beneath the file roots, and where it resolved.
-pub struct OpenFile {
-    pub file: File,
-    pub path: PathBuf,
-}
+pub use super::input::OpenFile;
 
 /// Everything one flash needs, checked by the caller (lease, policy, file roots).
 pub struct Inputs {
@@ -79,6 +74,9 @@ pub struct Inputs {
     pub image: OpenFile,
     pub bmap: Option<OpenFile>,
     pub loader: Option<OpenFile>,
+    /// A DDR blob + usbplug pair: sent instead of a packed loader when the call names none,
+    /// and used to verify whole what a packed loader's reads could not (`usbplug` step).
+    pub usbplug: Option<super::usbplug::Pair>,
     /// Awaited on the console after the reset.
     pub wait_for: Option<Regex>,
     /// The whole call's limit.
@@ -102,6 +100,8 @@ pub struct Known {
     pub image: Option<String>,
     pub bmap: Option<String>,
     pub loader: Option<String>,
+    /// The pair's (DDR blob, usbplug).
+    pub usbplug: Option<(String, String)>,
 }
 
 /// Where a running flash's events go (from async code and from the USB thread).
@@ -214,6 +214,7 @@ pub async fn flash_known(
         image,
         bmap,
         loader,
+        usbplug,
         wait_for,
         timeout,
         journal_dir,
@@ -276,6 +277,7 @@ pub async fn flash_known(
             image,
             bmap,
             loader,
+            usbplug,
             known,
         },
         wait_for,
@@ -327,6 +329,7 @@ struct Files {
     image: OpenFile,
     bmap: Option<OpenFile>,
     loader: Option<OpenFile>,
+    usbplug: Option<super::usbplug::Pair>,
     known: Known,
 }
 
@@ -402,8 +405,18 @@ async fn steps(
         image,
         bmap,
         loader,
+        usbplug,
         known,
     } = files;
+    // The pair, read now (two small files): sent instead of a packed loader when the call
+    // names none, kept to verify whole what a packed loader's reads could not.
+    let pair = match usbplug {
+        Some(p) => {
+            let k = known.usbplug.clone();
+            Some(blocking(Step::DownloadBoot, move || super::usbplug::read(p, k)).await?)
+        }
+        None => None,
+    };
     run.done_ms(
         Step::Accept,
         t0.elapsed().as_millis() as u64,
@@ -535,6 +548,7 @@ async fn steps(
 
     // 3. The loader, if the board is in MaskROM. Never cancelled half-way.
     // The loader is kept: a loader that stalls a large transfer is sent again (`recover`).
+    let mut pair_sent = false;
     let (usb, loader_facts, boot_file) = match (mode, loader) {
         (RockchipMode::Loader, l) => {
             run.skipped(Step::DownloadBoot, "already in Loader mode");
@@ -544,6 +558,29 @@ async fn steps(
                 .map(|l| file_facts(l, loader_hash.and_then(FileHash::finish)));
             let boot = l.and_then(|l| BootFile::read(l.file).ok()).map(Arc::new);
             (usb, facts, boot)
+        }
+        (RockchipMode::MaskRom, None) if pair.is_some() => {
+            let ready = pair.as_ref().ok_or((
+                Step::DownloadBoot,
+                FlashFailure::Lost("the pair was not kept".into()),
+            ))?;
+            let (boot, facts) = (ready.boot.clone(), ready.facts.clone());
+            let t = run.started(Step::DownloadBoot);
+            let sent = boot.clone();
+            let (usb, report) = blocking(Step::DownloadBoot, move || {
+                Ok(usb.download_boot_and_wait(&sent, device_wait)?)
+            })
+            .await?;
+            let wait_ms = report.wait_secs.map(|s| (s * 1000.0) as u64).unwrap_or(0);
+            let total = t.elapsed().as_millis() as u64;
+            run.done_ms(
+                Step::DownloadBoot,
+                total.saturating_sub(wait_ms),
+                super::usbplug::download_detail(&boot, true, &report.sent),
+            );
+            events_done_await_loader(run, wait_ms);
+            pair_sent = true;
+            (usb, Some(facts), Some(boot))
         }
         (RockchipMode::MaskRom, None) => {
             return Err((
@@ -577,11 +614,7 @@ async fn steps(
             run.done_ms(
                 Step::DownloadBoot,
                 total.saturating_sub(wait_ms),
-                format!(
-                    "{} entries, {} bytes sent",
-                    report.sent.len(),
-                    report.sent.iter().map(|(_, _, n)| n).sum::<usize>()
-                ),
+                super::usbplug::download_detail(&boot, false, &report.sent),
             );
             events_done_await_loader(run, wait_ms);
             (usb, Some(facts), Some(boot))
@@ -644,7 +677,7 @@ async fn steps(
     opts.reads_unsound_from_lba = known.reads_unsound_from_lba;
     let chunk_size = opts.chunk_size;
     let (mut target, mut img, mut recovered) = (target, img, false);
-    let (report, target, t_write, verify_started) = loop {
+    let (report, target, t_write, verify_started, img) = loop {
         let t_write = run.started(Step::Write);
         let flag = stop.flag.clone();
         let events = run.events.clone();
@@ -739,7 +772,7 @@ async fn steps(
                 }
                 return Err((step, cancel_as_stop(stop, step, e.into())));
             }
-            Ok((Ok(r), target, _)) => break (r, target, t_write, verify_started),
+            Ok((Ok(r), target, i)) => break (r, target, t_write, verify_started, i),
         }
     };
     // The steps by the wall clock: the write from the engine's start (its journal opened)
@@ -773,7 +806,47 @@ async fn steps(
             Fact::ReadsUnsoundFromLba(lba),
         );
     }
-    run.done_ms(Step::Verify, verify_ms, verify_detail(&v));
+    run.done_ms(
+        Step::Verify,
+        verify_ms,
+        verify_detail(&v, pair.is_some() && !pair_sent && board.maskrom.is_some()),
+    );
+    // 5b. Reads unsound past some LBA, and the board has a DDR + usbplug pair and can be
+    // brought back to MaskROM: verified whole through the usbplug.
+    let (report, target) = match &pair {
+        Some(ready)
+            if !pair_sent
+                && v.unverified_bytes > 0
+                && board.maskrom.is_some()
+                && !stop.raised() =>
+        {
+            drop(target);
+            let t = run.started(Step::Usbplug);
+            maskrom_action(run.state, config, &board, waits)
+                .await
+                .map_err(|e| (Step::Usbplug, e))?;
+            let job = super::usbplug::Reentry {
+                port: device::engine_port(&board.usb),
+                boot: ready.boot.clone(),
+                device_wait,
+                transfer_blocks,
+                flag: stop.flag.clone(),
+            };
+            let (opts, events) = (opts.clone(), run.events.clone());
+            let (second, target) = blocking(Step::Usbplug, move || {
+                job.verify_whole(img, opts, progress_sink(events))
+                    .map_err(|e| e.into())
+            })
+            .await
+            .map_err(|(s, e)| (s, cancel_as_stop(stop, s, e)))?;
+            let detail = super::usbplug::reentry_detail(&ready.boot, &report, &second);
+            run.done(Step::Usbplug, t, detail);
+            (super::usbplug::merged(report, second), target)
+        }
+        _ => (report, target),
+    };
+    let (w, v) = (&report.write, report.verify.clone().unwrap_or_default());
+    run.bytes_written = w.bytes_written;
     let cursor = run.console.map(|c| c.bounds().1);
     run.console_cursor = cursor;
     let t = run.started(Step::Reset);
@@ -951,7 +1024,7 @@ async fn steps(
 
 /// The verification step's line: what was read back, what it vouches for, and plainly
 /// what it could not.
-fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
+fn verify_detail(v: &gatecmd_flash::VerifyReport, pair_follows: bool) -> String {
     let read = format!("{} read back", mib(v.bytes));
     match v.verification() {
         "read_back" => format!("{read}, every chunk equal"),
@@ -978,8 +1051,13 @@ fn verify_detail(v: &gatecmd_flash::VerifyReport) -> String {
             } else {
                 "known from an earlier flash of this board with this loader"
             };
+            let next = if pair_follows {
+                "the board's DDR blob + usbplug pair verifies them next (step usbplug)"
+            } else {
+                "a DDR blob + usbplug pair, whose reads are sound, verifies them: flash_board with loader: {ddr, usbplug} (rkbin's rk3588_ddr_….bin and rk3588_usbplug_v….bin, in flash.loaders), or the pair in the board's config (boards[].usbplug) with power.maskrom, which verifies whole after this loader"
+            };
             format!(
-                "{how}: {} verified by read-back, {} not verified: from {at} on, this loader's reads do not show what the flash holds{fill}, {how_found}. Those bytes were written (each write acknowledged by the loader) but are not verified; a loader with sound reads (the DDR blob and usbplug pair) verifies them",
+                "{how}: {} verified by read-back, {} not verified: from {at} on, this loader's reads do not show what the flash holds{fill}, {how_found}. Those bytes were written (each write acknowledged by the loader) but are not verified; {next}",
                 mib(v.verified_bytes),
                 mib(v.unverified_bytes),
             )

@@ -35,6 +35,10 @@ pub enum Step {
     /// loader sent again, the flash going on at the default transfer size (the outcome
     /// remembered by the loader's SHA-256).
     Recover,
+    /// A packed loader's reads were unsound past some LBA: `power.maskrom`, the board's
+    /// DDR + usbplug pair sent, and the whole image verified (resumed from the journal)
+    /// through the usbplug's rockusb.
+    Usbplug,
     /// The board reset to boot from its flash.
     Reset,
     /// The console awaited for `wait_for`.
@@ -57,6 +61,7 @@ impl Step {
             Step::Write => "write",
             Step::Verify => "verify",
             Step::Recover => "recover",
+            Step::Usbplug => "usbplug",
             Step::Reset => "reset",
             Step::AwaitConsole => "await_console",
             Step::HashFiles => "hash_files",

@@ -4,12 +4,14 @@
 //!   chip info; reset.
 //! - `download` — sending a loader to a board in MaskROM (`db`).
 //! - `target` — a board in Loader mode as a [`crate::BlockTarget`].
+//! - `transfer_size` — each transfer's size, chosen from the rate measured so far.
 //!
 //! The port path and mode types are [`crate::port`]'s, re-exported here.
 
 pub mod board;
 pub mod download;
 pub mod target;
+pub mod transfer_size;
 
 pub use board::{ChipInfo, Reset, RockusbBoard, UsbInfo};
 pub use download::DownloadReport;

@@ -5,13 +5,16 @@
 //! what rkdeveloptool (`DEFAULT_RW_LBA`), xrock and the `rockusb` crate's own `io()` send,
 //! so it is what every Rockchip loader is known to accept. The CB's sector count is 16
 //! bits and the crate's libusb transport gives each transfer 5 s;
-//! [`LoaderTarget::with_transfer_blocks`] raises the size, up to 4 MiB, for loaders known to
+//! [`LoaderTarget::with_transfer_blocks`] raises the cap, up to 4 MiB, for loaders known to
 //! take more (U-Boot's rockusb streams any size; the virtual board too — the README
-//! measures it).
+//! measures it). Under the cap each transfer is sized from the rate the link has shown
+//! (`transfer_size`): starting at 64 KiB, no transfer is sent that the last rate would
+//! not move in a fifth of the 5 s limit.
 
 use serde::Serialize;
 
 use super::board::{ChipInfo, RockusbBoard, UsbInfo, usb_err};
+use super::transfer_size::{TransferSize, Way};
 use super::{DeviceId, Mode};
 use crate::error::FlashError;
 use crate::target::{BlockTarget, TargetError};
@@ -41,6 +44,8 @@ pub struct LoaderTarget {
     board: RockusbBoard,
     info: FlashInfo,
     transfer_blocks: u32,
+    /// Each transfer's size, from the rate the link has shown (`transfer_size`).
+    sizes: TransferSize,
 }
 
 impl RockusbBoard {
@@ -81,6 +86,7 @@ impl RockusbBoard {
             board: self,
             info,
             transfer_blocks: DEFAULT_TRANSFER_BLOCKS,
+            sizes: TransferSize::new(DEFAULT_TRANSFER_BLOCKS),
         })
     }
 }
@@ -97,6 +103,7 @@ impl LoaderTarget {
             });
         }
         self.transfer_blocks = blocks;
+        self.sizes = TransferSize::new(blocks);
         Ok(self)
     }
 
@@ -182,9 +189,23 @@ impl BlockTarget for LoaderTarget {
         self.transfer_blocks
     }
 
+    fn next_transfer_blocks(&self, write: bool) -> u32 {
+        self.sizes.next(if write { Way::Write } else { Way::Read })
+    }
+
+    fn largest_write_blocks(&self) -> u32 {
+        match self.sizes.largest_write {
+            0 => self.sizes.next(Way::Write),
+            n => n,
+        }
+    }
+
     fn write_blocks(&mut self, lba: u64, data: &[u8]) -> Result<(), TargetError> {
         let at = self.lba32(lba, data.len())?;
+        let t0 = std::time::Instant::now();
         let n = self.board.dev.write_lba(at, data).map_err(target_err)?;
+        self.sizes
+            .measured(Way::Write, (data.len() / 512) as u32, t0.elapsed());
         if n as usize != data.len() {
             return Err(TargetError::Refused(format!(
                 "the board took {n} of {} bytes",
@@ -196,7 +217,10 @@ impl BlockTarget for LoaderTarget {
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         let at = self.lba32(lba, buf.len())?;
+        let t0 = std::time::Instant::now();
         let n = self.board.dev.read_lba(at, buf).map_err(target_err)?;
+        self.sizes
+            .measured(Way::Read, (buf.len() / 512) as u32, t0.elapsed());
         if n as usize != buf.len() {
             return Err(TargetError::Refused(format!(
                 "the board sent {n} of {} bytes",

@@ -8,12 +8,12 @@ use gatecmd_devices::DeviceId;
 
 use super::super::boards::{
     BoardConfig, ConsoleConfig, DEFAULT_CONSOLE_BUFFER_BYTES, MAX_CONSOLE_BUFFER_BYTES,
-    MIN_CONSOLE_BUFFER_BYTES, OnRelease, STANDARD_BAUDS,
+    MIN_CONSOLE_BUFFER_BYTES, OnRelease, STANDARD_BAUDS, UsbplugPair,
 };
 use super::super::command::CommandConfig;
 use super::super::power::commands::RawRecovery;
 use super::super::power::{Check, PowerAction, PowerConfig, Recovery, Report, check_action};
-use super::super::raw::{RawBoard, RawConsole};
+use super::super::raw::{RawBoard, RawConsole, RawUsbplug};
 use super::super::values::{check_name, parse_abs, port_error, valid_port_path};
 use super::validator::Validator;
 use gatecmd_devices::families;
@@ -27,6 +27,22 @@ impl Report for Validator {
 }
 
 impl Validator {
+    /// `usbplug: {ddr, usbplug}`: two absolute paths. Whether `flash.loaders` allows them
+    /// is asked when a flash would send them (as for a loader the call names).
+    fn usbplug(&mut self, i: usize, u: RawUsbplug) -> Option<UsbplugPair> {
+        let mut path = |key: &str, v: &str| {
+            let field = format!("boards[{i}].usbplug.{key}");
+            let at = self.at(&field);
+            self.value(parse_abs(v), at, field)
+        };
+        let ddr = path("ddr", &u.ddr);
+        let usbplug = path("usbplug", &u.usbplug);
+        Some(UsbplugPair {
+            ddr: ddr?,
+            usbplug: usbplug?,
+        })
+    }
+
     /// `power.recovery`: its action checked like `on`/`off`, its family and mode against
     /// the families table. Beside `power.maskrom` it is one too many (maskrom is the
     /// Rockchip's recovery).
@@ -182,6 +198,10 @@ impl Validator {
                 self.err(at, field("on_release"), why.into());
                 ok = false;
             }
+            let usbplug = match b.usbplug.take() {
+                None => Some(None),
+                Some(u) => self.usbplug(i, u).map(Some),
+            };
             if let (
                 true,
                 Some(usb),
@@ -190,7 +210,8 @@ impl Validator {
                 Some(shell),
                 Some(maskrom),
                 Some(recovery_action),
-            ) = (ok, usb, console, power, shell, maskrom, recovery)
+                Some(usbplug),
+            ) = (ok, usb, console, power, shell, maskrom, recovery, usbplug)
             {
                 out.push(BoardConfig {
                     name: b.name,
@@ -203,6 +224,7 @@ impl Validator {
                     shell,
                     on_release,
                     loaders: b.loaders,
+                    usbplug,
                 });
             }
         }

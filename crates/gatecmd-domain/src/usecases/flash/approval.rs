@@ -165,6 +165,13 @@ pub(super) fn request(
             what.push_str(&format!(" {name} {}", f.path.display()));
         }
     }
+    if let Some(p) = &files.usbplug {
+        what.push_str(&format!(
+            " ddr {} usbplug {}",
+            p.ddr.path.display(),
+            p.usbplug.path.display()
+        ));
+    }
     NewRequest {
         client: ask.client.clone(),
         note: ask.note.clone(),
@@ -228,9 +235,14 @@ pub(super) fn unchanged(files: &Files, hashed: Hashed) -> Result<Known, Refused>
     let image = digests.next();
     let bmap = files.bmap.as_ref().and_then(|_| digests.next());
     let loader = files.loader.as_ref().and_then(|_| digests.next());
+    let usbplug = files
+        .usbplug
+        .as_ref()
+        .and_then(|_| Some((digests.next()?, digests.next()?)));
     Ok(Known {
         image,
         bmap,
         loader,
+        usbplug,
     })
 }

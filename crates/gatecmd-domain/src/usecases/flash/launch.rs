@@ -69,6 +69,7 @@ where
         image: files.image,
         bmap: files.bmap,
         loader: files.loader,
+        usbplug: files.usbplug,
         wait_for,
         timeout,
         journal_dir: policy.journal_dir(&config.state_dir),

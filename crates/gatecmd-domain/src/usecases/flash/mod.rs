@@ -24,7 +24,7 @@ mod request;
 pub use approval::{Approve, Stamp};
 pub use launch::{Answer, LineSink, Progress, launch};
 pub use prepare::{DEFAULT_TIMEOUT_SECS, Prepared, audit_refused, prepare};
-pub use request::{Ask, Refused};
+pub use request::{Ask, PairNames, Refused};
 
 #[cfg(test)]
 mod tests;

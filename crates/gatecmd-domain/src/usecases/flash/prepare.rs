@@ -12,10 +12,10 @@ use gatecmd_core::sanitizer::{FileArgError, FileKind, FileRules, open_file_arg};
 use regex::{Regex, RegexBuilder};
 
 use super::approval::{self, Approve};
-use super::request::{Ask, Files, Refused};
+use super::request::{Ask, Files, PairNames, Refused};
 use crate::audit::{FlashOutcome, FlashRecord};
-use crate::config::{Config, Gated, GatedTool, approval_rule};
-use crate::flash::{Known, OpenFile, Step};
+use crate::config::{BoardConfig, Config, Gated, GatedTool, approval_rule};
+use crate::flash::{Known, OpenFile, Pair, Step};
 use crate::permits::Permit;
 use crate::state::AppState;
 use crate::usecases::take::{Caller, TakeError, Taken, take_leased_board};
@@ -47,7 +47,7 @@ pub async fn prepare(
     approve: &impl Approve,
 ) -> Result<Prepared, Refused> {
     let config = state.config();
-    policy(&config, ask, None)?;
+    policy(&config, ask, std::iter::empty())?;
     let max = config.limits.max_timeout_secs;
     let secs = ask.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS.min(max));
     if secs == 0 || secs > max {
@@ -64,8 +64,16 @@ pub async fn prepare(
             .as_deref()
             .map(|l| open("loader", l))
             .transpose()?,
+        usbplug: pair_names(ask, &taken.board)
+            .map(|p| {
+                Ok::<_, Refused>(Pair {
+                    ddr: open("loader.ddr", &p.ddr)?,
+                    usbplug: open("loader.usbplug", &p.usbplug)?,
+                })
+            })
+            .transpose()?,
     };
-    policy(&config, ask, files.loader.as_ref())?;
+    policy(&config, ask, files.loaders())?;
     let gated = Gated::Tool {
         tool: GatedTool::FlashBoard,
         action: "flash",
@@ -92,7 +100,7 @@ pub async fn prepare(
     approval::ask(ask, approve, request, key).await?;
     // A reload while it waited may have taken the permission away.
     let config = state.config();
-    policy(&config, ask, files.loader.as_ref())?;
+    policy(&config, ask, files.loaders())?;
     let (slot, taken) = take(state, &config, ask, wait_for.is_some()).await?;
     let known = approval::unchanged(&files, hashed)?;
     Ok(Prepared {
@@ -116,8 +124,25 @@ pub fn audit_refused(state: &AppState, ask: &Ask, reason: &str, message: &str) {
     });
 }
 
-/// What `flash.` allows: flashing at all, this client, this board, this loader.
-fn policy(config: &Config, ask: &Ask, loader: Option<&OpenFile>) -> Result<(), Refused> {
+/// The DDR + usbplug pair of this flash: the call's, or else the board's default
+/// (`boards[].usbplug`), which then also serves to verify whole what a packed loader's
+/// reads could not.
+fn pair_names(ask: &Ask, board: &BoardConfig) -> Option<PairNames> {
+    ask.usbplug.clone().or_else(|| {
+        board.usbplug.as_ref().map(|p| PairNames {
+            ddr: p.ddr.display().to_string(),
+            usbplug: p.usbplug.display().to_string(),
+        })
+    })
+}
+
+/// What `flash.` allows: flashing at all, this client, this board, these loader files
+/// (a packed loader, a DDR blob and a usbplug alike).
+fn policy<'a>(
+    config: &Config,
+    ask: &Ask,
+    loaders: impl Iterator<Item = &'a OpenFile>,
+) -> Result<(), Refused> {
     let policy = &config.flash;
     if !policy.enabled {
         return Err(Refused::Disabled);
@@ -131,14 +156,14 @@ fn policy(config: &Config, ask: &Ask, loader: Option<&OpenFile>) -> Result<(), R
         let allowed = policy.boards.iter().flatten().cloned().collect();
         return Err(Refused::BoardNotAllowed { allowed });
     }
-    // The board's own `loaders`, else `flash.loaders`; the refusal names the files.
+    // The board's own `loaders`, else `flash.loaders`; the refusal names the files. A
+    // DDR + usbplug pair is two files, each held to it.
     let allowed_list = match config.board(&ask.board) {
         Some(b) => b.loaders(policy),
         None => policy.loaders.as_deref(),
     };
-    if let Some(l) = loader
-        && !crate::config::loader_in(allowed_list, &l.path)
-    {
+    let mut refused = loaders.filter(|l| !crate::config::loader_in(allowed_list, &l.path));
+    if let Some(l) = refused.next() {
         let allowed = crate::flash::allowed_loader_files(allowed_list).unwrap_or_default();
         return Err(Refused::LoaderNotAllowed {
             path: l.path.display().to_string(),

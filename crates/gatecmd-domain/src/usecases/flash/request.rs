@@ -7,7 +7,7 @@ use gatecmd_core::refusal::Refusal;
 use gatecmd_core::refusal::common::LeaseMissing;
 use gatecmd_core::sanitizer::FileArgError;
 
-use crate::flash::OpenFile;
+use crate::flash::{OpenFile, Pair};
 use crate::locks::{LockError, SessionId};
 
 /// A flash request as the use case reads it (the surface's arguments, and who asks).
@@ -22,12 +22,21 @@ pub struct Ask {
     pub image: String,
     pub bmap: Option<String>,
     pub loader: Option<String>,
+    /// `loader: {ddr, usbplug}`: a DDR blob and usbplug pair instead of a packed loader.
+    pub usbplug: Option<PairNames>,
     pub wait_for: Option<String>,
     pub timeout_secs: Option<u64>,
     /// Why, for the approver.
     pub note: Option<String>,
     /// When the call arrived (the `accept` step and `took_ms` count from here).
     pub received: Instant,
+}
+
+/// A DDR init blob and a usbplug by the names a call (or a board's config) gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairNames {
+    pub ddr: String,
+    pub usbplug: String,
 }
 
 /// Why a flash was refused before its job started; the surface words each.
@@ -60,7 +69,8 @@ pub enum Refused {
     Lock(LockError),
     /// `wait_for` was given and the board has no console.
     NoConsole,
-    /// An input file that cannot be used (`what`: `image`, `bmap`, `loader`).
+    /// An input file that cannot be used (`what`: `image`, `bmap`, `loader`,
+    /// `loader.ddr`, `loader.usbplug`).
     File {
         what: &'static str,
         value: String,
@@ -90,12 +100,21 @@ pub(super) struct Files {
     pub image: OpenFile,
     pub bmap: Option<OpenFile>,
     pub loader: Option<OpenFile>,
+    /// The DDR + usbplug pair (the call's, or the board's default).
+    pub usbplug: Option<Pair>,
 }
 
 impl Files {
+    /// The files sent to the mask ROM: a packed loader, a DDR blob, a usbplug.
+    pub(super) fn loaders(&self) -> impl Iterator<Item = &OpenFile> {
+        (self.loader.iter()).chain(self.usbplug.iter().flat_map(|p| [&p.ddr, &p.usbplug]))
+    }
+
+    /// Every open file; the pair's last (an approval's digests are read in this order).
     pub(super) fn iter(&self) -> impl Iterator<Item = &OpenFile> {
         std::iter::once(&self.image)
             .chain(self.bmap.as_ref())
             .chain(self.loader.as_ref())
+            .chain(self.usbplug.iter().flat_map(|p| [&p.ddr, &p.usbplug]))
     }
 }

@@ -90,6 +90,7 @@ fn ask(lease: &str) -> Ask {
         image: "disk.img".into(),
         bmap: None,
         loader: None,
+        usbplug: None,
         wait_for: None,
         timeout_secs: Some(60),
         note: Some("the new image".into()),

@@ -29,7 +29,7 @@ use gatecmd_domain::flash::{Flashed, Seen, Step, StepRecord};
 use gatecmd_domain::jobs::{Job, JobState, Origin};
 use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
-use gatecmd_domain::usecases::flash::{self as usecase, Ask, Progress};
+use gatecmd_domain::usecases::flash::{self as usecase, Ask, PairNames, Progress};
 pub use refusal::FlashRefusal;
 use refusal::worded;
 use render::render;
@@ -39,6 +39,21 @@ mod render;
 
 /// The percentage in a progress line (`write 12.0 MiB of 64.0 MiB (18.4%) …`).
 const PERCENT: &str = r"\((\d+(?:\.\d+)?)%\)";
+
+/// `flash_board`'s `loader`: a packed loader, or a DDR blob and usbplug pair.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum LoaderArg {
+    /// A packed loader (`*_spl_loader_*.bin`), a path in the file roots.
+    Packed(String),
+    /// A DDR init blob and a usbplug, paths in the file roots.
+    Pair {
+        /// rkbin's DDR init blob (`rk3588_ddr_….bin`), sent as 0x471.
+        ddr: String,
+        /// rkbin's usbplug (`rk3588_usbplug_v….bin`), sent as 0x472.
+        usbplug: String,
+    },
+}
 
 /// Arguments of `flash_board`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -54,10 +69,13 @@ pub struct FlashRequest {
     /// verified.
     #[serde(default)]
     pub bmap: Option<String>,
-    /// The Rockchip loader (rkbin's *_spl_loader_*.bin), needed when the board is (or is
-    /// put) in MaskROM mode.
+    /// The Rockchip loader, needed when the board is (or is put) in MaskROM mode and its
+    /// config names no DDR + usbplug pair: a packed loader's path (rkbin's
+    /// *_spl_loader_*.bin, sent as rkdeveloptool db does), or {ddr, usbplug}: rkbin's DDR
+    /// init blob and usbplug (sent as 0x471 then 0x472, as xrock maskrom does), whose reads
+    /// verify the whole image on an RK3588.
     #[serde(default)]
-    pub loader: Option<String>,
+    pub loader: Option<LoaderArg>,
     /// A regex awaited on the console after the reset (`login:`); the result then holds
     /// the boot log up to it.
     #[serde(default)]
@@ -205,7 +223,14 @@ pub async fn flash_call(
         board: req.board,
         image: req.image,
         bmap: req.bmap,
-        loader: req.loader,
+        loader: match &req.loader {
+            Some(LoaderArg::Packed(l)) => Some(l.clone()),
+            _ => None,
+        },
+        usbplug: match req.loader {
+            Some(LoaderArg::Pair { ddr, usbplug }) => Some(PairNames { ddr, usbplug }),
+            _ => None,
+        },
         wait_for: req.wait_for,
         timeout_secs: req.timeout_secs,
         note: req.note,
