@@ -8,7 +8,6 @@ mod outcome;
 mod rejected;
 pub mod render;
 pub mod run;
-mod wrong_mode;
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;

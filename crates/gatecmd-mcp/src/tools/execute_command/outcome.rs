@@ -7,7 +7,7 @@ use std::time::Duration;
 use rmcp::model::CallToolResult;
 
 use crate::calls::answer::{refusal, structured, structured_error};
-use crate::views::DeviceLeft;
+use crate::views::{DeviceLeft, mode_hint};
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::usecases::command::{Answer, Finished, Left, Refused, Report};
 
@@ -43,14 +43,6 @@ impl Answer for ExecuteResult {
     fn refusal(r: Refusal) -> Option<serde_json::Value> {
         serde_json::to_value(refusal(r)).ok()
     }
-}
-
-/// The wrong-mode hint of a run that did not succeed (a run that worked needs none).
-fn mode_hint(run: &Report) -> Option<String> {
-    (!run.succeeded() && !run.dry_run)
-        .then_some(run.wrong_mode.as_ref())
-        .flatten()
-        .map(super::wrong_mode::hint)
 }
 
 type Json2 = (Option<serde_json::Value>, Option<serde_json::Value>);

@@ -1,33 +1,11 @@
 //! Text renderings of `execute_command` for people: the result, a dry run, the isolated
 //! view.
 
-use gatecmd_domain::isolation::{Privilege, View};
 pub use gatecmd_domain::usecases::command::shell_words;
 use gatecmd_domain::usecases::command::{DryRun, Report};
 
 use super::interface::ExecuteResult;
-
-/// The isolated view, for people (dry runs and results).
-pub fn render_view(v: &View) -> String {
-    let mut s = format!(
-        "isolated view of board {} (bus {:03} device {:03}; {}):\n  {} holds only: {}\n",
-        v.device,
-        v.busnum,
-        v.devnum,
-        match v.privilege {
-            Privilege::Root => "mount namespace",
-            Privilege::UserNamespace => "user + mount namespace",
-        },
-        v.sysfs_listing,
-        v.sysfs_entries.join(", ")
-    );
-    s.push_str(&format!(
-        "  {} holds only: {}\n",
-        v.usbfs_dir,
-        v.device_nodes.join(", ")
-    ));
-    s
-}
+use crate::views::render_view;
 
 pub fn render(answer: &ExecuteResult) -> String {
     let r = &answer.run;

@@ -1,7 +1,17 @@
-//! `execute_command`'s words for a run that failed on a device in a mode its pattern does
-//! not work in (`modes:`): what the mode is and the call that gets the device there.
+//! The words for a run that failed on a device in a mode its pattern does not work in
+//! (`modes:`): what the mode is and the call that gets the device there (a loader download,
+//! `flash_board`, `boot_board {to: "maskrom"}`), as `execute_command`'s answer and a job's
+//! stored answer show it (`mode_hint`), like [`super::DeviceLeft`]'s words.
 
-use gatecmd_domain::usecases::command::WrongMode;
+use gatecmd_domain::usecases::command::{Report, WrongMode};
+
+/// The wrong-mode hint of a run that did not succeed (a run that worked needs none).
+pub fn mode_hint(run: &Report) -> Option<String> {
+    (!run.succeeded() && !run.dry_run)
+        .then_some(run.wrong_mode.as_ref())
+        .flatten()
+        .map(hint)
+}
 
 /// The hint, naming real calls: a loader download (a `loader_args` pattern of the same
 /// command, or `flash_board`) from MaskROM, `boot_board {to: "maskrom"}` towards MaskROM.
