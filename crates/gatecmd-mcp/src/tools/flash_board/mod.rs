@@ -29,31 +29,18 @@ use gatecmd_domain::flash::{Flashed, Seen, Step, StepRecord};
 use gatecmd_domain::jobs::{Job, JobState, Origin};
 use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
-use gatecmd_domain::usecases::flash::{self as usecase, Ask, PairNames, Progress};
+use gatecmd_domain::usecases::flash::{self as usecase, Ask, Progress};
+pub use loader_arg::LoaderArg;
 pub use refusal::FlashRefusal;
 use refusal::worded;
 use render::render;
 
+mod loader_arg;
 mod refusal;
 mod render;
 
 /// The percentage in a progress line (`write 12.0 MiB of 64.0 MiB (18.4%) …`).
 const PERCENT: &str = r"\((\d+(?:\.\d+)?)%\)";
-
-/// `flash_board`'s `loader`: a packed loader, or a DDR blob and usbplug pair.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum LoaderArg {
-    /// A packed loader (`*_spl_loader_*.bin`), a path in the file roots.
-    Packed(String),
-    /// A DDR init blob and a usbplug, paths in the file roots.
-    Pair {
-        /// rkbin's DDR init blob (`rk3588_ddr_….bin`), sent as 0x471.
-        ddr: String,
-        /// rkbin's usbplug (`rk3588_usbplug_v….bin`), sent as 0x472.
-        usbplug: String,
-    },
-}
 
 /// Arguments of `flash_board`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -223,14 +210,8 @@ pub async fn flash_call(
         board: req.board,
         image: req.image,
         bmap: req.bmap,
-        loader: match &req.loader {
-            Some(LoaderArg::Packed(l)) => Some(l.clone()),
-            _ => None,
-        },
-        usbplug: match req.loader {
-            Some(LoaderArg::Pair { ddr, usbplug }) => Some(PairNames { ddr, usbplug }),
-            _ => None,
-        },
+        loader: req.loader.as_ref().and_then(LoaderArg::packed),
+        usbplug: req.loader.and_then(LoaderArg::pair),
         wait_for: req.wait_for,
         timeout_secs: req.timeout_secs,
         note: req.note,
