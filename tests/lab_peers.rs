@@ -52,15 +52,25 @@ fn with_board(s: Server) -> Server {
 }
 
 /// bench-2 (a board b2; its own client vm-c, bench-1 as a peer) and bench-1 (a board b1;
+/// its agents vm-a and vm-b; bench-2 as its peer).
+fn lab_of_two_agents() -> (Server, Server) {
+    lab_with(&format!("  - {{name: vm-b, token: {TOKEN_B}}}\n"))
+}
+
+/// bench-2 (a board b2; its own client vm-c, bench-1 as a peer) and bench-1 (a board b1;
 /// its agent vm-a; bench-2 as its peer).
 fn lab() -> (Server, Server) {
+    lab_with("")
+}
+
+fn lab_with(more_clients: &str) -> (Server, Server) {
     let two = format!(
         "clients:\n  - {{name: vm-c, token: {TOKEN_B}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\n{}",
         board("b2")
     );
     let s2 = with_board(Server::start(&two));
     let one = format!(
-        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\n{more_clients}labgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
         s2.url,
         board("b1")
     );
@@ -198,6 +208,11 @@ async fn an_agent_uses_a_board_of_another_host_through_its_own() {
     assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
     assert!(text(&r).contains("bench-9"), "{}", text(&r));
 
+    let audit = std::fs::read_to_string(s2.path("state/audit.log")).unwrap_or_default();
+    assert!(
+        audit.contains("bench-1/vm-a"),
+        "bench-2's audit names HOST/CLIENT: {audit}"
+    );
     let r = call(&a, "unlock_device", json!({"lease": lease})).await;
     assert!(!is_error(&r), "{r:?}");
     let l = call(&c, "list_boards", json!({})).await;
@@ -299,5 +314,45 @@ async fn a_peer_killed_mid_lease_is_unreachable_within_ten_seconds() {
         "already_held",
         "b1 is a's own lease still: {r:?}"
     );
+    drop(s2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lab_wide_wait_gets_the_first_board_freed_on_any_host() {
+    let (s1, s2) = lab_of_two_agents();
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let b = connect(&s1.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let (lease, _) = lease_remote(&a).await;
+    let r = call(
+        &b,
+        "lock_board",
+        json!({"match": {"soc": "rk3588"}, "scope": "lab"}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "device_busy", "{r:?}");
+    assert!(
+        text(&r).contains("bench-2"),
+        "names every host: {}",
+        text(&r)
+    );
+    let waiter = tokio::spawn(async move {
+        let r = call(
+            &b,
+            "lock_board",
+            json!({"match": {"soc": "rk3588"}, "scope": "lab", "wait_secs": 20}),
+        )
+        .await;
+        (structured(&r), b)
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = call(&a, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (v, _b) = waiter.await.expect("waiter");
+    assert_eq!(v["board"], "bench-2/b2", "{v}");
+    assert_eq!(v["holder"], "bench-1/vm-b", "{v}");
     drop(s2);
 }
