@@ -356,3 +356,48 @@ async fn a_lab_wide_wait_gets_the_first_board_freed_on_any_host() {
     assert_eq!(v["holder"], "bench-1/vm-b", "{v}");
     drop(s2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_says_which_peers_answer_and_which_refuse_the_token() {
+    let (s1, s2) = lab();
+    let cfg = s1.dir.path().join("check.yaml");
+    let text = format!(
+        "labgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n    - {{name: bench-x, url: \"{}\", token: not-the-token}}\n    - {{name: bench-y, url: \"http://127.0.0.1:1/mcp\", token: t}}\n",
+        s2.url, s2.url
+    );
+    std::fs::write(&cfg, text).expect("write");
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gatecmd"))
+            .arg("check")
+            .arg("--config")
+            .arg(&cfg)
+            .env("STATE_DIRECTORY", s1.dir.path().join("state-check"))
+            .output()
+            .expect("check")
+    })
+    .await
+    .expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("lab peer bench-2")
+            && l.contains("answers")
+            && l.contains("1 board(s)")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lab peer bench-x") && l.contains("refused")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lab peer bench-y") && l.contains("did not answer")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("not-the-token") && !text.contains(PEER_TOKEN),
+        "no token shown: {text}"
+    );
+}
