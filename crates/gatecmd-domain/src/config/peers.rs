@@ -92,6 +92,14 @@ pub struct LabPeer {
     pub token: PeerToken,
 }
 
+/// The configured client a caller's name is judged as by name-keyed policies
+/// (`write_roots`, `staging`, `flash.clients`): an agent acting through a lab peer,
+/// `HOST/CLIENT`, is the peer client `HOST` (a configured name never holds `/`); any other
+/// name is itself. So a peer's token reaches no further than its own client's policy.
+pub fn configured_client(name: &str) -> &str {
+    name.split_once('/').map_or(name, |(host, _)| host)
+}
+
 /// The peer named `host`, if configured.
 pub fn peer<'a>(peers: &'a [LabPeer], host: &str) -> Option<&'a LabPeer> {
     peers.iter().find(|p| p.name == host)

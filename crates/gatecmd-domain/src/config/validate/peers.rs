@@ -116,6 +116,26 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_through_a_peer_has_the_peer_clients_write_roots() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = dir.path().display();
+        let text = format!(
+            "file_roots: [{root}]\nclients:\n  - {{name: bench-1, token: t, peer: true}}\nflash:\n  enabled: true\n  clients: [bench-1]\n"
+        );
+        let c = Config::parse(&text, "t.yaml").expect("valid");
+        let p = c.staging.policy("bench-1/vm-a");
+        assert!(
+            !p.write_roots.allows(dir.path()),
+            "bench-1 has no write_roots, so neither has its agent"
+        );
+        assert!(
+            c.staging.policy("default").write_roots.allows(dir.path()),
+            "unlisted local names as before"
+        );
+        assert!(c.flash.allows_client("bench-1/vm-a") && !c.flash.allows_client("bench-2/vm-a"));
+    }
+
+    #[test]
     fn a_token_file_must_be_owner_only() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tmp");
