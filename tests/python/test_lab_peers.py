@@ -105,3 +105,60 @@ async def test_an_agent_leases_here_first_then_on_the_other_hosts(lab, mode):
             assert r.is_error is not True, r
         _, v = await call(a, "list_boards", scope="lab")
         assert all(b["lock"].get("holder") is None for b in v["boards"]), v
+
+
+class PeeredBench:
+    """test_labgrid's bench-1 (an exporter of a real labgrid 26 coordinator) with a peer
+    client for bench-0, the agent's host."""
+
+    def __new__(cls, directory, coordinator, testbed):
+        import test_labgrid as lg
+
+        class Bench(lg.Bench):
+            def start(self) -> None:
+                text = lg.config(self.coordinator, self.name, self.tty, people=self.people)
+                text = text.replace("clients:\n", f"clients:\n  - {{name: bench-0, token: {PEER}, peer: true}}\n", 1)
+                self.server = Server(self.dir, text, env=self.env)
+                self.wait_registered(1)
+
+        return Bench(directory, coordinator, testbed)
+
+
+@pytest.mark.anyio
+async def test_a_remote_agent_holds_the_labgrid_place_as_host_slash_client(tmp_path, testbed):
+    import test_labgrid as lg
+
+    testbed.add("usb1-root-hub.umockdev")
+    testbed.add("rk3588-maskrom-1-2.umockdev")
+    for d in ["coord", "bench", "bench-0"]:
+        (tmp_path / d).mkdir()
+    c = lg.Coordinator(tmp_path / "coord")
+    b = PeeredBench(tmp_path / "bench", c, testbed)
+    zero = Server(
+        tmp_path / "bench-0",
+        f"clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nlabgrid:\n  peers:\n"
+        f"    - {{name: bench-1, url: \"{b.server.url}\", token: {PEER}}}\n",
+    )
+    try:
+        lg.make_place(c, "p1")
+        async with connect(zero.url, TOKEN_A, "auto") as a:
+            r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
+            assert r.is_error is not True, r
+            assert (v["board"], v["holder"]) == ("bench-1/rock5b-1", "bench-0/vm-a"), v
+            lg.wait_until(
+                lambda: lg.acquired_by(c, "p1") == "bench-1/gatecmd:bench-0:vm-a", 10, "the mirror acquisition"
+            )
+            # A person's labgrid-client is refused the place while the remote agent holds it,
+            # and the place says who, as HOST/CLIENT.
+            refused = c.client("acquire", place="p1", check=False)
+            assert refused.returncode != 0, refused.stdout
+            assert "already acquired by bench-1/gatecmd:bench-0:vm-a" in refused.stderr, refused.stderr
+            shown = c.client("show", place="p1").stdout
+            assert "'client bench-0/vm-a since" in shown, shown
+            r, v = await call(a, "unlock_device", lease=v["lease_id"])
+            assert r.is_error is not True, r
+            lg.wait_until(lambda: lg.acquired_by(c, "p1") == "None", 10, "the mirror's release")
+    finally:
+        zero.stop()
+        b.close()
+        c.stop()
