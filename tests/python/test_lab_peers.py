@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 
+import anyio
+
 import pytest
 
 from conftest import TOKEN_A, TOKEN_B, Server, connect
@@ -142,6 +144,19 @@ async def test_a_remote_agent_holds_the_labgrid_place_as_host_slash_client(tmp_p
     try:
         lg.make_place(c, "p1")
         async with connect(zero.url, TOKEN_A, "auto") as a:
+            # A person's labgrid acquisition blocks the agents of every host.
+            c.client("acquire", place="p1")
+            lg.wait_until(lambda: lg.acquired_by(c, "p1") == f"desk/{lg.USER}", 10, "the person's acquisition")
+            deadline = anyio.current_time() + 10
+            while True:
+                r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
+                if r.is_error or anyio.current_time() > deadline:
+                    break
+                await call(a, "unlock_device", lease=v["lease_id"])  # taken before the hold showed
+                await anyio.sleep(0.1)
+            assert v["refusal"]["reason"] == "device_busy", v
+            assert f"desk/{lg.USER}" in v["refusal"]["message"], v
+            c.client("release", place="p1")
             r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
             assert r.is_error is not True, r
             assert (v["board"], v["holder"]) == ("bench-1/rock5b-1", "bench-0/vm-a"), v
