@@ -148,11 +148,11 @@ async fn peer_boards(peer: &LabPeer, caller: &str) -> Result<Vec<Value>, String>
         .take(1024)
         .cloned()
         .map(|mut b| {
-            let name = b
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+            // A peer's board name is shown as one clean line of at most 64 characters.
+            let name = gatecmd_core::output::one_line(
+                b.get("name").and_then(Value::as_str).unwrap_or_default(),
+                64,
+            );
             b["name"] = qualify(&peer.name, &name).into();
             b["host"] = peer.name.clone().into();
             b["reachable"] = true.into();
@@ -191,22 +191,21 @@ pub async fn list(state: &AppState, caller: &str) -> rmcp::model::CallToolResult
             })
             .unwrap_or_default();
         let holder = b.pointer("/lock/holder").and_then(Value::as_str);
+        let unreachable = if b.get("reachable") == Some(&Value::Bool(false)) {
+            ", unreachable"
+        } else {
+            ""
+        };
+        let tags = if tags.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", tags.join(" "))
+        };
+        let held = holder.map_or_else(|| "free".to_string(), |h| format!("held by {h}"));
         text.push_str(&format!(
-            "{} (host {}{}{}): {}{}\n",
+            "{} (host {}{tags}{unreachable}): {held}\n",
             s("name"),
-            s("host"),
-            if tags.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", tags.join(" "))
-            },
-            if b.get("reachable") == Some(&Value::Bool(false)) {
-                ", unreachable"
-            } else {
-                ""
-            },
-            holder.map_or_else(|| "free".to_string(), |h| format!("held by {h}")),
-            String::new(),
+            s("host")
         ));
     }
     crate::calls::answer::structured(&lab, text)
