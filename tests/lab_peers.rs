@@ -401,3 +401,29 @@ async fn check_says_which_peers_answer_and_which_refuse_the_token() {
         "no token shown: {text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_answering_is_unreachable_within_ten_seconds_whatever_the_calls_wait() {
+    let (s1, s2) = lab();
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let c = connect(&s2.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("c");
+    console_open(&c).await;
+    let (lease, b) = lease_remote(&a).await;
+    s2.signal(nix::sys::signal::Signal::SIGSTOP);
+    let t = Instant::now();
+    let r = call(
+        &a,
+        "board_run",
+        json!({"board": b, "lease": lease, "command": "true", "timeout_secs": 60}),
+    )
+    .await;
+    let took = t.elapsed();
+    s2.signal(nix::sys::signal::Signal::SIGCONT);
+    assert_eq!(refusal_reason(&r), "host_unreachable", "{r:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(text(&r).contains("bench-2"), "{}", text(&r));
+}

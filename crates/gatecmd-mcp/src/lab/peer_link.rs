@@ -13,8 +13,13 @@ use serde_json::{Value, json};
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::config::LabPeer;
 
-/// How long a peer may take beyond the call's own wait before it counts as unreachable.
+/// How long a peer may take beyond the call's own wait to end its answer before it counts
+/// as unreachable.
 pub const PEER_GRACE: Duration = Duration::from_secs(10);
+/// How long a peer may take to start its answer (its headers; a gatecmd sends them within
+/// about 2 s, streaming a slower call), so that a peer that stopped is found within 10 s
+/// whatever the call's own wait.
+pub const HEADERS_WITHIN: Duration = Duration::from_secs(8);
 /// How long `list_boards {scope: "lab"}` waits for each host.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most bytes of one peer answer read (a `console_read` or `board_run` answer is far less).
@@ -144,10 +149,11 @@ async fn exchange(
     if let Some(a) = agent {
         req = req.header(ON_BEHALF_OF, a);
     }
-    let mut resp = req
-        .body(body.to_string())
-        .send()
+    // A gatecmd answers every POST's headers within about 2 s (a slower call streams), so
+    // a peer that sends none in time has stopped, whatever the call's own wait.
+    let mut resp = tokio::time::timeout(HEADERS_WITHIN, req.body(body.to_string()).send())
         .await
+        .map_err(|_| unreachable(format!("no answer within {} s", HEADERS_WITHIN.as_secs())))?
         .map_err(|e| unreachable(cause(&e)))?;
     let status = resp.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
