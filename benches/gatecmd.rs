@@ -12,6 +12,7 @@ mod metrics_rows;
 mod umockdev;
 
 mod console_rows;
+mod lab_rows;
 mod live_rows;
 mod shell_rows;
 #[path = "../tests/sim_board/mod.rs"]
@@ -798,6 +799,11 @@ fn main() {
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "shell") {
         // The board_run rows alone.
         print(&rt.block_on(shell_rows::rows(&z)));
+        return;
+    }
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "lab") {
+        // The lab rows alone (issue 49): a peer's board against this host's.
+        print(&rt.block_on(lab_rows::rows(&z)));
         return;
     }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "console") {

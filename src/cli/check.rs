@@ -63,6 +63,9 @@ pub(super) fn check(explicit: Option<PathBuf>) -> ExitCode {
             println!("{line}");
         }
     }
+    for line in crate::lab::peers::check_lines(&config.lab_peers) {
+        println!("{line}");
+    }
     for note in password_notes(&config) {
         println!("{note}");
     }

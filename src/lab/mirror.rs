@@ -32,8 +32,17 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The labgrid client name a mirror acquires under: `EXPORTER/gatecmd:CLIENT`
 /// (`labgrid-client` prints it: "Place P is already acquired by bench-1/gatecmd:vm-a").
+/// An agent of another host acting through a lab peer, `HOST/CLIENT`, is written
+/// `HOST:CLIENT` there (`bench-1/gatecmd:bench-0:vm-a`): labgrid-client splits a holder's
+/// name at its one `/` and fails on a second. Client names hold no `:`, so
+/// [`agent_of_user`] reads it back.
 pub fn mirror_user(exporter: &str, agent: &str) -> String {
-    format!("{exporter}/gatecmd:{agent}")
+    format!("{exporter}/gatecmd:{}", agent.replace('/', ":"))
+}
+
+/// The agent a mirror's labgrid user name (after `EXPORTER/gatecmd:`) stands for.
+fn agent_of_user(written: &str) -> String {
+    written.replace(':', "/")
 }
 
 /// One place acquired (or being acquired) for an agent's lease.
@@ -205,7 +214,7 @@ impl Mirrors {
                 match (&p.acquired, board, held) {
                     // Acquired under gatecmd's name, not mirrored in this session.
                     (Some(user), board, held) if user.starts_with(&prefix) => {
-                        let agent = &user[prefix.len()..];
+                        let agent = agent_of_user(&user[prefix.len()..]);
                         match (board, held) {
                             (Some(board), Some((a, lease))) if a == agent => {
                                 i.mirrors.insert(

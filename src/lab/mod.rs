@@ -13,6 +13,7 @@
 //! - `console`: each board's captured console on a TCP port, for the place that holds it.
 //! - `power`: labgrid's `rest` power model served through the board's power backend.
 //! - `error`: why a session, a mirror call or a port failed (`LabError`).
+//! - `peers`: what `gatecmd check` says of `labgrid.peers` (which answer, which refuse).
 //!
 //! This module: start-up (listeners first, so a bad `console_bind` stops the start), the
 //! reconnect loop with bounded backoff, and the watchdog that releases labgrid-held
@@ -24,6 +25,7 @@ mod error;
 mod holds;
 mod mirror;
 mod names;
+pub mod peers;
 mod power;
 mod proto;
 mod resources;

@@ -15,6 +15,8 @@ use gatecmd_domain::config::{ClientConfig, Config, TokenSource};
 struct Entry {
     digest: [u8; 32],
     identity: ClientIdentity,
+    /// `peer: true`: another gatecmd host, which may act for its agents.
+    peer: bool,
 }
 
 /// The token table. Only SHA-256 digests are kept in memory.
@@ -64,6 +66,16 @@ pub enum AuthError {
         "Host {0:?} is not allowed: connect by the server's address or add it to allowed_hosts"
     )]
     Host(String),
+    /// A `Gatecmd-On-Behalf-Of` header from a client that is not a peer.
+    #[error(
+        "client {0:?} is not a peer (peer: true) and may not act for another host's agent; send no Gatecmd-On-Behalf-Of header"
+    )]
+    NotPeer(String),
+    /// A `Gatecmd-On-Behalf-Of` value that is not a client name.
+    #[error(
+        "Gatecmd-On-Behalf-Of must be one client name of 1-64 of [A-Za-z0-9_.-] (the agent's name on its own host)"
+    )]
+    OnBehalf,
 }
 
 impl Credentials {
@@ -95,6 +107,7 @@ impl Credentials {
                     commands: c.commands.clone(),
                     admin: c.admin,
                 },
+                peer: c.peer,
             });
         }
         Ok(Credentials {
@@ -127,6 +140,13 @@ impl Credentials {
 }
 
 impl Credentials {
+    /// Whether the client named `name` is a peer (`peer: true`).
+    pub fn is_peer(&self, name: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.peer && e.identity.name == name)
+    }
+
     /// A fingerprint of `client`'s token as loaded now, for what was granted with it (a
     /// page session): it changes when the token changes, is gone when the client is, and
     /// is a digest of the digest, so a saved copy is no token and no token digest.
@@ -193,6 +213,7 @@ pub fn ensure_generated_token(
         token: TokenSource::File(path.clone()),
         commands: None,
         admin: false,
+        peer: false,
     };
     if path.exists() {
         return Ok((client, path, false));
@@ -345,12 +366,14 @@ mod tests {
             token: TokenSource::Inline(t.into()),
             commands: None,
             admin: false,
+            peer: false,
         };
         let hashed = ClientConfig {
             name: "hashed".into(),
             token: TokenSource::Sha256(Sha256::digest(b"h4sh").into()),
             commands: Some(["lsusb".to_string()].into()),
             admin: false,
+            peer: false,
         };
         Credentials::load(&[c("vm-a", "alpha"), c("vm-b", "beta"), hashed]).expect("load")
     }
@@ -407,6 +430,7 @@ mod tests {
             token: TokenSource::File(p.clone()),
             commands: None,
             admin: false,
+            peer: false,
         };
         assert!(matches!(
             Credentials::load(std::slice::from_ref(&cfg)),

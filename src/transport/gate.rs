@@ -97,8 +97,20 @@ pub fn admit(
                 .headers()
                 .get(header::AUTHORIZATION)
                 .map(HeaderValue::as_bytes);
-            match creds.authenticate(auth) {
+            let acting = creds.authenticate(auth).and_then(|id| {
+                let header = req.headers().get(crate::transport::on_behalf::ON_BEHALF_OF);
+                crate::transport::on_behalf::acting_identity(creds, id, header)
+            });
+            match acting {
                 Ok(id) => id,
+                Err(e @ (AuthError::NotPeer(_) | AuthError::OnBehalf)) => {
+                    tracing::warn!(error = %e, "request refused");
+                    return Err(Box::new(error_response(
+                        StatusCode::FORBIDDEN,
+                        "forbidden",
+                        &e,
+                    )));
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "request refused");
                     return Err(Box::new(error_response(

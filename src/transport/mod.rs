@@ -10,6 +10,8 @@
 //! - `body_limit`: `limits.max_request_body_bytes` enforced with the value in force.
 //! - `metrics`: the `/metrics` scrape: gauges read from the state, the exposition formats.
 //! - `json_answer`: a POST answered within two seconds goes out as one JSON body, not SSE.
+//! - `on_behalf`: a `peer: true` client acting for its host's agent (`Gatecmd-On-Behalf-Of`),
+//!   as `HOST/CLIENT`.
 //! - `open_answers`: answers not yet read, bounded per client.
 //! - `peer_user`: the local user that owns a TCP peer's socket (`sock_diag`), for the raw
 //!   protocols that carry no credential of their own (the labgrid ports).
@@ -25,6 +27,7 @@ pub mod gate;
 pub mod http;
 pub mod json_answer;
 pub mod metrics;
+pub mod on_behalf;
 pub mod open_answers;
 pub mod peer_user;
 pub mod sessions;

@@ -148,6 +148,9 @@ reasons! {
         /// The rule asks the requesting client's own user (`by: requester`) and the client
         /// did not declare MCP elicitation, or its user declined to answer.
         ApprovalUnavailable => "approval_unavailable",
+        /// The lab host that has the board (a `HOST/BOARD` name, `scope: "lab"`) did not
+        /// answer in time or refused this host's peer token; the message names the host.
+        HostUnreachable => "host_unreachable",
     }
 }
 

@@ -22,6 +22,8 @@
 //!   `progress`, `power_refusal`, `file_staging`, `device_filter` (its own layout doc).
 //! - `console`: a board's console as the tools meet it: `console_access` (a console by name
 //!   and who may use it) and `board_talk` (one command line at a leased board's prompt).
+//! - `lab`: one lab for agents: `list_boards`/`lock_board {scope: "lab"}` and every board
+//!   tool on another host's `HOST/BOARD`, through the peer link (`labgrid.peers`).
 //! - `resources`: the `gatecmd://` resources, read from the views, and which URIs an event
 //!   changes; inside: `notify` (change notifications in both protocol eras),
 //!   `subscriptions` (what a client may subscribe to, and how much of it), `pace` (board
@@ -34,6 +36,7 @@
 pub mod calls;
 pub mod console;
 pub mod handler;
+pub mod lab;
 pub mod resources;
 pub mod server;
 pub mod tools;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::BoardConfig;
 use gatecmd_devices::{Device, families};
@@ -11,18 +11,26 @@ use gatecmd_devices::{Device, families};
 /// A board selection: every given tag equal, and the device at its port of `family` / in
 /// `mode` / attached when asked. `soc` is also read from the attached device when the
 /// board's config has no `soc` tag.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct BoardMatch {
     /// The device at the board's usb port must be of this family (rockusb, fastboot, dfu,
     /// imx_sdp, sunxi_fel, …; docs/FAMILIES.md).
-    #[serde(default, deserialize_with = "family")]
+    #[serde(
+        default,
+        deserialize_with = "family",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub family: Option<String>,
     /// The device at the board's usb port must be in this mode (maskrom, loader, fastboot,
     /// dfu, …; docs/FAMILIES.md).
-    #[serde(default, deserialize_with = "mode")]
+    #[serde(
+        default,
+        deserialize_with = "mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mode: Option<String>,
     /// Whether a device must (true) or must not (false) be attached at the board's port.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached: Option<bool>,
     /// Tags that must be equal (e.g. soc: rk3588, model: rock-5b).
     #[serde(flatten)]

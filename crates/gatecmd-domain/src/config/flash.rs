@@ -122,8 +122,10 @@ impl FlashSettings {
             .is_none_or(|b| b.iter().any(|n| n == board))
     }
 
-    /// Whether client `name` may flash.
+    /// Whether client `name` may flash (an agent acting through a lab peer, `HOST/CLIENT`,
+    /// as the peer client `HOST`).
     pub fn allows_client(&self, name: &str) -> bool {
+        let name = super::peers::configured_client(name);
         self.clients
             .as_ref()
             .is_none_or(|c| c.iter().any(|n| n == name))

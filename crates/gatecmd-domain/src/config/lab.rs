@@ -71,6 +71,17 @@ settings! {
                 board and the ports serve nobody. Never list an account VMs run under \
                 (docs/LAB.md, \"Who may use the ports\").",
         },
+        peers: Vec<super::peers::RawLabPeer> {
+            default: Vec::new(),
+            docs: "the other gatecmd hosts of this lab, for agents here to find and use their \
+                boards (`list_boards`/`lock_board` with `scope: lab`, tools on `HOST/BOARD`): \
+                `[{name: bench-2, url: \"http://bench-2.lab:9222/mcp\", token_file: \
+                /etc/gatecmd/bench-2.token}]`. `name` is that host's exporter name (the \
+                `HOST` of `HOST/BOARD`), `url` its MCP endpoint (http), and exactly one of \
+                `token` or an owner-only `token_file` (absolute; read at each use) the token \
+                of a client with `peer: true` in that host's config. Read with or without \
+                `coordinator` (docs/LAB.md, \"One lab for agents\").",
+        },
     }
 }
 

@@ -20,6 +20,7 @@
 //! - `shell`: how to talk to a board over its console (prompts, login, U-Boot, boot time).
 //! - `staging`: the file staging policy (limits, write roots per client).
 //! - `lab`: gatecmd as a labgrid exporter (coordinator, name, console bind).
+//! - `peers`: `labgrid.peers`, the other gatecmd hosts of the lab and their tokens.
 //! - `metrics`: who may read `/metrics`, and the loopback-only metrics listener.
 //! - `command`: one allowlisted command as validated, and the sanitizer's view of it.
 //! - `raw`: the schema as written in YAML (the top level declared).
@@ -47,6 +48,7 @@ mod lab;
 mod load;
 mod metrics;
 mod page;
+mod peers;
 mod positions;
 pub mod power;
 mod raw;
@@ -74,6 +76,7 @@ pub use lab::{DEFAULT_LAB_HOLD_SECS, LabPerson, LabSettings, MAX_LAB_HOLD_SECS};
 pub use load::{ConfigLocation, EMBEDDED_DEFAULT, EMBEDDED_NAME, SYSTEM_PATH, find_config};
 pub use metrics::MetricsSettings;
 pub use page::{PAGE_MAX_IDLE_SECS, PAGE_MIN_IDLE_SECS, PageSettings};
+pub use peers::{LabPeer, PeerToken, peer};
 pub use power::uhubctl::DEFAULT_UHUBCTL;
 pub use power::{PowerAction, PowerConfig, Recovery};
 pub use raw::settings;

@@ -172,6 +172,9 @@ pub(crate) struct RawClient {
     pub(crate) commands: Option<Vec<String>>,
     #[serde(default)]
     pub(crate) admin: bool,
+    /// Another gatecmd host of the lab (docs/LAB.md): may act for its agents.
+    #[serde(default)]
+    pub(crate) peer: bool,
     /// The configured client whose holder answers `by: requester` approvals for this one:
     /// read by `Validator::persons`, not by `Validator::clients`.
     pub(crate) person: Option<String>,

@@ -53,6 +53,8 @@ pub struct Config {
     pub metrics: super::metrics::MetricsSettings,
     /// gatecmd as a labgrid exporter (docs/LAB.md); `None` when off.
     pub labgrid: Option<super::lab::LabSettings>,
+    /// The other gatecmd hosts of the lab (`labgrid.peers`), with or without a coordinator.
+    pub lab_peers: Vec<super::peers::LabPeer>,
     /// The restart-only settings as written, for a reload to compare.
     pub(crate) written: super::declare::Written,
 }
@@ -79,6 +81,9 @@ pub struct ClientConfig {
     pub commands: Option<BTreeSet<String>>,
     /// May release other clients' leases (logged).
     pub admin: bool,
+    /// Another gatecmd host of the lab (`peer: true`): only such a client may act for an
+    /// agent of its host (`Gatecmd-On-Behalf-Of`), recorded as `HOST/CLIENT`.
+    pub peer: bool,
 }
 
 /// A named device class: labels matching devices and defines what a command locks.

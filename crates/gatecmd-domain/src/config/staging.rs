@@ -207,7 +207,9 @@ impl StagingConfig {
     /// security by default. Identities that are not listed there — `default` (the simple
     /// schema's `auth_token` or the generated token), `anonymous` (`--no-auth` on loopback)
     /// and `stdio` (the local user) — are single-user setups and may write to every root.
+    /// An agent acting through a lab peer (`HOST/CLIENT`) has the peer client's policy.
     pub fn policy(&self, name: &str) -> ClientStaging {
+        let name = super::peers::configured_client(name);
         self.clients.get(name).cloned().unwrap_or(ClientStaging {
             write_roots: WriteRoots::All,
             limits: self.defaults,

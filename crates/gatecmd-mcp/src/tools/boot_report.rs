@@ -19,7 +19,7 @@ use gatecmd_domain::boots::{BootLookup, BootReport};
 use gatecmd_domain::state::AppState;
 
 /// Arguments of `boot_report`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BootReportRequest {
     /// Board name (see list_boards); it needs a console.
@@ -81,6 +81,11 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) =
+            crate::lab::forward::remote_call(&self.state, &who, "boot_report", &req, 0).await
+        {
+            return Ok(r);
+        }
         Ok(report_for(&self.state, &who, req))
     }
 }

@@ -30,7 +30,7 @@ pub const MAX_PATTERN_CHARS: usize = 1024;
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// Arguments of `console_read`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleReadRequest {
     /// Board name (see list_boards).
@@ -92,6 +92,17 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) = crate::lab::forward::remote_call(
+            &self.state,
+            &who,
+            "console_read",
+            &req,
+            req.timeout_secs.unwrap_or(10),
+        )
+        .await
+        {
+            return Ok(r);
+        }
         Ok(read_for(&self.state, &who, req, &ctx.ct).await)
     }
 }

@@ -32,7 +32,7 @@ pub const MAX_WRITE_BYTES: usize = 16 * 1024;
 pub const SHOWN_CHARS: usize = 1024;
 
 /// Arguments of `console_write`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleWriteRequest {
     /// Board name; your client must hold its lease (lock_board).
@@ -70,6 +70,11 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) =
+            crate::lab::forward::remote_call(&self.state, &who, "console_write", &req, 0).await
+        {
+            return Ok(r);
+        }
         if let Err(r) = approved(&self.state, &who, &req, &ctx).await {
             return Ok(r);
         }

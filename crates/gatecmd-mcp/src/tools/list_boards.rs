@@ -3,14 +3,27 @@
 //! for people.
 
 use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::calls::answer::structured;
 use crate::handler::{GatecmdServer, answers_at_once};
 use crate::views::{BoardList, boards_view};
 use gatecmd_domain::state::AppState;
+
+/// Arguments of `list_boards`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListBoardsRequest {
+    /// "lab": this host's boards and every other lab host's, remote ones as HOST/BOARD
+    /// with host and reachable; hosts says which answered. Default "host".
+    #[serde(default)]
+    pub scope: Option<crate::lab::scope::Scope>,
+}
 
 #[tool_router(router = list_boards_router, vis = "pub(crate)")]
 impl GatecmdServer {
@@ -24,9 +37,13 @@ impl GatecmdServer {
     )]
     async fn list_boards(
         &self,
+        Parameters(req): Parameters<ListBoardsRequest>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if req.scope == Some(crate::lab::scope::Scope::Lab) {
+            return Ok(crate::lab::boards::list(&self.state, &who.name).await);
+        }
         Ok(list(&self.state, &who.name))
     }
 }

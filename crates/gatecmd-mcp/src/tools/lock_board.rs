@@ -47,6 +47,36 @@ pub struct LockBoardRequest {
     /// Shown to others who find the board busy.
     #[serde(default)]
     pub note: Option<String>,
+    /// "lab": a free matching board here first, else on another host of the lab
+    /// (answered with `host`; a remote board and lease as HOST/NAME). Default "host".
+    #[serde(default)]
+    pub scope: Option<crate::lab::scope::Scope>,
+}
+
+impl LockBoardRequest {
+    /// What the lab module needs of it.
+    fn lab_ask(&self) -> crate::lab::lock::LockAsk<'_> {
+        crate::lab::lock::LockAsk {
+            scope: self.scope,
+            board: self.board.as_deref(),
+            matches: self.matches.as_ref(),
+            ttl_secs: self.ttl_secs,
+            note: self.note.as_deref(),
+            wait_secs: self.wait_secs,
+        }
+    }
+
+    /// The same request on this host alone, without waiting (one try of a lab-wide lock).
+    pub fn local_once(&self) -> LockBoardRequest {
+        LockBoardRequest {
+            board: self.board.clone(),
+            matches: self.matches.clone(),
+            ttl_secs: self.ttl_secs,
+            wait_secs: None,
+            note: self.note.clone(),
+            scope: None,
+        }
+    }
 }
 
 /// Result of `lock_board` (or a refusal in its place).
@@ -92,6 +122,10 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(ask) = crate::lab::lock::lab_ask(&who, req.lab_ask()) {
+            let local = || lock(&self.state, &who, session_id(&ctx), req.local_once(), &ctx);
+            return Ok(crate::lab::lock::lab_lock(&self.state, ask, &ctx.ct, local).await);
+        }
         Ok(lock(&self.state, &who, session_id(&ctx), req, &ctx).await)
     }
 }

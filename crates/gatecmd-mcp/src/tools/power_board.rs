@@ -48,7 +48,7 @@ impl From<PowerVerb> for Switch {
 }
 
 /// Arguments of `power_board`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerRequest {
     /// A board name from list_boards.
@@ -100,6 +100,17 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) = crate::lab::forward::remote_call(
+            &self.state,
+            &who,
+            "power_board",
+            &req,
+            req.off_secs.unwrap_or(0),
+        )
+        .await
+        {
+            return Ok(r);
+        }
         Ok(power(&self.state, &who, session_id(&ctx), req, &ctx).await)
     }
 }

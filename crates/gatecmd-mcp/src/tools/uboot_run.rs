@@ -28,6 +28,17 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) = crate::lab::forward::remote_call(
+            &self.state,
+            &who,
+            "uboot_run",
+            &req,
+            req.timeout_secs.unwrap_or(30),
+        )
+        .await
+        {
+            return Ok(r);
+        }
         Ok(run(&self.state, &who, session_id(&ctx), req, At::Uboot, &ctx).await)
     }
 }

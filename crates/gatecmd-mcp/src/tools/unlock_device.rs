@@ -17,7 +17,7 @@ use gatecmd_domain::locks::LeaseId;
 use gatecmd_domain::state::AppState;
 
 /// Arguments of `unlock_device`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnlockRequest {
     /// The lease id lock_device or lock_board returned.
@@ -49,6 +49,11 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) =
+            crate::lab::forward::remote_call(&self.state, &who, "unlock_device", &req, 0).await
+        {
+            return Ok(r);
+        }
         Ok(unlock(&self.state, &who, req))
     }
 }

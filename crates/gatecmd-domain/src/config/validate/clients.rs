@@ -26,6 +26,7 @@ impl Validator {
                     token: TokenSource::Inline(t),
                     commands: None,
                     admin: false,
+                    peer: false,
                 });
             }
         }
@@ -83,6 +84,7 @@ impl Validator {
                 token: sources.remove(0),
                 commands: rc.commands.map(|v| v.into_iter().collect()),
                 admin: rc.admin,
+                peer: rc.peer,
             });
         }
         out

@@ -14,6 +14,7 @@ mod include;
 mod lab;
 mod metrics;
 mod page;
+mod peers;
 mod settings;
 mod shell;
 mod staging;

@@ -214,6 +214,7 @@ impl Validator {
         self.flash(&raw.flash, &clients, &boards, (&file_roots, &staging));
         self.origins(&raw.allowed_origins);
         let metrics = self.metrics(raw.metrics, &clients, bind);
+        let lab_peers = self.lab_peers(&raw.labgrid.peers);
         let labgrid = self.lab(raw.labgrid);
         Config {
             source: self.file.clone(),
@@ -241,6 +242,7 @@ impl Validator {
             boots: raw.boots,
             flash: raw.flash,
             labgrid,
+            lab_peers,
             written,
         }
     }

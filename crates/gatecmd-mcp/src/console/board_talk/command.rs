@@ -42,7 +42,7 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 pub const MAX_COMMAND_BYTES: usize = 4000;
 
 /// Arguments of `board_run` and `uboot_run`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BoardRunRequest {
     /// A board name from list_boards; you must hold its lease.

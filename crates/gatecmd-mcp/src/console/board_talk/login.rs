@@ -4,20 +4,22 @@
 //! only when the board asks one and is never logged or audited.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::refusal::TalkRefusal;
 use gatecmd_domain::config::BoardConfig;
 use gatecmd_domain::console::session::LoginAs;
 
 /// The user (and password) `board_run` types at a login prompt; never logged or audited.
-#[derive(Deserialize, JsonSchema)]
+/// Serialised only to carry a call on a lab peer's board to that host (the peer link,
+/// authenticated with the peer's token: docs/LAB.md).
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallerLogin {
     /// The user name, e.g. "root" (printable, at most 64 characters).
     pub user: String,
     /// The password, when the board asks one (printable, at most 256 characters).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
 }
 

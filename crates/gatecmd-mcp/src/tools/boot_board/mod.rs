@@ -36,7 +36,7 @@ pub use refusal::BootRefusal;
 use refusal::refusal_of;
 
 /// Arguments of `boot_board`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BootRequest {
     /// A board name from list_boards; you must hold its lease.
@@ -96,6 +96,17 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) = crate::lab::forward::remote_call(
+            &self.state,
+            &who,
+            "boot_board",
+            &req,
+            req.timeout_secs.unwrap_or(120),
+        )
+        .await
+        {
+            return Ok(r);
+        }
         Ok(boot(&self.state, &who, session_id(&ctx), req, &ctx).await)
     }
 }

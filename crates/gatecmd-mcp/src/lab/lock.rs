@@ -1,0 +1,239 @@
+//! `lock_board {scope: "lab"}` (and `lock_board {board: "HOST/BOARD"}`): a free matching
+//! board on this host first, else on a peer (its `lock_board`, for the calling agent), in
+//! `labgrid.peers` order; with `wait_secs`, tried again every second until one is free or
+//! the time is up. The answer is the lease as `lock_board` gives it plus `host`; a remote
+//! lease's `lease_id` and `board` are qualified (`HOST/…`), and every board tool given them
+//! goes to that host (`forward`).
+//!
+//! Not a lab-wide queue: waiters on different hosts are not served in arrival order across
+//! hosts (docs/DECISIONS.md).
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::boards::this_host;
+use super::names::{qualify, remote};
+use super::peer_link::{self, PEER_GRACE};
+use crate::calls::answer::refusal;
+use gatecmd_core::identity::ClientIdentity;
+use gatecmd_core::refusal::common::WaitTooLong;
+use gatecmd_core::refusal::{Refusal, RefusalReason};
+use gatecmd_domain::locks::MAX_WAIT_SECS;
+use gatecmd_domain::state::AppState;
+
+/// How often a lab-wide wait tries every host again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What is asked of every host: `lock_board`'s arguments without `scope` and `wait_secs`.
+pub struct LabAsk<'a> {
+    pub who: &'a ClientIdentity,
+    /// `{board}` or `{match}` with `ttl_secs` and `note`, as the peer's `lock_board` takes it.
+    pub args: Value,
+    pub wait_secs: u64,
+}
+
+/// `lock_board` across the lab. `local` tries this host once without waiting.
+pub async fn lab_lock<F, Fut>(
+    state: &AppState,
+    ask: LabAsk<'_>,
+    ct: &CancellationToken,
+    local: F,
+) -> CallToolResult
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = CallToolResult>,
+{
+    if ask.who.name.contains('/') {
+        return refusal(Refusal::new(
+            RefusalReason::InvalidRequest,
+            format!(
+                "{} acts through a lab peer already; scope \"lab\" and HOST/BOARD names are for agents of this host",
+                ask.who.name
+            ),
+        ));
+    }
+    if let Err(e) = WaitTooLong::check(ask.wait_secs, MAX_WAIT_SECS) {
+        return refusal(e.into());
+    }
+    if let Some((host, board)) = ask
+        .args
+        .get("board")
+        .and_then(Value::as_str)
+        .and_then(remote)
+    {
+        let (host, board) = (host.to_string(), board.to_string());
+        return on_peer_named(state, &ask, &host, &board).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(ask.wait_secs);
+    loop {
+        let here = local().await;
+        if here.is_error != Some(true) {
+            return with_host(here, &this_host(state), None);
+        }
+        let reason = refusal_reason(&here);
+        if !matches!(reason.as_deref(), Some("device_busy" | "not_found")) {
+            return here;
+        }
+        let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
+        let peers = state.config().lab_peers.clone();
+        let mut args = ask.args.clone();
+        args["wait_secs"] = 0.into();
+        for peer in &peers {
+            match peer_link::call(
+                peer,
+                Some(&ask.who.name),
+                "lock_board",
+                args.clone(),
+                PEER_GRACE,
+            )
+            .await
+            {
+                Ok(r) if r.is_error != Some(true) => {
+                    return with_host(r, &peer.name, Some(&peer.name));
+                }
+                Ok(r) => why.push(format!("{}: {}", peer.name, message(&r))),
+                Err(e) => why.push(format!("{}: {e}", peer.name)),
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return refusal(Refusal::new(
+                RefusalReason::DeviceBusy,
+                format!(
+                    "no matching board is free on any host of the lab{}: {}. Pass wait_secs to keep trying every host each second, or list_boards {{scope: \"lab\"}} to see every board.",
+                    if ask.wait_secs > 0 {
+                        format!(" (waited {} s)", ask.wait_secs)
+                    } else {
+                        String::new()
+                    },
+                    why.join("; ")
+                ),
+            ));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(left.min(RETRY)) => {}
+            _ = ct.cancelled() => {
+                return refusal(Refusal::new(RefusalReason::Cancelled, "cancelled while waiting for a board of the lab"));
+            }
+        }
+    }
+}
+
+/// `lock_board {board: "HOST/BOARD"}`: that peer's `lock_board`, waiting there.
+async fn on_peer_named(
+    state: &AppState,
+    ask: &LabAsk<'_>,
+    host: &str,
+    board: &str,
+) -> CallToolResult {
+    let peer = match peer_link::find(&state.config().lab_peers, host) {
+        Ok(p) => p,
+        Err(e) => return refusal(e.into()),
+    };
+    let mut args = ask.args.clone();
+    args["board"] = board.into();
+    args["wait_secs"] = ask.wait_secs.into();
+    let limit = PEER_GRACE + Duration::from_secs(ask.wait_secs);
+    match peer_link::call(&peer, Some(&ask.who.name), "lock_board", args, limit).await {
+        Ok(r) if r.is_error != Some(true) => with_host(r, host, Some(host)),
+        Ok(r) => r,
+        Err(e) => refusal(e.into()),
+    }
+}
+
+/// A lease answer with `host`; `qualify_with` a peer's name makes its `lease_id` and
+/// `board` `HOST/…` and says so in the text.
+fn with_host(mut r: CallToolResult, host: &str, qualify_with: Option<&str>) -> CallToolResult {
+    let Some(s) = r.structured_content.as_mut() else {
+        return r;
+    };
+    s["host"] = host.into();
+    if let Some(h) = qualify_with {
+        for key in ["lease_id", "board"] {
+            if let Some(v) = s.get(key).and_then(Value::as_str) {
+                s[key] = qualify(h, v).into();
+            }
+        }
+        let text = format!(
+            "lease {} on board {} of lab host {h}, expires at {}. Pass board: \"{}\" and lease: \"{}\" to board_run, power_board, console_read and the other board tools (they go through this host); release with unlock_device {{lease: \"{}\"}}.",
+            s["lease_id"].as_str().unwrap_or_default(),
+            s["board"].as_str().unwrap_or_default(),
+            s["expires_at"].as_str().unwrap_or_default(),
+            s["board"].as_str().unwrap_or_default(),
+            s["lease_id"].as_str().unwrap_or_default(),
+            s["lease_id"].as_str().unwrap_or_default(),
+        );
+        r.content = vec![ContentBlock::text(text)];
+    }
+    r
+}
+
+fn refusal_reason(r: &CallToolResult) -> Option<String> {
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s.pointer("/refusal/reason"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn message(r: &CallToolResult) -> String {
+    let m = r
+        .structured_content
+        .as_ref()
+        .and_then(|s| s.pointer("/refusal/message"))
+        .and_then(Value::as_str)
+        .unwrap_or("refused");
+    gatecmd_core::output::one_line(m, 300)
+}
+
+/// `lock_board`'s arguments as a peer takes them.
+pub fn peer_args(
+    board: Option<&str>,
+    matches: Option<Value>,
+    ttl_secs: Option<u64>,
+    note: Option<&str>,
+) -> Value {
+    let mut a = json!({});
+    if let Some(b) = board {
+        a["board"] = b.into();
+    }
+    if let Some(m) = matches {
+        a["match"] = m;
+    }
+    if let Some(t) = ttl_secs {
+        a["ttl_secs"] = t.into();
+    }
+    if let Some(n) = note {
+        a["note"] = n.into();
+    }
+    a
+}
+
+/// What `lock_board` was asked, as the lab sees it.
+pub struct LockAsk<'r> {
+    pub scope: Option<super::scope::Scope>,
+    pub board: Option<&'r str>,
+    pub matches: Option<&'r gatecmd_domain::boards::BoardMatch>,
+    pub ttl_secs: Option<u64>,
+    pub note: Option<&'r str>,
+    pub wait_secs: Option<u64>,
+}
+
+/// The lab-wide ask of a `lock_board` request, when it is one (`scope: "lab"` or a
+/// `HOST/BOARD` name); `None` for a request of this host alone.
+pub fn lab_ask<'a>(who: &'a ClientIdentity, req: LockAsk<'_>) -> Option<LabAsk<'a>> {
+    let named_remote = req.board.and_then(remote).is_some();
+    if req.scope != Some(super::scope::Scope::Lab) && !named_remote {
+        return None;
+    }
+    let matches = req.matches.and_then(|m| serde_json::to_value(m).ok());
+    Some(LabAsk {
+        who,
+        args: peer_args(req.board, matches, req.ttl_secs, req.note),
+        wait_secs: req.wait_secs.unwrap_or(0),
+    })
+}

@@ -1,0 +1,17 @@
+//! One lab for agents (docs/LAB.md, "One lab for agents"): this host's agents reach the
+//! boards of the other gatecmd hosts of the lab (`labgrid.peers`) through their own host.
+//!
+//! - `names`: `HOST/BOARD` and `HOST/LEASE`, split and made.
+//! - `peer_link`: one tool call on a peer, as its `peer: true` client acting for an agent,
+//!   bounded in time and bytes; its failures (`host_unreachable`).
+//! - `boards`: `list_boards {scope: "lab"}`, every host's boards, asked of all peers at once.
+//! - `lock`: `lock_board {scope: "lab"}`, a matching board here first, else on a peer.
+//! - `forward`: a board tool on `HOST/BOARD` sent to that host.
+//! - `scope`: the `scope` argument (`host`, the default, or `lab`).
+
+pub mod boards;
+pub mod forward;
+pub mod lock;
+pub mod names;
+pub mod peer_link;
+pub mod scope;
