@@ -25,6 +25,7 @@
 mod approvals;
 mod boards;
 mod bound;
+pub mod chain;
 mod files;
 mod flash;
 mod jobs;
@@ -34,6 +35,7 @@ mod recent;
 mod records;
 mod refusals;
 mod server;
+pub mod verify;
 
 pub use approvals::ApprovalRecord;
 pub use boards::{
@@ -41,6 +43,7 @@ pub use boards::{
     ConsoleWriteRecord, PowerOutcome, PowerRecord, PowerStepRecord, PowerVia, Prompt,
     RefusedDetail,
 };
+pub use chain::{GENESIS, KEY_FILE, Signer};
 pub use files::FileRecord;
 pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};
 pub use jobs::JobRecord;
