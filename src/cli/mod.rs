@@ -1,9 +1,10 @@
 //! The command line: `serve`, `stdio`, `check`, `devices`, `approve`/`deny` (in
-//! `approve.rs`). Parsing and logging here; the
-//! start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP reload in
-//! `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
+//! `approve.rs`), `audit key|verify` and `evidence` (in `audit.rs`). Parsing and logging
+//! here; the start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP
+//! reload in `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
 
 mod approve;
+mod audit;
 mod check;
 mod devices;
 mod reload;
@@ -82,6 +83,14 @@ enum Command {
         #[command(flatten)]
         decision: DecisionArgs,
     },
+    /// The signed audit log: `key` prints its public key, `verify` checks its chain.
+    Audit {
+        #[command(subcommand)]
+        command: audit::AuditCommand,
+    },
+    /// Write the signed evidence bundle of a job (`evidence JOB [--out FILE]`), or check
+    /// one offline (`evidence verify FILE [--key FILE]`).
+    Evidence(audit::EvidenceArgs),
 }
 
 /// What `approve` and `deny` take besides the id.
@@ -147,6 +156,8 @@ pub fn main() -> ExitCode {
         }
         Command::Approve { id, decision } => decision.run(id, true),
         Command::Deny { id, decision } => decision.run(id, false),
+        Command::Audit { command } => audit::audit(command),
+        Command::Evidence(args) => audit::evidence(args),
     }
 }
 

@@ -18,7 +18,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
+/// A public key (what `gatecmd audit key` prints, in hex).
+pub use ed25519_dalek::VerifyingKey;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _};
 use sha2::{Digest, Sha256};
 
 /// The key's file name inside the state directory.

@@ -26,6 +26,7 @@ mod approvals;
 mod boards;
 mod bound;
 pub mod chain;
+pub mod evidence;
 mod files;
 mod flash;
 mod jobs;
