@@ -250,3 +250,201 @@ async fn the_servers_log_verifies_and_each_tampering_is_named_by_its_line() {
     let why = verify_copy(copy.path(), &other).expect_err("another key");
     assert!(why.contains(":1:"), "{why}");
 }
+
+/// A flash-enabled board whose power actions are `nap`s, an `ops` approver, and a rule
+/// that holds every flash for ops's yes.
+fn flash_config() -> String {
+    format!(
+        "clients:\n  - name: vm-a\n    token: {TOKEN_A}\n  - name: ops\n    token: {TOKEN_B}\n\
+         file_roots: [$DIR]\n\
+         commands:\n  - name: nap\n    binary: /usr/bin/sleep\n    description: Sleep.\n\
+         \x20   params: {{secs: \"[0-9]\"}}\n    allowed_args:\n      - pattern: \"{{secs}}\"\n\
+         boards:\n  - name: vb1\n    usb: \"1-1\"\n    power:\n\
+         \x20     on: {{command: nap, args: [\"0\"]}}\n      off: {{command: nap, args: [\"0\"]}}\n\
+         \x20     maskrom: {{command: nap, args: [\"0\"]}}\n\
+         flash:\n  enabled: true\n  boards: [vb1]\n  device_wait_secs: 1\n\
+         approvals:\n  - {{tool: flash_board, approve: {{by: [ops], timeout_secs: 60}}}}\n"
+    )
+}
+
+/// The pending approval requests, once there are some (read from `gatecmd://approvals`).
+async fn pending(c: &Client) -> Vec<serde_json::Value> {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let read = c
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "gatecmd://approvals",
+            ))
+            .await
+            .expect("read gatecmd://approvals");
+        let listed = match read.contents.first() {
+            Some(rmcp::model::ResourceContents::TextResourceContents { text, .. }) => {
+                serde_json::from_str::<serde_json::Value>(text).expect("json")["pending"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            }
+            other => panic!("not text: {other:?}"),
+        };
+        if !listed.is_empty() {
+            return listed;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no approval request appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An approved flash (it stops where nothing enumerates, no USB bus here) as evidence: the
+/// bundle names the request, the approval with who and when, the image's SHA-256 and the
+/// end; a copy with only the public key verifies it elsewhere; one byte changed and it is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_of_an_approved_flash_verifies_offline_and_one_byte_refuses_it() {
+    use sha2::{Digest, Sha256};
+    let mut s = Server::start(&flash_config());
+    let image = vec![7u8; 1 << 16];
+    std::fs::write(s.path("disk.img"), &image).expect("image");
+    let a = connect(&s.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("connect");
+    let ops = connect(&s.url, Some(TOKEN_B), Era::Legacy)
+        .await
+        .expect("connect");
+    let r = call(&a, "lock_board", json!({"board": "vb1"})).await;
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    let args = json!({"board": "vb1", "image": "disk.img", "lease": lease});
+    let (r, ()) = tokio::join!(call(&a, "flash_board", args), async {
+        let req = pending(&ops).await.remove(0);
+        let ok = call(
+            &ops,
+            "approve",
+            json!({"approval": req["id"], "note": "image 7"}),
+        )
+        .await;
+        assert!(!is_error(&ok), "{}", text(&ok));
+    });
+    let answer = structured(&r);
+    let job = answer["job"]
+        .as_str()
+        .expect("flash_board's answer names its job")
+        .to_string();
+    drop((a, ops));
+    stop(&mut s);
+
+    let state = s.path("state");
+    let bundle = s.path("evidence.json");
+    let o = gatecmd(&[
+        "evidence",
+        &job,
+        "--out",
+        bundle.to_str().expect("utf8"),
+        "--state-dir",
+        state.to_str().expect("utf8"),
+    ]);
+    assert!(o.status.success(), "{}", out(&o));
+    let o = gatecmd(&[
+        "evidence",
+        "no-such-job",
+        "--state-dir",
+        state.to_str().expect("utf8"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+
+    // Elsewhere: the bundle and the public key, nothing else.
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let key = public_key_file(&state, elsewhere.path());
+    let copy = elsewhere.path().join("evidence.json");
+    std::fs::copy(&bundle, &copy).expect("copy");
+    let check = |key: Option<&Path>| {
+        let mut args = vec!["evidence", "verify", copy.to_str().expect("utf8")];
+        if let Some(k) = key {
+            args.extend(["--key", k.to_str().expect("utf8")]);
+        }
+        gatecmd(&args)
+    };
+    let o = check(Some(&key));
+    assert!(o.status.success(), "{}", out(&o));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        said.contains(&format!("evidence of job {job}")) && said.contains("the trusted key"),
+        "{said}"
+    );
+    let facts: serde_json::Value =
+        serde_json::from_str(&said[said.find('{').expect("facts")..]).expect("facts json");
+    assert_eq!(facts["approval"]["decided"]["by"], "ops", "{facts}");
+    assert_eq!(
+        facts["approval"]["decided"]["outcome"], "approved",
+        "{facts}"
+    );
+    assert!(facts["approval"]["decided"]["ts"].is_string(), "{facts}");
+    assert_eq!(
+        facts["approval"]["requested"]["files"][0]["sha256"],
+        hex::encode(Sha256::digest(&image)),
+        "{facts}"
+    );
+    assert_eq!(facts["request"]["client"], "vm-a", "{facts}");
+    assert_eq!(facts["flash"]["outcome"], "failed", "{facts}");
+    assert_eq!(facts["ended"]["state"], "failed", "{facts}");
+    // The bundle's records are the audit lines as written, each with prev and sig.
+    let text = std::fs::read_to_string(&copy).expect("read");
+    let body: serde_json::Value = serde_json::from_str(&text).expect("one JSON line");
+    let events: Vec<String> = (body["records"].as_array().expect("records").iter())
+        .map(|r| {
+            let line: serde_json::Value =
+                serde_json::from_str(r["text"].as_str().expect("text")).expect("line");
+            assert!(
+                line["sig"].is_string() && line["prev"].is_string(),
+                "{line}"
+            );
+            line["event"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    for e in [
+        "approval_requested",
+        "approval_decided",
+        "job_started",
+        "flash_board",
+        "job_ended",
+    ] {
+        assert!(events.iter().any(|x| x == e), "{e} missing from {events:?}");
+    }
+
+    // Without --key it verifies with the bundle's own key, and says so.
+    let o = check(None);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("pass --key"),
+        "{}",
+        out(&o)
+    );
+
+    // One byte changed: in a record's text (escaped inside the bundle), in the facts, in
+    // the key the bundle names.
+    let original = std::fs::read(&bundle).expect("read");
+    // (Each time the first byte after the needle: `o` of ops, `a` of approved, a hex digit.)
+    let in_record = r#"\"by\":\""#;
+    for needle in [in_record, "\"outcome\":\"", "\"public_key\":\""] {
+        let at = memchr_find(&original, needle.as_bytes()).expect(needle) + needle.len();
+        let mut bad = original.clone();
+        bad[at] ^= 0x01;
+        std::fs::write(&copy, &bad).expect("write");
+        let o = check(Some(&key));
+        assert_eq!(o.status.code(), Some(1), "{needle}: {}", out(&o));
+    }
+    // And a bundle whose every byte is intact but checked against another key.
+    std::fs::write(&copy, &original).expect("write");
+    let other = elsewhere.path().join("other.pub");
+    std::fs::write(&other, Signer::from_seed([42; 32]).public_hex()).expect("write");
+    let o = check(Some(&other));
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
