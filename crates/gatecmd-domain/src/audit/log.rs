@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -62,6 +63,10 @@ pub enum AuditError {
     NotAnObject(String),
     #[error(transparent)]
     Key(#[from] KeyError),
+    #[error(
+        "another process writes the audit log in {dir} (it holds a lock on audit.key): one gatecmd per state directory, or the two would interleave the log's chain; stop the other, or give this one its own `state_dir`"
+    )]
+    InUse { dir: PathBuf },
     #[error("cannot read the audit log {path} to continue its chain: {source}")]
     ChainStart {
         path: PathBuf,
@@ -118,6 +123,8 @@ struct Log {
     last_retention: Instant,
     /// The key and the hash of the last line written (None: the bench's unsigned baseline).
     chain: Option<Chain>,
+    /// The lock on `audit.key` that keeps a second process off this log while it lives.
+    claim: Option<Flock<File>>,
 }
 
 /// What the next line is sealed with (docs/AUDIT.md "Chain and signatures").
@@ -137,7 +144,12 @@ impl Audit {
     pub fn open(state_dir: &Path, settings: &AuditSettings) -> Result<Audit, AuditError> {
         create_state_dir(state_dir)?;
         let signer = Signer::load_or_create(state_dir)?;
-        Audit::open_with(state_dir, settings, Some(signer))
+        let claim = claim(state_dir)?;
+        let audit = Audit::open_with(state_dir, settings, Some(signer))?;
+        if let Some(s) = &audit.inner {
+            lock(&s.log).claim = Some(claim);
+        }
+        Ok(audit)
     }
 
     /// A log whose lines carry no `prev` and `sig`: the bench's baseline only (what
@@ -184,6 +196,7 @@ impl Audit {
             rotate_retry_at: None,
             last_retention: Instant::now(),
             chain,
+            claim: None,
         };
         log.retain();
         let shared = Arc::new(Shared {
@@ -366,6 +379,29 @@ fn open_append(path: &Path) -> Result<File, AuditError> {
             source,
         })?;
     Ok(file)
+}
+
+/// An exclusive `flock` on `<state_dir>/audit.key`, held while the log is open: a second
+/// gatecmd on the same state directory (a `stdio` session started with the service's)
+/// would write lines chained to its own idea of the last line.
+fn claim(state_dir: &Path) -> Result<Flock<File>, AuditError> {
+    let path = state_dir.join(chain::KEY_FILE);
+    let file = File::open(&path).map_err(|source| AuditError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            AuditError::InUse {
+                dir: state_dir.to_path_buf(),
+            }
+        } else {
+            AuditError::Open {
+                path,
+                source: errno.into(),
+            }
+        }
+    })
 }
 
 /// The `prev` of the next line: the hash of the last line of `audit.log`, or of
@@ -781,6 +817,19 @@ mod tests {
         let audit = Audit::open(dir.path(), &AuditSettings::default()).expect("open");
         audit.record(&"just a string");
         assert!(lines(&dir.path().join(FILE_NAME)).is_empty());
+    }
+
+    #[test]
+    fn a_second_writer_on_one_state_dir_is_refused_until_the_first_is_gone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = Audit::open(dir.path(), &AuditSettings::default()).expect("open");
+        let second = Audit::open(dir.path(), &AuditSettings::default());
+        assert!(
+            matches!(second, Err(AuditError::InUse { .. })),
+            "a second writer"
+        );
+        drop(first);
+        Audit::open(dir.path(), &AuditSettings::default()).expect("free again");
     }
 
     #[test]
