@@ -32,8 +32,18 @@ impl StateArgs {
         Ok(config.state_dir.clone())
     }
 
-    fn signer(&self) -> Result<Signer, String> {
-        Signer::load(&self.dir()?.join(KEY_FILE)).map_err(|e| e.to_string())
+    /// The host's key: beside the first `--log` when one is there (a log read where it
+    /// was written), else in the state directory.
+    fn signer(&self, logs: &[PathBuf]) -> Result<Signer, String> {
+        let beside = (logs.first())
+            .and_then(|l| l.parent())
+            .map(|d| d.join(KEY_FILE))
+            .filter(|k| k.exists());
+        let path = match beside {
+            Some(k) => k,
+            None => self.dir()?.join(KEY_FILE),
+        };
+        Signer::load(&path).map_err(|e| e.to_string())
     }
 
     /// The files to read: each `--log` as given when several, one `--log` with its
@@ -46,11 +56,11 @@ impl StateArgs {
         })
     }
 
-    /// `--key FILE`, else the public half of the state directory's key.
-    fn key(&self, file: Option<&Path>) -> Result<VerifyingKey, String> {
+    /// `--key FILE`, else the public half of the host's key ([`StateArgs::signer`]).
+    fn key(&self, file: Option<&Path>, logs: &[PathBuf]) -> Result<VerifyingKey, String> {
         match file {
             Some(f) => read_key(f),
-            None => Ok(self.signer()?.public()),
+            None => Ok(self.signer(logs)?.public()),
         }
     }
 }
@@ -71,7 +81,7 @@ pub(super) enum AuditCommand {
         #[arg(long = "log")]
         logs: Vec<PathBuf>,
         /// A file holding the trusted public key (`gatecmd audit key`'s output); default:
-        /// the state directory's key.
+        /// the audit.key beside the first --log, else the state directory's.
         #[arg(long)]
         key: Option<PathBuf>,
         #[command(flatten)]
@@ -111,7 +121,7 @@ enum EvidenceCommand {
 
 pub(super) fn audit(cmd: AuditCommand) -> ExitCode {
     let result = match cmd {
-        AuditCommand::Key { state } => state.signer().map(|s| println!("{}", s.public_hex())),
+        AuditCommand::Key { state } => (state.signer(&[])).map(|s| println!("{}", s.public_hex())),
         AuditCommand::Verify { logs, key, state } => return audit_verify(&state, &logs, key),
     };
     finish("audit", result)
@@ -120,7 +130,7 @@ pub(super) fn audit(cmd: AuditCommand) -> ExitCode {
 fn audit_verify(state: &StateArgs, logs: &[PathBuf], key: Option<PathBuf>) -> ExitCode {
     let prepared = state
         .files(logs)
-        .and_then(|files| Ok((files, state.key(key.as_deref())?)));
+        .and_then(|files| Ok((files, state.key(key.as_deref(), logs)?)));
     let (files, key) = match prepared {
         Ok(p) => p,
         Err(e) => return finish("audit verify", Err(e)),
@@ -159,7 +169,7 @@ pub(super) fn evidence(args: EvidenceArgs) -> ExitCode {
         );
     };
     let made = (args.state.files(&args.logs))
-        .and_then(|files| Ok((files, args.state.signer()?)))
+        .and_then(|files| Ok((files, args.state.signer(&args.logs)?)))
         .and_then(|(files, signer)| {
             evidence::make(&files, &signer, &job).map_err(|e| e.to_string())
         });
