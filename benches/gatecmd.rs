@@ -11,6 +11,7 @@ mod metrics_rows;
 #[path = "../tests/common/umockdev.rs"]
 mod umockdev;
 
+mod audit_rows;
 mod console_rows;
 mod lab_rows;
 mod live_rows;
@@ -741,7 +742,7 @@ async fn wait_both(
 
 /// `GATECMD_BENCH_ONLY=throughput`: only the throughput rows (for profiling runs);
 /// `=plain` only the plain-HTTP ones; `=overhead` only the `execute_command` overhead rows;
-/// `=shell` only the `board_run` rows.
+/// `=shell` only the `board_run` rows; `=audit` only the audit log's rows.
 fn only_throughput() -> bool {
     std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "throughput" || v == "plain")
 }
@@ -820,6 +821,11 @@ fn main() {
         print(&rt.block_on(live_rows::rows(&z)));
         return;
     }
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "audit") {
+        // The audit log's rows alone: records per second signed and unsigned, verify.
+        print(&audit_rows::rows(&z));
+        return;
+    }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
         // A/B runs of the overhead rows alone (GATECMD_BIN names the server binary).
         let mut rows = rt.block_on(exec_overhead(&z));
@@ -833,6 +839,7 @@ fn main() {
         let mut rows = rt.block_on(exec_overhead(&z));
         rows.extend(rt.block_on(job_handle(&z)));
         rows.extend(python_sdk(&z));
+        rows.extend(audit_rows::rows(&z));
         rows
     };
     // Device figures in a copy of this binary under the umockdev preload.

@@ -1,10 +1,11 @@
 //! The command line: `serve`, `stdio`, `check`, `devices`, `approve`/`deny` (in
 //! `approve.rs`), `leases` (in `leases.rs`; both MCP clients of the running server through
-//! `mcp_client.rs`). Parsing and logging here; the
-//! start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP reload in
-//! `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
+//! `mcp_client.rs`), `audit key|verify` and `evidence` (in `audit.rs`). Parsing and logging
+//! here; the start-up wiring in `startup.rs`, the servers in `serve.rs`, signals and SIGHUP
+//! reload in `reload.rs`, `check` in `check.rs`, `devices` in `devices.rs`.
 
 mod approve;
+mod audit;
 mod check;
 mod devices;
 mod leases;
@@ -85,6 +86,14 @@ enum Command {
         #[command(flatten)]
         decision: DecisionArgs,
     },
+    /// The signed audit log: `key` prints its public key, `verify` checks its chain.
+    Audit {
+        #[command(subcommand)]
+        command: audit::AuditCommand,
+    },
+    /// Write the signed evidence bundle of a job (`evidence JOB [--out FILE]`), or check
+    /// one offline (`evidence verify FILE [--key FILE]`).
+    Evidence(audit::EvidenceArgs),
     /// List the running server's leases, or end one (`leases end LEASE_ID`), as the
     /// client whose token is in $GATECMD_TOKEN or --token-file (an admin client sees and
     /// ends every lease).
@@ -204,6 +213,8 @@ pub fn main() -> ExitCode {
             None => run_async(leases::list(server.target(), json)),
             Some(LeasesAction::End { lease }) => run_async(leases::end(server.target(), lease)),
         },
+        Command::Audit { command } => audit::audit(command),
+        Command::Evidence(args) => audit::evidence(args),
     }
 }
 

@@ -35,7 +35,9 @@
 //! - `quotas`: per-client shares of what a client holds open (subscriptions, streams,
 //!   answers, waiting reads).
 //! - `staging`: file staging inside the file roots (list, stat, upload, remove) with quotas.
-//! - `audit`: the audit log, one bounded JSON line per decision, rotated and aggregated.
+//! - `audit`: the audit log, one bounded JSON line per decision, rotated and aggregated,
+//!   each line chained to the one before and signed by the host's key; its verification
+//!   and a job's evidence bundle.
 //! - `usecases`: what a board action does, once, for every surface that offers it (the
 //!   power runner).
 

@@ -42,6 +42,9 @@ pub enum FlashOutcome<'a, S: Serialize> {
 #[derive(Debug, Serialize)]
 pub struct Flashed<'a, S: Serialize> {
     pub job: &'a str,
+    /// The approval request that said yes (`apr-N`; its `approval_*` lines say who and
+    /// when), or null when no rule held the flash.
+    pub approval: Option<&'a str>,
     pub image_sha256: Option<&'a str>,
     pub bmap: Option<&'a str>,
     pub loader: Option<&'a str>,
@@ -58,12 +61,19 @@ pub struct Flashed<'a, S: Serialize> {
     pub bmap_sha256: Option<&'a str>,
     pub steps: Vec<StepMs<S>>,
     pub took_ms: u64,
+    /// `booted` (wait_for seen) or `reset`.
+    pub board_state: &'a str,
+    /// The boot report's summary as the call ended (stages, faults, outcome), or null
+    /// for a board without a console.
+    pub boot: Option<serde_json::Value>,
 }
 
 /// A flash that stopped before the end: at which step, why, and where the board is.
 #[derive(Debug, Serialize)]
 pub struct Ended<'a, S: Serialize> {
     pub job: &'a str,
+    /// As in [`Flashed`].
+    pub approval: Option<&'a str>,
     pub step: S,
     pub message: String,
     pub bytes_written: u64,
@@ -107,6 +117,7 @@ mod tests {
             image: "/srv/a.img",
             outcome: FlashOutcome::Flashed(Box::new(Flashed {
                 job: "j1",
+                approval: Some("apr-1"),
                 image_sha256: Some("ab"),
                 bmap: None,
                 loader: Some("/srv/l.bin"),
@@ -122,17 +133,20 @@ mod tests {
                 bmap_sha256: None,
                 steps: steps(),
                 took_ms: 9,
+                board_state: "booted",
+                boot: None,
             })),
         })
         .unwrap();
         assert_eq!(
             flashed,
-            json!({"event": "flash_board", "client": "ci", "job": "j1", "board": "b1",
-                "outcome": "flashed", "image": "/srv/a.img", "image_sha256": "ab", "bmap": null,
+            json!({"event": "flash_board", "client": "ci", "job": "j1", "approval": "apr-1",
+                "board": "b1", "outcome": "flashed", "image": "/srv/a.img", "image_sha256": "ab", "bmap": null,
                 "loader": "/srv/l.bin", "loader_sha256": null, "ranges": [[0, 8]],
                 "ranges_total": 1, "bytes_written": 8, "bytes_skipped": 0, "verified": true,
                 "verification": "read_back", "verified_bytes": 8, "unverified_bytes": 0,
-                "bmap_sha256": null, "steps": [{"step": "write", "ms": 7}], "took_ms": 9})
+                "bmap_sha256": null, "steps": [{"step": "write", "ms": 7}], "took_ms": 9,
+                "board_state": "booted", "boot": null})
         );
         let cancelled = serde_json::to_value(FlashRecord {
             client: "ci",
@@ -140,6 +154,7 @@ mod tests {
             image: "a.img",
             outcome: FlashOutcome::Cancelled(Ended {
                 job: "j1",
+                approval: None,
                 step: "write",
                 message: "cancelled".into(),
                 bytes_written: 4,
@@ -151,8 +166,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             cancelled,
-            json!({"event": "flash_board", "client": "ci", "job": "j1", "board": "b1",
-                "outcome": "cancelled", "image": "a.img", "step": "write",
+            json!({"event": "flash_board", "client": "ci", "job": "j1", "approval": null,
+                "board": "b1", "outcome": "cancelled", "image": "a.img", "step": "write",
                 "message": "cancelled", "bytes_written": 4, "verified": false,
                 "board_state": "loader", "steps": [{"step": "write", "ms": 7}]})
         );

@@ -8,11 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
 use super::bound;
+use super::chain::{self, CHAIN_BYTES, GENESIS, KeyError, Signer};
 use super::refusals::{Admit, RefusalClass, Refusals};
 use crate::config::AuditSettings;
 
@@ -59,6 +61,17 @@ pub enum AuditError {
     },
     #[error("an audit record is not a JSON object: {0}")]
     NotAnObject(String),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(
+        "another process writes the audit log in {dir} (it holds a lock on audit.key): one gatecmd per state directory, or the two would interleave the log's chain; stop the other, or give this one its own `state_dir`"
+    )]
+    InUse { dir: PathBuf },
+    #[error("cannot read the audit log {path} to continue its chain: {source}")]
+    ChainStart {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A cheap-to-clone handle to the audit log (or to nothing, when auditing is off).
@@ -83,6 +96,8 @@ struct Shared {
     log: Mutex<Log>,
     /// `min(max_record_bytes, max_bytes)`, read without the lock.
     record_limit: AtomicUsize,
+    /// Bytes a record gives up to the chain's `prev` and `sig` (0 when unsigned).
+    chain_bytes: usize,
     /// Wakes the task that closes refusal windows: a window opened, or the log is gone.
     wake: Arc<Notify>,
 }
@@ -106,16 +121,61 @@ struct Log {
     /// attempt waits until this instant instead of costing an fsync on every line.
     rotate_retry_at: Option<Instant>,
     last_retention: Instant,
+    /// The key and the hash of the last line written (None: the bench's unsigned baseline).
+    chain: Option<Chain>,
+    /// The lock on `audit.key` that keeps a second process off this log while it lives.
+    claim: Option<Flock<File>>,
+}
+
+/// What the next line is sealed with (docs/AUDIT.md "Chain and signatures").
+struct Chain {
+    signer: Signer,
+    /// The hex SHA-256 of the last line written: the next line's `prev`.
+    last: String,
 }
 
 impl Audit {
     /// Opens (creating if needed) `<state_dir>/audit.log`, owner-only, for appending, and
     /// deletes rotated files beyond `keep` or `max_age_days`. Inside a tokio runtime it also
     /// starts the task that writes refusal summaries when their window closes.
+    ///
+    /// Every line is chained and signed with the host's key, `<state_dir>/audit.key`,
+    /// made here at the first start (owner-only).
     pub fn open(state_dir: &Path, settings: &AuditSettings) -> Result<Audit, AuditError> {
         create_state_dir(state_dir)?;
+        let signer = Signer::load_or_create(state_dir)?;
+        let claim = claim(state_dir)?;
+        let audit = Audit::open_with(state_dir, settings, Some(signer))?;
+        if let Some(s) = &audit.inner {
+            lock(&s.log).claim = Some(claim);
+        }
+        Ok(audit)
+    }
+
+    /// A log whose lines carry no `prev` and `sig`: the bench's baseline only (what
+    /// signing costs); nothing in gatecmd opens one.
+    #[doc(hidden)]
+    pub fn open_unsigned(state_dir: &Path, settings: &AuditSettings) -> Result<Audit, AuditError> {
+        create_state_dir(state_dir)?;
+        Audit::open_with(state_dir, settings, None)
+    }
+
+    fn open_with(
+        state_dir: &Path,
+        settings: &AuditSettings,
+        signer: Option<Signer>,
+    ) -> Result<Audit, AuditError> {
         let path = state_dir.join(FILE_NAME);
-        let file = open_append(&path)?;
+        let mut file = open_append(&path)?;
+        let chain = match signer {
+            Some(signer) => {
+                let last = chain_start(&path, &mut file)?;
+                tracing::info!(public_key = %signer.public_hex(), "audit log: lines are chained and signed");
+                Some(Chain { signer, last })
+            }
+            None => None,
+        };
+        let chain_bytes = if chain.is_some() { CHAIN_BYTES } else { 0 };
         let size = file
             .metadata()
             .map(|m| m.len())
@@ -135,11 +195,14 @@ impl Audit {
             failing: false,
             rotate_retry_at: None,
             last_retention: Instant::now(),
+            chain,
+            claim: None,
         };
         log.retain();
         let shared = Arc::new(Shared {
             log: Mutex::new(log),
             record_limit: AtomicUsize::new(record_limit(settings)),
+            chain_bytes,
             wake: Arc::new(Notify::new()),
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -203,7 +266,8 @@ impl Audit {
 
     fn write(&self, record: &impl Serialize) {
         let Some(s) = &self.inner else { return };
-        let line = match to_line(record, s.record_limit.load(Ordering::Relaxed)) {
+        let max = s.record_limit.load(Ordering::Relaxed);
+        let line = match to_line(record, max.saturating_sub(s.chain_bytes)) {
             Ok(line) => line,
             Err(e) => {
                 tracing::error!(error = %e, "audit record dropped");
@@ -317,6 +381,54 @@ fn open_append(path: &Path) -> Result<File, AuditError> {
     Ok(file)
 }
 
+/// An exclusive `flock` on `<state_dir>/audit.key`, held while the log is open: a second
+/// gatecmd on the same state directory (a `stdio` session started with the service's)
+/// would write lines chained to its own idea of the last line.
+fn claim(state_dir: &Path) -> Result<Flock<File>, AuditError> {
+    let path = state_dir.join(chain::KEY_FILE);
+    let file = File::open(&path).map_err(|source| AuditError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            AuditError::InUse {
+                dir: state_dir.to_path_buf(),
+            }
+        } else {
+            AuditError::Open {
+                path,
+                source: errno.into(),
+            }
+        }
+    })
+}
+
+/// The `prev` of the next line: the hash of the last line of `audit.log`, or of
+/// `audit.log.1` when `audit.log` is empty (a start right after a rotation), or
+/// [`GENESIS`]. A last line cut by a crash is ended with `\n` and chained to as it is
+/// (`gatecmd audit verify` names it).
+fn chain_start(path: &Path, file: &mut File) -> Result<String, AuditError> {
+    let err = |p: &Path| {
+        let path = p.to_path_buf();
+        move |source| AuditError::ChainStart { path, source }
+    };
+    if let Some((line, cut)) = chain::last_line(path).map_err(err(path))? {
+        if cut {
+            tracing::warn!(path = %path.display(), "audit log: its last line was cut (a crash while writing); ended it");
+            file.write_all(b"\n").map_err(err(path))?;
+        }
+        return Ok(chain::line_hash(&line));
+    }
+    let mut rotated = path.as_os_str().to_owned();
+    rotated.push(".1");
+    let rotated = PathBuf::from(rotated);
+    Ok(match chain::last_line(&rotated).map_err(err(&rotated))? {
+        Some((line, _)) => chain::line_hash(&line),
+        None => GENESIS.to_string(),
+    })
+}
+
 /// `{"ts": now, ...record}` as one line ending in `\n`, at most `max` bytes.
 fn to_line(record: &impl Serialize, max: usize) -> Result<Vec<u8>, AuditError> {
     let value = serde_json::to_value(record).map_err(|e| AuditError::NotAnObject(e.to_string()))?;
@@ -334,8 +446,15 @@ fn to_line(record: &impl Serialize, max: usize) -> Result<Vec<u8>, AuditError> {
 }
 
 impl Log {
-    /// Appends one line, rotating first when it would take the file past `max_bytes`.
+    /// Appends one line (sealed with `prev` and `sig` when chained), rotating first when
+    /// it would take the file past `max_bytes`. Sealing happens here, under the log's lock:
+    /// `prev` is the line written just before, whoever wrote it.
     fn write(&mut self, line: &[u8]) {
+        let sealed = (self.chain.as_ref()).map(|c| {
+            let body = line.strip_suffix(b"\n").unwrap_or(line);
+            c.signer.seal(body, &c.last)
+        });
+        let line = sealed.as_deref().unwrap_or(line);
         let len = line.len() as u64;
         // Never leave a file empty: a line larger than the limit still gets written.
         let due = self.rotate_retry_at.is_none_or(|t| Instant::now() >= t);
@@ -357,6 +476,9 @@ impl Log {
             Ok(()) => {
                 self.size += len;
                 self.failing = false;
+                if let Some(c) = &mut self.chain {
+                    c.last = chain::line_hash(line.strip_suffix(b"\n").unwrap_or(line));
+                }
                 gatecmd_core::metrics::audit_record(gatecmd_core::metrics::AuditResult::Written);
             }
             Err(source) => {
@@ -375,7 +497,8 @@ impl Log {
 
     /// Writes the summaries of refusal windows closed by `now` (all of them with `all`).
     fn close_windows(&mut self, now: Instant, all: bool) {
-        let max = record_limit(&self.settings);
+        let chained = if self.chain.is_some() { CHAIN_BYTES } else { 0 };
+        let max = record_limit(&self.settings).saturating_sub(chained);
         for summary in self.refusals.close(now, all) {
             match to_line(&summary, max) {
                 Ok(line) => self.write(&line),
@@ -537,8 +660,8 @@ mod tests {
     #[test]
     fn rotation_shifts_files_and_keeps_at_most_keep() {
         let dir = tempfile::tempdir().expect("tempdir");
-        // Each record is about 50 bytes: two fit under 120, the third rotates.
-        let audit = Audit::open(dir.path(), &settings(120, 2)).expect("open");
+        // Each record is about 270 bytes with its chain: two fit under 600, the third rotates.
+        let audit = Audit::open(dir.path(), &settings(600, 2)).expect("open");
         for n in 0..10 {
             audit.record(&serde_json::json!({"event": "x", "n": n}));
         }
@@ -557,7 +680,7 @@ mod tests {
             .collect();
         assert!(all.windows(2).all(|w| w[1] == w[0] + 1), "{all:?}");
         for p in [&base, &dir.path().join("audit.log.1")] {
-            assert!(std::fs::metadata(p).expect("meta").len() <= 120);
+            assert!(std::fs::metadata(p).expect("meta").len() <= 600);
             let mode = std::fs::metadata(p).expect("meta").permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
@@ -576,7 +699,7 @@ mod tests {
     #[test]
     fn a_failed_rotation_loses_no_record() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let audit = Audit::open(dir.path(), &settings(120, 2)).expect("open");
+        let audit = Audit::open(dir.path(), &settings(600, 2)).expect("open");
         // `audit.log.1` cannot be replaced by a file while it is a non-empty directory.
         let blocker = dir.path().join("audit.log.2");
         std::fs::create_dir(&blocker).expect("mkdir");
@@ -694,6 +817,19 @@ mod tests {
         let audit = Audit::open(dir.path(), &AuditSettings::default()).expect("open");
         audit.record(&"just a string");
         assert!(lines(&dir.path().join(FILE_NAME)).is_empty());
+    }
+
+    #[test]
+    fn a_second_writer_on_one_state_dir_is_refused_until_the_first_is_gone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = Audit::open(dir.path(), &AuditSettings::default()).expect("open");
+        let second = Audit::open(dir.path(), &AuditSettings::default());
+        assert!(
+            matches!(second, Err(AuditError::InUse { .. })),
+            "a second writer"
+        );
+        drop(first);
+        Audit::open(dir.path(), &AuditSettings::default()).expect("free again");
     }
 
     #[test]

@@ -17,6 +17,14 @@
 //! - `log`: rotation by size (`max_bytes`, `keep` files) and expiry by age
 //!   (`max_age_days`), renaming before reopening so that no written line is lost.
 //!
+//! What makes a change to the file show (docs/AUDIT.md "Chain and signatures"):
+//! - `chain`: every line ends in `prev` (the hash of the line before, across rotation and
+//!   restarts) and `sig` (ed25519 by the host's key, `<state_dir>/audit.key`, over the line
+//!   without `sig`), added under the log's lock as the line is written;
+//! - `verify`: a log and its rotated files checked line by line (`gatecmd audit verify`);
+//! - `evidence`: a job's lines in one sealed bundle that verifies offline
+//!   (`gatecmd evidence`).
+//!
 //! The module depends on nothing above it but the settings in `config`: callers hand it
 //! plain data in its own record types, one per kind of line (`records`: execute_command
 //! and lock events; `approvals`, `jobs`, `boards` (power, console, boot, board commands),
@@ -25,6 +33,8 @@
 mod approvals;
 mod boards;
 mod bound;
+pub mod chain;
+pub mod evidence;
 mod files;
 mod flash;
 mod jobs;
@@ -35,6 +45,7 @@ mod recent;
 mod records;
 mod refusals;
 mod server;
+pub mod verify;
 
 pub use approvals::ApprovalRecord;
 pub use boards::{
@@ -42,6 +53,7 @@ pub use boards::{
     ConsoleWriteRecord, OnReleaseRecord, PowerOutcome, PowerRecord, PowerStepRecord, PowerVia,
     Prompt, RefusedDetail,
 };
+pub use chain::{GENESIS, KEY_FILE, Signer};
 pub use files::FileRecord;
 pub use flash::{Ended, FlashOutcome, FlashRecord, Flashed, StepMs};
 pub use jobs::JobRecord;

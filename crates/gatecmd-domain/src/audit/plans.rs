@@ -25,6 +25,9 @@ pub enum PlanRecord<'a> {
         /// The plan's text as given, by SHA-256 (what was asked to run).
         plan_sha256: &'a str,
         steps: usize,
+        /// The approval that let it run (`apr-N`), when a rule held it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approval: Option<&'a str>,
     },
     #[serde(rename = "test_plan_step")]
     Step {

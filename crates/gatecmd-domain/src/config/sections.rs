@@ -252,8 +252,8 @@ settings! {
         max_record_bytes: u64 {
             default: 8 * 1024,
             check: audit_max_record_bytes,
-            docs: "longest line (at least 1024); longer fields are cut and logged with their \
-                length and SHA-256.",
+            docs: "longest line, its `prev` and `sig` included (at least 1024); longer fields \
+                are cut and logged with their length and SHA-256.",
         },
         max_age_days: u32 {
             default: 90,

@@ -202,6 +202,17 @@ pub async fn wait_in_call(
     lease: Option<LeaseWatch>,
     ctx: &rmcp::service::RequestContext<RoleServer>,
 ) -> Result<(), Refusal> {
+    wait_in_call_for_id(state, spec, lease, ctx).await.map(drop)
+}
+
+/// As [`wait_in_call`], answering the request's id (`apr-N`) on a yes: for a caller whose
+/// audit line names the approval (flash_board).
+pub async fn wait_in_call_for_id(
+    state: &AppState,
+    spec: NewRequest,
+    lease: Option<LeaseWatch>,
+    ctx: &rmcp::service::RequestContext<RoleServer>,
+) -> Result<String, Refusal> {
     let req = open(state, spec)?;
     let _withdraw = WithdrawOnDrop { state, req: &req };
     tell_person(state, ctx, &req);
@@ -216,7 +227,7 @@ pub async fn wait_in_call(
     let d = await_decision(state, &req, lease.as_ref(), &ctx.ct).await;
     drop(telling);
     match decision_refusal(&view, &d) {
-        None => Ok(()),
+        None => Ok(view.id.0.clone()),
         Some(r) => Err(r),
     }
 }

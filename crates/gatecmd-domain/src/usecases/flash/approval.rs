@@ -32,14 +32,14 @@ const SETTLE_TRIES: u32 = 5;
 /// The surface's round trip for an approval (an MCP call waits in the call, with progress).
 pub trait Approve {
     /// Holds the call until a person decides `request`, made under the caller's `lease`
-    /// on `key` (the request ends if the lease does): `Ok` for a yes, else the refusal the
-    /// decision is.
+    /// on `key` (the request ends if the lease does): `Ok` with the request's id (`apr-N`,
+    /// which the flash's audit line names) for a yes, else the refusal the decision is.
     fn approve(
         &self,
         request: NewRequest,
         key: LockKey,
         lease: Option<LeaseId>,
-    ) -> impl Future<Output = Result<(), Refusal>> + Send;
+    ) -> impl Future<Output = Result<String, Refusal>> + Send;
 }
 
 /// What identifies a file's content without reading it: any write changes it.
@@ -202,7 +202,7 @@ pub(super) async fn ask(
     approve: &impl Approve,
     request: NewRequest,
     key: LockKey,
-) -> Result<(), Refused> {
+) -> Result<String, Refused> {
     let lease = ask.lease.clone().map(LeaseId);
     approve
         .approve(request, key, lease)

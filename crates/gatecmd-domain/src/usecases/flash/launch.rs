@@ -60,6 +60,7 @@ where
         taken,
         files,
         known,
+        approval,
     } = prepared;
     let policy = &config.flash;
     let image_path = files.image.path.display().to_string();
@@ -152,7 +153,14 @@ where
             flushed.await;
         }
         let image = image.display().to_string();
-        end(&state, &client, &task_job, &board, &image, outcome, render);
+        let flash = Flash {
+            client: &client,
+            job: &task_job,
+            board: &board,
+            image: &image,
+            approval: approval.as_deref(),
+        };
+        end(&state, &flash, outcome, render);
     });
     // A task that panicked leaves no outcome: the job is `lost`, not running forever.
     let (watched, jobs) = (job.clone(), state.jobs.clone());
@@ -169,26 +177,29 @@ where
     job
 }
 
+/// Which flash ended: what its audit line names besides the outcome.
+struct Flash<'a> {
+    client: &'a str,
+    job: &'a Arc<Job>,
+    board: &'a str,
+    image: &'a str,
+    approval: Option<&'a str>,
+}
+
 /// The flash's end: its audit line, the answer, the job ended with it (its `job_ended`
 /// line and count).
-fn end<R>(
-    state: &AppState,
-    client: &str,
-    job: &Arc<Job>,
-    board: &str,
-    image: &str,
-    outcome: Result<Flashed, Failed>,
-    render: R,
-) where
+fn end<R>(state: &AppState, flash: &Flash, outcome: Result<Flashed, Failed>, render: R)
+where
     R: FnOnce(&Job, JobState, Result<Flashed, Failed>) -> Answer,
 {
+    let job = flash.job;
     let (job_state, stop_reason) = match &outcome {
         Ok(f) => {
-            audit_flash(state, client, job, f);
+            audit_flash(state, flash, f);
             (JobState::Succeeded, None)
         }
         Err(failed) => {
-            audit_failure(state, client, job, board, image, failed);
+            audit_failure(state, flash, failed);
             let st = match &failed.failure {
                 FlashFailure::Cancelled { .. } => JobState::Cancelled,
                 FlashFailure::TimedOut { .. } => JobState::TimedOut,
@@ -220,13 +231,14 @@ fn timings(steps: &[StepRecord]) -> Vec<StepMs<Step>> {
 
 /// The audit line of a flash that ended: what was written where, verified, and how long
 /// each step took.
-fn audit_flash(state: &AppState, client: &str, job: &Job, f: &Flashed) {
+fn audit_flash(state: &AppState, flash: &Flash, f: &Flashed) {
     state.audit.record(&FlashRecord {
-        client,
+        client: flash.client,
         board: &f.board,
         image: &f.image.path,
         outcome: FlashOutcome::Flashed(Box::new(audit::Flashed {
-            job: &job.id.0,
+            job: &flash.job.id.0,
+            approval: flash.approval,
             image_sha256: f.image.sha256.as_deref(),
             bmap: f.bmap.as_ref().map(|b| b.path.as_str()),
             loader: f.loader.as_ref().map(|l| l.path.as_str()),
@@ -242,13 +254,16 @@ fn audit_flash(state: &AppState, client: &str, job: &Job, f: &Flashed) {
             bmap_sha256: f.bmap.as_ref().and_then(|b| b.sha256.as_deref()),
             steps: timings(&f.steps),
             took_ms: f.took_ms,
+            board_state: &f.board_state,
+            boot: f.boot.as_ref().and_then(|b| serde_json::to_value(b).ok()),
         })),
     });
 }
 
-fn audit_failure(state: &AppState, client: &str, job: &Job, board: &str, image: &str, f: &Failed) {
+fn audit_failure(state: &AppState, flash: &Flash, f: &Failed) {
     let ended = Ended {
-        job: &job.id.0,
+        job: &flash.job.id.0,
+        approval: flash.approval,
         step: f.step,
         message: f.failure.to_string(),
         bytes_written: f.bytes_written,
@@ -257,9 +272,9 @@ fn audit_failure(state: &AppState, client: &str, job: &Job, board: &str, image: 
         steps: timings(&f.steps),
     };
     state.audit.record(&FlashRecord {
-        client,
-        board,
-        image,
+        client: flash.client,
+        board: flash.board,
+        image: flash.image,
         outcome: if f.failure.is_cancel() {
             FlashOutcome::Cancelled(ended)
         } else {

@@ -37,6 +37,8 @@ pub struct Prepared {
     pub(super) files: Files,
     /// What an approval hashed (nothing without one).
     pub(super) known: Known,
+    /// The approval request that said yes (`apr-N`), named by the flash's audit line.
+    pub(super) approval: Option<String>,
 }
 
 /// Checks `ask` and takes what it runs with; when an `approvals:` rule holds, holds it
@@ -87,6 +89,7 @@ pub async fn prepare(
             taken,
             files,
             known: Known::default(),
+            approval: None,
         });
     };
     // Every check that can refuse has passed and nothing was done to the board. As for
@@ -97,7 +100,7 @@ pub async fn prepare(
     let key = taken.key.clone();
     let request = approval::request(state, ask, &rule, &files, &hashed, &key);
     drop((slot, taken));
-    approval::ask(ask, approve, request, key).await?;
+    let approved = approval::ask(ask, approve, request, key).await?;
     // A reload while it waited may have taken the permission away.
     let config = state.config();
     policy(&config, ask, files.loaders())?;
@@ -111,6 +114,7 @@ pub async fn prepare(
         taken,
         files,
         known,
+        approval: Some(approved),
     })
 }
 

@@ -45,14 +45,14 @@ impl Approve for Person {
         request: NewRequest,
         key: LockKey,
         lease: Option<LeaseId>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<String, Refusal> {
         assert_eq!(key, LockKey::Board("b1".into()));
         assert!(lease.is_some());
         self.asked.lock().expect("lock").push(request);
         if let Some(edit) = &self.edit {
             edit();
         }
-        Ok(())
+        Ok("apr-1".into())
     }
 }
 
@@ -214,7 +214,7 @@ async fn a_no_is_the_surfaces_refusal() {
             _: NewRequest,
             _: LockKey,
             _: Option<LeaseId>,
-        ) -> Result<(), Refusal> {
+        ) -> Result<String, Refusal> {
             Err(Refusal::new(RefusalReason::ApprovalDenied, "no"))
         }
     }

@@ -92,6 +92,9 @@ pub struct Prepared {
     pub(super) slot: Permit,
     pub(super) taken: Taken,
     pub(super) prompts: Prompts,
+    /// The approval that let it run (`apr-N`), when a rule held it: its start line names
+    /// it, so the job's evidence carries the person's yes.
+    pub(super) approval: Option<String>,
 }
 
 impl Prepared {
@@ -138,6 +141,7 @@ pub async fn prepare(
             slot,
             taken,
             prompts,
+            approval: None,
         });
     };
     let key = taken.key.clone();
@@ -158,7 +162,7 @@ pub async fn prepare(
     };
     drop((slot, taken));
     let lease = ask.lease.clone().map(LeaseId);
-    approve
+    let approval = approve
         .approve(request, key, lease)
         .await
         .map_err(Refused::Approval)?;
@@ -171,6 +175,7 @@ pub async fn prepare(
         slot,
         taken,
         prompts,
+        approval: Some(approval),
     })
 }
 

@@ -121,6 +121,7 @@ where
         plan: &prepared.plan.name,
         plan_sha256: &prepared.sha256,
         steps: prepared.plan.steps.len(),
+        approval: prepared.approval.as_deref(),
     });
     let (task_state, task_job, client) = (state.clone(), job.clone(), ask.client.clone());
     let handle = tokio::spawn(async move {

@@ -112,9 +112,9 @@ impl Approve for InCall<'_> {
         request: NewRequest,
         key: LockKey,
         lease: Option<LeaseId>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<String, Refusal> {
         let watch = LeaseWatch::find(self.state, std::slice::from_ref(&key), lease.as_ref());
-        approvals::wait_in_call(self.state, request, watch, self.ctx).await
+        approvals::wait_in_call_for_id(self.state, request, watch, self.ctx).await
     }
 }
 
