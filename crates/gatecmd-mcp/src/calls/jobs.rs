@@ -144,8 +144,9 @@ pub async fn wait_or_detach(
 }
 
 /// A foreground call whose work runs as a job (`execute_command`'s `cancel: detach` and
-/// approved calls): waits for the job ([`wait_or_detach`]) and answers with the result it
-/// stored, as the call would have; the job is then forgotten (nobody needs its handle).
+/// approved calls, `flash_board`, `run_test_plan`): waits for the job ([`wait_or_detach`])
+/// and answers with the result it stored, as the call would have (or why it has none); the
+/// job is then forgotten (nobody needs its handle).
 pub async fn wait_foreground(
     state: &AppState,
     job: &Arc<Job>,
@@ -154,12 +155,13 @@ pub async fn wait_foreground(
     if let Err(gave_up) = wait_or_detach(state, job, ctx).await {
         return gave_up;
     }
-    let stored = job.view().end.result;
-    let answer = stored.and_then(|v| serde_json::from_value(v).ok());
+    let v = job.view();
+    let answer = (v.end.result).and_then(|r| serde_json::from_value(r).ok());
     let answer = answer.unwrap_or_else(|| {
+        let why = v.end.stop_reason.unwrap_or_default();
         crate::calls::answer::structured_error(
             &serde_json::json!({"job": job.id.0}),
-            format!("job {} ended without a result", job.id),
+            format!("job {} ended without a result: {why}", job.id),
         )
     });
     state.jobs.forget(&job.id);

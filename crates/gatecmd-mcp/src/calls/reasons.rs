@@ -5,6 +5,7 @@
 use gatecmd_core::refusal::common::UnknownBoard;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_core::sanitizer;
+use gatecmd_core::sanitizer::FileArgError;
 use gatecmd_domain::config::Config;
 use gatecmd_domain::isolation::IsolationError;
 use gatecmd_domain::locks::LockError;
@@ -88,6 +89,20 @@ pub fn args_reason(e: &sanitizer::Refusal) -> RefusalReason {
         sanitizer::Refusal::NoMatch { .. } | sanitizer::Refusal::FirstWord { .. } => {
             RefusalReason::NoPatternMatched
         }
+    }
+}
+
+/// The reason of a file argument that could not be opened beneath the roots (a tool's own
+/// file argument: `flash_board`'s image, bmap and loader, `run_test_plan`'s `plan_file`).
+pub fn file_reason(e: &FileArgError) -> RefusalReason {
+    use RefusalReason as R;
+    match e {
+        e if e.is_symlink() => R::Symlink,
+        FileArgError::OutsideRoots { .. } | FileArgError::NoRoots => R::OutsideRoots,
+        FileArgError::NotFound { .. } => R::NotFound,
+        FileArgError::NotRegular { .. } => R::WrongFileType,
+        FileArgError::ParentDir | FileArgError::BadPath { .. } => R::InvalidPath,
+        _ => R::IoError,
     }
 }
 

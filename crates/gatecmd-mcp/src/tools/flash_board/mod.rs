@@ -12,13 +12,13 @@ use std::time::Duration;
 use regex::Regex;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::answer::{refusal, structured};
 use crate::calls::approvals::{self, LeaseWatch};
 use crate::calls::progress;
 use crate::handler::{GatecmdServer, session_id, wants_task};
@@ -247,7 +247,9 @@ pub async fn flash_call(
             );
             structured(&FlashResult::of(&job, JobState::Running), text).into()
         }
-        _ => wait_foreground(state, &job, ctx).await.into(),
+        _ => crate::calls::jobs::wait_foreground(state, &job, ctx)
+            .await
+            .into(),
     }
 }
 
@@ -264,29 +266,4 @@ impl FlashResult {
             failure: None,
         }
     }
-}
-
-/// A waiting call: answers with the flash's result; when the client gives up, the flash
-/// runs on as a job and the answer (which nobody reads) says so.
-async fn wait_foreground(
-    state: &AppState,
-    job: &Arc<Job>,
-    ctx: &RequestContext<RoleServer>,
-) -> CallToolResult {
-    if let Err(gave_up) = crate::calls::jobs::wait_or_detach(state, job, ctx).await {
-        return gave_up;
-    }
-    let v = job.view();
-    let answer = (v.end.result)
-        .and_then(|r| serde_json::from_value::<CallToolResult>(r).ok())
-        .unwrap_or_else(|| {
-            let why = v.end.stop_reason.unwrap_or_default();
-            structured_error(
-                &serde_json::json!({"job": job.id.0}),
-                format!("job {} ended without a result: {why}", job.id),
-            )
-        });
-    // Answered: nobody needs the handle.
-    state.jobs.forget(&job.id);
-    answer
 }

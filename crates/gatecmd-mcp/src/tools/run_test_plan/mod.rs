@@ -10,19 +10,19 @@ use std::sync::Arc;
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::calls::answer::{refusal, structured, structured_error};
+use crate::calls::answer::{refusal, structured};
 use crate::calls::approvals::{self, LeaseWatch};
 use crate::handler::{GatecmdServer, session_id, wants_task};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::Refusal;
 use gatecmd_domain::approvals::NewRequest;
-use gatecmd_domain::jobs::{Job, Origin};
+use gatecmd_domain::jobs::Origin;
 use gatecmd_domain::locks::{LeaseId, LockKey, SessionId};
 use gatecmd_domain::state::AppState;
 use gatecmd_domain::usecases::flash::Approve;
@@ -179,30 +179,8 @@ pub async fn plan_call(
             );
             structured(&PlanResult { report }, text).into()
         }
-        _ => wait_foreground(state, &job, ctx).await.into(),
+        _ => crate::calls::jobs::wait_foreground(state, &job, ctx)
+            .await
+            .into(),
     }
-}
-
-/// A waiting call: answers with the run's result; when the client gives up, the plan runs
-/// on as a job and the answer (which nobody reads) says so.
-async fn wait_foreground(
-    state: &AppState,
-    job: &Arc<Job>,
-    ctx: &RequestContext<RoleServer>,
-) -> CallToolResult {
-    if let Err(gave_up) = crate::calls::jobs::wait_or_detach(state, job, ctx).await {
-        return gave_up;
-    }
-    let v = job.view();
-    let answer = (v.end.result)
-        .and_then(|r| serde_json::from_value::<CallToolResult>(r).ok())
-        .unwrap_or_else(|| {
-            let why = v.end.stop_reason.unwrap_or_default();
-            structured_error(
-                &serde_json::json!({"job": job.id.0}),
-                format!("job {} ended without a result: {why}", job.id),
-            )
-        });
-    state.jobs.forget(&job.id);
-    answer
 }

@@ -6,6 +6,7 @@ use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_core::sanitizer::FileArgError;
 use gatecmd_domain::usecases::plan::{Ask, PlanError, Refused};
 
+use crate::calls::reasons::file_reason;
 use crate::console::board_talk::TalkRefusal;
 
 /// Why `run_test_plan` said no before anything ran.
@@ -46,18 +47,6 @@ impl Classified for PlanRefusal {
             PlanRefusal::TooManyRunning { .. } => R::Limit,
             PlanRefusal::Talk(e) => e.reason(),
         }
-    }
-}
-
-fn file_reason(e: &FileArgError) -> RefusalReason {
-    use RefusalReason as R;
-    match e {
-        e if e.is_symlink() => R::Symlink,
-        FileArgError::OutsideRoots { .. } | FileArgError::NoRoots => R::OutsideRoots,
-        FileArgError::NotFound { .. } => R::NotFound,
-        FileArgError::NotRegular { .. } => R::WrongFileType,
-        FileArgError::ParentDir | FileArgError::BadPath { .. } => R::InvalidPath,
-        _ => R::IoError,
     }
 }
 
