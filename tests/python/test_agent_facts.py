@@ -228,7 +228,12 @@ boards:
         while not (log.exists() and "off" in log.read_text()):
             assert time.monotonic() < deadline, "the board was not switched off"
             time.sleep(0.05)
-        audit = (tmp_path / "state" / "audit.log").read_text()
-        assert '"event":"on_release"' in audit and '"ended":"session_ended"' in audit, audit
+        # The power command writes its log before it exits; the on_release record is written
+        # once its outcome is known, so it may land a moment after the log line.
+        audit_path = tmp_path / "state" / "audit.log"
+        while '"event":"on_release"' not in (audit := audit_path.read_text()):
+            assert time.monotonic() < deadline, f"no on_release record in the audit log:\n{audit}"
+            time.sleep(0.05)
+        assert '"ended":"session_ended"' in audit, audit
     finally:
         s.stop()
