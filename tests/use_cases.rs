@@ -3,7 +3,9 @@
 //! `json!`), a board's power action runs in one place
 //! (`crates/gatecmd-domain/src/power_run.rs`), and the flashing engine depends on no
 //! gatecmd crate; the MCP tools are thin (at most 300 production lines a file, 600 a
-//! tool folder) and the MCP crate has at most 15 top-level modules.
+//! tool folder) and the MCP crate has at most 15 top-level modules. What issue 48 added:
+//! every surface calls the use cases (none builds a lease request, takes a board's key or
+//! runs the power runner itself) and none decides through another surface's crate.
 
 use std::path::{Path, PathBuf};
 
@@ -245,4 +247,139 @@ fn the_mcp_crate_has_few_rooms() {
         "gatecmd-mcp declares {} top-level modules (at most 15): {modules:?}",
         modules.len()
     );
+}
+
+/// The surfaces: the MCP crate and the binary's `src/` (the CLI, the transport, the bench
+/// page, the labgrid bridge).
+fn surface_files() -> Vec<PathBuf> {
+    let mut out = rust_files(&Path::new(REPO).join("src"));
+    out.extend(rust_files(&Path::new(REPO).join("crates/gatecmd-mcp/src")));
+    out
+}
+
+/// What no surface does itself, and the use case that does it
+/// (`crates/gatecmd-domain/src/usecases/`).
+const SURFACE_MUST_NOT: &[(&str, &str)] = &[
+    (
+        "LeaseRequest {",
+        "builds a lease request (the lease use case does: usecases/lease/)",
+    ),
+    (
+        ".locks.lock(",
+        "takes a lease from the lock manager (usecases/lease/)",
+    ),
+    (
+        "run_power(",
+        "runs the power runner (the power use case does: usecases/power/)",
+    ),
+    (
+        "CommandLockRequest {",
+        "takes a board's key itself (usecases/take.rs, usecases/power/switch.rs)",
+    ),
+    (
+        ".force_unlock(",
+        "ends another client's lease itself (usecases/unlock.rs)",
+    ),
+    (
+        ".boots.power_on(",
+        "starts a boot record itself (usecases/power/switch.rs)",
+    ),
+];
+
+/// What `code` does that a use case should: the rule each breach breaks.
+fn surface_breaches(code: &str) -> Vec<&'static str> {
+    SURFACE_MUST_NOT
+        .iter()
+        .filter(|(pattern, _)| code.contains(pattern))
+        .map(|(_, why)| *why)
+        .collect()
+}
+
+/// Every surface calls the use cases: none builds a lease request, takes a lease or a
+/// board's key, or runs the power runner itself (issue 48). The labgrid bridge's power
+/// port and holds, and the bench page's approval decision, name the use cases they call.
+#[test]
+fn surfaces_call_the_use_cases() {
+    let files = surface_files();
+    assert!(files.len() > 50, "the surfaces were not found");
+    let mut found = Vec::new();
+    for f in &files {
+        let Some(code) = production(f) else { continue };
+        for why in surface_breaches(&code) {
+            found.push(format!("{}: {why}", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "surfaces doing a use case's work:\n{}",
+        found.join("\n")
+    );
+    for (file, use_case) in [
+        ("src/lab/power.rs", "usecases::power::switch"),
+        ("src/lab/holds.rs", "usecases::lease"),
+        ("src/page/approval.rs", "usecases::approval"),
+        ("src/page/release.rs", "usecases::unlock"),
+        (
+            "crates/gatecmd-mcp/src/tools/lock_device.rs",
+            "usecases::lease",
+        ),
+        (
+            "crates/gatecmd-mcp/src/tools/lock_board.rs",
+            "usecases::lease",
+        ),
+        (
+            "crates/gatecmd-mcp/src/tools/power_board.rs",
+            "usecases::power::switch",
+        ),
+    ] {
+        let code = production(&Path::new(REPO).join(file)).unwrap_or_default();
+        assert!(code.contains(use_case), "{file} does not call {use_case}");
+    }
+}
+
+/// What the non-MCP surfaces may not reach into the MCP crate for: its calls and its tools
+/// (a decision, a refusal's wording) — the domain's use cases hold what they share. Its
+/// views (a board's or a device's row), its server (served by the transport) and its lab
+/// peer link (the labgrid bridge asks peers over MCP) are not decisions.
+const OTHER_SURFACE: &[&str] = &[
+    "gatecmd_mcp::calls",
+    "gatecmd_mcp::tools",
+    "gatecmd_mcp::{",
+    "gatecmd_mcp as ",
+];
+
+/// The bench page, the command line and the labgrid bridge take no decision through
+/// another surface's crate (issue 48: the page's approval decision was the MCP crate's).
+#[test]
+fn no_surface_decides_through_another() {
+    let mut found = Vec::new();
+    let mut seen = 0;
+    for dir in ["src/page", "src/cli", "src/lab"] {
+        for f in rust_files(&Path::new(REPO).join(dir)) {
+            seen += 1;
+            let Some(code) = production(&f) else { continue };
+            for p in OTHER_SURFACE.iter().filter(|p| code.contains(*p)) {
+                found.push(format!("{}: {p}", f.display()));
+            }
+        }
+    }
+    assert!(seen > 20, "the surfaces were not read ({seen})");
+    assert!(
+        found.is_empty(),
+        "a surface deciding through the MCP crate (call the domain's use case):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The reading itself: each thing a surface may not do is found, a call of a use case is not.
+#[test]
+fn a_surface_doing_the_work_itself_is_found() {
+    let by_hand = "let lease = LeaseRequest {\n    key,\n};\nstate.locks.lock(lease).await;\n\
+                   let run = run_power(&state, b, &spec, after, cancel, via).await;\n\
+                   let lock = CommandLockRequest {\n};\nlab.state.boots.power_on(board, t);\n\
+                   p.state.locks.force_unlock(&lease.lease_id, &operator);\n";
+    assert_eq!(surface_breaches(by_hand).len(), SURFACE_MUST_NOT.len());
+    let through = "let held = switch::take(&state, &config, &plan, caller).await?;\n\
+                   lease_board(state, &ask, which, &cancel).await\n";
+    assert!(surface_breaches(through).is_empty());
 }

@@ -1,5 +1,7 @@
 //! The place ↔ lease bridge: which boards labgrid places hold, as gatecmd board leases
-//! with holder `labgrid:<place>`, and who else holds a board when labgrid asks for it.
+//! with holder `labgrid:<place>` (taken by the lease use case `lock_board` uses,
+//! `gatecmd_domain::usecases::lease::board`), and who else holds a board when labgrid asks
+//! for it.
 //! One table behind a `std` mutex, never held across an await (the lease is taken between
 //! two looks at the table, and the coordinator sends one request at a time).
 
@@ -9,9 +11,12 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use gatecmd_domain::boards::lease_shared_keys;
-use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LeaseRequest, LockKey};
+use tokio_util::sync::CancellationToken;
+
+use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LockKey};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::lease::Ask;
+use gatecmd_domain::usecases::lease::board::{LeaseError, Which, lease_board};
 
 /// The holder prefix of leases taken for labgrid places. Configured client names are
 /// `[A-Za-z0-9_.-]`, so no MCP client can be named like this.
@@ -154,10 +159,6 @@ impl Holds {
         if !super::names::valid_place(place) {
             return Err(HoldError::PlaceName);
         }
-        let config = state.config();
-        let Some(cfg) = config.board(board) else {
-            return Err(HoldError::NoBoard(board.to_string()));
-        };
         let mut hold = Hold {
             place: place.to_string(),
             lease: LeaseId(String::new()),
@@ -166,23 +167,25 @@ impl Holds {
             since: Instant::now(),
         };
         let settings = state.locks.settings();
-        // The lease `lock_board` takes: the board's key, its port and the device there shared.
-        let lease = LeaseRequest {
-            key: LockKey::Board(cfg.name.clone()),
-            client: holder_of(place),
+        let by = holder_of(place);
+        let note = hold.note(settings.max_note_bytes);
+        // The lease `lock_board` takes, by the same use case.
+        let ask = Ask {
+            client: &by.0,
             session: None,
             // The longest a lease may live; renewed while the coordinator is there.
             ttl: Some(settings.max_ttl),
-            note: Some(hold.note(settings.max_note_bytes)).filter(|n| !n.trim().is_empty()),
+            note: Some(&note),
             wait: Duration::ZERO,
-            shared: lease_shared_keys(&config, cfg, state.registry.get(&cfg.usb).as_ref()),
         };
-        match state.locks.lock(lease).await {
-            Ok(info) => {
-                hold.lease = info.lease_id;
+        let named = Which::Named(board);
+        match lease_board(state, &ask, named, &CancellationToken::new()).await {
+            Ok(leased) => {
+                hold.lease = leased.info.lease_id;
                 self.with(|m| m.insert(board.to_string(), hold.clone()));
                 Ok(Some(hold))
             }
+            Err(LeaseError::UnknownBoard(_)) => Err(HoldError::NoBoard(board.to_string())),
             Err(_) => Err(match holder(state, board, true) {
                 Holder::Other(why) => HoldError::HeldElsewhere(why),
                 _ => HoldError::Busy(board.to_string()),

@@ -1,10 +1,13 @@
 //! labgrid's `rest` power model (`labgrid/driver/power/rest.py`: GET a URL for `0`/`1`,
 //! PUT `0`/`1` to switch) served on `labgrid.console_bind`, one URL per board by index,
-//! through the board's configured power backend (`gatecmd_domain::config::power`, run by
-//! the domain's power runner like `power_board`). Every request, reading included, is
-//! admitted on its own (`admission.rs`): the board held by a labgrid place acquired by a
-//! listed person and the connection owned by one of that person's accounts; the switch
-//! runs under that place's lease. The port is
+//! through the board's configured power backend (`gatecmd_domain::config::power`), by the
+//! power use case `power_board` calls (`gatecmd_domain::usecases::power::switch`: the
+//! board's key taken under that place's lease, the power runner, the boot it starts).
+//! Every request, reading included, is admitted on its own (`admission.rs`): the board
+//! held by a labgrid place acquired by a listed person and the connection owned by one of
+//! that person's accounts, checked once more under the board's key. This file holds the
+//! wire format (`0`/`1`, HTTP statuses), the port's wording and its `labgrid_power` audit
+//! line. The port is
 //! served by the same accept loop as `/mcp` (`transport::conn_limits`), with small caps
 //! of its own: a connection that no request of the holder has authenticated is closed
 //! after the header timeout, and the oldest such goes first when they pile up.
@@ -29,9 +32,8 @@ use crate::transport::conn_limits::{ConnLimits, ConnTicket, LocalAddr};
 use gatecmd_domain::audit::LabgridEvent;
 use gatecmd_domain::boards::PowerState;
 use gatecmd_domain::config::LabSettings;
-use gatecmd_domain::config::power::switch_spec;
-use gatecmd_domain::locks::{CommandLockRequest, LockKey};
-use gatecmd_domain::power_run::{Audited, run_power};
+use gatecmd_domain::usecases::power::switch::{self, Switch, SwitchError};
+use gatecmd_domain::usecases::take::Caller;
 
 /// The power port's own connection caps: labgrid's power driver opens one connection per
 /// request, and only holders' requests authenticate one.
@@ -188,60 +190,48 @@ async fn switch(
 }
 
 async fn switch_board(lab: &Lab, admitted: &Admitted, on: bool) -> Result<(), Answer> {
-    let conflict = |m: String| (StatusCode::CONFLICT, format!("{m}\n"));
-    let board = admitted.board.as_str();
+    let conflict = |m: String| (StatusCode::CONFLICT, format!("gatecmd: {m}\n"));
     let hold = &admitted.hold;
     let config = lab.state.config();
-    let Some(cfg) = config.board(board) else {
-        return Err(conflict(format!(
-            "gatecmd: board {board} is no longer configured"
-        )));
-    };
-    let spec = switch_spec(&config, cfg, on).map_err(|r| conflict(format!("gatecmd: {r}")))?;
-    let lock = CommandLockRequest {
-        keys: vec![LockKey::Board(board.to_string())],
-        shared: vec![],
-        client: holder_of(&hold.place),
+    let to = if on { Switch::On } else { Switch::Off };
+    let plan = switch::plan(&config, &admitted.board, to, None).map_err(|e| conflict(worded(e)))?;
+    let holder = holder_of(&hold.place);
+    let caller = Caller {
+        client: &holder.0,
         session: None,
-        lease: Some(hold.lease.clone()),
-        command: format!("labgrid power {}", if on { "on" } else { "off" }),
+        lease: Some(&hold.lease.0),
+        tool: "labgrid",
     };
-    let _guard = lab
-        .state
-        .locks
-        .acquire_for_command_wait(lock, std::time::Duration::ZERO)
+    let held = switch::take(&lab.state, &config, &plan, caller)
         .await
-        .map_err(|e| conflict(format!("gatecmd: {e}")))?;
-    // Under the command lock: the hold is checked once more where nothing can change it.
+        .map_err(|e| conflict(worded(e)))?;
+    // Under the board's key: the hold is checked once more where nothing can change it.
     lab.still_admitted(admitted)
         .map_err(|why| (StatusCode::FORBIDDEN, format!("{why}\n")))?;
-    let after = if on { PowerState::On } else { PowerState::Off };
-    if on {
-        // The bytes from here on are the boot this switch starts (docs/BOARDS.md).
-        let by = holder_of(&hold.place).0;
-        let trigger = gatecmd_domain::boots::Trigger::action("labgrid", &by, "power on");
-        lab.state.boots.power_on(board, trigger);
+    let done = switch::switch_held(&lab.state, &plan, held, CancellationToken::new()).await;
+    if done.ok {
+        return Ok(());
     }
-    let run = run_power(
-        &lab.state,
-        board,
-        &spec,
-        after,
-        CancellationToken::new(),
-        Audited::ByCaller,
-    )
-    .await;
-    let ok = run.ok();
-    match run.outcome {
-        Ok(_) if ok => Ok(()),
-        Ok(o) => Err((
-            StatusCode::BAD_GATEWAY,
-            format!(
-                "gatecmd: the power command failed (exit {:?}): {}\n",
-                o.exit_code,
-                gatecmd_core::output::clean(&o.stderr)
-            ),
-        )),
-        Err(e) => Err((StatusCode::BAD_GATEWAY, format!("gatecmd: {e}\n"))),
+    Err((
+        StatusCode::BAD_GATEWAY,
+        format!(
+            "gatecmd: the power command failed (exit {:?}): {}\n",
+            done.exit_code,
+            done.output.trim()
+        ),
+    ))
+}
+
+/// A switch refused, in the port's words (labgrid logs the text).
+fn worded(e: SwitchError) -> String {
+    match e {
+        SwitchError::UnknownBoard(u) => format!("board {} is no longer configured", u.name),
+        SwitchError::OffTooLong { off_secs, max } => {
+            format!("off {off_secs} s is more than {max} s")
+        }
+        SwitchError::Spec(e) => e.to_string(),
+        SwitchError::Lease(e) => e.to_string(),
+        SwitchError::Lock(e) => e.to_string(),
+        SwitchError::Changed { board } => format!("board {board}'s power switch changed"),
     }
 }

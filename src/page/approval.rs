@@ -1,8 +1,10 @@
 //! `POST /approval` (`id=…&decision=approve|deny&note=…`): a signed-in approver decides a
 //! pending approval request from the page (docs/APPROVALS.md). Same-origin and CSRF token
 //! like every page POST; the signed-in client must be one of the request's approvers and
-//! not its requester, checked by the same code as the MCP `approve`/`deny` tools. The
-//! waiting call audits the decision (`via: page`); the page's "last decisions" shows it.
+//! not its requester, checked by the decision use case the MCP `approve`/`deny` tools call
+//! (`gatecmd_domain::usecases::approval::decide`). The waiting call audits the decision
+//! (`via: page`); the page's "last decisions" shows it. This file holds the form, the
+//! HTTP statuses and the page's wording.
 //!
 //! `GET /approval/apr-N`: the link a `by: requester` request's URL elicitation carries. A
 //! signed-in viewer is sent to the page with that request picked out (`/#apr-N`); anyone
@@ -20,6 +22,8 @@ use super::signin::{form_field, signed_in_post};
 use super::{Denied, Page, denied, plain};
 use crate::transport::conn_limits::ConnTicket;
 use gatecmd_core::refusal::RefusalReason;
+use gatecmd_domain::approvals::Via;
+use gatecmd_domain::usecases::approval;
 
 /// `GET /approval/apr-N`: the page with the request picked out, or the sign-in form
 /// leading there.
@@ -74,14 +78,7 @@ pub(super) async fn decide(State(p): State<Arc<Page>>, req: Request) -> Response
         }
     };
     let note = form_field(&form, "note").filter(|n| !n.trim().is_empty());
-    match gatecmd_mcp::calls::approvals::decide(
-        &p.state,
-        &viewer.client,
-        gatecmd_domain::approvals::Via::Page,
-        &id,
-        approve,
-        note,
-    ) {
+    match approval::decide(&p.state, &viewer.client, Via::Page, &id, approve, note) {
         Ok((v, d)) => plain(
             StatusCode::OK,
             &format!(

@@ -1,7 +1,9 @@
 //! `POST /release` (`key=…`): an `admin` client ends the lease on a key from the page, for
 //! a lease left by a VM that went away. Same-origin, CSRF token, confirmation asked by the
-//! page; the lock manager records it as `force_released` by the operator, which reaches the
-//! audit log and the page's decisions like any lock event.
+//! page; the lease is ended by the use case `unlock_device` and `gatecmd leases end` call
+//! (`gatecmd_domain::usecases::unlock::end_lease`), which records another client's lease
+//! as `force_released` by the operator, reaching the audit log and the page's decisions
+//! like any lock event.
 
 use std::sync::Arc;
 
@@ -11,7 +13,9 @@ use axum::response::Response;
 
 use super::signin::{form_field, signed_in_post};
 use super::{Page, plain};
+use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::locks::LockKey;
+use gatecmd_domain::usecases::unlock::end_lease;
 
 pub(super) async fn release(State(p): State<Arc<Page>>, req: Request) -> Response {
     let (viewer, form) = match signed_in_post(&p, req).await {
@@ -35,8 +39,12 @@ pub(super) async fn release(State(p): State<Arc<Page>>, req: Request) -> Respons
     let Some(lease) = p.state.locks.key_state(&key).and_then(|s| s.lease) else {
         return plain(StatusCode::NOT_FOUND, &format!("no lease on {key} now"));
     };
-    let operator = format!("{} (bench page)", viewer.client);
-    match p.state.locks.force_unlock(&lease.lease_id, &operator) {
+    let who = ClientIdentity {
+        name: viewer.client.clone(),
+        commands: None,
+        admin: viewer.admin,
+    };
+    match end_lease(&p.state, &who, &lease.lease_id, Some("bench page")) {
         Ok(info) => plain(
             StatusCode::OK,
             &format!("released {key}, leased by {}", info.holder),

@@ -1,11 +1,12 @@
 //! Holding a call for an approver's yes (docs/APPROVALS.md), for every surface and every
 //! gated action: the request opened and audited (made for the person who answers for the
 //! client under `by: requester`), the wait for its decision (an approver's, its expiry, the
-//! end of the lease it was made under, its withdrawal; audited once), the refusal a decision
-//! other than yes becomes, and each file argument's digest for the approver and its
-//! re-check through the descriptor the child will get. The MCP surface re-exports these
-//! (`calls::approvals`) beside what is its own: the progress line, the elicitation
-//! pointing a person at the request, the `approve`/`deny` tools.
+//! end of the lease it was made under, its withdrawal; audited once), an approver's
+//! decision ([`decide`]: the `approve`/`deny` tools, which `gatecmd approve` calls, and the
+//! bench page), the refusal a decision other than yes becomes, and each file argument's
+//! digest for the approver and its re-check through the descriptor the child will get. The
+//! MCP surface re-exports these (`calls::approvals`) beside what is its own: the progress
+//! line, the elicitation pointing a person at the request, the `approve`/`deny` answers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{
-    ApprovalError, Decision, FileDigest, NewRequest, Outcome, Request, RequestView,
+    ApprovalError, Decision, FileDigest, NewRequest, Outcome, Request, RequestView, Via,
 };
 use crate::audit::ApprovalRecord;
 use crate::config::Approvers;
@@ -166,6 +167,33 @@ pub async fn await_decision(
     metrics::approval_decided(d.outcome.as_str());
     tracing::info!(client = %v.client, approval = %v.id, outcome = d.outcome.as_str(), by = ?d.by, after_ms = d.after_ms, "approval decided");
     d
+}
+
+/// `by` approves or denies request `id` with `note` `via` MCP (an approver client's tool
+/// call, the host's CLI through the `approve`/`deny` tools) or the bench page (a signed-in
+/// approver): the one decision every surface calls. Checked against the request's
+/// approvers (a refusal audited here); the waiting call audits the decision and acts on it.
+pub fn decide(
+    state: &AppState,
+    by: &str,
+    via: Via,
+    id: &str,
+    approve: bool,
+    note: Option<String>,
+) -> Result<(RequestView, Decision), Refusal> {
+    state
+        .approvals
+        .decide(id, by, via, approve, note)
+        .map_err(|e| {
+            let r = approval_refusal(&e);
+            state.audit.execute_refused(
+                &crate::audit::ExecuteCall::new(by, None, if approve { "approve" } else { "deny" }),
+                &[id.to_string()],
+                r.reason.as_str(),
+                &r.message,
+            );
+            r
+        })
 }
 
 /// The refusal a decision other than yes becomes (`None` for a yes).

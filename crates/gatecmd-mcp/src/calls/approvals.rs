@@ -1,8 +1,10 @@
 //! Approvals on the MCP surface (docs/APPROVALS.md): what every gated tool shares — the
 //! wait for a decision (expiry, lease end, withdrawal, audited once), the refusal a decision
-//! other than yes becomes, the progress line saying who is awaited, and a decision taken by
-//! an approver (the `approve`/`deny` tools, the bench page and the host CLI all go through
-//! [`decide`]).
+//! other than yes becomes (the domain's, `gatecmd_domain::usecases::approval`, re-exported
+//! here), the progress line saying who is awaited, the elicitation pointing a person at a
+//! request, and the `approve`/`deny` tools' call ([`decide_call`]) over the domain's
+//! decision (`usecases::approval::decide`, which the bench page calls too; the host CLI's
+//! `gatecmd approve` calls the `approve` tool).
 //!
 //! `by: requester` is answered by a person, never by the requesting client: the request
 //! is made for the client's `person` (a configured client whose token only that person
@@ -20,7 +22,7 @@ use rmcp::service::Peer;
 use gatecmd_core::identity::LocalAddr;
 use gatecmd_core::metrics;
 use gatecmd_core::refusal::Refusal;
-use gatecmd_domain::approvals::{Decision, NewRequest, Outcome, Request, RequestView, Via};
+use gatecmd_domain::approvals::{NewRequest, Outcome, Request, RequestView, Via};
 use gatecmd_domain::audit::ApprovalRecord;
 use gatecmd_domain::config::Approvers;
 use gatecmd_domain::state::AppState;
@@ -30,8 +32,8 @@ use gatecmd_domain::state::AppState;
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 pub use gatecmd_domain::usecases::approval::{
-    LeaseWatch, approval_reason, approval_refusal, await_decision, board_holder, decision_refusal,
-    files_changed, hash_files, open, person_for,
+    LeaseWatch, approval_reason, approval_refusal, await_decision, board_holder, decide,
+    decision_refusal, files_changed, hash_files, open, person_for,
 };
 
 /// The progress line of a waiting call.
@@ -97,36 +99,6 @@ pub fn tell_job_waiting(
             }
         }
     })))
-}
-
-/// `by` approves or denies request `id` with `note` `via` MCP (an approver client's tool
-/// call, the host's CLI) or the page (a signed-in approver): checked against the request's
-/// approvers; the waiting call audits the decision and acts on it.
-pub fn decide(
-    state: &AppState,
-    by: &str,
-    via: Via,
-    id: &str,
-    approve: bool,
-    note: Option<String>,
-) -> Result<(RequestView, Decision), Refusal> {
-    state
-        .approvals
-        .decide(id, by, via, approve, note)
-        .map_err(|e| {
-            let r = approval_refusal(&e);
-            state.audit.execute_refused(
-                &gatecmd_domain::audit::ExecuteCall::new(
-                    by,
-                    None,
-                    if approve { "approve" } else { "deny" },
-                ),
-                &[id.to_string()],
-                r.reason.as_str(),
-                &r.message,
-            );
-            r
-        })
 }
 
 /// The answer of `approve` and `deny`. Field names are part of the interface

@@ -1,6 +1,6 @@
 //! `lock_board`: a lease on a named board, or on the first free board of a match, with
 //! waiters for a match served in arrival order across every matching board
-//! (docs/BOARDS.md). The work is the domain's (`gatecmd_domain::usecases::lock`); this
+//! (docs/BOARDS.md). The work is the domain's (`gatecmd_domain::usecases::lease::board`); this
 //! file holds the request, the answer and the wording.
 
 use std::time::Duration;
@@ -23,7 +23,8 @@ use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::boards::{BoardMatch, QueueFull};
 use gatecmd_domain::locks::{LockError, MAX_WAIT_SECS, SessionId};
 use gatecmd_domain::state::AppState;
-use gatecmd_domain::usecases::lock::{Ask, Hold, LeaseError, Leased, Which, lease_board};
+use gatecmd_domain::usecases::lease::Ask;
+use gatecmd_domain::usecases::lease::board::{Hold, LeaseError, Leased, Which, lease_board};
 
 /// Arguments of `lock_board`.
 #[derive(Debug, Deserialize, JsonSchema)]

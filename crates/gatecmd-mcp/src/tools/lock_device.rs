@@ -1,5 +1,7 @@
 //! `lock_device`: a lease that holds a device (or a board's port, or any lock key) across
-//! commands; `unlock_device` ends it, `list_locks` shows it.
+//! commands; `unlock_device` ends it, `list_locks` shows it. The work is the lease use
+//! case's (`gatecmd_domain::usecases::lease::key`); this file holds the request, the answer
+//! and the wording.
 
 use std::time::Duration;
 
@@ -13,18 +15,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured};
-use crate::calls::reasons::{lock_refusal, unknown_board};
+use crate::calls::reasons::lock_refusal;
 use crate::handler::{GatecmdServer, session_id};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
-use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_devices::DeviceId;
-use gatecmd_domain::boards::lease_shared_keys;
-use gatecmd_domain::locks::{
-    ClientName, LeaseInfo, LeaseRequest, LockKey, MAX_WAIT_SECS, ParseLockKeyError, SessionId,
-};
-use gatecmd_domain::locks::{class_of, lock_key_of};
+use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
+use gatecmd_domain::locks::{LeaseInfo, MAX_WAIT_SECS, ParseLockKeyError, SessionId};
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::lease::Ask;
+use gatecmd_domain::usecases::lease::key::{self as lease, Target, lease_key};
 
 /// Arguments of `lock_device`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -105,8 +104,8 @@ impl GatecmdServer {
     }
 }
 
-/// Why `lock_device` refused before asking the lock manager (whose own refusals are a
-/// `LockError`, classified by `lock_reason`).
+/// Why `lock_device` refused: the request's shape, or the lease use case's refusal
+/// (the lock manager's own is a `LockError`, classified by `lock_reason`).
 #[derive(Debug, thiserror::Error)]
 enum KeyError {
     #[error("give either device or key, not both")]
@@ -146,67 +145,20 @@ impl Classified for KeyError {
     }
 }
 
-/// Resolves `device` or `key` to a lock key, and the keys the lease holds shared.
-///
-/// - `key: "port:1-2"` leases that board; when a board is attached there, its VID:PID
-///   (or group) key is held shared, so nobody takes the whole VID:PID meanwhile.
-/// - `device: "1-2"` leases the board (`port:1-2`, as above) when its class is used by
-///   an isolated command — such commands lock per board; otherwise the device's
-///   VID:PID (or group) key, which covers every board of that VID:PID.
-/// - `key: "usb:…"` / `"group:…"` as given.
-fn key_for(
-    state: &AppState,
-    device: Option<&str>,
-    key: Option<&str>,
-) -> Result<(LockKey, Vec<LockKey>), KeyError> {
-    let config = state.config();
-    let board_shared = |id: &DeviceId| -> Vec<LockKey> {
-        state
-            .registry
-            .get(id)
-            .map(|dev| vec![lock_key_of(&config, &dev)])
-            .unwrap_or_default()
-    };
-    match (device, key) {
-        (Some(_), Some(_)) => Err(KeyError::Both),
-        (None, None) => Err(KeyError::Neither),
-        (None, Some(k)) => {
-            let key = k.parse::<LockKey>()?;
-            let shared = match &key {
-                LockKey::Port(id) => id
-                    .parse::<DeviceId>()
-                    .map(|id| board_shared(&id))
-                    .unwrap_or_default(),
-                // The same holds as lock_board's, so that both ways lease the same thing.
-                LockKey::Board(name) => {
-                    let Some(b) = config.board(name) else {
-                        return Err(unknown_board(&config, name).into());
-                    };
-                    lease_shared_keys(&config, b, state.registry.get(&b.usb).as_ref())
-                }
-                _ => vec![],
-            };
-            Ok((key, shared))
-        }
-        (Some(d), None) => {
-            let id: DeviceId = d.parse()?;
-            match state.registry.get(&id) {
-                Some(dev) => {
-                    let isolated =
-                        class_of(&config, &dev).is_some_and(|c| config.class_is_isolated(&c.name));
-                    if isolated {
-                        Ok((LockKey::Port(id.to_string()), board_shared(&id)))
-                    } else {
-                        Ok((lock_key_of(&config, &dev), vec![]))
-                    }
-                }
-                None => Err(KeyError::NotAttached(d.to_string())),
-            }
-        }
+/// The lease use case's refusal, worded for the agent.
+fn refusal_of(e: lease::KeyError) -> Refusal {
+    match e {
+        lease::KeyError::BadKey(e) => KeyError::from(e).into(),
+        lease::KeyError::BadDevice(e) => KeyError::from(e).into(),
+        lease::KeyError::NotAttached(d) => KeyError::NotAttached(d).into(),
+        lease::KeyError::UnknownBoard(e) => KeyError::from(e).into(),
+        lease::KeyError::Cancelled => KeyError::Cancelled.into(),
+        lease::KeyError::Lock(e) => lock_refusal(&e),
     }
 }
 
-/// `lock_device`.
+/// `lock_device`: the lease use case (`gatecmd_domain::usecases::lease::key`) resolves the
+/// device or key and takes the lease; this words the answer.
 pub async fn lock(
     state: &AppState,
     who: &ClientIdentity,
@@ -214,32 +166,28 @@ pub async fn lock(
     req: LockRequest,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let (key, shared) = match key_for(state, req.device.as_deref(), req.key.as_deref()) {
-        Ok(k) => k,
-        Err(e) => return refusal(e.into()),
+    let target = match (req.device.as_deref(), req.key.as_deref()) {
+        (Some(_), Some(_)) => return refusal(KeyError::Both.into()),
+        (None, None) => return refusal(KeyError::Neither.into()),
+        (Some(d), None) => Target::Device(d),
+        (None, Some(k)) => Target::Key(k),
     };
     let wait = match WaitTooLong::check(req.wait_secs.unwrap_or(0), MAX_WAIT_SECS) {
         Ok(w) => w,
         Err(e) => return refusal(KeyError::from(e).into()),
     };
-    let lease_req = LeaseRequest {
-        key,
-        client: ClientName(who.name.clone()),
+    let ask = Ask {
+        client: &who.name,
         session,
         ttl: req.ttl_secs.map(Duration::from_secs),
-        note: req.note.filter(|n| !n.trim().is_empty()),
+        note: req.note.as_deref(),
         wait,
-        shared: shared.clone(),
     };
     // A cancelled request leaves the queue at once: dropping the future removes the waiter.
-    let taken = tokio::select! {
-        r = state.locks.lock(lease_req) => r,
-        _ = ctx.ct.cancelled() => return refusal(KeyError::Cancelled.into()),
-    };
-    match taken {
-        Ok(info) => {
-            let mut r = LeaseResult::from(&info);
-            r.shared_keys = shared.iter().map(|k| k.to_string()).collect();
+    match lease_key(state, &ask, target, &ctx.ct).await {
+        Ok(taken) => {
+            let mut r = LeaseResult::from(&taken.info);
+            r.shared_keys = taken.shared.iter().map(|k| k.to_string()).collect();
             let text = format!(
                 "lease {} on {} for {}; expires at {} unless renewed (each command under the lease renews it for {} s).\n\
                  Pass lease: \"{}\" with execute_command; release with unlock_device.",
@@ -253,6 +201,6 @@ pub async fn lock(
             );
             structured(&r, text)
         }
-        Err(e) => refusal(lock_refusal(&e)),
+        Err(e) => refusal(refusal_of(e)),
     }
 }

@@ -1,8 +1,11 @@
-//! Switching a leased board's power off, on, or off-wait-on (the `power_board` call): the
-//! command lines checked once on the caller's configuration snapshot ([`plan`]), the
-//! board taken under the caller's lease for the whole action (no other command of the
-//! lease runs between off and on), each command through [`run_power`](super::run_power),
-//! the power-on marked as the start of a boot, and one audit line for the whole action.
+//! Switching a leased board's power off, on, or off-wait-on, for every surface that does
+//! (the `power_board` call, the labgrid bridge's power port): the command lines checked
+//! once on the caller's configuration snapshot ([`plan`]), the board taken under the
+//! caller's lease for the whole action ([`take`]: no other command of the lease runs
+//! between off and on), each command through the one power runner
+//! (`crate::power_run::run_power`), the power-on marked as the start of a boot
+//! ([`switch_held`]); `power_board`'s [`run`] is both, with one audit line for the whole
+//! action.
 //!
 //! A surface that holds the call for an approval checks the lease before it waits
 //! ([`lease_held`]) and the command lines after it ([`unchanged`]); [`run`] then takes the
@@ -22,7 +25,7 @@ use crate::exec::Spec;
 use crate::locks::{LockError, LockKey};
 use crate::power_run::{Audited, argv, run_power};
 use crate::state::AppState;
-use crate::usecases::take::{Caller, TakeError, check_lease, take_leased_board_as};
+use crate::usecases::take::{Caller, TakeError, Taken, check_lease, take_leased_board_as};
 
 /// Longest wait between off and on of a cycle, in seconds.
 pub const MAX_OFF_SECS: u64 = 300;
@@ -173,18 +176,25 @@ pub fn unchanged(state: &AppState, plan: &Plan) -> Result<(), SwitchError> {
     }
 }
 
-/// Takes the board under `caller`'s lease (on `config`, the snapshot `plan` was made on)
-/// and runs the plan's commands, waiting `plan.off` between off and on; a power-on starts
-/// a boot record triggered by `caller.tool`. Writes the action's audit line when it ran.
-pub async fn run(
+/// A board taken for a switch under its caller's lease: its key is held until the switch
+/// ends (or this is dropped).
+pub struct Held<'c> {
+    taken: Taken,
+    client: &'c str,
+    tool: &'c str,
+}
+
+/// Takes the board under `caller`'s lease (on `config`, the snapshot `plan` was made on),
+/// for the whole action: no command of the same lease runs between off and on. A surface
+/// with a check of its own to make where nothing can change it (the labgrid bridge's hold)
+/// makes it between this and [`switch_held`].
+pub async fn take<'c>(
     state: &AppState,
     config: &Config,
     plan: &Plan,
-    caller: Caller<'_>,
-    cancel: CancellationToken,
-) -> Result<Switched, SwitchError> {
-    let client = caller.client;
-    let tool = caller.tool;
+    caller: Caller<'c>,
+) -> Result<Held<'c>, SwitchError> {
+    let (client, tool) = (caller.client, caller.tool);
     let command = format!("{tool} {}", plan.switch.as_str());
     let name = &plan.board.name;
     let taken = take_leased_board_as(state, config, caller, name, command)
@@ -197,6 +207,23 @@ pub async fn run(
             TakeError::Lease(e) => SwitchError::Lease(e),
             TakeError::Lock(e) => SwitchError::Lock(e),
         })?;
+    Ok(Held {
+        taken,
+        client,
+        tool,
+    })
+}
+
+/// Runs the plan's commands on the board `held`, waiting `plan.off` between off and on; a
+/// power-on starts a boot record triggered by the caller's tool. The key is let go at the
+/// end. Writes no audit line: [`run`] writes `power_board`'s, the labgrid bridge its own.
+pub async fn switch_held(
+    state: &AppState,
+    plan: &Plan,
+    held: Held<'_>,
+    cancel: CancellationToken,
+) -> Switched {
+    let name = &plan.board.name;
     let started = Instant::now();
     let mut done = Switched {
         state: state.boards.power_state(name),
@@ -221,7 +248,7 @@ pub async fn run(
         let after = if *on { PowerState::On } else { PowerState::Off };
         if *on {
             // The bytes from here on are the boot this switch starts (docs/BOARDS.md).
-            let trigger = Trigger::action(tool, client, plan.switch.as_str());
+            let trigger = Trigger::action(held.tool, held.client, plan.switch.as_str());
             state.boots.power_on(name, trigger);
         }
         let run = run_power(state, name, spec, after, cancel.clone(), Audited::ByCaller).await;
@@ -238,11 +265,26 @@ pub async fn run(
             break;
         }
     }
-    drop(taken);
+    drop(held.taken);
     done.took = started.elapsed();
+    done
+}
+
+/// `power_board`'s switch: [`take`] then [`switch_held`], and the action's one audit line
+/// when it ran.
+pub async fn run(
+    state: &AppState,
+    config: &Config,
+    plan: &Plan,
+    caller: Caller<'_>,
+    cancel: CancellationToken,
+) -> Result<Switched, SwitchError> {
+    let client = caller.client;
+    let held = take(state, config, plan, caller).await?;
+    let done = switch_held(state, plan, held, cancel).await;
     state.audit.record(&PowerRecord {
         client,
-        board: name,
+        board: &plan.board.name,
         action: plan.switch.as_str(),
         outcome: PowerOutcome::Ran {
             argv: &plan.argv,

@@ -1,7 +1,8 @@
-//! Taking a lease on a board (the `lock_board` call): a named board, or the first free
-//! board of a match, with the requests for a match queued in arrival order across every
-//! matching board (docs/BOARDS.md). A board's lease is `board:NAME`, holding its port key
-//! and the key of the device at its port shared (`crate::boards::lease_shared_keys`).
+//! A board's lease (`lock_board`, and the labgrid bridge's hold for a place): a named
+//! board, or the first free board of a match, with the requests for a match queued in
+//! arrival order across every matching board (docs/BOARDS.md). A board's lease is
+//! `board:NAME`, holding its port key and the key of the device at its port shared
+//! (`crate::boards::lease_shared_keys`).
 //!
 //! This creates the lease that `crate::usecases::take::take_leased_board` later checks and
 //! uses; it takes no board under an existing lease. Each surface words a [`LeaseError`].
@@ -12,11 +13,10 @@ use gatecmd_core::refusal::common::UnknownBoard;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::{Ask, request};
 use crate::boards::{BoardMatch, QueueFull, lease_shared_keys};
 use crate::config::{BoardConfig, Config};
-use crate::locks::{
-    ClientName, LeaseInfo, LeaseRequest, LockError, LockEvent, LockEventKind, LockKey, SessionId,
-};
+use crate::locks::{LeaseInfo, LeaseRequest, LockError, LockEvent, LockEventKind, LockKey};
 use crate::state::AppState;
 
 /// How often a match waiter looks again when nothing told it to: a device arriving in the
@@ -28,18 +28,6 @@ const RECHECK: Duration = Duration::from_millis(500);
 pub enum Which<'a> {
     Named(&'a str),
     Matching(&'a BoardMatch),
-}
-
-/// The lease asked for.
-pub struct Ask<'a> {
-    pub client: &'a str,
-    pub session: Option<SessionId>,
-    /// The lease's lifetime; the server's default when none.
-    pub ttl: Option<Duration>,
-    /// Shown to others who find the board busy (blank counts as none).
-    pub note: Option<&'a str>,
-    /// How long to queue when no board is free (the caller bounds it).
-    pub wait: Duration,
 }
 
 /// A lease taken: the board, the lease, and what its answer shows of the board now.
@@ -141,18 +129,8 @@ fn lease_request(
     ask: &Ask<'_>,
     wait: Duration,
 ) -> LeaseRequest {
-    LeaseRequest {
-        key: LockKey::Board(board.name.clone()),
-        client: ClientName(ask.client.to_string()),
-        session: ask.session.clone(),
-        ttl: ask.ttl,
-        note: ask
-            .note
-            .filter(|n| !n.trim().is_empty())
-            .map(str::to_string),
-        wait,
-        shared: lease_shared_keys(config, board, state.registry.get(&board.usb).as_ref()),
-    }
+    let shared = lease_shared_keys(config, board, state.registry.get(&board.usb).as_ref());
+    request(LockKey::Board(board.name.clone()), shared, ask, wait)
 }
 
 /// `m` without its mode and attachment conditions: what the configuration alone decides.
