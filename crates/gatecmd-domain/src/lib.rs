@@ -39,7 +39,7 @@
 //!   each line chained to the one before and signed by the host's key; its verification
 //!   and a job's evidence bundle.
 //! - `usecases`: what a board action does, once, for every surface that offers it (the
-//!   power runner).
+//!   MCP tools, the labgrid bridge, the bench page; the command line through the tools).
 
 pub mod approvals;
 pub mod audit;

@@ -14,8 +14,8 @@
 //!   its legacy session, whether it speaks the tasks extension, the mark of a quick tool.
 //!   A room of its own, not inside `server`: every tool imports it and `server` imports the
 //!   tools, so inside `server` the two would import each other.
-//! - `tools`: the MCP tools, one file each (a folder for `execute_command`), named after
-//!   the tool; its `pub mod` lines are the one list of tools (`build.rs` pairs each with its
+//! - `tools`: the MCP tools, one file each (a folder for a tool of several files), named
+//!   after the tool; its `pub mod` lines are the one list of tools (`build.rs` pairs each with its
 //!   router). No tool imports another. A tool holds its request, its answer and its
 //!   rendering; the work is in the domain's use cases.
 //! - `calls`: what the tools' calls share: `answer`, `reasons`, `approvals`, `jobs`,

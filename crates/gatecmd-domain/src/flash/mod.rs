@@ -1,8 +1,10 @@
 //! `flash_board`'s domain: a board taken from whatever state it is in (off, running,
 //! MaskROM, Loader) to an image written, verified and booted, with the native rockusb
-//! engine (`gatecmd-flash`) doing the USB work. The MCP tool (gatecmd-mcp's
-//! `tools/flash_board.rs`) checks the lease, the policy and the files, runs this as a job
-//! and renders what it returns.
+//! engine (`gatecmd-flash`) doing the USB work. The flash use case
+//! (`crate::usecases::flash`) checks the request against the policy, opens the files
+//! beneath the roots, takes the board under the caller's lease (`crate::usecases::take`,
+//! which checks the lease), holds the call for an approval and runs this as a job; the MCP
+//! tool (gatecmd-mcp's `tools/flash_board/`) holds the request, the answer and the wording.
 //!
 //! # Layout
 //!

@@ -1,16 +1,20 @@
-//! The MCP tools, one file each, named after the tool (a folder for one whose logic is
-//! large: `execute_command/`). A tool's file holds its request and result types, its
-//! registration (the `#[tool]` method on `GatecmdServer` with its description, annotations
-//! and output schema, in a `#[tool_router(router = <name>_router)]` impl) and its logic.
+//! The MCP tools, one file each, named after the tool (a folder for a tool of several
+//! files: `execute_command/`, `boot_board/`, `flash_board/`, `run_test_plan/`). A tool's
+//! file holds its request and result types, its registration (the `#[tool]` method on
+//! `GatecmdServer` with its description, annotations and output schema, in a
+//! `#[tool_router(router = <name>_router)]` impl), its answer and its wording; the work is
+//! the domain's use cases (`gatecmd_domain::usecases`), which the other surfaces call too.
+//! A tool file stays within 300 production lines, a tool folder within 600
+//! (`tools_are_thin` in `tests/use_cases.rs`).
 //!
 //! The `pub mod` lines below are the one list of tools: `build.rs` reads them and pairs each
-//! with its router ([`TOOLS`]); [`router`] sums them and `server.rs` serves the sum
-//! (standardized and cached). Adding a tool is one new file and one line here (and its
-//! section in docs/TOOLS.md).
+//! with its router ([`TOOLS`]); [`router`] sums them and the `server` room
+//! (`server/mod.rs`) serves the sum (standardized, kept lean, cached). Adding a tool is one
+//! new file and one line here (and its section in docs/TOOLS.md).
 //!
-//! No tool imports another: what several share lives below them, beside `tools/` (`answer`,
-//! `reasons`, `views`, `board_talk`, …) or in gatecmd-domain; `tests/structure.rs` holds
-//! this.
+//! No tool imports another: what several share lives below them, in the crate's other
+//! rooms (`calls::answer`, `calls::reasons`, `calls::approvals`, `views`,
+//! `console::board_talk`, …) or in gatecmd-domain; `tests/structure.rs` holds this.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 
