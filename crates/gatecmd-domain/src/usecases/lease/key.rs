@@ -109,3 +109,66 @@ fn resolve(state: &AppState, target: Target<'_>) -> Result<(LockKey, Vec<LockKey
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::time::Duration;
+
+    fn ask(client: &str, wait: Duration) -> Ask<'_> {
+        Ask {
+            client,
+            session: None,
+            ttl: None,
+            note: Some(" "),
+            wait,
+        }
+    }
+
+    /// A key as written (a board's key holding what `lock_board`'s lease holds), a device
+    /// not attached and a bad key refused, a busy key refused at once, and a wait ended by
+    /// the cancel.
+    #[tokio::test]
+    async fn a_key_is_leased_as_written_and_a_wait_can_be_cancelled() {
+        let config =
+            Config::parse("boards:\n  - name: b1\n    usb: \"1-2\"\n", "t.yaml").expect("config");
+        let state = AppState::new(config);
+        let cancel = CancellationToken::new();
+        let a = ask("a", Duration::ZERO);
+        let got = lease_key(&state, &a, Target::Key("board:b1"), &cancel)
+            .await
+            .expect("leased");
+        assert_eq!(got.info.key, LockKey::Board("b1".into()));
+        assert_eq!(got.info.note, None, "a blank note is none");
+        assert_eq!(got.shared, [LockKey::Port("1-2".into())]);
+        assert!(matches!(
+            lease_key(&state, &a, Target::Key("board:nope"), &cancel).await,
+            Err(KeyError::UnknownBoard(u)) if u.known == ["b1"]
+        ));
+        assert!(matches!(
+            lease_key(&state, &a, Target::Key("nonsense"), &cancel).await,
+            Err(KeyError::BadKey(_))
+        ));
+        assert!(matches!(
+            lease_key(&state, &a, Target::Device("1-9"), &cancel).await,
+            Err(KeyError::NotAttached(d)) if d == "1-9"
+        ));
+        let b = ask("b", Duration::ZERO);
+        assert!(matches!(
+            lease_key(&state, &b, Target::Key("board:b1"), &cancel).await,
+            Err(KeyError::Lock(_))
+        ));
+        let waiting = ask("b", Duration::from_secs(60));
+        let stop = CancellationToken::new();
+        let later = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            later.cancel();
+        });
+        assert!(matches!(
+            lease_key(&state, &waiting, Target::Key("board:b1"), &stop).await,
+            Err(KeyError::Cancelled)
+        ));
+    }
+}
