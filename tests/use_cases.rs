@@ -276,6 +276,7 @@ const SURFACE_MUST_NOT: &[(&str, &str)] = &[
         "CommandLockRequest {",
         "takes a board's key itself (usecases/take.rs, usecases/power/switch.rs)",
     ),
+    (".locks.unlock(", "ends a lease itself (usecases/unlock.rs)"),
     (
         ".force_unlock(",
         "ends another client's lease itself (usecases/unlock.rs)",
@@ -377,7 +378,8 @@ fn a_surface_doing_the_work_itself_is_found() {
     let by_hand = "let lease = LeaseRequest {\n    key,\n};\nstate.locks.lock(lease).await;\n\
                    let run = run_power(&state, b, &spec, after, cancel, via).await;\n\
                    let lock = CommandLockRequest {\n};\nlab.state.boots.power_on(board, t);\n\
-                   p.state.locks.force_unlock(&lease.lease_id, &operator);\n";
+                   p.state.locks.force_unlock(&lease.lease_id, &operator);\n\
+                   let _ = state.locks.unlock(&h.lease, &holder_of(&h.place));\n";
     assert_eq!(surface_breaches(by_hand).len(), SURFACE_MUST_NOT.len());
     let through = "let held = switch::take(&state, &config, &plan, caller).await?;\n\
                    lease_board(state, &ask, which, &cancel).await\n";

@@ -1,7 +1,7 @@
 //! The place ↔ lease bridge: which boards labgrid places hold, as gatecmd board leases
 //! with holder `labgrid:<place>` (taken by the lease use case `lock_board` uses,
-//! `gatecmd_domain::usecases::lease::board`), and who else holds a board when labgrid asks
-//! for it.
+//! `gatecmd_domain::usecases::lease::board`, and ended by the one `unlock_device` uses,
+//! `gatecmd_domain::usecases::unlock`), and who else holds a board when labgrid asks for it.
 //! One table behind a `std` mutex, never held across an await (the lease is taken between
 //! two looks at the table, and the coordinator sends one request at a time).
 
@@ -13,10 +13,12 @@ use chrono::Utc;
 
 use tokio_util::sync::CancellationToken;
 
+use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::locks::{ClientName, KeyState, LeaseId, LockKey};
 use gatecmd_domain::state::AppState;
 use gatecmd_domain::usecases::lease::Ask;
 use gatecmd_domain::usecases::lease::board::{LeaseError, Which, lease_board};
+use gatecmd_domain::usecases::unlock::end_lease;
 
 /// The holder prefix of leases taken for labgrid places. Configured client names are
 /// `[A-Za-z0-9_.-]`, so no MCP client can be named like this.
@@ -25,6 +27,15 @@ pub const HOLDER_PREFIX: &str = "labgrid:";
 /// The lock holder of `place`.
 pub fn holder_of(place: &str) -> ClientName {
     ClientName(format!("{HOLDER_PREFIX}{place}"))
+}
+
+/// `place` as the holder of its leases, for the use cases that end them (never an admin).
+fn place_holder(place: &str) -> ClientIdentity {
+    ClientIdentity {
+        name: holder_of(place).0,
+        commands: Some(BTreeSet::new()),
+        admin: false,
+    }
 }
 
 /// One board held by a labgrid place.
@@ -225,7 +236,7 @@ impl Holds {
         })?;
         if let Some(h) = &ended {
             // Gone already (expired, force-unlocked): nothing left to end.
-            let _ = state.locks.unlock(&h.lease, &holder_of(&h.place));
+            let _ = end_lease(state, &place_holder(&h.place), &h.lease, None);
         }
         Ok(ended)
     }
@@ -248,7 +259,7 @@ impl Holds {
                 .collect()
         });
         for (_, h) in &ended {
-            let _ = state.locks.unlock(&h.lease, &holder_of(&h.place));
+            let _ = end_lease(state, &place_holder(&h.place), &h.lease, None);
         }
         ended
     }
