@@ -267,7 +267,7 @@ use rmcp::model::CallToolResult;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_board_lease_keeps_other_clients_out() {
     if !is_inner_run() {
-        return rerun_under_preload("a_board_lease_keeps_other_clients_out");
+        return rerun_under_preload(module_path!(), "a_board_lease_keeps_other_clients_out");
     }
     let tb = Testbed::new();
     let s = start_bench(&tb);
@@ -403,7 +403,10 @@ async fn a_board_lease_keeps_other_clients_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_arriving_on_a_leased_empty_board_is_the_boards() {
     if !is_inner_run() {
-        return rerun_under_preload("a_device_arriving_on_a_leased_empty_board_is_the_boards");
+        return rerun_under_preload(
+            module_path!(),
+            "a_device_arriving_on_a_leased_empty_board_is_the_boards",
+        );
     }
     let tb = Testbed::new();
     let s = start_empty_bench(&tb);
@@ -463,7 +466,7 @@ async fn wait_attached(c: &Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_cycle_unplugs_and_replugs_the_board() {
     if !is_inner_run() {
-        return rerun_under_preload("power_cycle_unplugs_and_replugs_the_board");
+        return rerun_under_preload(module_path!(), "power_cycle_unplugs_and_replugs_the_board");
     }
     let tb = Testbed::new();
     let s = start_bench(&tb);

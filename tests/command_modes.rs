@@ -68,7 +68,7 @@ async fn exec(c: &Client, args: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modes_and_loaders_are_used_for_commands() {
     if !is_inner_run() {
-        return rerun_under_preload("modes_and_loaders_are_used_for_commands");
+        return rerun_under_preload(module_path!(), "modes_and_loaders_are_used_for_commands");
     }
     let tb = Testbed::new();
     tb.add_from_string(ROOT_HUB);

@@ -38,6 +38,7 @@ fn usbvm_acm_console() {
         .arg(&driver)
         .arg(&dir)
         .arg(&guest)
+        .arg(harness::test_path(module_path!(), "usbvm_guest_side"))
         .output()
         .expect("run the driver");
     let text = String::from_utf8_lossy(&out.stdout);

@@ -327,9 +327,7 @@ macro_rules! backend_suite {
                 #[tokio::test]
                 async fn $scenario() {
                     if !is_inner_run() {
-                        return rerun_under_preload(concat!(
-                            stringify!($module), "::", stringify!($scenario)
-                        ));
+                        return rerun_under_preload(module_path!(), stringify!($scenario));
                     }
                     scenarios::$scenario($under).await;
                 }

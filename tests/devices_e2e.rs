@@ -115,7 +115,10 @@ async fn device_ids(c: &Client) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hotplug_reaches_subscribed_clients_in_both_eras() {
     if !is_inner_run() {
-        return rerun_under_preload("hotplug_reaches_subscribed_clients_in_both_eras");
+        return rerun_under_preload(
+            module_path!(),
+            "hotplug_reaches_subscribed_clients_in_both_eras",
+        );
     }
     let tb = Testbed::new();
     tb.add_from_string(ROOT_HUB);
@@ -229,7 +232,10 @@ async fn hotplug_reaches_subscribed_clients_in_both_eras() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_device_and_locks_across_reenumeration() {
     if !is_inner_run() {
-        return rerun_under_preload("wait_for_device_and_locks_across_reenumeration");
+        return rerun_under_preload(
+            module_path!(),
+            "wait_for_device_and_locks_across_reenumeration",
+        );
     }
     let tb = Testbed::new();
     tb.add_from_string(ROOT_HUB);

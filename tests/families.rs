@@ -187,7 +187,10 @@ fn config() -> String {
 #[test]
 fn every_row_of_the_families_table_is_named_by_list_devices() {
     if !is_inner_run() {
-        rerun_under_preload("every_row_of_the_families_table_is_named_by_list_devices");
+        rerun_under_preload(
+            module_path!(),
+            "every_row_of_the_families_table_is_named_by_list_devices",
+        );
         return;
     }
     let cases = cases();

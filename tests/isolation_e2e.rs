@@ -139,7 +139,10 @@ fn stdout_of(r: &rmcp::model::CallToolResult) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolated_programs_see_only_the_chosen_board() {
     if !is_inner_run() {
-        return rerun_under_preload("isolated_programs_see_only_the_chosen_board");
+        return rerun_under_preload(
+            module_path!(),
+            "isolated_programs_see_only_the_chosen_board",
+        );
     }
     let tools = tempfile::tempdir().expect("tempdir");
     script(tools.path(), "fake-flash", FAKE_FLASH);
@@ -306,6 +309,7 @@ fn intervals(log: &str) -> Vec<(String, f64, f64)> {
 async fn two_clients_flash_two_identical_boards_at_once_under_board_leases() {
     if !is_inner_run() {
         return rerun_under_preload(
+            module_path!(),
             "two_clients_flash_two_identical_boards_at_once_under_board_leases",
         );
     }

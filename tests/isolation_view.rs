@@ -76,12 +76,9 @@ async fn unprivileged_through_a_user_namespace() {
     }
     use std::os::unix::process::CommandExt;
     let (_exe_dir, exe) = harness::reachable_by_nobody(&std::env::current_exe().unwrap());
+    let me = harness::test_path(module_path!(), "unprivileged_through_a_user_namespace");
     let out = std::process::Command::new(&exe)
-        .args([
-            "unprivileged_through_a_user_namespace",
-            "--exact",
-            "--test-threads=1",
-        ])
+        .args([me.as_str(), "--exact", "--test-threads=1"])
         .env(AS_NOBODY, "1")
         .env("TMPDIR", "/tmp")
         .uid(65534)

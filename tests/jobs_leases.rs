@@ -41,7 +41,10 @@ commands:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_shorter_than_its_job_lives_until_the_job_ends() {
     if !is_inner_run() {
-        return rerun_under_preload("a_lease_shorter_than_its_job_lives_until_the_job_ends");
+        return rerun_under_preload(
+            module_path!(),
+            "a_lease_shorter_than_its_job_lives_until_the_job_ends",
+        );
     }
     let tb = Testbed::new();
     tb.add_from_string(ROOT_HUB);

@@ -89,7 +89,7 @@ const RUNS_EACH: usize = 32; // 16 × 32 = 512 executions
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_two_commands_on_one_device_overlap() {
     if !is_inner_run() {
-        return rerun_under_preload("no_two_commands_on_one_device_overlap");
+        return rerun_under_preload(module_path!(), "no_two_commands_on_one_device_overlap");
     }
     let tb = Testbed::new();
     let s = start_with_board(&tb);
@@ -124,7 +124,7 @@ async fn no_two_commands_on_one_device_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_overlap_with_leases_interleaved() {
     if !is_inner_run() {
-        return rerun_under_preload("no_overlap_with_leases_interleaved");
+        return rerun_under_preload(module_path!(), "no_overlap_with_leases_interleaved");
     }
     let tb = Testbed::new();
     let s = start_with_board(&tb);
@@ -358,6 +358,7 @@ async fn lease_expires_after_its_ttl() {
 async fn cancelling_a_command_frees_the_device_after_its_group_is_gone() {
     if !is_inner_run() {
         return rerun_under_preload(
+            module_path!(),
             "cancelling_a_command_frees_the_device_after_its_group_is_gone",
         );
     }

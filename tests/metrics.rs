@@ -451,7 +451,8 @@ commands:
     async fn hotplug_and_a_board_lost_mid_command_move_the_counters() {
         if !is_inner_run() {
             return rerun_under_preload(
-                "hotplug::hotplug_and_a_board_lost_mid_command_move_the_counters",
+                module_path!(),
+                "hotplug_and_a_board_lost_mid_command_move_the_counters",
             );
         }
         let tb = Testbed::new();

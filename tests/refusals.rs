@@ -815,7 +815,7 @@ async fn device_busy_mismatch_and_ambiguous() {
     use common::umockdev::{Testbed, is_inner_run, rerun_under_preload};
     use common::{FTDI_1_4, RK3588_MASKROM_1_2, RK3588_MASKROM_1_3, ROOT_HUB};
     if !is_inner_run() {
-        return rerun_under_preload("device_busy_mismatch_and_ambiguous");
+        return rerun_under_preload(module_path!(), "device_busy_mismatch_and_ambiguous");
     }
     let tb = Testbed::new();
     for d in [ROOT_HUB, RK3588_MASKROM_1_2, RK3588_MASKROM_1_3, FTDI_1_4] {
