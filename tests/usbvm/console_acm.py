@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host side of tests/console_usbvm.rs: a CDC-ACM gadget as a board's serial adapter.
+"""Host side of tests/hardware/console_usbvm.rs: a CDC-ACM gadget as a board's serial adapter.
 
 usage: console_acm.py USBVM_DIR GUEST_BINARY GUEST_TEST   (prints PASS and exits 0 on success)
 

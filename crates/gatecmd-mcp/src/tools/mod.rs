@@ -9,7 +9,7 @@
 //! section in docs/TOOLS.md).
 //!
 //! No tool imports another: what several share lives below them, beside `tools/` (`answer`,
-//! `reasons`, `views`, `board_talk`, …) or in gatecmd-domain; `tests/structure.rs` holds
+//! `reasons`, `views`, `board_talk`, …) or in gatecmd-domain; `tests/server/structure.rs` holds
 //! this.
 
 use rmcp::handler::server::router::tool::ToolRouter;
