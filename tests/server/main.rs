@@ -4,7 +4,7 @@
 //!
 //! One test binary, a module per topic (tests/server/<topic>.rs): the suite links
 //! once per lane, not once per file (README.md, "Development"). A new topic is a
-//! file in tests/server/ and its `mod` line here (tests/server/structure.rs checks both).
+//! file in tests/server/ and its `mod` line here (tests/server/test_binaries.rs checks both).
 
 // The modules every topic may use, in tests/<name>/mod.rs.
 #[path = "../common/mod.rs"]
@@ -42,5 +42,6 @@ mod refusals;
 mod reload;
 mod stdio;
 mod structure;
+mod test_binaries;
 mod upload;
 mod use_cases;
