@@ -1,6 +1,6 @@
 //! Lane 2 of scripts/cargo-tests.sh, after the flashing engine's VM test: what needs a device
 //! (umockdev testbeds re-run under the preload, pty boards, the usbvm guests): devices, boards,
-//! consoles, flashing, isolation, leases.
+//! consoles, boot reports, isolation, leases.
 //!
 //! One test binary, a module per topic (tests/hardware/<topic>.rs): the suite links
 //! once per lane, not once per file (README.md, "Development"). A new topic is a
@@ -28,12 +28,9 @@ mod console_usbvm;
 mod devices;
 mod devices_e2e;
 mod families;
-mod flash_board;
 mod isolation_e2e;
 mod isolation_view;
 mod jobs_leases;
-mod lab_peers;
 mod locks_mcp;
 mod power_pdudaemon;
-mod test_plans;
 mod usbvm_hotplug;

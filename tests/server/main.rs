@@ -1,6 +1,7 @@
 //! Lane 1 of scripts/cargo-tests.sh, after every crate's unit tests: the server over its wire
-//! and its files (MCP and HTTP, tools, jobs, uploads, abuse, audit, page, CLI, install, reload)
-//! and the checks that read the tree (docs_truth, structure, use_cases).
+//! and its files (MCP and HTTP, tools and jobs, flash_board with a fake tool, test plans and
+//! lab peers on pty boards, uploads, abuse, audit, page, CLI, install, reload) and the checks
+//! that read the tree (docs_truth, structure, use_cases, test_binaries).
 //!
 //! One test binary, a module per topic (tests/server/<topic>.rs): the suite links
 //! once per lane, not once per file (README.md, "Development"). A new topic is a
@@ -13,6 +14,8 @@ mod common;
 mod harness;
 #[path = "../modgraph/mod.rs"]
 mod modgraph;
+#[path = "../sim_board/mod.rs"]
+mod sim_board;
 
 mod abuse_audit;
 mod abuse_files;
@@ -29,8 +32,10 @@ mod deb_package;
 mod docs_truth;
 mod exec;
 mod files;
+mod flash_board;
 mod install;
 mod jobs_tasks;
+mod lab_peers;
 mod listeners;
 mod long_running;
 mod mcp_http;
@@ -43,5 +48,6 @@ mod reload;
 mod stdio;
 mod structure;
 mod test_binaries;
+mod test_plans;
 mod upload;
 mod use_cases;
