@@ -29,6 +29,7 @@ fn usbvm_acm_console() {
     let Some(dir) = usbvm::available("usbvm_acm_console") else {
         return;
     };
+    let _guest = usbvm::guest_turn_blocking();
     let me = std::env::current_exe().expect("current exe");
     let work = tempfile::tempdir().expect("tempdir");
     let guest = usbvm::stripped(&me, work.path());

@@ -74,6 +74,7 @@ async fn usbvm_kernel_uevent_hotplug() {
     let Some(dir) = usbvm::available("usbvm_kernel_uevent_hotplug") else {
         return;
     };
+    let _guest = usbvm::guest_turn().await;
     let t0 = Instant::now();
     let work = tempfile::tempdir().expect("tempdir");
     let bin = std::env::var_os("GATECMD_BIN")
