@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The client suites of `make test`: the official MCP Python SDK (scripts/pytest.sh) in two
-# lanes and the official TypeScript SDK (scripts/ts-tests.sh), all three side by side, then
-# the conformance suites. pytest's lanes: the files that boot a QEMU guest (those importing
+# lanes and the official TypeScript SDK (scripts/ts-tests.sh), all three side by side; the
+# conformance suites (scripts/conformance.sh) follow the second lane, in its job, since the
+# first (the guests) is the longest. pytest's lanes: the files that boot a QEMU guest (those importing
 # tests/python/vbench.py or demo_run.py), one after another, and every other file, one
 # after another. One guest at a time: two guests at once on two cores lost a guest's
 # gatecmd stream mid-test (docs/PERFORMANCE.md, "CI time"). Each lane is a plain pytest
@@ -34,14 +35,20 @@ done
 logs=()
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "${logs[@]}"' EXIT
-names=("pytest, the files that boot a guest" "pytest, the other files" "TypeScript SDK tests (scripts/ts-tests.sh)")
+names=("pytest, the files that boot a guest" "pytest, the other files; then the conformance suites" "TypeScript SDK tests (scripts/ts-tests.sh)")
 for n in 0 1 2; do
   log=$(mktemp "${TMPDIR:-/tmp}/gatecmd-client-tests.XXXXXX")
   logs+=("$log")
   case $n in
     # (an empty list would make pytest.sh run every file)
     0) if [ ${#guests[@]} -gt 0 ]; then ./scripts/pytest.sh "${guests[@]}"; fi >"$log" 2>&1 & ;;
-    1) if [ ${#others[@]} -gt 0 ]; then ./scripts/pytest.sh "${others[@]}"; fi >"$log" 2>&1 & ;;
+    # (conformance runs even when pytest failed; either failing fails this job)
+    1) (
+      py=0
+      if [ ${#others[@]} -gt 0 ]; then ./scripts/pytest.sh "${others[@]}" || py=$?; fi
+      ./scripts/conformance.sh || exit $?
+      exit "$py"
+    ) >"$log" 2>&1 & ;;
     2) ./scripts/ts-tests.sh >"$log" 2>&1 & ;;
   esac
   pids+=($!)
@@ -63,4 +70,3 @@ if [ "$failed" != 0 ]; then
   echo "client-tests: exits ${rcs[*]} (pytest guests, pytest others, TypeScript)" >&2
   exit 1
 fi
-./scripts/conformance.sh
