@@ -42,8 +42,8 @@ test: test-setup lint
 	# cargo test, its test binaries two at a time (scripts/cargo-tests.sh says why).
 	./scripts/cargo-tests.sh
 	# The Debian package installed, checked and purged on this machine: alone, since it
-	# changes what the other tests would find in /etc (tests/deb_package.rs).
-	cargo test --locked $(SERVER) --test deb_package -- --ignored
+	# changes what the other tests would find in /etc (tests/server/deb_package.rs).
+	cargo test --locked $(SERVER) --test server deb_package:: -- --ignored
 	# gatecmd-vboard (vboard/): its unit tests, and rkdeveloptool against it in a usbvm guest.
 	cargo test --locked -p gatecmd-vboard
 	# pytest and the TypeScript SDK tests side by side, then the conformance suites.
@@ -52,7 +52,7 @@ test: test-setup lint
 
 # Only the Debian package's test: build, dpkg -i, gatecmd check, dpkg --purge (as root).
 test-deb: test-setup
-	cargo test --locked $(SERVER) --test deb_package -- --ignored
+	cargo test --locked $(SERVER) --test server deb_package:: -- --ignored
 
 # The MCP Python SDK against the real binary (tests/python, own .venv).
 test-python: test-setup

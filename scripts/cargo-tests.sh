@@ -3,8 +3,11 @@
 # test binaries in two lanes side by side. Most of them wait (on a child process, a server,
 # a VM's boot, a umockdev replay) far more than they compute, so two at a time on two cores
 # take about half as long as cargo's one at a time. Each lane's output is printed whole
-# after both end, so the two do not interleave. A new file in tests/ joins a lane by
-# itself; a new crate under crates/ is in the workspace's unit tests by itself.
+# after both end, so the two do not interleave. The root crate's integration tests are two
+# binaries, one per lane (tests/server/main.rs and tests/hardware/main.rs, a module per
+# topic: each links the whole server, so two links instead of one per file); a new topic
+# is a file in one of those folders. A new crate under crates/ is in the workspace's unit
+# tests by itself, and its tests/*.rs join a lane by themselves.
 # (gatecmd-vboard's tests run on their own in `make test`: they boot VMs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +19,15 @@ cargo build --locked -p gatecmd-vboard --bin gatecmd-vboard --quiet
 # Every lane runs with the same package selection as the build above, so that cargo
 # resolves the same features and builds nothing again (a lane of `-p gatecmd` alone would
 # rebuild the crates below it without the dev-dependencies' features: minutes on a clean
-# machine). Lane 1: every crate's unit tests, then its share of the integration tests;
-# lane 2: the flashing engine's VM test (the longest), then its share. The integration
-# tests are every crate's tests/*.rs, dealt out in turn.
-lanes=("--lib --bins" "--test usbvm")
+# machine). Lane 1: every crate's unit tests, then the server's wire tests (tests/server);
+# lane 2: the flashing engine's VM test (the longest), then the tests that need a device
+# (tests/hardware). Which topic is in which binary keeps the two lanes about even
+# (docs/PERFORMANCE.md, "CI time"). The other crates' tests/*.rs are dealt out in turn, and
+# so would be a tests/*.rs of the root crate (its own binary: tests/server/test_binaries.rs
+# asks for it to become a topic of a lane's binary).
+lanes=("--lib --bins --test server" "--test usbvm --test hardware")
 i=0
+shopt -s nullglob
 for f in tests/*.rs crates/*/tests/*.rs; do
   t=$(basename "$f" .rs)
   [ "$t" = usbvm ] && continue

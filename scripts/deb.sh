@@ -7,7 +7,7 @@
 #   (no --binary)  `make deb`: cargo-deb builds the release binary (LTO: minutes) and
 #                  packages it.
 #   --binary PATH  package this already-built gatecmd instead, building nothing (the test
-#                  in tests/deb_package.rs packages the debug binary it was built with: a
+#                  in tests/server/deb_package.rs packages the debug binary it was built with: a
 #                  release build would cost CI minutes). It is staged as the release
 #                  product of a private target directory, which is all cargo-deb reads.
 #   --output DIR   where the .deb goes (default: $CARGO_TARGET_DIR/debian, or target/debian).

@@ -4,7 +4,7 @@
 #   scripts/setup.sh          build and run
 #   scripts/setup.sh --deb    also what `make deb` needs (dpkg-dev, cargo-deb)
 #   scripts/setup.sh --test   everything `make test` needs (the --deb part included:
-#                             tests/deb_package.rs builds and installs the package)
+#                             tests/server/deb_package.rs builds and installs the package)
 #   scripts/setup.sh --demo   also what `make demo` needs to run its boards in the
 #                             project's VM (scripts/demo.sh runs it; no cargo check: the
 #                             demo may use prebuilt binaries, and checks cargo itself)
@@ -24,7 +24,7 @@ if [ "${1:-}" = "--test" ]; then
   # python3-venv: tests/python's .venv; npm: installs Node 22 and the conformance suites
   # project-locally (scripts/conformance.sh), which Debian 12's npm 9 / Node 18 can do.
   packages+=(python3-venv nodejs npm systemd)
-  # The real-kernel tests (tests/console_usbvm.rs, the usbvm tests of every crate, the
+  # The real-kernel tests (tests/hardware/console_usbvm.rs, the usbvm tests of every crate, the
   # Python benches) boot a QEMU VM with the repository's own harness, tests/vm
   # (GATECMD_VM_DIR overrides it); install what it needs here (as root, through sudo) and
   # let its prepare.sh cache Debian's kernel below.
@@ -38,18 +38,18 @@ if [ "${1:-}" = "--test" ]; then
   # Playwright from PyPI (its own browser downloads are never used); DejaVu for a readable
   # screenshot.
   packages+=(chromium fonts-dejavu-core)
-  # prometheus: its promtool checks the /metrics scrape in tests/metrics.rs.
+  # prometheus: its promtool checks the /metrics scrape in tests/server/metrics.rs.
   packages+=(prometheus)
   # microcom: what `labgrid-client console` runs (tests/python/test_labgrid.py).
   packages+=(microcom)
   # The other families' real tools: fastboot and dfu-util run against gatecmd-vboard's
   # fastboot and DFU boards in the usbvm guest (vboard/tests/usbvm_families.rs); every
-  # bundled recipe's binary is checked by `gatecmd check` (tests/recipes.rs).
+  # bundled recipe's binary is checked by `gatecmd check` (tests/server/recipes.rs).
   packages+=(fastboot dfu-util uuu sunxi-tools)
-  # gcc: tests/exec.rs builds a C program that prints progress the way rkdeveloptool does.
+  # gcc: tests/server/exec.rs builds a C program that prints progress the way rkdeveloptool does.
   packages+=(gcc)
   # The pdudaemon power backend against Debian's real daemon and its client, pduclient
-  # (tests/power_pdudaemon.rs).
+  # (tests/hardware/power_pdudaemon.rs).
   packages+=(pdudaemon pdudaemon-client)
   # flash_board's VM test makes its images with the real tools (tests/python/
   # test_flash_board_usbvm.py): bmaptool create, img2simg, zstd.

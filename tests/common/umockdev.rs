@@ -53,8 +53,12 @@ pub fn is_inner_run() -> bool {
 }
 
 /// Re-executes this test binary for one test only, under the umockdev preload,
-/// prints its output and asserts that it passed.
-pub fn rerun_under_preload(test_name: &str) {
+/// prints its output and asserts that it passed. `module` is the caller's `module_path!()`
+/// and `name` the test function's name: a test binary holds many modules (tests/*.rs are a
+/// few binaries, one module per topic), and `--exact` wants the test's whole path.
+pub fn rerun_under_preload(module: &str, name: &str) {
+    let test_name = crate::harness::test_path(module, name);
+    let test_name = test_name.as_str();
     let exe = std::env::current_exe().expect("test binary path");
     let output = Command::new(exe)
         .args([test_name, "--exact", "--test-threads=1", "--nocapture"])

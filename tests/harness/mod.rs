@@ -395,6 +395,17 @@ pub fn fake_rk() -> String {
     )
 }
 
+/// The name libtest gives the test function `name` of the module `module` (the caller's
+/// `module_path!()`): its path without the test binary's crate name, `topic::name` or
+/// `topic::inner::name`, as `TEST --exact` wants it when a test re-runs itself in a child
+/// process (under a preload, as another user, in a guest).
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// Why a test cannot run on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unavailable {

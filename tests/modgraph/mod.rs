@@ -1,5 +1,5 @@
 //! The import graph inside one crate's `src/`, read from the source text as a newcomer reads
-//! it, for `tests/structure.rs` (no import cycle inside a crate: between crates, Cargo
+//! it, for `tests/server/structure.rs` (no import cycle inside a crate: between crates, Cargo
 //! already refuses one, and a crate cannot import the layers above it).
 //!
 //! Every `use crate::…`, `use super::…`, `use self::…` and every inline `crate::…` path is an

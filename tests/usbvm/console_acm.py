@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Host side of tests/console_usbvm.rs: a CDC-ACM gadget as a board's serial adapter.
+"""Host side of tests/hardware/console_usbvm.rs: a CDC-ACM gadget as a board's serial adapter.
 
-usage: console_acm.py USBVM_DIR GUEST_BINARY   (prints PASS and exits 0 on success)
+usage: console_acm.py USBVM_DIR GUEST_BINARY GUEST_TEST   (prints PASS and exits 0 on success)
+
+GUEST_TEST is the guest side's whole libtest name (`module::usbvm_guest_side`).
 """
 import os
 import sys
 import time
 
-usbvm, guest = sys.argv[1], sys.argv[2]
+usbvm, guest, guest_test = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, usbvm)
 from vmctl import VmRun  # noqa: E402
 
@@ -31,7 +33,7 @@ def ex(vm, cmd):
 
 
 t0 = time.monotonic()
-args = ["--ignored", "--exact", "usbvm_guest_side", "--nocapture", "--test-threads", "1"]
+args = ["--ignored", "--exact", guest_test, "--nocapture", "--test-threads", "1"]
 with VmRun(guest, args, timeout=240, hold=True) as vm:
     plugged = vm.ctl.plug("board", 0x1d6b, 0x0104, 0x0200, function="acm")
     print("plugged", plugged)

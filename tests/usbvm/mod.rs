@@ -61,6 +61,24 @@ pub fn available(test: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// The one guest of this test binary at a time: a lane's binary holds every VM test of its
+/// lane, libtest runs two tests at once, and two QEMU guests under TCG on a two-core machine
+/// starve each other (a guest's stream was lost mid-test that way: docs/PERFORMANCE.md,
+/// "CI time"). A VM test holds the guard for its guest's life: `guest_turn().await`, or
+/// `guest_turn_blocking()` outside a runtime.
+static GUEST: std::sync::LazyLock<tokio::sync::Mutex<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
+
+/// Waits for this binary's guest to be free ([`GUEST`]).
+pub async fn guest_turn() -> tokio::sync::MutexGuard<'static, ()> {
+    GUEST.lock().await
+}
+
+/// [`guest_turn`] for a test without a runtime.
+pub fn guest_turn_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    GUEST.blocking_lock()
+}
+
 /// A stripped copy of `bin` in `into`: debug info would make the VM's initramfs huge.
 pub fn stripped(bin: &Path, into: &Path) -> PathBuf {
     let name = bin.file_name().expect("binary name");

@@ -1,7 +1,7 @@
 //! Why a tool said no, as a value: a stable machine-readable [`RefusalReason`] and the
 //! message for the agent, together a [`Refusal`].
 //!
-//! The reason names are an interface (docs/TOOLS.md lists them; tests/refusals.rs pins
+//! The reason names are an interface (docs/TOOLS.md lists them; tests/server/refusals.rs pins
 //! them): a client may branch on `refusal.reason` without parsing the text, which stays
 //! free to improve. This module sits below the tools and the audit log and imports
 //! nothing from either, so both can carry the same reason.
@@ -37,7 +37,7 @@ macro_rules! reasons {
 
         impl $name {
             /// Every reason, in declaration order: docs/TOOLS.md's table is checked against
-            /// this list (tests/docs_truth.rs).
+            /// this list (tests/server/docs_truth.rs).
             pub const ALL: &'static [$name] = &[$($name::$variant),*];
 
             /// The stable name, as serialised (`forbidden_character`).

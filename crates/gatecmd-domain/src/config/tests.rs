@@ -255,7 +255,7 @@ fn missing_binary_is_not_fatal_to_parse() {
 
 #[test]
 fn errors_about_the_shape_of_the_file_are_located() {
-    // Found by tests/proptest_policy.rs: serde_yaml read this dedent as a second document
+    // Found by tests/server/proptest_policy.rs: serde_yaml read this dedent as a second document
     // and reported it without a location (line 0). serde-saphyr locates it: `file_roots:`
     // holds no list.
     let e = errors("    file_roots: \nbind: \n");

@@ -4,7 +4,7 @@
 //! power port and `lease::board` for a place's hold; the bench page (`src/page/`) calls
 //! `approval::decide` and `unlock::end_lease`; the command line (`src/cli/`) is a client of
 //! the running server and reaches them through its tools (`gatecmd approve` → `approve`,
-//! `gatecmd leases end` → `unlock_device`). `tests/use_cases.rs` holds it: no surface
+//! `gatecmd leases end` → `unlock_device`). `tests/server/use_cases.rs` holds it: no surface
 //! builds a lease request, takes a board's key or runs the power runner itself.
 //!
 //! - `approval`: holding a call for an approver's yes: the request, the wait for its

@@ -20,7 +20,7 @@
 //! Input schemas are what a model reads to call a tool: they keep their descriptions and
 //! bounds and lose only `"default": null` on optional fields, which says nothing.
 //! [`lean`] is applied to the whole list where it is built (`GatecmdServer::shared_router`),
-//! so a tool added later gets it; the test in `tests/mcp_http.rs` holds the list to its
+//! so a tool added later gets it; the test in `tests/server/mcp_http.rs` holds the list to its
 //! budget ([`LIST_BYTES`], [`TOOL_BYTES`]).
 
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 //! `#[tool_router(router = <name>_router)]` impl), its answer and its wording; the work is
 //! the domain's use cases (`gatecmd_domain::usecases`), which the other surfaces call too.
 //! A tool file stays within 300 production lines, a tool folder within 600
-//! (`tools_are_thin` in `tests/use_cases.rs`).
+//! (`tools_are_thin` in `tests/server/use_cases.rs`).
 //!
 //! The `pub mod` lines below are the one list of tools: `build.rs` reads them and pairs each
 //! with its router ([`TOOLS`]); [`router`] sums them and the `server` room
@@ -14,7 +14,7 @@
 //!
 //! No tool imports another: what several share lives below them, in the crate's other
 //! rooms (`calls::answer`, `calls::reasons`, `calls::approvals`, `views`,
-//! `console::board_talk`, …) or in gatecmd-domain; `tests/structure.rs` holds this.
+//! `console::board_talk`, …) or in gatecmd-domain; `tests/server/structure.rs` holds this.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 

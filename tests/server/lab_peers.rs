@@ -1,0 +1,429 @@
+//! One lab for agents (issue 49): two gatecmd processes on loopback, each with its own
+//! state and a pty board; bench-1's agent lists the lab, leases here first then on bench-2
+//! through its own host, runs a shell command and switches power on the remote board, and
+//! releases it; bench-2's own client is refused while the remote agent holds it; a normal
+//! client's token never acts as a peer; a peer killed mid-lease is `host_unreachable`
+//! within 10 s and shown unreachable.
+
+use crate::harness;
+use crate::sim_board;
+
+use std::time::{Duration, Instant};
+
+use harness::{Era, Server, TOKEN_A, TOKEN_B, call, connect, is_error, script, structured, text};
+use serde_json::{Value, json};
+use sim_board::Start;
+
+const PEER_TOKEN: &str = "token-of-bench-1-as-a-peer-0123";
+
+fn board(name: &str) -> String {
+    format!(
+        r#"
+commands:
+  - name: power
+    binary: $DIR/power.sh
+    allowed_args:
+      - pattern: "on"
+      - pattern: "off"
+boards:
+  - name: {name}
+    usb: "1-2"
+    tags: {{soc: rk3588}}
+    console: {{path: $DIR/ttyBOARD, baud: 115200}}
+    power: {{on: {{command: power, args: "on"}}, off: {{command: power, args: "off"}}}}
+"#
+    )
+}
+
+fn with_board(s: Server) -> Server {
+    let dir = s.dir.path().to_path_buf();
+    script(
+        &dir,
+        "power.sh",
+        &format!("echo \"$1\" >> {}/power.log", dir.display()),
+    );
+    sim_board::plug(
+        &s.path("ttyBOARD"),
+        Start::Shell,
+        115200,
+        Some(s.path("power.log")),
+    );
+    s
+}
+
+/// bench-2 (a board b2; its own client vm-c, bench-1 as a peer) and bench-1 (a board b1;
+/// its agents vm-a and vm-b; bench-2 as its peer).
+fn lab_of_two_agents() -> (Server, Server) {
+    lab_with(&format!("  - {{name: vm-b, token: {TOKEN_B}}}\n"))
+}
+
+/// bench-2 (a board b2; its own client vm-c, bench-1 as a peer) and bench-1 (a board b1;
+/// its agent vm-a; bench-2 as its peer).
+fn lab() -> (Server, Server) {
+    lab_with("")
+}
+
+fn lab_with(more_clients: &str) -> (Server, Server) {
+    let two = format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_B}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\n{}",
+        board("b2")
+    );
+    let s2 = with_board(Server::start(&two));
+    let one = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\n{more_clients}labgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
+        s2.url,
+        board("b1")
+    );
+    let s1 = with_board(Server::start(&one));
+    (s1, s2)
+}
+
+fn refusal_reason(r: &rmcp::model::CallToolResult) -> Value {
+    structured(r)["refusal"]["reason"].clone()
+}
+
+async fn console_open(c: &harness::Client) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let l = call(c, "list_boards", json!({})).await;
+        if structured(&l)["boards"][0]["console"]["state"] == "open" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the console never opened: {l:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// bench-1's agent leases b1 here, then (b1 held) bench-2/b2 there.
+async fn lease_remote(a: &harness::Client) -> (String, String) {
+    let here = call(
+        a,
+        "lock_board",
+        json!({"match": {"soc": "rk3588"}, "scope": "lab"}),
+    )
+    .await;
+    assert!(!is_error(&here), "{here:?}");
+    let v = structured(&here);
+    assert_eq!(
+        (v["board"].as_str(), v["host"].as_str()),
+        (Some("b1"), Some("local")),
+        "{v}"
+    );
+    let there = call(
+        a,
+        "lock_board",
+        json!({"match": {"soc": "rk3588"}, "scope": "lab", "note": "remote"}),
+    )
+    .await;
+    assert!(!is_error(&there), "{there:?}");
+    let v = structured(&there);
+    assert_eq!(
+        (v["board"].as_str(), v["host"].as_str()),
+        (Some("bench-2/b2"), Some("bench-2")),
+        "{v}"
+    );
+    let lease = v["lease_id"].as_str().unwrap_or_default().to_string();
+    assert!(lease.starts_with("bench-2/"), "{v}");
+    assert_eq!(
+        v["holder"], "bench-1/vm-a",
+        "the peer records HOST/CLIENT: {v}"
+    );
+    (
+        v["lease_id"].as_str().unwrap_or_default().to_string(),
+        v["board"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_uses_a_board_of_another_host_through_its_own() {
+    let (s1, s2) = lab();
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let c = connect(&s2.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("c");
+    console_open(&c).await;
+
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    let v = structured(&l);
+    let names: Vec<&str> = v["boards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(names, ["b1", "bench-2/b2"], "{v}");
+    assert_eq!(v["boards"][1]["host"], "bench-2", "{v}");
+    assert_eq!(v["boards"][1]["tags"]["soc"], "rk3588", "{v}");
+    assert_eq!(v["hosts"][1]["reachable"], true, "{v}");
+    // Without scope nothing changes: this host's boards only.
+    let l = call(&a, "list_boards", json!({})).await;
+    assert_eq!(structured(&l)["boards"].as_array().map(Vec::len), Some(1));
+
+    let (lease, b) = lease_remote(&a).await;
+    // bench-2's own client sees who holds it and is refused.
+    let l = call(&c, "list_boards", json!({})).await;
+    assert_eq!(
+        structured(&l)["boards"][0]["lock"]["holder"],
+        "bench-1/vm-a",
+        "{l:?}"
+    );
+    let r = call(&c, "lock_board", json!({"board": "b2"})).await;
+    assert_eq!(refusal_reason(&r), "device_busy", "{r:?}");
+    assert!(text(&r).contains("bench-1/vm-a"), "{}", text(&r));
+
+    let r = call(
+        &a,
+        "board_run",
+        json!({"board": b, "lease": lease, "command": "echo hello lab", "timeout_secs": 10}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["output"], "hello lab\n", "{r:?}");
+    assert_eq!(structured(&r)["exit_code"], 0, "{r:?}");
+    let r = call(
+        &a,
+        "power_board",
+        json!({"board": b, "lease": lease, "action": "off"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let log = std::fs::read_to_string(s2.path("power.log")).unwrap_or_default();
+    assert!(
+        log.lines().any(|l| l == "off"),
+        "bench-2 switched its board: {log:?}"
+    );
+    let r = call(&a, "console_read", json!({"board": b})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert!(
+        structured(&r)["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("hello lab")),
+        "{r:?}"
+    );
+
+    // An unknown host is named; a bench-2 lease on another host's board is refused.
+    let r = call(&a, "console_read", json!({"board": "bench-9/b1"})).await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    assert!(text(&r).contains("bench-9"), "{}", text(&r));
+
+    let audit = std::fs::read_to_string(s2.path("state/audit.log")).unwrap_or_default();
+    assert!(
+        audit.contains("bench-1/vm-a"),
+        "bench-2's audit names HOST/CLIENT: {audit}"
+    );
+    let r = call(&a, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let l = call(&c, "list_boards", json!({})).await;
+    assert!(
+        structured(&l)["boards"][0]["lock"]["holder"].is_null(),
+        "released: {l:?}"
+    );
+    let r = call(&c, "lock_board", json!({"board": "b2"})).await;
+    assert!(!is_error(&r), "bench-2's own client has it now: {r:?}");
+}
+
+/// A POST with `Gatecmd-On-Behalf-Of` and `token`: the HTTP status.
+async fn act_for(url: &str, token: &str) -> u16 {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "list_boards", "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}});
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "list_boards")
+        .header("gatecmd-on-behalf-of", "vm-a")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("http")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_normal_clients_token_never_acts_as_a_peer() {
+    let (_s1, s2) = lab();
+    assert_eq!(act_for(&s2.url, TOKEN_B).await, 403, "vm-c is no peer");
+    assert_eq!(act_for(&s2.url, PEER_TOKEN).await, 200, "bench-1 is");
+    let c = connect(&s2.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("c");
+    let r = call(&c, "list_boards", json!({})).await;
+    assert!(!is_error(&r));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_killed_mid_lease_is_unreachable_within_ten_seconds() {
+    let (s1, s2) = lab();
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let c = connect(&s2.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("c");
+    console_open(&c).await;
+    let (lease, b) = lease_remote(&a).await;
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(
+        structured(&l)["boards"][1]["lock"]["holder"],
+        "bench-1/vm-a",
+        "{l:?}"
+    );
+    s2.signal(nix::sys::signal::Signal::SIGKILL);
+    let t = Instant::now();
+    let r = call(
+        &a,
+        "board_run",
+        json!({"board": b, "lease": lease, "command": "true"}),
+    )
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(refusal_reason(&r), "host_unreachable", "{r:?}");
+    assert!(text(&r).contains("bench-2"), "{}", text(&r));
+    let r = call(
+        &a,
+        "power_board",
+        json!({"board": b, "lease": lease, "action": "on"}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "host_unreachable", "{r:?}");
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    let v = structured(&l);
+    assert_eq!(v["hosts"][1]["host"], "bench-2", "{v}");
+    assert_eq!(v["hosts"][1]["reachable"], false, "{v}");
+    assert!(
+        v["hosts"][1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("bench-2")),
+        "{v}"
+    );
+    assert_eq!(v["boards"][1]["name"], "bench-2/b2", "last seen: {v}");
+    assert_eq!(v["boards"][1]["reachable"], false, "{v}");
+    // The agent's host stays up and its own board works.
+    let r = call(&a, "lock_board", json!({"board": "b1"})).await;
+    assert_eq!(
+        refusal_reason(&r),
+        "already_held",
+        "b1 is a's own lease still: {r:?}"
+    );
+    drop(s2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lab_wide_wait_gets_the_first_board_freed_on_any_host() {
+    let (s1, s2) = lab_of_two_agents();
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let b = connect(&s1.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("b");
+    let (lease, _) = lease_remote(&a).await;
+    let r = call(
+        &b,
+        "lock_board",
+        json!({"match": {"soc": "rk3588"}, "scope": "lab"}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "device_busy", "{r:?}");
+    assert!(
+        text(&r).contains("bench-2"),
+        "names every host: {}",
+        text(&r)
+    );
+    let waiter = tokio::spawn(async move {
+        let r = call(
+            &b,
+            "lock_board",
+            json!({"match": {"soc": "rk3588"}, "scope": "lab", "wait_secs": 20}),
+        )
+        .await;
+        (structured(&r), b)
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = call(&a, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (v, _b) = waiter.await.expect("waiter");
+    assert_eq!(v["board"], "bench-2/b2", "{v}");
+    assert_eq!(v["holder"], "bench-1/vm-b", "{v}");
+    drop(s2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_says_which_peers_answer_and_which_refuse_the_token() {
+    let (s1, s2) = lab();
+    let cfg = s1.dir.path().join("check.yaml");
+    let text = format!(
+        "labgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n    - {{name: bench-x, url: \"{}\", token: not-the-token}}\n    - {{name: bench-y, url: \"http://127.0.0.1:1/mcp\", token: t}}\n",
+        s2.url, s2.url
+    );
+    std::fs::write(&cfg, text).expect("write");
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gatecmd"))
+            .arg("check")
+            .arg("--config")
+            .arg(&cfg)
+            .env("STATE_DIRECTORY", s1.dir.path().join("state-check"))
+            .output()
+            .expect("check")
+    })
+    .await
+    .expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("lab peer bench-2")
+            && l.contains("answers")
+            && l.contains("1 board(s)")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lab peer bench-x") && l.contains("refused")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lab peer bench-y") && l.contains("did not answer")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("not-the-token") && !text.contains(PEER_TOKEN),
+        "no token shown: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_answering_is_unreachable_within_ten_seconds_whatever_the_calls_wait() {
+    let (s1, s2) = lab();
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let c = connect(&s2.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("c");
+    console_open(&c).await;
+    let (lease, b) = lease_remote(&a).await;
+    s2.signal(nix::sys::signal::Signal::SIGSTOP);
+    let t = Instant::now();
+    let r = call(
+        &a,
+        "board_run",
+        json!({"board": b, "lease": lease, "command": "true", "timeout_secs": 60}),
+    )
+    .await;
+    let took = t.elapsed();
+    s2.signal(nix::sys::signal::Signal::SIGCONT);
+    assert_eq!(refusal_reason(&r), "host_unreachable", "{r:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(text(&r).contains("bench-2"), "{}", text(&r));
+}
