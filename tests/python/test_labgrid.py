@@ -355,8 +355,13 @@ async def test_coordinator_restart_reregisters_and_leaves_nothing_held(lab):
     c.client("acquire", place="p1")
     assert (await lock_board(b.server.url)).is_error
     c.stop()
+    stopped = time.monotonic()
     c.start()  # same port; the restarted coordinator keeps places, not acquisitions
     b.wait_registered(2)
+    # On a loaded machine the restart can outlast labgrid.hold_secs: gatecmd then released the
+    # hold as the lost coordinator's (the case of the test below) before it could re-read
+    # the places; either way nothing stays held.
+    slow_restart = time.monotonic() - stopped >= HOLD_SECS - 0.5
     # The place is no longer acquired there, so gatecmd released the board: an agent gets it.
     r = await lock_board(b.server.url, wait_secs=5)
     assert not r.is_error, text(r)
@@ -367,7 +372,8 @@ async def test_coordinator_restart_reregisters_and_leaves_nothing_held(lab):
     c.client("acquire", place="p1")
     assert (await lock_board(b.server.url)).is_error
     released = [e for e in b.audit() if e.get("event") == "labgrid_hold_released"]
-    assert released and "not list the place as acquired" in released[0]["why"], released
+    reasons = ("not list the place as acquired",) + (("unreachable",) if slow_restart else ())
+    assert released and any(r in released[0]["why"] for r in reasons), (slow_restart, released)
 
 
 async def test_gatecmd_restart_reregisters_and_leaves_nothing_held(lab):
