@@ -427,3 +427,170 @@ async fn a_peer_that_stops_answering_is_unreachable_within_ten_seconds_whatever_
     assert!(took < Duration::from_secs(10), "{took:?}");
     assert!(text(&r).contains("bench-2"), "{}", text(&r));
 }
+
+/// bench-2 with a flash-enabled board b2 (no USB: the flashes here stop in `check_image`,
+/// before the board is touched) and its peer client bench-1 allowed to write (the remote
+/// flash's files land there), and bench-1 whose agent vm-a has its images in its own root.
+fn flash_lab() -> (Server, Server) {
+    let two = format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_B}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true, write_roots: [$DIR]}}\n\
+         file_roots: [$DIR]\nboards:\n  - name: b2\n    usb: \"1-2\"\n\
+         flash:\n  enabled: true\n  boards: [b2]\n"
+    );
+    let s2 = Server::start(&two);
+    let one = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nfile_roots: [$DIR]\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n",
+        s2.url
+    );
+    (Server::start(&one), s2)
+}
+
+/// A zstd frame of `blocks` RLE blocks of 128 KiB of zeros, 4 bytes each: `check_image`
+/// decompresses 4 MiB of it (1 << 20 blocks) for tens of seconds (as tests/flash_board.rs).
+fn slow_zstd(blocks: usize) -> Vec<u8> {
+    let mut z = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let header = last | (1 << 1) | ((128 << 10) << 3);
+        z.extend(&header.to_le_bytes()[..3]);
+        z.push(0);
+    }
+    z
+}
+
+async fn wait_remote_job(a: &harness::Client, job: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = call(a, "wait_job", json!({"job": job, "timeout_secs": 2})).await;
+        assert!(!is_error(&r), "{r:?}");
+        let w = structured(&r);
+        if w["state"] != "running" || Instant::now() > deadline {
+            return w;
+        }
+    }
+}
+
+/// Issue 49: `flash_board` on `bench-2/b2` through bench-1. The image and bmap of bench-1's
+/// root reach bench-2's staging, the flash runs there as a job named `bench-2/JOB` here,
+/// `wait_job` follows it through bench-1 to its result (a bmap of another image: failed in
+/// `check_image`, nothing written), and bench-2's audit names `bench-1/vm-a`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_flash_runs_as_a_job_of_the_boards_host_followed_from_the_agents() {
+    let (s1, s2) = flash_lab();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/gatecmd-flash/tests/fixtures/interop.bmap");
+    std::fs::copy(fixtures, s1.path("disk.bmap")).expect("bmap");
+    let image: Vec<u8> = (0..(9u32 << 20) / 4).flat_map(u32::to_le_bytes).collect();
+    std::fs::write(s1.path("disk.img"), &image).expect("image");
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+
+    // A local lease for a remote board is refused with the call that gives the right one.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img", "lease": "lease-1"}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "invalid_request", "{r:?}");
+    assert!(text(&r).contains("lock_board"), "{}", text(&r));
+    // A file that is not in bench-1's roots is named, with where files go.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "nope.img", "lease": lease}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    assert!(text(&r).contains("write_file"), "{}", text(&r));
+
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img", "bmap": "disk.bmap", "lease": lease, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    assert!(job.starts_with("bench-2/job-"), "{job}");
+    assert!(text(&r).contains(&format!("\"{job}\"")), "{}", text(&r));
+    // bench-1 has no labgrid.coordinator, so its name in the lab is `local`.
+    let sent = s2.path("lab/local/vm-a/disk.img");
+    assert_eq!(
+        std::fs::read(&sent).ok().as_deref(),
+        Some(&image[..]),
+        "the image reached bench-2's staging whole (9 MiB: three pieces)"
+    );
+    let w = wait_remote_job(&a, &job, 30).await;
+    assert_eq!(w["state"], "failed", "{w}");
+    assert_eq!(w["job"], job.as_str(), "{w}");
+    assert_eq!(w["result"]["failure"]["step"], "check_image", "{w}");
+    // The job is bench-2's: bench-1 has none of its own, and bench-2's audit names the agent.
+    let r = call(
+        &a,
+        "wait_job",
+        json!({"job": job.trim_start_matches("bench-2/")}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    let audit = std::fs::read_to_string(s2.path("state/audit.log")).unwrap_or_default();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("bench-1/vm-a") && l.contains("flash")),
+        "{audit}"
+    );
+}
+
+/// Issue 49: a foreground remote flash answers with the flash's own result (here its
+/// `timeout_secs` ran out in a slow `check_image`), and `cancel_job {job: "bench-2/JOB"}`
+/// stops a background one there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_flash_in_the_foreground_and_one_cancelled_through_the_agents_host() {
+    let (s1, _s2) = flash_lab();
+    std::fs::write(s1.path("slow.img.zst"), slow_zstd(1 << 20)).expect("image");
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("a");
+    let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    let t = Instant::now();
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "slow.img.zst", "lease": lease, "timeout_secs": 2}),
+    )
+    .await;
+    let v = structured(&r);
+    assert!(is_error(&r), "{r:?}");
+    assert_eq!(v["state"], "timed_out", "{v}");
+    assert_eq!(v["failure"]["step"], "check_image", "{v}");
+    assert!(
+        v["job"].as_str().is_some_and(|j| j.starts_with("bench-2/")),
+        "{v}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "slow.img.zst", "lease": lease, "background": true}),
+    )
+    .await;
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    let r = call(&a, "cancel_job", json!({"job": job})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["job"], job.as_str(), "{r:?}");
+    let w = wait_remote_job(&a, &job, 10).await;
+    assert_eq!(w["state"], "cancelled", "{w}");
+}

@@ -6,12 +6,18 @@
 //!   bounded in time and bytes; its failures (`host_unreachable`).
 //! - `boards`: `list_boards {scope: "lab"}`, every host's boards, asked of all peers at once.
 //! - `lock`: `lock_board {scope: "lab"}`, a matching board here first, else on a peer.
-//! - `forward`: a board tool on `HOST/BOARD` sent to that host.
+//! - `forward`: a board tool on `HOST/BOARD` (`HOST/LEASE`, `HOST/JOB`) sent to that host.
+//! - `flash`: `flash_board` on `HOST/BOARD`, a job there followed from here.
+//! - `upload`: a file of this host sent to a peer's staging (a remote flash's image).
+//! - `jobs`: a peer's job named `HOST/JOB` in its answers.
 //! - `scope`: the `scope` argument (`host`, the default, or `lab`).
 
 pub mod boards;
+pub mod flash;
 pub mod forward;
+pub mod jobs;
 pub mod lock;
 pub mod names;
 pub mod peer_link;
 pub mod scope;
+pub mod upload;

@@ -78,7 +78,7 @@ pub fn find(peers: &[LabPeer], host: &str) -> Result<LabPeer, PeerError> {
         })
 }
 
-fn client() -> &'static reqwest::Client {
+pub(super) fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
