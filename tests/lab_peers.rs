@@ -594,3 +594,133 @@ async fn a_remote_flash_in_the_foreground_and_one_cancelled_through_the_agents_h
     let w = wait_remote_job(&a, &job, 10).await;
     assert_eq!(w["state"], "cancelled", "{w}");
 }
+
+const TOKEN_C: &str = "token-for-vm-c-5555555555";
+const TOKEN_X: &str = "token-for-vm-x-7777777777";
+const TOKEN_Y: &str = "token-for-vm-y-8888888888";
+
+/// One agent's `lock_board` started in the background: what it got, and when.
+fn queue_for(
+    url: &str,
+    token: &'static str,
+    args: Value,
+) -> tokio::task::JoinHandle<(Value, Instant)> {
+    let url = url.to_string();
+    tokio::spawn(async move {
+        let c = connect(&url, Some(token), Era::Modern)
+            .await
+            .expect("agent");
+        let r = call(&c, "lock_board", args).await;
+        (structured(&r), Instant::now())
+    })
+}
+
+async fn got(h: tokio::task::JoinHandle<(Value, Instant)>) -> (Value, Instant) {
+    tokio::time::timeout(Duration::from_secs(15), h)
+        .await
+        .expect("served within 15 s")
+        .expect("task")
+}
+
+/// Issue 49: three agents of two hosts queue for an rk3588 while both boards are held:
+/// vm-a (bench-1, lab), then vm-c (bench-2, its own host's queue), then vm-b (bench-1,
+/// lab). bench-2's board freed goes to vm-a, who came first, though vm-c waits on that
+/// very host; freed again it goes to vm-c, ahead of vm-b in bench-2's queue; bench-1's
+/// board then goes to vm-b. Each lab answer says how many were queued before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lab_queue_serves_three_agents_of_two_hosts_in_arrival_order() {
+    let rk = |name: &str| {
+        format!("boards:\n  - name: {name}\n    usb: \"1-2\"\n    tags: {{soc: rk3588}}\n")
+    };
+    let two = format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_C}}}\n  - {{name: vm-y, token: {TOKEN_Y}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\n{}",
+        rk("b2")
+    );
+    let s2 = Server::start(&two);
+    let one = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\n  - {{name: vm-b, token: {TOKEN_B}}}\n  - {{name: vm-x, token: {TOKEN_X}}}\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
+        s2.url,
+        rk("b1")
+    );
+    let s1 = Server::start(&one);
+    let x = connect(&s1.url, Some(TOKEN_X), Era::Modern)
+        .await
+        .expect("x");
+    let y = connect(&s2.url, Some(TOKEN_Y), Era::Modern)
+        .await
+        .expect("y");
+    let hold = |c, b: &'static str| async move {
+        let r = call(c, "lock_board", json!({"board": b})).await;
+        structured(&r)["lease_id"]
+            .as_str()
+            .expect("lease")
+            .to_string()
+    };
+    let lx = hold(&x, "b1").await;
+    let ly = hold(&y, "b2").await;
+
+    let lab = json!({"match": {"soc": "rk3588"}, "scope": "lab", "wait_secs": 40});
+    let a = queue_for(&s1.url, TOKEN_A, lab.clone());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let c = queue_for(
+        &s2.url,
+        TOKEN_C,
+        json!({"match": {"soc": "rk3588"}, "wait_secs": 40}),
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let b = queue_for(&s1.url, TOKEN_B, lab);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+
+    let r = call(&y, "unlock_device", json!({"lease": ly})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (va, _) = got(a).await;
+    assert_eq!(
+        va["board"], "bench-2/b2",
+        "the first to come, from the other host: {va}"
+    );
+    assert_eq!(va["queued_ahead"]["bench-2"], 0, "{va}");
+    assert!(
+        !c.is_finished() && !b.is_finished(),
+        "the others still queue"
+    );
+
+    let a_client = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let lease = va["lease_id"].as_str().expect("lease").to_string();
+    let r = call(&a_client, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (vc, _) = got(c).await;
+    assert_eq!(vc["board"], "b2", "vm-c came before vm-b: {vc}");
+    assert!(!b.is_finished(), "vm-b still queues");
+
+    let r = call(&x, "unlock_device", json!({"lease": lx})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (vb, _) = got(b).await;
+    assert_eq!(vb["board"], "b1", "{vb}");
+    assert_eq!(vb["host"], "local", "{vb}");
+    // vm-a and vm-c were queued on bench-2 before vm-b, vm-a on bench-1.
+    assert_eq!(vb["queued_ahead"]["bench-2"], 2, "{vb}");
+    assert_eq!(vb["queued_ahead"]["local"], 1, "{vb}");
+
+    // Nothing left behind: b2 is vm-c's alone, b1 vm-b's.
+    let l = call(&x, "list_boards", json!({"scope": "lab"})).await;
+    let holders: Vec<(String, String)> = structured(&l)["boards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            (
+                b["name"].as_str().unwrap_or_default().to_string(),
+                b["lock"]["holder"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        holders,
+        [
+            ("b1".to_string(), "vm-b".to_string()),
+            ("bench-2/b2".to_string(), "vm-c".to_string())
+        ]
+    );
+}

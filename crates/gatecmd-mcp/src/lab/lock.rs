@@ -1,13 +1,11 @@
 //! `lock_board {scope: "lab"}` (and `lock_board {board: "HOST/BOARD"}`): a free matching
 //! board on this host first, else on a peer (its `lock_board`, for the calling agent), in
-//! `labgrid.peers` order; with `wait_secs`, tried again every second until one is free or
-//! the time is up. The answer is the lease as `lock_board` gives it plus `host`; a remote
-//! lease's `lease_id` and `board` are qualified (`HOST/…`), and every board tool given them
-//! goes to that host (`forward`).
-//!
-//! Not a lab-wide queue: waiters on different hosts are not served in arrival order across
-//! hosts (docs/DECISIONS.md).
+//! `labgrid.peers` order; with `wait_secs`, queued on every host at once (`queue`). The
+//! answer is the lease as `lock_board` gives it plus `host`; a remote lease's `lease_id`
+//! and `board` are qualified (`HOST/…`), and every board tool given them goes to that host
+//! (`forward`).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -25,9 +23,6 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::locks::MAX_WAIT_SECS;
 use gatecmd_domain::state::AppState;
 
-/// How often a lab-wide wait tries every host again.
-const RETRY: Duration = Duration::from_secs(1);
-
 /// What is asked of every host: `lock_board`'s arguments without `scope` and `wait_secs`.
 pub struct LabAsk<'a> {
     pub who: &'a ClientIdentity,
@@ -36,7 +31,7 @@ pub struct LabAsk<'a> {
     pub wait_secs: u64,
 }
 
-/// `lock_board` across the lab. `local` tries this host once without waiting.
+/// `lock_board` across the lab. `local(wait_secs)` is this host's `lock_board` (0: one try).
 pub async fn lab_lock<F, Fut>(
     state: &AppState,
     ask: LabAsk<'_>,
@@ -44,8 +39,8 @@ pub async fn lab_lock<F, Fut>(
     local: F,
 ) -> CallToolResult
 where
-    F: Fn() -> Fut,
-    Fut: Future<Output = CallToolResult>,
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = CallToolResult> + Send,
 {
     if ask.who.name.contains('/') {
         return refusal(Refusal::new(
@@ -69,57 +64,62 @@ where
         return on_peer_named(state, &ask, &host, &board).await;
     }
     let deadline = Instant::now() + Duration::from_secs(ask.wait_secs);
-    loop {
-        let here = local().await;
-        if here.is_error != Some(true) {
-            return with_host(here, &this_host(state), None);
-        }
-        let reason = refusal_reason(&here);
-        if !matches!(reason.as_deref(), Some("device_busy" | "not_found")) {
-            return here;
-        }
-        let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
-        let peers = state.config().lab_peers.clone();
-        let mut args = ask.args.clone();
-        args["wait_secs"] = 0.into();
-        for peer in &peers {
-            match peer_link::call(
-                peer,
-                Some(&ask.who.name),
-                "lock_board",
-                args.clone(),
-                PEER_GRACE,
-            )
-            .await
-            {
-                Ok(r) if r.is_error != Some(true) => {
-                    return with_host(r, &peer.name, Some(&peer.name));
-                }
-                Ok(r) => why.push(format!("{}: {}", peer.name, message(&r))),
-                Err(e) => why.push(format!("{}: {e}", peer.name)),
+    let here = local(0).await;
+    if here.is_error != Some(true) {
+        return with_host(here, &this_host(state), None);
+    }
+    let reason = refusal_reason(&here);
+    if !matches!(reason.as_deref(), Some("device_busy" | "not_found")) {
+        return here;
+    }
+    let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
+    let mut ahead = BTreeMap::new();
+    note_queue(&mut ahead, this_host(state), &here);
+    let peers = state.config().lab_peers.clone();
+    let mut args = ask.args.clone();
+    args["wait_secs"] = 0.into();
+    for peer in &peers {
+        match peer_link::call(
+            peer,
+            Some(&ask.who.name),
+            "lock_board",
+            args.clone(),
+            PEER_GRACE,
+        )
+        .await
+        {
+            Ok(r) if r.is_error != Some(true) => {
+                return with_host(r, &peer.name, Some(&peer.name));
             }
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return refusal(Refusal::new(
-                RefusalReason::DeviceBusy,
-                format!(
-                    "no matching board is free on any host of the lab{}: {}. Pass wait_secs to keep trying every host each second, or list_boards {{scope: \"lab\"}} to see every board.",
-                    if ask.wait_secs > 0 {
-                        format!(" (waited {} s)", ask.wait_secs)
-                    } else {
-                        String::new()
-                    },
-                    why.join("; ")
-                ),
-            ));
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(left.min(RETRY)) => {}
-            _ = ct.cancelled() => {
-                return refusal(Refusal::new(RefusalReason::Cancelled, "cancelled while waiting for a board of the lab"));
+            Ok(r) => {
+                note_queue(&mut ahead, peer.name.clone(), &r);
+                why.push(format!("{}: {}", peer.name, message(&r)));
             }
+            Err(e) => why.push(format!("{}: {e}", peer.name)),
         }
+    }
+    if ask.wait_secs > 0 {
+        return super::queue::wait_lab(state, &ask, ahead, deadline, ct, &local).await;
+    }
+    refusal(Refusal::new(
+        RefusalReason::DeviceBusy,
+        format!(
+            "no matching board is free on any host of the lab: {}. Pass wait_secs to queue on every host at once (served in arrival order across the lab), or list_boards {{scope: \"lab\"}} to see every board.",
+            why.join("; ")
+        ),
+    ))
+}
+
+/// A host's queue length from its busy refusal, when it names one.
+fn note_queue(ahead: &mut BTreeMap<String, usize>, host: String, r: &CallToolResult) {
+    let full = r
+        .structured_content
+        .as_ref()
+        .and_then(|s| s.pointer("/refusal/message"))
+        .and_then(Value::as_str)
+        .and_then(super::queue::queued_in);
+    if let Some(n) = full {
+        ahead.insert(host, n);
     }
 }
 
@@ -147,7 +147,11 @@ async fn on_peer_named(
 
 /// A lease answer with `host`; `qualify_with` a peer's name makes its `lease_id` and
 /// `board` `HOST/…` and says so in the text.
-fn with_host(mut r: CallToolResult, host: &str, qualify_with: Option<&str>) -> CallToolResult {
+pub(super) fn with_host(
+    mut r: CallToolResult,
+    host: &str,
+    qualify_with: Option<&str>,
+) -> CallToolResult {
     let Some(s) = r.structured_content.as_mut() else {
         return r;
     };
@@ -180,7 +184,7 @@ fn refusal_reason(r: &CallToolResult) -> Option<String> {
         .map(str::to_string)
 }
 
-fn message(r: &CallToolResult) -> String {
+pub(super) fn message(r: &CallToolResult) -> String {
     let m = r
         .structured_content
         .as_ref()

@@ -6,6 +6,7 @@
 //!   bounded in time and bytes; its failures (`host_unreachable`).
 //! - `boards`: `list_boards {scope: "lab"}`, every host's boards, asked of all peers at once.
 //! - `lock`: `lock_board {scope: "lab"}`, a matching board here first, else on a peer.
+//! - `queue`: its wait, queued on every host at once (first come, first served lab-wide).
 //! - `forward`: a board tool on `HOST/BOARD` (`HOST/LEASE`, `HOST/JOB`) sent to that host.
 //! - `flash`: `flash_board` on `HOST/BOARD`, a job there followed from here.
 //! - `upload`: a file of this host sent to a peer's staging (a remote flash's image).
@@ -19,5 +20,6 @@ pub mod jobs;
 pub mod lock;
 pub mod names;
 pub mod peer_link;
+pub mod queue;
 pub mod scope;
 pub mod upload;
