@@ -724,3 +724,68 @@ async fn the_lab_queue_serves_three_agents_of_two_hosts_in_arrival_order() {
         ]
     );
 }
+
+/// Rewrites `s`'s configuration, sends SIGHUP, and returns the reload's log line.
+fn reload(s: &Server, yaml: &str) -> String {
+    let done = || s.log_text().matches("configuration reloaded").count();
+    let before = done();
+    std::fs::write(s.path("config.yaml"), yaml).expect("rewrite config");
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(
+        harness::eventually(Duration::from_secs(10), || done() > before),
+        "no reload in the log:\n{}",
+        s.log_text()
+    );
+    s.log_text()
+        .lines()
+        .rfind(|l| l.contains("configuration reloaded"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn lab_names(r: &rmcp::model::CallToolResult) -> Vec<String> {
+    structured(r)["boards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Issue 49: `labgrid.peers` changes on reload (the rest of `labgrid:` waits for a
+/// restart): a peer added is listed and reached at once, a peer removed is refused naming
+/// the peers there are, and the reload names no restart-only key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_and_removes_a_peer() {
+    let two = format!(
+        "clients:\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\nboards:\n  - name: b2\n    usb: \"1-2\"\n"
+    );
+    let s2 = Server::start(&two);
+    let alone = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nboards:\n  - name: b1\n    usb: \"1-2\"\n"
+    );
+    let s1 = Server::start(&alone);
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(lab_names(&l), ["b1"]);
+
+    let with_peer = format!(
+        "{alone}labgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n",
+        s2.url
+    );
+    let line = reload(&s1, &with_peer);
+    assert!(!line.contains("restart"), "{line}");
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(lab_names(&l), ["b1", "bench-2/b2"]);
+    let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
+    assert!(!is_error(&r), "{r:?}");
+
+    reload(&s1, &alone);
+    let r = call(&a, "console_read", json!({"board": "bench-2/b2"})).await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    assert!(text(&r).contains("none are configured"), "{}", text(&r));
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(lab_names(&l), ["b1"]);
+}
