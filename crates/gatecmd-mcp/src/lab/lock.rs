@@ -1,11 +1,11 @@
 //! `lock_board {scope: "lab"}` (and `lock_board {board: "HOST/BOARD"}`): a free matching
 //! board on this host first, else on a peer (its `lock_board`, for the calling agent), in
-//! `labgrid.peers` order; with `wait_secs`, queued on every host at once (`queue`). The
+//! `labgrid.peers` order among the peers whose list shows a free board the match may take
+//! (all asked at once: one round trip, not one per peer); with `wait_secs`, queued on every host at once (`queue`). The
 //! answer is the lease as `lock_board` gives it plus `host`; a remote lease's `lease_id`
 //! and `board` are qualified (`HOST/…`), and every board tool given them goes to that host
 //! (`forward`).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -73,9 +73,9 @@ where
         return here;
     }
     let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
-    let mut ahead = BTreeMap::new();
-    note_queue(&mut ahead, this_host(state), &here);
-    let peers = state.config().lab_peers.clone();
+    let survey = super::queue::survey(state, &ask).await;
+    why.extend(survey.others);
+    let peers = survey.candidates;
     let mut args = ask.args.clone();
     args["wait_secs"] = 0.into();
     for peer in &peers {
@@ -91,15 +91,12 @@ where
             Ok(r) if r.is_error != Some(true) => {
                 return with_host(r, &peer.name, Some(&peer.name));
             }
-            Ok(r) => {
-                note_queue(&mut ahead, peer.name.clone(), &r);
-                why.push(format!("{}: {}", peer.name, message(&r)));
-            }
+            Ok(r) => why.push(format!("{}: {}", peer.name, message(&r))),
             Err(e) => why.push(format!("{}: {e}", peer.name)),
         }
     }
     if ask.wait_secs > 0 {
-        return super::queue::wait_lab(state, &ask, ahead, deadline, ct, &local).await;
+        return super::queue::wait_lab(state, &ask, survey.ahead, deadline, ct, &local).await;
     }
     refusal(Refusal::new(
         RefusalReason::DeviceBusy,
@@ -108,19 +105,6 @@ where
             why.join("; ")
         ),
     ))
-}
-
-/// A host's queue length from its busy refusal, when it names one.
-fn note_queue(ahead: &mut BTreeMap<String, usize>, host: String, r: &CallToolResult) {
-    let full = r
-        .structured_content
-        .as_ref()
-        .and_then(|s| s.pointer("/refusal/message"))
-        .and_then(Value::as_str)
-        .and_then(super::queue::queued_in);
-    if let Some(n) = full {
-        ahead.insert(host, n);
-    }
 }
 
 /// `lock_board {board: "HOST/BOARD"}`: that peer's `lock_board`, waiting there.

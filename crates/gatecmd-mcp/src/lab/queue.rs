@@ -8,8 +8,8 @@
 //! the hosts (docs/DECISIONS.md). The granted waiter leaves the other queues (its calls
 //! there are dropped, which removes it; a lease granted in the same moment is released).
 //!
-//! Each host's queue length when the waiter arrived (`queued_ahead`) is in the answer, and
-//! each host's own busy refusal (with its queue) in the refusal.
+//! Each host's queue when the waiter arrived (`queued_ahead`, from the boards' listed
+//! `match_waiting`) is in the answer, and each host's own busy refusal in the refusal.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -160,23 +160,68 @@ fn with_queue(mut r: CallToolResult, ahead: &BTreeMap<String, usize>) -> CallToo
     r
 }
 
-/// The queue length a host's busy refusal names (`…; N other match request(s) queued`).
-pub fn queued_in(message: &str) -> Option<usize> {
-    let at = message.find(" other match request(s) queued")?;
-    let digits: String = message[..at]
-        .chars()
-        .rev()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.chars().rev().collect::<String>().parse().ok()
+/// What one look at the lab's boards (every host asked at once) says of a match.
+pub struct Survey {
+    /// The peers worth a try without waiting, in `labgrid.peers` order: those that list a
+    /// free board the match may take.
+    pub candidates: Vec<LabPeer>,
+    /// Each host's queue for such a board (`match_waiting`, the most of its boards').
+    pub ahead: BTreeMap<String, usize>,
+    /// Why each other peer is not worth a try (its boards held, or it did not answer).
+    pub others: Vec<String>,
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_queue_length_is_read_from_a_busy_refusal() {
-        let m = "every board with soc=rk3588 is in use; b1: leased by x; 2 other match request(s) queued. Pass wait_secs";
-        assert_eq!(super::queued_in(m), Some(2));
-        assert_eq!(super::queued_in("no board has soc=x now"), None);
+/// Looks at the lab for `ask`'s match. A board "may take" it when none of its listed tags
+/// contradicts the match (a tag a board does not list may come from its device, and mode,
+/// family and attached are the board's host's to judge, so they rule nothing out here).
+pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
+    let lab = super::boards::lab_boards(state, &ask.who.name).await;
+    let wanted = ask.args.get("match").and_then(Value::as_object);
+    let may_take = |b: &Value| {
+        let tags = b.get("tags").and_then(Value::as_object);
+        b.get("reachable") == Some(&Value::Bool(true))
+            && wanted.is_none_or(|m| {
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "family" | "mode" | "attached"))
+                    .all(|(k, v)| tags.and_then(|t| t.get(k)).is_none_or(|t| t == v))
+            })
+    };
+    let mut open: Vec<&str> = Vec::new();
+    let mut ahead = BTreeMap::new();
+    for b in lab.boards.iter().filter(|b| may_take(b)) {
+        let Some(host) = b.get("host").and_then(Value::as_str) else {
+            continue;
+        };
+        let waiting = b.get("match_waiting").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let n = ahead.entry(host.to_string()).or_insert(0);
+        *n = (*n).max(waiting);
+        if b.pointer("/lock/holder").is_none_or(Value::is_null) {
+            open.push(host);
+        }
+    }
+    let (candidates, not): (Vec<LabPeer>, Vec<LabPeer>) = state
+        .config()
+        .lab_peers
+        .iter()
+        .cloned()
+        .partition(|p| open.contains(&p.name.as_str()));
+    let others = not
+        .iter()
+        .map(|p| {
+            let seen = lab.hosts.iter().find(|h| h.host == p.name);
+            match seen.and_then(|h| h.error.as_deref()) {
+                Some(e) => format!("{}: {e}", p.name),
+                None => format!(
+                    "{}: every board it has that may match is held ({} match request(s) queued)",
+                    p.name,
+                    ahead.get(&p.name).copied().unwrap_or(0)
+                ),
+            }
+        })
+        .collect();
+    Survey {
+        candidates,
+        ahead,
+        others,
     }
 }
