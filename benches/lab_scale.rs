@@ -2,9 +2,10 @@
 //! 8 boards each from config (no console: nothing to open), every host listing every other
 //! as its peer (set by a reload once all listen), and `GATECMD_LAB_AGENTS` agents (default
 //! 200) spread over the hosts, each its own MCP client of its own host. Measured:
-//! `list_boards {scope: "lab"}` from one agent; then every agent, arriving 5 ms apart,
+//! `list_boards {scope: "lab"}` from one agent; then every agent, the first (as many as there are boards) arriving 5 ms apart,
 //! `lock_board {match: {soc: rk3588}, scope: "lab", wait_secs: 120}`, holds its board for
-//! 2 s and releases it: allocation time (arrival to lease) of those served at once and of
+//! 8 s and releases it (those that must queue arrive 100 ms apart, all before the first
+//! release): allocation time (arrival to lease) of those served at once and of
 //! those that queued, whether the queued ones were served in arrival order, and each
 //! host's memory after. Bounded: every call is bounded by the peer link, the whole run by
 //! a 300 s limit.
@@ -17,8 +18,14 @@ use crate::harness::*;
 use crate::{Row, latency_row, rss_kib, serve};
 
 const BOARDS: usize = 8;
-const HOLD: Duration = Duration::from_secs(2);
+/// How long each agent holds its board: past the last queued agent's arrival, so that
+/// every queued agent is in the queues before the first release.
+const HOLD: Duration = Duration::from_secs(8);
+/// Between two agents that find a board free.
 const STAGGER: Duration = Duration::from_millis(5);
+/// Between two agents that must queue: well above the link's jitter on a loaded machine,
+/// so that their order is theirs, not the scheduler's.
+const QUEUE_STAGGER: Duration = Duration::from_millis(100);
 
 fn env_usize(key: &str, default: usize) -> usize {
     std::env::var(key)
@@ -41,7 +48,9 @@ fn peer_token(i: usize) -> String {
 /// Host `i`'s configuration: its agents, every other host as a peer client, its boards, and
 /// (`peers`) every other host as its peer.
 fn host_yaml(i: usize, hosts: usize, agents: usize, urls: Option<&[String]>) -> String {
-    let mut y = String::from("limits:\n  max_concurrent_per_client: 4\nclients:\n");
+    let conns = env_usize("GATECMD_LAB_CONNS", 64);
+    let mut y =
+        format!("limits:\n  max_concurrent_per_client: 4\n  max_connections: {conns}\nclients:\n");
     for k in 0..agents {
         y.push_str(&format!(
             "  - {{name: agent-{k:03}, token: {}}}\n",
@@ -80,6 +89,7 @@ fn host_yaml(i: usize, hosts: usize, agents: usize, urls: Option<&[String]>) -> 
 struct Served {
     arrived: Instant,
     leased: Instant,
+    released: Instant,
 }
 
 async fn one_agent(url: String, token: String, start: Instant) -> Option<Served> {
@@ -99,11 +109,16 @@ async fn one_agent(url: String, token: String, start: Instant) -> Option<Served>
     }
     let lease = structured(&r)["lease_id"].as_str()?.to_string();
     tokio::time::sleep(HOLD).await;
+    let released = Instant::now();
     let u = call(&c, "unlock_device", json!({"lease": lease})).await;
     if is_error(&u) {
         eprintln!("lab-scale: a release failed: {}", text(&u));
     }
-    Some(Served { arrived, leased })
+    Some(Served {
+        arrived,
+        leased,
+        released,
+    })
 }
 
 /// The scale rows.
@@ -159,7 +174,12 @@ pub async fn rows() -> Vec<Row> {
     let tasks: Vec<_> = (0..agents)
         .map(|n| {
             let (i, k) = (n % hosts, n / hosts);
-            let at = start + STAGGER * n as u32;
+            let free = hosts * BOARDS;
+            let at = if n < free {
+                start + STAGGER * n as u32
+            } else {
+                start + STAGGER * free as u32 + QUEUE_STAGGER * (n - free + 1) as u32
+            };
             tokio::spawn(one_agent(urls[i].clone(), agent_token(i, k), at))
         })
         .collect();
@@ -171,6 +191,19 @@ pub async fn rows() -> Vec<Row> {
     for s in done.into_iter().flatten().flatten() {
         served.push(s);
     }
+    // A board still held once every agent released its own was leased to a waiter that had
+    // been served elsewhere and left (until the lease's expiry).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let l = call(&c, "list_boards", json!({"scope": "lab"})).await;
+    let stray = structured(&l)["boards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| {
+            !b.pointer("/lock/holder")
+                .is_none_or(serde_json::Value::is_null)
+        })
+        .count();
     let threshold = HOLD / 2;
     let (at_once, mut queued): (Vec<_>, Vec<_>) = served
         .iter()
@@ -197,8 +230,34 @@ pub async fn rows() -> Vec<Row> {
         "",
         None,
     ));
+    // Release to next holder: the n-th lease given to a queued agent against the n-th
+    // release of the lab.
+    let mut releases: Vec<Instant> = served.iter().map(|s| s.released).collect();
+    releases.sort_unstable();
+    let mut grants: Vec<Instant> = queued.iter().map(|s| s.leased).collect();
+    grants.sort_unstable();
+    let mut handover: Vec<Duration> = grants
+        .iter()
+        .zip(&releases)
+        .map(|(g, r)| g.saturating_duration_since(*r))
+        .collect();
+    rows.push(latency_row(
+        "release to next holder (n-th queued lease after the n-th release)",
+        &mut handover,
+        "",
+        None,
+    ));
     // Order: of every two queued agents, did the earlier arrival get its lease first?
     queued.sort_by_key(|s| s.arrived);
+    if std::env::var_os("GATECMD_LAB_TRACE").is_some() {
+        for q in &queued {
+            eprintln!(
+                "lab-scale: queued agent arrived +{} ms, leased +{} ms",
+                (q.arrived - start).as_millis(),
+                (q.leased - start).as_millis()
+            );
+        }
+    }
     let mut pairs = 0usize;
     let mut inverted = 0usize;
     for (a, s) in queued.iter().enumerate() {
@@ -213,8 +272,8 @@ pub async fn rows() -> Vec<Row> {
     rss.sort_unstable();
     rows.push(Row {
         figure: format!(
-            "queued agents served in arrival order: {} of {pairs} pairs inverted; host RSS after (KiB)",
-            inverted
+            "queued agents ({} ms apart) served in arrival order: {inverted} of {pairs} pairs inverted; boards still held after every release: {stray}; host RSS",
+            QUEUE_STAGGER.as_millis()
         ),
         median: format!("{} KiB", rss[rss.len() / 2]),
         p99: format!("{} KiB (max)", rss[rss.len() - 1]),

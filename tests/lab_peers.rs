@@ -723,6 +723,19 @@ async fn the_lab_queue_serves_three_agents_of_two_hosts_in_arrival_order() {
             ("bench-2/b2".to_string(), "vm-c".to_string())
         ]
     );
+    // vm-b, served on bench-1, left bench-2's queue: b2 released stays free.
+    let c_client = connect(&s2.url, Some(TOKEN_C), Era::Modern)
+        .await
+        .expect("c");
+    let lease = vc["lease_id"].as_str().expect("lease").to_string();
+    let r = call(&c_client, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let l = call(&c_client, "list_boards", json!({})).await;
+    assert!(
+        structured(&l)["boards"][0]["lock"]["holder"].is_null(),
+        "no waiter left behind took b2: {l:?}"
+    );
 }
 
 /// Rewrites `s`'s configuration, sends SIGHUP, and returns the reload's log line.

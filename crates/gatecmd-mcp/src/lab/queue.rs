@@ -5,8 +5,9 @@
 //! enters every queue at the same moment (within the link's latency), so one waiter that
 //! arrived before another, on any host, is ahead of it in every queue it shares: first
 //! come, first served across hosts, to within the difference in network latency between
-//! the hosts (docs/DECISIONS.md). The granted waiter leaves the other queues (its calls
-//! there are dropped, which removes it; a lease granted in the same moment is released).
+//! the hosts (docs/DECISIONS.md). The granted waiter's calls to the other hosts are
+//! followed to their end in the background, and a lease any of them brings is released
+//! at once (`drain`).
 //!
 //! Each host's queue when the waiter arrived (`queued_ahead`, from the boards' listed
 //! `match_waiting`) is in the answer, and each host's own busy refusal in the refusal.
@@ -28,19 +29,14 @@ use super::peer_link::{self, PEER_GRACE, PeerError};
 use crate::calls::answer::refusal;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::config::LabPeer;
-use gatecmd_domain::locks::LeaseId;
 use gatecmd_domain::state::AppState;
 
-/// How long the other hosts' answers are awaited once one granted a lease: a lease one of
-/// them granted in the same moment is released rather than left to its expiry.
-const SETTLE: Duration = Duration::from_millis(300);
-
-/// One host's answer: `None` for this host, else the peer.
-type Answer = (Option<LabPeer>, Result<CallToolResult, PeerError>);
-type Racing<'f> = FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send + 'f>>>;
+/// One peer's answer.
+type Answer = (LabPeer, Result<CallToolResult, PeerError>);
+type Racing = FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send + 'static>>>;
 
 /// Queues on every host until `deadline`; the first lease granted, with `host` and
-/// `queued_ahead` (each host's queue when the waiter arrived, from the first try's refusals).
+/// `queued_ahead` (each host's queue when the waiter arrived).
 pub async fn wait_lab<F, Fut>(
     state: &AppState,
     ask: &LabAsk<'_>,
@@ -58,39 +54,55 @@ where
         .saturating_duration_since(Instant::now())
         .as_secs()
         .max(1);
-    let agent = ask.who.name.as_str();
-    let racing: Racing<'_> = FuturesUnordered::new();
-    let mine = local(secs);
-    racing.push(Box::pin(async move { (None, Ok(mine.await)) }));
+    let mut racing: Racing = FuturesUnordered::new();
     for peer in state.config().lab_peers.iter().cloned() {
         let mut args = ask.args.clone();
         args["wait_secs"] = secs.into();
+        let agent = ask.who.name.clone();
         racing.push(Box::pin(async move {
             let limit = PEER_GRACE + Duration::from_secs(secs);
-            let r = peer_link::call(&peer, Some(agent), "lock_board", args, limit).await;
-            (Some(peer), r)
+            let r = peer_link::call(&peer, Some(&agent), "lock_board", args, limit).await;
+            (peer, r)
         }));
     }
-    let mut racing = racing;
+    let mine = local(secs);
+    tokio::pin!(mine);
+    let mut mine_done = false;
     let mut why = Vec::new();
     loop {
-        let next = tokio::select! {
-            n = racing.next() => n,
-            _ = ct.cancelled() => return refusal(Refusal::new(
-                RefusalReason::Cancelled,
-                "cancelled while queued for a board of the lab (the queues on every host were left)",
-            )),
-        };
-        let Some((peer, r)) = next else { break };
-        let name = peer.as_ref().map_or(here.clone(), |p| p.name.clone());
-        match r {
-            Ok(r) if r.is_error != Some(true) => {
-                settle(state, ask, racing).await;
-                let won = with_host(r, &name, peer.as_ref().map(|p| p.name.as_str()));
-                return with_queue(won, &ahead);
+        tokio::select! {
+            r = &mut mine, if !mine_done => {
+                mine_done = true;
+                if r.is_error != Some(true) {
+                    drain(racing, ask.who.name.clone());
+                    return with_queue(with_host(r, &here, None), &ahead);
+                }
+                why.push(format!("{here}: {}", message(&r)));
             }
-            Ok(r) => why.push(format!("{name}: {}", message(&r))),
-            Err(e) => why.push(format!("{name}: {e}")),
+            n = racing.next(), if !racing.is_empty() => {
+                let Some((peer, r)) = n else { continue };
+                match r {
+                    Ok(r) if r.is_error != Some(true) => {
+                        // This host's own wait ends here (`mine` is dropped: its queue guard
+                        // leaves the queue or gives back a key handed over meanwhile).
+                        drain(racing, ask.who.name.clone());
+                        let won = with_host(r, &peer.name, Some(&peer.name));
+                        return with_queue(won, &ahead);
+                    }
+                    Ok(r) => why.push(format!("{}: {}", peer.name, message(&r))),
+                    Err(e) => why.push(format!("{}: {e}", peer.name)),
+                }
+            }
+            _ = ct.cancelled() => {
+                drain(racing, ask.who.name.clone());
+                return refusal(Refusal::new(
+                    RefusalReason::Cancelled,
+                    "cancelled while queued for a board of the lab (a lease another host grants now is released at once)",
+                ));
+            }
+        }
+        if mine_done && racing.is_empty() {
+            break;
         }
     }
     refusal(Refusal::new(
@@ -102,34 +114,28 @@ where
     ))
 }
 
-/// Gives the other hosts [`SETTLE`] to answer and releases any lease one granted; the rest
-/// are dropped, which takes the waiter out of their queues.
-async fn settle(state: &AppState, ask: &LabAsk<'_>, mut racing: Racing<'_>) {
-    let extra = tokio::time::timeout(SETTLE, async {
-        let mut got = Vec::new();
-        while let Some((peer, r)) = racing.next().await {
-            if let Ok(r) = r
-                && r.is_error != Some(true)
-                && let Some(id) = lease_of(&r)
-            {
-                got.push((peer, id));
-            }
-        }
-        got
-    });
-    for (peer, id) in extra.await.unwrap_or_default() {
-        match peer {
-            None => {
-                let _ =
-                    gatecmd_domain::usecases::unlock::end_lease(state, ask.who, &LeaseId(id), None);
-            }
-            Some(p) => {
-                let args = serde_json::json!({"lease": id});
-                let _ = peer_link::call(&p, Some(&ask.who.name), "unlock_device", args, PEER_GRACE)
-                    .await;
-            }
-        }
+/// The other hosts' waits of a served (or cancelled) waiter, followed to their end in the
+/// background, each bounded by its own limit: a lease one of them grants is released at
+/// once, so that the board goes to the next in that host's queue. (Dropping them instead
+/// would leave the peer to notice the closed connection, which it does only when it next
+/// writes to it: a lease granted meanwhile would stay held by nobody until its expiry.)
+fn drain(mut racing: Racing, agent: String) {
+    if racing.is_empty() {
+        return;
     }
+    tokio::spawn(async move {
+        while let Some((peer, r)) = racing.next().await {
+            let Some(id) = r
+                .ok()
+                .filter(|r| r.is_error != Some(true))
+                .and_then(|r| lease_of(&r))
+            else {
+                continue;
+            };
+            let args = serde_json::json!({"lease": id});
+            let _ = peer_link::call(&peer, Some(&agent), "unlock_device", args, PEER_GRACE).await;
+        }
+    });
 }
 
 fn lease_of(r: &CallToolResult) -> Option<String> {
