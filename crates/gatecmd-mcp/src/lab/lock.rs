@@ -9,12 +9,13 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::answers::{LabAsk, message, refusal_reason, with_host};
 use super::boards::this_host;
-use super::names::{qualify, remote};
+use super::names::remote;
 use super::peer_link::{self, PEER_GRACE};
 use crate::calls::answer::refusal;
 use gatecmd_core::identity::ClientIdentity;
@@ -22,14 +23,6 @@ use gatecmd_core::refusal::common::WaitTooLong;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::locks::MAX_WAIT_SECS;
 use gatecmd_domain::state::AppState;
-
-/// What is asked of every host: `lock_board`'s arguments without `scope` and `wait_secs`.
-pub struct LabAsk<'a> {
-    pub who: &'a ClientIdentity,
-    /// `{board}` or `{match}` with `ttl_secs` and `note`, as the peer's `lock_board` takes it.
-    pub args: Value,
-    pub wait_secs: u64,
-}
 
 /// `lock_board` across the lab. `local(wait_secs)` is this host's `lock_board` (0: one try).
 pub async fn lab_lock<F, Fut>(
@@ -127,55 +120,6 @@ async fn on_peer_named(
         Ok(r) => r,
         Err(e) => refusal(e.into()),
     }
-}
-
-/// A lease answer with `host`; `qualify_with` a peer's name makes its `lease_id` and
-/// `board` `HOST/…` and says so in the text.
-pub(super) fn with_host(
-    mut r: CallToolResult,
-    host: &str,
-    qualify_with: Option<&str>,
-) -> CallToolResult {
-    let Some(s) = r.structured_content.as_mut() else {
-        return r;
-    };
-    s["host"] = host.into();
-    if let Some(h) = qualify_with {
-        for key in ["lease_id", "board"] {
-            if let Some(v) = s.get(key).and_then(Value::as_str) {
-                s[key] = qualify(h, v).into();
-            }
-        }
-        let text = format!(
-            "lease {} on board {} of lab host {h}, expires at {}. Pass board: \"{}\" and lease: \"{}\" to board_run, power_board, console_read and the other board tools (they go through this host); release with unlock_device {{lease: \"{}\"}}.",
-            s["lease_id"].as_str().unwrap_or_default(),
-            s["board"].as_str().unwrap_or_default(),
-            s["expires_at"].as_str().unwrap_or_default(),
-            s["board"].as_str().unwrap_or_default(),
-            s["lease_id"].as_str().unwrap_or_default(),
-            s["lease_id"].as_str().unwrap_or_default(),
-        );
-        r.content = vec![ContentBlock::text(text)];
-    }
-    r
-}
-
-fn refusal_reason(r: &CallToolResult) -> Option<String> {
-    r.structured_content
-        .as_ref()
-        .and_then(|s| s.pointer("/refusal/reason"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
-pub(super) fn message(r: &CallToolResult) -> String {
-    let m = r
-        .structured_content
-        .as_ref()
-        .and_then(|s| s.pointer("/refusal/message"))
-        .and_then(Value::as_str)
-        .unwrap_or("refused");
-    gatecmd_core::output::one_line(m, 300)
 }
 
 /// `lock_board`'s arguments as a peer takes them.

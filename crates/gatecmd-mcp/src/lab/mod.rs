@@ -1,6 +1,7 @@
 //! One lab for agents (docs/LAB.md, "One lab for agents"): this host's agents reach the
 //! boards of the other gatecmd hosts of the lab (`labgrid.peers`) through their own host.
 //!
+//! - `answers`: what a lab-wide `lock_board` asks of each host, its answers made the agent's.
 //! - `names`: `HOST/BOARD` and `HOST/LEASE`, split and made.
 //! - `peer_link`: one tool call on a peer, as its `peer: true` client acting for an agent,
 //!   bounded in time and bytes; its failures (`host_unreachable`).
@@ -13,6 +14,7 @@
 //! - `jobs`: a peer's job named `HOST/JOB` in its answers.
 //! - `scope`: the `scope` argument (`host`, the default, or `lab`).
 
+pub mod answers;
 pub mod boards;
 pub mod flash;
 pub mod forward;

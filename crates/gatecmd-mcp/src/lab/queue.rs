@@ -23,8 +23,8 @@ use rmcp::model::CallToolResult;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::answers::{LabAsk, message, with_host};
 use super::boards::this_host;
-use super::lock::{LabAsk, message, with_host};
 use super::peer_link::{self, PEER_GRACE, PeerError};
 use crate::calls::answer::refusal;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
