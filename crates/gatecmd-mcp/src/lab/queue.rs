@@ -194,6 +194,7 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
     };
     let mut open: Vec<&str> = Vec::new();
     let mut ahead = BTreeMap::new();
+    let mut held: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for b in lab.boards.iter().filter(|b| may_take(b)) {
         let Some(host) = b.get("host").and_then(Value::as_str) else {
             continue;
@@ -201,7 +202,21 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
         let waiting = b.get("match_waiting").and_then(Value::as_u64).unwrap_or(0) as usize;
         let n = ahead.entry(host.to_string()).or_insert(0);
         *n = (*n).max(waiting);
-        if b.pointer("/lock/holder").is_none_or(Value::is_null) {
+        let lock = b.get("lock");
+        let taken = lock.and_then(|l| l.get("held")).and_then(Value::as_bool);
+        let holder = lock.and_then(|l| l.get("holder")).and_then(Value::as_str);
+        if taken.unwrap_or(holder.is_some()) {
+            let note = lock
+                .and_then(|l| l.get("note"))
+                .and_then(Value::as_str)
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            let name = b.get("name").and_then(Value::as_str).unwrap_or_default();
+            held.entry(host).or_default().push(format!(
+                "{name} held by {}{note}",
+                holder.unwrap_or("a command or a port lease")
+            ));
+        } else {
             open.push(host);
         }
     }
@@ -215,14 +230,18 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
         .iter()
         .map(|p| {
             let seen = lab.hosts.iter().find(|h| h.host == p.name);
-            match seen.and_then(|h| h.error.as_deref()) {
+            let line = match seen.and_then(|h| h.error.as_deref()) {
                 Some(e) => format!("{}: {e}", p.name),
                 None => format!(
-                    "{}: every board it has that may match is held ({} match request(s) queued)",
+                    "{}: {} ({} match request(s) queued)",
                     p.name,
+                    held.get(p.name.as_str())
+                        .map_or_else(|| "no board that may match".to_string(), |h| h.join(", ")),
                     ahead.get(&p.name).copied().unwrap_or(0)
                 ),
-            }
+            };
+            // As each host's own refusal in `lock`, one line of at most 300 characters.
+            gatecmd_core::output::one_line(&line, 300)
         })
         .collect();
     Survey {
