@@ -14,6 +14,7 @@ mod umockdev;
 mod audit_rows;
 mod console_rows;
 mod lab_rows;
+mod lab_scale;
 mod live_rows;
 mod shell_rows;
 #[path = "../tests/sim_board/mod.rs"]
@@ -800,6 +801,11 @@ fn main() {
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "shell") {
         // The board_run rows alone.
         print(&rt.block_on(shell_rows::rows(&z)));
+        return;
+    }
+    if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "lab-scale") {
+        // The lab at scale (issue 49): 20 hosts x 8 boards, 200 agents, loopback.
+        print(&rt.block_on(lab_scale::rows()));
         return;
     }
     if std::env::var("GATECMD_BENCH_ONLY").is_ok_and(|v| v == "lab") {

@@ -53,7 +53,7 @@ async fn timed(c: &Client, n: usize, tool: &str, args: serde_json::Value) -> Vec
 pub async fn rows(z: &Sizes) -> Vec<Row> {
     let s2 = serve(
         &format!(
-            "clients:\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\n{}",
+            "clients:\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true, write_roots: [$DIR]}}\nfile_roots: [$DIR]\nflash:\n  enabled: true\n  boards: [b2]\n{}",
             board_yaml("b2")
         ),
         &[],
@@ -61,7 +61,7 @@ pub async fn rows(z: &Sizes) -> Vec<Row> {
     sim_board::plug(&s2.path("ttyBOARD"), Start::Shell, BAUD, None);
     let s1 = serve(
         &format!(
-            "clients:\n  - {{name: bench-a, token: {TOKEN_A}}}\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
+            "clients:\n  - {{name: bench-a, token: {TOKEN_A}}}\nfile_roots: [$DIR]\nflash:\n  enabled: true\n  boards: [b1]\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
             s2.url,
             board_yaml("b1")
         ),
@@ -124,6 +124,7 @@ pub async fn rows(z: &Sizes) -> Vec<Row> {
         "",
         None,
     ));
+    rows.extend(flash_rows(&c, &s1, (&here_lease, &there_lease), &remote).await);
     let lease = structured(&there)["lease_id"]
         .as_str()
         .unwrap_or_default()
@@ -150,5 +151,59 @@ pub async fn rows(z: &Sizes) -> Vec<Row> {
     ));
     drop(s1);
     drop(s2);
+    rows
+}
+
+/// Bytes of the image a flash row sends.
+const IMAGE_MIB: usize = 64;
+
+/// A background `flash_board` answered (the image's files checked and the job started; on
+/// a peer's board, the image sent there first), then its job followed to its end (it fails
+/// at once: no USB here). The difference between the two is what a remote flash adds: the
+/// image's transfer to the board's host.
+async fn flash_rows(c: &Client, s1: &Server, leases: (&str, &str), remote: &str) -> Vec<Row> {
+    let image: Vec<u8> = (0..(IMAGE_MIB << 20) / 4)
+        .flat_map(|i: usize| (i as u32).to_le_bytes())
+        .collect();
+    std::fs::write(s1.path("disk.img"), &image).expect("image");
+    let mut rows = Vec::new();
+    for (board, lease, what) in [
+        ("b1", leases.0, "this host's board"),
+        (remote, leases.1, "a peer's board (image sent there)"),
+    ] {
+        let mut lat = Vec::new();
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let r = call(
+                c,
+                "flash_board",
+                json!({"board": board, "lease": lease, "image": "disk.img", "background": true}),
+            )
+            .await;
+            lat.push(t0.elapsed());
+            assert!(!is_error(&r), "flash_board: {}", text(&r));
+            let job = structured(&r)["job"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            for _ in 0..30 {
+                let w = call(c, "wait_job", json!({"job": job, "timeout_secs": 5})).await;
+                if structured(&w)["state"] != "running" {
+                    break;
+                }
+            }
+        }
+        let mut sorted = lat.clone();
+        let median = crate::pct(&mut sorted, 0.5);
+        let rate = IMAGE_MIB as f64 / median.as_secs_f64();
+        rows.push(latency_row(
+            &format!(
+                "flash_board {{background}} answered, {IMAGE_MIB} MiB image, {what}: {rate:.0} MiB/s by the median"
+            ),
+            &mut lat,
+            "",
+            None,
+        ));
+    }
     rows
 }

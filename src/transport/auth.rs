@@ -76,6 +76,11 @@ pub enum AuthError {
         "Gatecmd-On-Behalf-Of must be one client name of 1-64 of [A-Za-z0-9_.-] (the agent's name on its own host)"
     )]
     OnBehalf,
+    /// A peer acting for one agent more than it may (`on_behalf::MAX_AGENTS_PER_PEER`).
+    #[error(
+        "peer {peer:?} acts for {max} distinct agents already (each counted until a day after its last request); a host acts for its own configured clients: the operator of that host checks its agents"
+    )]
+    TooManyAgents { peer: String, max: usize },
 }
 
 impl Credentials {

@@ -103,7 +103,11 @@ pub fn admit(
             });
             match acting {
                 Ok(id) => id,
-                Err(e @ (AuthError::NotPeer(_) | AuthError::OnBehalf)) => {
+                Err(
+                    e @ (AuthError::NotPeer(_)
+                    | AuthError::OnBehalf
+                    | AuthError::TooManyAgents { .. }),
+                ) => {
                     tracing::warn!(error = %e, "request refused");
                     return Err(Box::new(error_response(
                         StatusCode::FORBIDDEN,

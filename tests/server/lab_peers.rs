@@ -427,3 +427,378 @@ async fn a_peer_that_stops_answering_is_unreachable_within_ten_seconds_whatever_
     assert!(took < Duration::from_secs(10), "{took:?}");
     assert!(text(&r).contains("bench-2"), "{}", text(&r));
 }
+
+/// bench-2 with a flash-enabled board b2 (no USB: the flashes here stop in `check_image`,
+/// before the board is touched) and its peer client bench-1 allowed to write (the remote
+/// flash's files land there), and bench-1 whose agent vm-a has its images in its own root.
+fn flash_lab() -> (Server, Server) {
+    let two = format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_B}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true, write_roots: [$DIR]}}\n\
+         file_roots: [$DIR]\nboards:\n  - name: b2\n    usb: \"1-2\"\n\
+         flash:\n  enabled: true\n  boards: [b2]\n"
+    );
+    let s2 = Server::start(&two);
+    let one = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nfile_roots: [$DIR]\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n",
+        s2.url
+    );
+    (Server::start(&one), s2)
+}
+
+/// A zstd frame of `blocks` RLE blocks of 128 KiB of zeros, 4 bytes each: `check_image`
+/// decompresses 4 MiB of it (1 << 20 blocks) for tens of seconds (as tests/flash_board.rs).
+fn slow_zstd(blocks: usize) -> Vec<u8> {
+    let mut z = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let header = last | (1 << 1) | ((128 << 10) << 3);
+        z.extend(&header.to_le_bytes()[..3]);
+        z.push(0);
+    }
+    z
+}
+
+async fn wait_remote_job(a: &harness::Client, job: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = call(a, "wait_job", json!({"job": job, "timeout_secs": 2})).await;
+        assert!(!is_error(&r), "{r:?}");
+        let w = structured(&r);
+        if w["state"] != "running" || Instant::now() > deadline {
+            return w;
+        }
+    }
+}
+
+/// Issue 49: `flash_board` on `bench-2/b2` through bench-1. The image and bmap of bench-1's
+/// root reach bench-2's staging, the flash runs there as a job named `bench-2/JOB` here,
+/// `wait_job` follows it through bench-1 to its result (a bmap of another image: failed in
+/// `check_image`, nothing written), and bench-2's audit names `bench-1/vm-a`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_flash_runs_as_a_job_of_the_boards_host_followed_from_the_agents() {
+    let (s1, s2) = flash_lab();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/gatecmd-flash/tests/fixtures/interop.bmap");
+    std::fs::copy(fixtures, s1.path("disk.bmap")).expect("bmap");
+    let image: Vec<u8> = (0..(9u32 << 20) / 4).flat_map(u32::to_le_bytes).collect();
+    std::fs::write(s1.path("disk.img"), &image).expect("image");
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+
+    // A local lease for a remote board is refused with the call that gives the right one.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img", "lease": "lease-1"}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "invalid_request", "{r:?}");
+    assert!(text(&r).contains("lock_board"), "{}", text(&r));
+    // A file that is not in bench-1's roots is named, with where files go.
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "nope.img", "lease": lease}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    assert!(text(&r).contains("write_file"), "{}", text(&r));
+
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img", "bmap": "disk.bmap", "lease": lease, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    assert!(job.starts_with("bench-2/job-"), "{job}");
+    assert!(text(&r).contains(&format!("\"{job}\"")), "{}", text(&r));
+    // bench-1 has no labgrid.coordinator, so its name in the lab is `local`.
+    let sent = s2.path("lab/local/vm-a/disk.img");
+    assert_eq!(
+        std::fs::read(&sent).ok().as_deref(),
+        Some(&image[..]),
+        "the image reached bench-2's staging whole (9 MiB: three pieces)"
+    );
+    let w = wait_remote_job(&a, &job, 30).await;
+    assert_eq!(w["state"], "failed", "{w}");
+    assert_eq!(w["job"], job.as_str(), "{w}");
+    assert_eq!(w["result"]["failure"]["step"], "check_image", "{w}");
+    // The job is bench-2's: bench-1 has none of its own, and bench-2's audit names the agent.
+    let r = call(
+        &a,
+        "wait_job",
+        json!({"job": job.trim_start_matches("bench-2/")}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    let audit = std::fs::read_to_string(s2.path("state/audit.log")).unwrap_or_default();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("bench-1/vm-a") && l.contains("flash")),
+        "{audit}"
+    );
+}
+
+/// Issue 49: a foreground remote flash answers with the flash's own result (here its
+/// `timeout_secs` ran out in a slow `check_image`), and `cancel_job {job: "bench-2/JOB"}`
+/// stops a background one there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_flash_in_the_foreground_and_one_cancelled_through_the_agents_host() {
+    let (s1, _s2) = flash_lab();
+    std::fs::write(s1.path("slow.img.zst"), slow_zstd(1 << 20)).expect("image");
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Legacy)
+        .await
+        .expect("a");
+    let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
+    let lease = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    let t = Instant::now();
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "slow.img.zst", "lease": lease, "timeout_secs": 2}),
+    )
+    .await;
+    let v = structured(&r);
+    assert!(is_error(&r), "{r:?}");
+    assert_eq!(v["state"], "timed_out", "{v}");
+    assert_eq!(v["failure"]["step"], "check_image", "{v}");
+    assert!(
+        v["job"].as_str().is_some_and(|j| j.starts_with("bench-2/")),
+        "{v}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "slow.img.zst", "lease": lease, "background": true}),
+    )
+    .await;
+    let job = structured(&r)["job"].as_str().expect("job").to_string();
+    let r = call(&a, "cancel_job", json!({"job": job})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["job"], job.as_str(), "{r:?}");
+    let w = wait_remote_job(&a, &job, 10).await;
+    assert_eq!(w["state"], "cancelled", "{w}");
+}
+
+const TOKEN_C: &str = "token-for-vm-c-5555555555";
+const TOKEN_X: &str = "token-for-vm-x-7777777777";
+const TOKEN_Y: &str = "token-for-vm-y-8888888888";
+
+/// One agent's `lock_board` started in the background: what it got, and when.
+fn queue_for(
+    url: &str,
+    token: &'static str,
+    args: Value,
+) -> tokio::task::JoinHandle<(Value, Instant)> {
+    let url = url.to_string();
+    tokio::spawn(async move {
+        let c = connect(&url, Some(token), Era::Modern)
+            .await
+            .expect("agent");
+        let r = call(&c, "lock_board", args).await;
+        (structured(&r), Instant::now())
+    })
+}
+
+async fn got(h: tokio::task::JoinHandle<(Value, Instant)>) -> (Value, Instant) {
+    tokio::time::timeout(Duration::from_secs(15), h)
+        .await
+        .expect("served within 15 s")
+        .expect("task")
+}
+
+/// Issue 49: three agents of two hosts queue for an rk3588 while both boards are held:
+/// vm-a (bench-1, lab), then vm-c (bench-2, its own host's queue), then vm-b (bench-1,
+/// lab). bench-2's board freed goes to vm-a, who came first, though vm-c waits on that
+/// very host; freed again it goes to vm-c, ahead of vm-b in bench-2's queue; bench-1's
+/// board then goes to vm-b. Each lab answer says how many were queued before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lab_queue_serves_three_agents_of_two_hosts_in_arrival_order() {
+    let rk = |name: &str| {
+        format!("boards:\n  - name: {name}\n    usb: \"1-2\"\n    tags: {{soc: rk3588}}\n")
+    };
+    let two = format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_C}}}\n  - {{name: vm-y, token: {TOKEN_Y}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\n{}",
+        rk("b2")
+    );
+    let s2 = Server::start(&two);
+    let one = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\n  - {{name: vm-b, token: {TOKEN_B}}}\n  - {{name: vm-x, token: {TOKEN_X}}}\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n{}",
+        s2.url,
+        rk("b1")
+    );
+    let s1 = Server::start(&one);
+    let x = connect(&s1.url, Some(TOKEN_X), Era::Modern)
+        .await
+        .expect("x");
+    let y = connect(&s2.url, Some(TOKEN_Y), Era::Modern)
+        .await
+        .expect("y");
+    let hold = |c, b: &'static str| async move {
+        let r = call(c, "lock_board", json!({"board": b})).await;
+        structured(&r)["lease_id"]
+            .as_str()
+            .expect("lease")
+            .to_string()
+    };
+    let lx = hold(&x, "b1").await;
+    let ly = hold(&y, "b2").await;
+
+    let lab = json!({"match": {"soc": "rk3588"}, "scope": "lab", "wait_secs": 40});
+    let a = queue_for(&s1.url, TOKEN_A, lab.clone());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let c = queue_for(
+        &s2.url,
+        TOKEN_C,
+        json!({"match": {"soc": "rk3588"}, "wait_secs": 40}),
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let b = queue_for(&s1.url, TOKEN_B, lab);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+
+    let r = call(&y, "unlock_device", json!({"lease": ly})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (va, _) = got(a).await;
+    assert_eq!(
+        va["board"], "bench-2/b2",
+        "the first to come, from the other host: {va}"
+    );
+    assert_eq!(va["queued_ahead"]["bench-2"], 0, "{va}");
+    assert!(
+        !c.is_finished() && !b.is_finished(),
+        "the others still queue"
+    );
+
+    let a_client = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let lease = va["lease_id"].as_str().expect("lease").to_string();
+    let r = call(&a_client, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (vc, _) = got(c).await;
+    assert_eq!(vc["board"], "b2", "vm-c came before vm-b: {vc}");
+    assert!(!b.is_finished(), "vm-b still queues");
+
+    let r = call(&x, "unlock_device", json!({"lease": lx})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let (vb, _) = got(b).await;
+    assert_eq!(vb["board"], "b1", "{vb}");
+    assert_eq!(vb["host"], "local", "{vb}");
+    // vm-a and vm-c were queued on bench-2 before vm-b, vm-a on bench-1.
+    assert_eq!(vb["queued_ahead"]["bench-2"], 2, "{vb}");
+    assert_eq!(vb["queued_ahead"]["local"], 1, "{vb}");
+
+    // Nothing left behind: b2 is vm-c's alone, b1 vm-b's.
+    let l = call(&x, "list_boards", json!({"scope": "lab"})).await;
+    let holders: Vec<(String, String)> = structured(&l)["boards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            (
+                b["name"].as_str().unwrap_or_default().to_string(),
+                b["lock"]["holder"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        holders,
+        [
+            ("b1".to_string(), "vm-b".to_string()),
+            ("bench-2/b2".to_string(), "vm-c".to_string())
+        ]
+    );
+    // vm-b, served on bench-1, left bench-2's queue: b2 released stays free.
+    let c_client = connect(&s2.url, Some(TOKEN_C), Era::Modern)
+        .await
+        .expect("c");
+    let lease = vc["lease_id"].as_str().expect("lease").to_string();
+    let r = call(&c_client, "unlock_device", json!({"lease": lease})).await;
+    assert!(!is_error(&r), "{r:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let l = call(&c_client, "list_boards", json!({})).await;
+    assert!(
+        structured(&l)["boards"][0]["lock"]["holder"].is_null(),
+        "no waiter left behind took b2: {l:?}"
+    );
+}
+
+/// Rewrites `s`'s configuration, sends SIGHUP, and returns the reload's log line.
+fn reload(s: &Server, yaml: &str) -> String {
+    let done = || s.log_text().matches("configuration reloaded").count();
+    let before = done();
+    std::fs::write(s.path("config.yaml"), yaml).expect("rewrite config");
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(
+        harness::eventually(Duration::from_secs(10), || done() > before),
+        "no reload in the log:\n{}",
+        s.log_text()
+    );
+    s.log_text()
+        .lines()
+        .rfind(|l| l.contains("configuration reloaded"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn lab_names(r: &rmcp::model::CallToolResult) -> Vec<String> {
+    structured(r)["boards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Issue 49: `labgrid.peers` changes on reload (the rest of `labgrid:` waits for a
+/// restart): a peer added is listed and reached at once, a peer removed is refused naming
+/// the peers there are, and the reload names no restart-only key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_and_removes_a_peer() {
+    let two = format!(
+        "clients:\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\nboards:\n  - name: b2\n    usb: \"1-2\"\n"
+    );
+    let s2 = Server::start(&two);
+    let alone = format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nboards:\n  - name: b1\n    usb: \"1-2\"\n"
+    );
+    let s1 = Server::start(&alone);
+    let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(lab_names(&l), ["b1"]);
+
+    let with_peer = format!(
+        "{alone}labgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n",
+        s2.url
+    );
+    let line = reload(&s1, &with_peer);
+    assert!(!line.contains("restart"), "{line}");
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(lab_names(&l), ["b1", "bench-2/b2"]);
+    let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
+    assert!(!is_error(&r), "{r:?}");
+
+    reload(&s1, &alone);
+    let r = call(&a, "console_read", json!({"board": "bench-2/b2"})).await;
+    assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
+    assert!(text(&r).contains("none are configured"), "{}", text(&r));
+    let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
+    assert_eq!(lab_names(&l), ["b1"]);
+}

@@ -1,5 +1,6 @@
 //! The `labgrid:` section: gatecmd as an exporter of a labgrid coordinator (docs/LAB.md,
-//! docs/CONFIG.md). Off unless `coordinator` is set; restart-only.
+//! docs/CONFIG.md). Off unless `coordinator` is set; restart-only but for `peers`, which a
+//! reload changes (each call on a peer reads the configuration in force).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -18,12 +19,16 @@ settings! {
             default: None,
             note: "(off)",
             docs: "the coordinator's address, `HOST:PORT`, as `labgrid-client -x` takes it.",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         name: Option<String> {
             default: None,
             shown: "this host's name",
             docs: "the exporter name: resources show as `NAME/BOARD/CLASS/RESOURCE`. 1-64 of \
                 `[A-Za-z0-9_.-]`; two exporters may not share one.",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         console_bind: String {
             default: "127.0.0.1".into(),
@@ -32,17 +37,23 @@ settings! {
                 guests reach loopback): the ports serve only a person of `people` who \
                 acquired the board's place, from one of their accounts (docs/LAB.md, \"Who \
                 may use the ports\").",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         host: Option<String> {
             default: None,
             shown: "`console_bind`",
             docs: "the host the resources name (`NetworkSerialPort.host`, the power URL's \
                 host).",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         proxy: Option<String> {
             default: None,
             shown: "this host's name",
             docs: "the host labgrid-client opens its SSH forwards through (`extra.proxy`).",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         proxy_required: Option<bool> {
             default: None,
@@ -50,6 +61,8 @@ settings! {
             docs: "whether labgrid-client must use that SSH proxy (`extra.proxy_required`); set \
                 `false` when people run labgrid-client on this host, or when `console_bind` \
                 is a lab address.",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         hold_secs: u64 {
             default: DEFAULT_LAB_HOLD_SECS,
@@ -58,6 +71,8 @@ settings! {
             docs: "once the coordinator is lost, how long boards held by labgrid places stay \
                 held; then they are released (audited) so agents are not locked out by a \
                 coordinator that is gone.",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         people: Vec<RawLabPerson> {
             default: Vec::new(),
@@ -70,6 +85,8 @@ settings! {
                 and the ports serve no other connection. Empty: labgrid acquisitions take no \
                 board and the ports serve nobody. Never list an account VMs run under \
                 (docs/LAB.md, \"Who may use the ports\").",
+            restart: "the labgrid exporter connects, binds its console and power ports and \
+                registers its boards once, at start (docs/LAB.md)",
         },
         peers: Vec<super::peers::RawLabPeer> {
             default: Vec::new(),

@@ -134,8 +134,6 @@ settings! {
             default: RawLab::default(),
             docs: "gatecmd as an exporter of a labgrid coordinator (docs/LAB.md); off unless \
                 `coordinator` is set.",
-            restart: "the labgrid exporter connects, binds its console and power ports and \
-                registers its boards once, at start (docs/LAB.md)",
         },
         commands: Vec<RawCommand> {
             default: Vec::new(),

@@ -58,10 +58,14 @@ mod tests {
             restart_only_changes(&old, &new),
             ["bind", "limits.session_idle_secs", "monitor.backend"]
         );
-        // Each key of a restart-only section, and the whole labgrid section.
+        // Each key of a restart-only section; labgrid's keys but its peers.
         let lab = config("labgrid: {coordinator: \"127.0.0.1:20408\", name: a}\n");
         let moved = config("labgrid: {coordinator: \"127.0.0.1:20408\", name: b}\n");
-        assert_eq!(restart_only_changes(&lab, &moved), ["labgrid"]);
+        assert_eq!(restart_only_changes(&lab, &moved), ["labgrid.name"]);
+        let peer = config(
+            "labgrid: {coordinator: \"127.0.0.1:20408\", name: a, peers: [{name: b, url: \"http://127.0.0.1:1/mcp\", token: t}]}\n",
+        );
+        assert!(restart_only_changes(&lab, &peer).is_empty());
         let m = config("metrics: {bind: \"127.0.0.1:9300\", enabled: false}\n");
         // An absent key is its default: `bind` did not change.
         assert_eq!(

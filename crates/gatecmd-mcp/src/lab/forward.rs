@@ -1,8 +1,9 @@
 //! A board tool on another host's board: a call whose `board` is `HOST/BOARD` (or whose
-//! `lease` is `HOST/LEASE`) goes to that peer as it is, with the names made the peer's
-//! own, for the calling agent (`Gatecmd-On-Behalf-Of`), and the peer's answer comes back
-//! unchanged. The peer's approvals and board rules apply there. A peer that does not answer
-//! within the call's own wait plus [`PEER_GRACE`] is refused `host_unreachable`.
+//! `lease` is `HOST/LEASE`, or whose `job` is `HOST/JOB`) goes to that peer as it is, with
+//! the names made the peer's own, for the calling agent (`Gatecmd-On-Behalf-Of`), and the
+//! peer's answer comes back as it is but for a job it names, made `HOST/JOB` (`jobs`). The
+//! peer's approvals and board rules apply there. A peer that does not answer within the
+//! call's own wait plus [`PEER_GRACE`] is refused `host_unreachable`.
 
 use std::time::Duration;
 
@@ -28,22 +29,11 @@ pub async fn remote_call<T: Serialize>(
     wait_secs: u64,
 ) -> Option<CallToolResult> {
     let mut args = serde_json::to_value(req).ok()?;
-    let board = field(&args, "board");
-    let lease = field(&args, "lease");
-    let board_at = board.as_deref().and_then(remote);
-    let lease_at = lease.as_deref().and_then(remote);
-    let host = match (board_at, lease_at) {
-        (None, None) => return None,
-        (Some((h, _)), None) | (None, Some((h, _))) => h,
-        (Some((h, _)), Some((l, _))) if h == l => h,
-        (Some((h, _)), Some((l, _))) => {
-            return Some(refusal(Refusal::new(
-                RefusalReason::InvalidRequest,
-                format!("board is on lab host {h:?} but the lease is on {l:?}; pass the lease lock_board gave for that board"),
-            )));
-        }
-    }
-    .to_string();
+    let host = match target_host(&args) {
+        Ok(None) => return None,
+        Ok(Some(h)) => h,
+        Err(r) => return Some(refusal(r)),
+    };
     if who.name.contains('/') {
         return Some(refusal(Refusal::new(
             RefusalReason::InvalidRequest,
@@ -53,11 +43,10 @@ pub async fn remote_call<T: Serialize>(
             ),
         )));
     }
-    if let Some((_, b)) = board_at {
-        args["board"] = b.into();
-    }
-    if let Some((_, l)) = lease_at {
-        args["lease"] = l.into();
+    for key in NAMED {
+        if let Some((_, name)) = field(&args, key).as_deref().and_then(remote) {
+            args[key] = name.into();
+        }
     }
     if let Some(o) = args.as_object_mut() {
         o.retain(|_, v| !v.is_null());
@@ -69,13 +58,39 @@ pub async fn remote_call<T: Serialize>(
     let limit = PEER_GRACE + Duration::from_secs(wait_secs.min(3600));
     Some(
         match peer_link::call(&peer, Some(&who.name), tool, args, limit).await {
-            Ok(r) => r,
+            Ok(r) => super::jobs::qualified(r, &host),
             Err(e) => {
                 tracing::warn!(host = %host, tool, error = %e, "lab: peer call failed");
                 refusal(e.into())
             }
         },
     )
+}
+
+/// The arguments that may name something of another host (`HOST/NAME`).
+const NAMED: [&str; 3] = ["board", "lease", "job"];
+
+/// The one host the call's `board`, `lease` and `job` name (`None`: all are this host's);
+/// a refusal when they name two.
+fn target_host(args: &Value) -> Result<Option<String>, Refusal> {
+    let mut host: Option<(String, &str)> = None;
+    for key in NAMED {
+        let Some(v) = field(args, key) else { continue };
+        let Some((h, _)) = remote(&v) else { continue };
+        match &host {
+            None => host = Some((h.to_string(), key)),
+            Some((first, by)) if first != h => {
+                return Err(Refusal::new(
+                    RefusalReason::InvalidRequest,
+                    format!(
+                        "{by} is on lab host {first:?} but {key} is on {h:?}; pass the lease lock_board gave for that board (and the job its flash_board gave)"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(host.map(|(h, _)| h))
 }
 
 fn field(args: &Value, key: &str) -> Option<String> {

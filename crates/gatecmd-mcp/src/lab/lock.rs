@@ -1,22 +1,21 @@
 //! `lock_board {scope: "lab"}` (and `lock_board {board: "HOST/BOARD"}`): a free matching
 //! board on this host first, else on a peer (its `lock_board`, for the calling agent), in
-//! `labgrid.peers` order; with `wait_secs`, tried again every second until one is free or
-//! the time is up. The answer is the lease as `lock_board` gives it plus `host`; a remote
-//! lease's `lease_id` and `board` are qualified (`HOST/…`), and every board tool given them
-//! goes to that host (`forward`).
-//!
-//! Not a lab-wide queue: waiters on different hosts are not served in arrival order across
-//! hosts (docs/DECISIONS.md).
+//! `labgrid.peers` order among the peers whose list shows a free board the match may take
+//! (all asked at once: one round trip, not one per peer); with `wait_secs`, queued on every host at once (`queue`). The
+//! answer is the lease as `lock_board` gives it plus `host`; a remote lease's `lease_id`
+//! and `board` are qualified (`HOST/…`), and every board tool given them goes to that host
+//! (`forward`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::answers::{LabAsk, message, refusal_reason, with_host};
 use super::boards::this_host;
-use super::names::{qualify, remote};
+use super::names::remote;
 use super::peer_link::{self, PEER_GRACE};
 use crate::calls::answer::refusal;
 use gatecmd_core::identity::ClientIdentity;
@@ -25,18 +24,7 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::locks::MAX_WAIT_SECS;
 use gatecmd_domain::state::AppState;
 
-/// How often a lab-wide wait tries every host again.
-const RETRY: Duration = Duration::from_secs(1);
-
-/// What is asked of every host: `lock_board`'s arguments without `scope` and `wait_secs`.
-pub struct LabAsk<'a> {
-    pub who: &'a ClientIdentity,
-    /// `{board}` or `{match}` with `ttl_secs` and `note`, as the peer's `lock_board` takes it.
-    pub args: Value,
-    pub wait_secs: u64,
-}
-
-/// `lock_board` across the lab. `local` tries this host once without waiting.
+/// `lock_board` across the lab. `local(wait_secs)` is this host's `lock_board` (0: one try).
 pub async fn lab_lock<F, Fut>(
     state: &AppState,
     ask: LabAsk<'_>,
@@ -44,8 +32,8 @@ pub async fn lab_lock<F, Fut>(
     local: F,
 ) -> CallToolResult
 where
-    F: Fn() -> Fut,
-    Fut: Future<Output = CallToolResult>,
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = CallToolResult> + Send,
 {
     if ask.who.name.contains('/') {
         return refusal(Refusal::new(
@@ -69,58 +57,47 @@ where
         return on_peer_named(state, &ask, &host, &board).await;
     }
     let deadline = Instant::now() + Duration::from_secs(ask.wait_secs);
-    loop {
-        let here = local().await;
-        if here.is_error != Some(true) {
-            return with_host(here, &this_host(state), None);
-        }
-        let reason = refusal_reason(&here);
-        if !matches!(reason.as_deref(), Some("device_busy" | "not_found")) {
-            return here;
-        }
-        let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
-        let peers = state.config().lab_peers.clone();
-        let mut args = ask.args.clone();
-        args["wait_secs"] = 0.into();
-        for peer in &peers {
-            match peer_link::call(
-                peer,
-                Some(&ask.who.name),
-                "lock_board",
-                args.clone(),
-                PEER_GRACE,
-            )
-            .await
-            {
-                Ok(r) if r.is_error != Some(true) => {
-                    return with_host(r, &peer.name, Some(&peer.name));
-                }
-                Ok(r) => why.push(format!("{}: {}", peer.name, message(&r))),
-                Err(e) => why.push(format!("{}: {e}", peer.name)),
+    let here = local(0).await;
+    if here.is_error != Some(true) {
+        return with_host(here, &this_host(state), None);
+    }
+    let reason = refusal_reason(&here);
+    if !matches!(reason.as_deref(), Some("device_busy" | "not_found")) {
+        return here;
+    }
+    let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
+    let survey = super::queue::survey(state, &ask).await;
+    why.extend(survey.others);
+    let peers = survey.candidates;
+    let mut args = ask.args.clone();
+    args["wait_secs"] = 0.into();
+    for peer in &peers {
+        match peer_link::call(
+            peer,
+            Some(&ask.who.name),
+            "lock_board",
+            args.clone(),
+            PEER_GRACE,
+        )
+        .await
+        {
+            Ok(r) if r.is_error != Some(true) => {
+                return with_host(r, &peer.name, Some(&peer.name));
             }
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return refusal(Refusal::new(
-                RefusalReason::DeviceBusy,
-                format!(
-                    "no matching board is free on any host of the lab{}: {}. Pass wait_secs to keep trying every host each second, or list_boards {{scope: \"lab\"}} to see every board.",
-                    if ask.wait_secs > 0 {
-                        format!(" (waited {} s)", ask.wait_secs)
-                    } else {
-                        String::new()
-                    },
-                    why.join("; ")
-                ),
-            ));
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(left.min(RETRY)) => {}
-            _ = ct.cancelled() => {
-                return refusal(Refusal::new(RefusalReason::Cancelled, "cancelled while waiting for a board of the lab"));
-            }
+            Ok(r) => why.push(format!("{}: {}", peer.name, message(&r))),
+            Err(e) => why.push(format!("{}: {e}", peer.name)),
         }
     }
+    if ask.wait_secs > 0 {
+        return super::queue::wait_lab(state, &ask, survey.ahead, deadline, ct, &local).await;
+    }
+    refusal(Refusal::new(
+        RefusalReason::DeviceBusy,
+        format!(
+            "no matching board is free on any host of the lab: {}. Pass wait_secs to queue on every host at once (served in arrival order across the lab), or list_boards {{scope: \"lab\"}} to see every board.",
+            why.join("; ")
+        ),
+    ))
 }
 
 /// `lock_board {board: "HOST/BOARD"}`: that peer's `lock_board`, waiting there.
@@ -143,51 +120,6 @@ async fn on_peer_named(
         Ok(r) => r,
         Err(e) => refusal(e.into()),
     }
-}
-
-/// A lease answer with `host`; `qualify_with` a peer's name makes its `lease_id` and
-/// `board` `HOST/…` and says so in the text.
-fn with_host(mut r: CallToolResult, host: &str, qualify_with: Option<&str>) -> CallToolResult {
-    let Some(s) = r.structured_content.as_mut() else {
-        return r;
-    };
-    s["host"] = host.into();
-    if let Some(h) = qualify_with {
-        for key in ["lease_id", "board"] {
-            if let Some(v) = s.get(key).and_then(Value::as_str) {
-                s[key] = qualify(h, v).into();
-            }
-        }
-        let text = format!(
-            "lease {} on board {} of lab host {h}, expires at {}. Pass board: \"{}\" and lease: \"{}\" to board_run, power_board, console_read and the other board tools (they go through this host); release with unlock_device {{lease: \"{}\"}}.",
-            s["lease_id"].as_str().unwrap_or_default(),
-            s["board"].as_str().unwrap_or_default(),
-            s["expires_at"].as_str().unwrap_or_default(),
-            s["board"].as_str().unwrap_or_default(),
-            s["lease_id"].as_str().unwrap_or_default(),
-            s["lease_id"].as_str().unwrap_or_default(),
-        );
-        r.content = vec![ContentBlock::text(text)];
-    }
-    r
-}
-
-fn refusal_reason(r: &CallToolResult) -> Option<String> {
-    r.structured_content
-        .as_ref()
-        .and_then(|s| s.pointer("/refusal/reason"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
-fn message(r: &CallToolResult) -> String {
-    let m = r
-        .structured_content
-        .as_ref()
-        .and_then(|s| s.pointer("/refusal/message"))
-        .and_then(Value::as_str)
-        .unwrap_or("refused");
-    gatecmd_core::output::one_line(m, 300)
 }
 
 /// `lock_board`'s arguments as a peer takes them.

@@ -1,17 +1,27 @@
 //! One lab for agents (docs/LAB.md, "One lab for agents"): this host's agents reach the
 //! boards of the other gatecmd hosts of the lab (`labgrid.peers`) through their own host.
 //!
+//! - `answers`: what a lab-wide `lock_board` asks of each host, its answers made the agent's.
 //! - `names`: `HOST/BOARD` and `HOST/LEASE`, split and made.
 //! - `peer_link`: one tool call on a peer, as its `peer: true` client acting for an agent,
 //!   bounded in time and bytes; its failures (`host_unreachable`).
 //! - `boards`: `list_boards {scope: "lab"}`, every host's boards, asked of all peers at once.
 //! - `lock`: `lock_board {scope: "lab"}`, a matching board here first, else on a peer.
-//! - `forward`: a board tool on `HOST/BOARD` sent to that host.
+//! - `queue`: its wait, queued on every host at once (first come, first served lab-wide).
+//! - `forward`: a board tool on `HOST/BOARD` (`HOST/LEASE`, `HOST/JOB`) sent to that host.
+//! - `flash`: `flash_board` on `HOST/BOARD`, a job there followed from here.
+//! - `upload`: a file of this host sent to a peer's staging (a remote flash's image).
+//! - `jobs`: a peer's job named `HOST/JOB` in its answers.
 //! - `scope`: the `scope` argument (`host`, the default, or `lab`).
 
+pub mod answers;
 pub mod boards;
+pub mod flash;
 pub mod forward;
+pub mod jobs;
 pub mod lock;
 pub mod names;
 pub mod peer_link;
+pub mod queue;
 pub mod scope;
+pub mod upload;

@@ -78,7 +78,7 @@ pub fn find(peers: &[LabPeer], host: &str) -> Result<LabPeer, PeerError> {
         })
 }
 
-fn client() -> &'static reqwest::Client {
+pub(super) fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
@@ -157,9 +157,19 @@ async fn exchange(
         .map_err(|e| unreachable(cause(&e)))?;
     let status = resp.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        // The peer's one-line reason (its gate answers `{"error", "message"}`), bounded.
+        let said = tokio::time::timeout(Duration::from_secs(2), resp.chunk())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<Value>(&b[..b.len().min(4096)]).ok())
+            .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+            .map(|m| format!(": {}", gatecmd_core::output::one_line(&m, 300)))
+            .unwrap_or_default();
         return Err(PeerError::Refused {
             host: peer.name.clone(),
-            why: format!("HTTP {}", status.as_u16()),
+            why: format!("HTTP {}{said}", status.as_u16()),
         });
     }
     let mut bytes = Vec::new();

@@ -10,7 +10,7 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::calls::answer::{refusal, structured};
 use crate::calls::jobs::job_refusal;
@@ -20,7 +20,7 @@ use gatecmd_core::identity::ClientIdentity;
 use gatecmd_domain::state::AppState;
 
 /// Arguments of `cancel_job`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelJobRequest {
     pub job: String,
@@ -41,6 +41,12 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        // A job of another host (`HOST/JOB`, a remote flash) is cancelled there.
+        if let Some(r) =
+            crate::lab::forward::remote_call(&self.state, &who, "cancel_job", &req, 0).await
+        {
+            return Ok(r);
+        }
         Ok(cancel(&self.state, &who, req).await)
     }
 }

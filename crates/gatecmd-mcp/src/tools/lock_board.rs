@@ -67,13 +67,14 @@ impl LockBoardRequest {
         }
     }
 
-    /// The same request on this host alone, without waiting (one try of a lab-wide lock).
-    pub fn local_once(&self) -> LockBoardRequest {
+    /// The same request on this host alone, waiting `wait_secs` (0: one try) in its queue
+    /// (a lab-wide lock's part here).
+    pub fn local(&self, wait_secs: u64) -> LockBoardRequest {
         LockBoardRequest {
             board: self.board.clone(),
             matches: self.matches.clone(),
             ttl_secs: self.ttl_secs,
-            wait_secs: None,
+            wait_secs: (wait_secs > 0).then_some(wait_secs),
             note: self.note.clone(),
             scope: None,
         }
@@ -124,7 +125,7 @@ impl GatecmdServer {
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
         if let Some(ask) = crate::lab::lock::lab_ask(&who, req.lab_ask()) {
-            let local = || lock(&self.state, &who, session_id(&ctx), req.local_once(), &ctx);
+            let local = |wait| lock(&self.state, &who, session_id(&ctx), req.local(wait), &ctx);
             return Ok(crate::lab::lock::lab_lock(&self.state, ask, &ctx.ct, local).await);
         }
         Ok(lock(&self.state, &who, session_id(&ctx), req, &ctx).await)

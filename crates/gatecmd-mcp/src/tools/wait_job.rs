@@ -42,7 +42,7 @@ pub struct OutputCursor {
 }
 
 /// Arguments of `wait_job`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitJobRequest {
     /// The job id (from execute_command {background: true}, list_jobs, or a notice).
@@ -101,6 +101,13 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.identity(&ctx)?;
+        // A job of another host (`HOST/JOB`, a remote flash) is waited for there.
+        let secs = req.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS);
+        if let Some(r) =
+            crate::lab::forward::remote_call(&self.state, &who, "wait_job", &req, secs).await
+        {
+            return Ok(r);
+        }
         Ok(wait(&self.state, &who, req, &ctx).await)
     }
 }

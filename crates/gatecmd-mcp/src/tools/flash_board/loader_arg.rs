@@ -2,12 +2,12 @@
 //! usbplug pair (docs/FLASHING.md, "DDR blob + usbplug"), and how each reaches the use case.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use gatecmd_domain::usecases::flash::PairNames;
 
 /// `flash_board`'s `loader`: a packed loader, or a DDR blob and usbplug pair.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum LoaderArg {
     /// A packed loader (`*_spl_loader_*.bin`), a path in the file roots.

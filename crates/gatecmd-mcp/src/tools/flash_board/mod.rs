@@ -145,9 +145,37 @@ impl GatecmdServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let who = self.identity(&ctx)?;
+        if let Some(r) = remote(&self.state, &who, &req, &ctx).await {
+            return Ok(r.into());
+        }
         let task = wants_task(&ctx);
         Ok(flash_call(&self.state, &who, session_id(&ctx), req, &ctx, task).await)
     }
+}
+
+/// A flash of `HOST/BOARD`, on that host (`lab::flash`); `None` for this host's board. A
+/// task-augmented call on a remote board is answered as a foreground one.
+async fn remote(
+    state: &AppState,
+    who: &ClientIdentity,
+    req: &FlashRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<rmcp::model::CallToolResult> {
+    crate::lab::names::remote(&req.board)?;
+    let args = serde_json::json!({
+        "loader": req.loader, "wait_for": req.wait_for,
+        "timeout_secs": req.timeout_secs, "note": req.note,
+    });
+    let ask = crate::lab::flash::RemoteFlash {
+        board: &req.board,
+        lease: req.lease.as_deref(),
+        image: &req.image,
+        bmap: req.bmap.as_deref(),
+        background: req.background,
+        timeout_secs: req.timeout_secs,
+        args,
+    };
+    crate::lab::flash::remote_flash(state, who, ask, ctx).await
 }
 
 /// The approval round trip of an MCP call: it waits in the call, telling the client who
