@@ -446,7 +446,7 @@ fn flash_lab() -> (Server, Server) {
 }
 
 /// A zstd frame of `blocks` RLE blocks of 128 KiB of zeros, 4 bytes each: `check_image`
-/// decompresses 4 MiB of it (1 << 20 blocks) for tens of seconds (as tests/flash_board.rs).
+/// decompresses 4 MiB of it (1 << 20 blocks) for tens of seconds (as tests/server/flash_board.rs).
 fn slow_zstd(blocks: usize) -> Vec<u8> {
     let mut z = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
     for i in 0..blocks {
