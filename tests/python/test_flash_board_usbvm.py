@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import anyio
@@ -29,7 +30,7 @@ import mcp_types as types
 import pytest
 
 import vbench
-from conftest import connect
+from conftest import Server, connect
 from vbench import TOKEN_A, TOKEN_B
 
 pytestmark = pytest.mark.anyio
@@ -48,6 +49,13 @@ BMAP_RANGES = [(0, 16 * MIB), (64 * MIB, 16 * MIB), (130 * MIB, 16 * MIB), (232 
 # The sparse image: 64 MiB with two data ranges.
 SPARSE_SIZE = 64 * MIB
 SPARSE_RANGES = [(0, 8 * MIB), (40 * MIB, 8 * MIB)]
+PEER_TOKEN = "vboard-token-of-bench-1-at-bench-2-0123"
+PEER_CLIENT = f"""  - name: bench-1
+    token: {PEER_TOKEN}
+    peer: true
+    commands: [rkdeveloptool]
+    write_roots: [{IMAGES}]
+"""
 FLASH_CONFIG = f"""  enabled: true
   loaders: [{IMAGES}]
   loaders_writable: true  # the test's two agents are trusted with every board
@@ -176,13 +184,18 @@ def bench(images):
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true: {e}")
         pytest.skip(str(e))
+    cfg = vbench.config(["power", "vb1", "on", "--maskrom"], ["power", "vb2", "on"], flash=FLASH_CONFIG)
+    # The guest is bench-2 of a lab as well: a client for the agent's host bench-1 (issue 49,
+    # test_a_remote_board_is_flashed_through_the_agents_host).
+    assert "clients:\n" in cfg, cfg
+    cfg = cfg.replace("clients:\n", "clients:\n" + PEER_CLIENT, 1)
     b = vbench.Bench(
         gatecmd,
         vboard,
         files=images.files,
         flash_size=f"{FLASH_MIB}M",
         write_speed=WRITE_SPEED,
-        flash=FLASH_CONFIG,
+        config_text=cfg,
         # The harness's kill-switch, not a test bound.
         timeout=1200,
     )
@@ -471,3 +484,68 @@ async def test_power_cut_mid_write_then_resume(bench, images):
             f"dd if=/run/gatecmd-vboard/vb1.flash bs=1048576 count={len(images.resume) // MIB} 2>/dev/null | sha256sum"
         )
         assert rc == 0 and lines and lines[0].split()[0] == sha(images.resume), lines
+
+
+async def test_a_remote_board_is_flashed_through_the_agents_host(bench, images, tmp_path):
+    """Issue 49: the agent's host (bench-1, a gatecmd on the host) and the VM's gatecmd
+    (bench-2, the boards' host) are one lab. The agent knows only bench-1: it finds vb1 as
+    `bench-2/vb1`, leases it, and flashes an image of bench-1's own file root; bench-1 sends
+    it to bench-2's staging, the flash runs there as bench-2's job, and the board reports
+    every byte written and read back as the image's."""
+    image = data(24 * MIB, b"a board of another host", bootable=True)
+    (tmp_path / "remote.img").write_bytes(image)
+    token = "py-token-of-the-agent-on-bench-1-0123"
+    host = Server(
+        tmp_path,
+        config=f"""clients:
+  - {{name: vm-a, token: {token}}}
+file_roots: [$DIR]
+labgrid:
+  peers:
+    - {{name: bench-2, url: "{bench.url}", token: {PEER_TOKEN}}}
+""",
+    )
+    try:
+        async with connect(host.url, token, "legacy") as c:
+            r = await c.call_tool("list_boards", {"scope": "lab"})
+            assert r.is_error is not True, text(r)
+            names = [b["name"] for b in r.structured_content["boards"]]
+            assert "bench-2/vb1" in names, r.structured_content
+            lid = await lease(c, "bench-2/vb1")
+            assert lid.startswith("bench-2/"), lid
+            await power_off(c, "bench-2/vb1", lid)
+            t0 = time.monotonic()
+            s = await flash(c, "bench-2/vb1", lid, str(tmp_path / "remote.img"))
+            remote_secs = time.monotonic() - t0
+            assert s["state"] == "succeeded" and s["verified"] is True, s
+            f = s["flashed"]
+            assert f["image"]["sha256"] == sha(image), f["image"]
+            assert f["verification"] == "read_back" and f["unverified_bytes"] == 0, f
+            assert f["written"]["bytes_written"] == len(image), f["written"]
+            # What the board itself says it holds: one region, the image's SHA-256.
+            assert regions(f["boot_log"]) == {0: (len(image) // 512, sha(image))}, f["boot_log"][-2000:]
+            r = await c.call_tool("unlock_device", {"lease": lid})
+            assert r.is_error is not True, text(r)
+        # bench-2 ran it for bench-1's agent, and says so in its own audit log.
+        rc, lines = bench.guest("grep -c 'bench-1/vm-a' /run/gatecmd/audit.log")
+        assert rc == 0 and int(lines[0]) > 0, lines
+        # The same image flashed onto vb2 (vb1 holds it already: a flash would skip it all) by
+        # an agent of bench-2 itself, from where bench-1 put it
+        # (the figures of docs/LAB.md: the call to the result, either way).
+        # (lab/<bench-1's labgrid.name, here the machine's host name>/vm-a/remote.img)
+        rc, staged = bench.guest(f"find {IMAGES}/lab -name remote.img")
+        assert rc == 0 and len(staged) == 1 and staged[0].endswith("/vm-a/remote.img"), staged
+        async with connect(bench.url, TOKEN_A, "legacy") as c:
+            lid = await lease(c, "vb2")
+            await power_off(c, "vb2", lid)
+            t0 = time.monotonic()
+            s = await flash(c, "vb2", lid, staged[0].strip())
+            local_secs = time.monotonic() - t0
+            assert regions(s["flashed"]["boot_log"]) == {0: (len(image) // 512, sha(image))}
+        mib = len(image) / MIB
+        print(
+            f"flash of {mib:.0f} MiB, call to result: through bench-1 {remote_secs:.1f} s "
+            f"({mib / remote_secs:.1f} MiB/s), on bench-2 itself {local_secs:.1f} s ({mib / local_secs:.1f} MiB/s)"
+        )
+    finally:
+        host.stop()

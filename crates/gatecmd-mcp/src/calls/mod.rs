@@ -8,6 +8,7 @@
 //!   unknown board.
 //! - `approvals`: what every gated tool shares: the wait for an approver's decision, the
 //!   refusal a no becomes, the file hashes an approval binds, and a decision taken.
+//! - `boot_log`: a flash's boot log in its text, its last lines (local and remote flashes).
 //! - `jobs`: job refusals, a foreground call's wait that detaches its job when the client
 //!   gives up, the notices of calls that continued as jobs, the task poll interval, shared
 //!   by `execute_command`, `flash_board`, the job tools and `tasks`.
@@ -20,6 +21,7 @@
 
 pub mod answer;
 pub mod approvals;
+pub mod boot_log;
 pub mod device_filter;
 pub mod file_staging;
 pub mod jobs;

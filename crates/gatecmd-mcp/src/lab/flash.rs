@@ -203,6 +203,18 @@ fn ended(s: &Value, req: &RemoteFlash<'_>, named: &str, host: &str, state: &str)
             text.push_str(&format!(";{label} {m}"));
         }
     }
+    // The steps and the boot log's last lines, as a local flash's text shows them.
+    let steps: Vec<String> = (result.get("steps").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(|s| Some(format!("{} {} ms", s.get("step")?.as_str()?, s.get("ms")?)))
+        .collect();
+    if !steps.is_empty() {
+        text.push_str(&format!("\nsteps: {}", steps.join(", ")));
+    }
+    if let Some(log) = result.pointer("/flashed/boot_log").and_then(Value::as_str) {
+        text.push_str(&crate::calls::boot_log::tail(log));
+    }
     let mut r = CallToolResult::structured(result);
     r.content = vec![ContentBlock::text(text)];
     r.is_error = Some(state != "succeeded");

@@ -7,6 +7,7 @@ use gatecmd_domain::usecases::flash::Answer;
 
 use super::{FailureView, FlashResult};
 use crate::calls::answer::{structured, structured_error};
+use crate::calls::boot_log::tail as boot_log_tail;
 
 /// The answer of a flash that ended, as its job keeps it.
 pub(super) fn render(job: &Job, state: JobState, outcome: Result<Flashed, Failed>) -> Answer {
@@ -83,47 +84,4 @@ fn steps_line(steps: &[gatecmd_domain::flash::StepRecord]) -> String {
         .map(|s| format!("{} {} ms", s.step, s.ms))
         .collect();
     each.join(", ")
-}
-
-/// Lines of the boot log the text shows; `flashed.boot_log` has all of it.
-const BOOT_LOG_LINES: usize = 8;
-
-/// The boot log's last lines (blank ones left out), saying how many more the structured
-/// answer holds: the text does not repeat the whole log (issue 47, each fact once).
-fn boot_log_tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-    let from = lines.len().saturating_sub(BOOT_LOG_LINES);
-    let head = if from == 0 {
-        "\nboot log:".to_string()
-    } else {
-        format!(
-            "\nboot log, its last {} of {} lines (flashed.boot_log has all):",
-            lines.len() - from,
-            lines.len()
-        )
-    };
-    format!("{head}\n{}", lines[from..].join("\n"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_text_shows_the_boot_logs_last_lines_once() {
-        let log: String = (1..=20).map(|i| format!("line {i}\n\r\n")).collect();
-        let tail = boot_log_tail(&log);
-        assert!(
-            tail.starts_with("\nboot log, its last 8 of 20 lines"),
-            "{tail}"
-        );
-        assert!(
-            tail.ends_with(
-                "line 13\nline 14\nline 15\nline 16\nline 17\nline 18\nline 19\nline 20"
-            ),
-            "{tail}"
-        );
-        assert!(!tail.contains("line 12\n"), "{tail}");
-        assert_eq!(boot_log_tail("a\nb"), "\nboot log:\na\nb");
-    }
 }
