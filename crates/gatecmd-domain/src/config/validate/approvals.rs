@@ -168,9 +168,9 @@ impl Validator {
         let tool = match &r.tool {
             None => None,
             Some(t) => {
-                let t = GatedTool::parse(t);
+                let t = GatedTool::named(t);
                 if t.is_none() {
-                    let gated: Vec<_> = GatedTool::ALL.iter().map(|(_, n)| *n).collect();
+                    let gated: Vec<_> = GatedTool::ALL.iter().map(|t| t.as_str()).collect();
                     fail(
                         self,
                         "tool",
