@@ -54,21 +54,7 @@ async fn session(
     registered: &mut bool,
     on_registered: impl FnOnce(),
 ) -> Result<(), LabError> {
-    let uri = format!("http://{}", lab.settings.coordinator);
-    // A new connection each time: the coordinator keys sessions by peer address, and
-    // refuses a second exporter stream from a peer it still knows.
-    let channel = tonic::transport::Endpoint::from_shared(uri)
-        .map_err(LabError::BadAddress)?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .http2_keep_alive_interval(KEEPALIVE)
-        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-        .keep_alive_while_idle(true)
-        .connect()
-        .await
-        .map_err(|error| LabError::Connect {
-            to: lab.settings.coordinator.clone(),
-            error,
-        })?;
+    let channel = connect(lab).await?;
     let version = format!("gatecmd {}", env!("CARGO_PKG_VERSION"));
 
     // The exporter stream: startup first, as labgrid's exporter does.
@@ -144,30 +130,7 @@ async fn session(
             msg = places.message() => {
                 let msg = msg.map_err(|e| LabError::Stream { which: "client", message: e.message().to_string() })?;
                 let Some(msg) = msg else { return Ok(()) };
-                for u in msg.updates {
-                    match u.kind {
-                        Some(Update::Place(mut p)) => {
-                            // labgrid 26 sends a free place's `acquired` as "" (set, empty).
-                            p.acquired = p.acquired.filter(|a| !a.is_empty());
-                            if let Some(seen) = first_listing.as_mut() {
-                                seen.insert(p.name.clone(), p.acquired.clone());
-                            }
-                            lab.place_update(&p.name, p.acquired.as_deref());
-                            lab.mirrors.set_place(p);
-                        }
-                        Some(Update::DelPlace(name)) => {
-                            lab.place_update(&name, None);
-                            lab.mirrors.del_place(&name);
-                        }
-                        _ => {}
-                    }
-                }
-                if msg.sync.is_some_and(|s| s.id == FIRST_SYNC)
-                    && let Some(seen) = first_listing.take()
-                {
-                    lab.release_unlisted(&seen);
-                    lab.mirrors.listed();
-                }
+                place_updates(lab, msg, &mut first_listing);
                 publish(lab, &ex_tx, &mut published)?;
             }
             Some(out) = futures::StreamExt::next(&mut calls), if !calls.is_empty() => {
@@ -199,6 +162,58 @@ async fn session(
                 publish(lab, &ex_tx, &mut published)?;
             }
         }
+    }
+}
+
+/// A new connection to the coordinator.
+async fn connect(lab: &Lab) -> Result<tonic::transport::Channel, LabError> {
+    let uri = format!("http://{}", lab.settings.coordinator);
+    // A new connection each time: the coordinator keys sessions by peer address, and
+    // refuses a second exporter stream from a peer it still knows.
+    tonic::transport::Endpoint::from_shared(uri)
+        .map_err(LabError::BadAddress)?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
+        .connect()
+        .await
+        .map_err(|error| LabError::Connect {
+            to: lab.settings.coordinator.clone(),
+            error,
+        })
+}
+
+/// The places the coordinator lists or updates, mirrored; at the end of the first listing,
+/// holds of places it did not list as acquired are released.
+fn place_updates(
+    lab: &Lab,
+    msg: ClientOutMessage,
+    first_listing: &mut Option<HashMap<String, Option<String>>>,
+) {
+    for u in msg.updates {
+        match u.kind {
+            Some(Update::Place(mut p)) => {
+                // labgrid 26 sends a free place's `acquired` as "" (set, empty).
+                p.acquired = p.acquired.filter(|a| !a.is_empty());
+                if let Some(seen) = first_listing.as_mut() {
+                    seen.insert(p.name.clone(), p.acquired.clone());
+                }
+                lab.place_update(&p.name, p.acquired.as_deref());
+                lab.mirrors.set_place(p);
+            }
+            Some(Update::DelPlace(name)) => {
+                lab.place_update(&name, None);
+                lab.mirrors.del_place(&name);
+            }
+            _ => {}
+        }
+    }
+    if msg.sync.is_some_and(|s| s.id == FIRST_SYNC)
+        && let Some(seen) = first_listing.take()
+    {
+        lab.release_unlisted(&seen);
+        lab.mirrors.listed();
     }
 }
 

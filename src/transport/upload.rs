@@ -27,12 +27,17 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::transport::gate::{Gate, admit};
+use axum::body::BodyDataStream;
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
+use gatecmd_domain::config::StagingLimits;
 use gatecmd_domain::staging::upload::{self, Chunk, Finish, Plan};
-use gatecmd_domain::staging::{self, AuditRecord, ClaimRefused, StagingError, StreamRules, Target};
+use gatecmd_domain::staging::{
+    self, AuditRecord, Claim, ClaimRefused, StagingError, StreamRules, Target,
+};
 use gatecmd_domain::state::AppState;
 use gatecmd_mcp::calls::reasons::staging_reason;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 /// The path both methods serve.
 pub const PATH: &str = "/upload";
@@ -263,152 +268,43 @@ async fn put(
         },
     ) {
         Ok(c) => c,
-        Err(ClaimRefused::Busy { client }) => {
-            let by = if client == who.name {
-                " (another request of this client)"
-            } else {
-                " (another client)"
-            };
-            let e = StagingError::UploadReceiving {
-                path: shown.clone(),
-                by: by.into(),
-            };
-            return fail(e, 0);
-        }
-        Err(ClaimRefused::TooMany { max }) => {
-            let e = StagingError::TooManyUploads {
-                client: who.name.clone(),
-                max,
-            };
-            return fail(e, 0);
-        }
+        Err(refused) => return fail(claim_refused(refused, &who.name, &shown), 0),
     };
     let plan = Plan {
         offset: q.offset,
         restart: q.restart,
         length: declared_length(&req),
     };
-    let claim = {
-        let (st, t) = (state.clone(), target.clone());
-        let checked = tokio::task::spawn_blocking(move || {
-            let r = upload::admit(&st.staging, &limits, &t, plan, &claim);
-            r.map(|cleared| (claim, cleared))
-        })
-        .await;
-        match checked {
-            Ok(Ok((claim, cleared))) => {
-                for p in &cleared {
-                    audit(&state, &who, "expire", p, None, None, None);
-                }
-                claim
+    let claim = match admit_claim(&state, &target, limits, plan, claim).await {
+        Ok((claim, cleared)) => {
+            for p in &cleared {
+                audit(&state, &who, "expire", p, None, None, None);
             }
-            Ok(Err(e)) => return fail(e, 0),
-            Err(e) => {
-                let e = StagingError::Io {
-                    op: "admitting an upload to",
-                    path: shown.clone(),
-                    reason: e.to_string(),
-                };
-                return fail(e, 0);
-            }
+            claim
         }
+        Err(e) => return fail(e, 0),
     };
-    // The writer: a blocking thread taking pieces in order, so that the disk write of one
-    // piece overlaps the receiving of the next. It holds the claim: the file stays this
-    // request's until its last piece is written, even if the connection went first.
-    // Memory per request: three pieces at most (one filling, one queued, one written).
+    // The writer (see `Writer`), beside the reading of the body.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(1);
-    let writer = {
-        let (state, target) = (state.clone(), target.clone());
-        let (mut offset, mut truncate) = (q.offset, q.restart);
-        tokio::task::spawn_blocking(move || -> Result<Wrote, (StagingError, u64)> {
-            let mut wrote = Wrote::default();
-            while let Ok(piece) = rx.recv() {
-                let len = piece.data.len() as u64;
-                let chunk = Chunk {
-                    offset,
-                    data: piece.data,
-                    truncate,
-                    finish: piece.finish,
-                };
-                let w = upload::write_piece(&state.staging, &limits, stale, &target, chunk, &claim)
-                    .map_err(|e| (e, wrote.stored))?;
-                offset += len;
-                wrote.stored += len;
-                truncate = false;
-                wrote.expired.extend(w.expired.iter().cloned());
-                wrote.last = Some(w);
-            }
-            drop(claim);
-            Ok(wrote)
-        })
+    let writer = Writer {
+        state: state.clone(),
+        target: target.clone(),
+        limits,
+        stale,
+        claim,
+        offset: q.offset,
+        truncate: q.restart,
     };
-    // Hands a piece to the writer; false when the writer stopped (its error is the answer).
-    let send = |piece: Piece| {
-        let tx = tx.clone();
-        async move {
-            matches!(
-                tokio::task::spawn_blocking(move || tx.send(piece)).await,
-                Ok(Ok(()))
-            )
-        }
-    };
-    let mut body = req.into_body().into_data_stream();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut broken: Option<String> = None;
-    let mut stalled = false;
-    // Progress, not silence, keeps a request alive: each span of `upload_stall_secs` must
-    // bring `upload_min_bytes`, so a byte every few seconds cannot hold the request's
-    // place, file and promise (issue 46).
-    let mut span_end = tokio::time::Instant::now() + progress.span;
-    let mut span_bytes = 0u64;
-    'body: loop {
-        let next = tokio::time::timeout_at(span_end, body.next()).await;
-        if next.is_err() || tokio::time::Instant::now() >= span_end {
-            if span_bytes < progress.min_bytes {
-                stalled = true;
-                broken = Some(format!(
-                    "the body brought {span_bytes} bytes in {} s, fewer than the {} required \
-                     (staging.upload_min_bytes per staging.upload_stall_secs)",
-                    progress.span.as_secs(),
-                    progress.min_bytes
-                ));
-                break;
-            }
-            span_end = tokio::time::Instant::now() + progress.span;
-            span_bytes = 0;
-        }
-        let Ok(next) = next else { continue };
-        match next {
-            Some(Ok(mut bytes)) => {
-                span_bytes = span_bytes.saturating_add(bytes.len() as u64);
-                while !bytes.is_empty() {
-                    if buf.capacity() == 0 {
-                        buf.reserve_exact(PIECE);
-                    }
-                    let take = (PIECE - buf.len()).min(bytes.len());
-                    buf.extend_from_slice(&bytes.split_to(take));
-                    if buf.len() == PIECE {
-                        let data = std::mem::take(&mut buf);
-                        if !send(Piece { data, finish: None }).await {
-                            break 'body;
-                        }
-                    }
-                }
-            }
-            Some(Err(e)) => {
-                // The client went away or sent a broken body: what arrived is kept in the
-                // temporary file for a later PUT at the offset GET reports.
-                broken = Some(e.to_string());
-                break;
-            }
-            None => break,
-        }
-    }
+    let writer = tokio::task::spawn_blocking(move || writer.run(rx));
+    let Received {
+        buf,
+        broken,
+        stalled,
+    } = receive(req.into_body().into_data_stream(), progress, &tx).await;
     // The rest, finishing the upload when asked and the body arrived whole.
     let finish = if broken.is_some() { None } else { finish };
     if !buf.is_empty() || finish.is_some() {
-        send(Piece { data: buf, finish }).await;
+        hand(&tx, Piece { data: buf, finish }).await;
     }
     drop(tx);
     let wrote = match writer.await {
@@ -445,24 +341,7 @@ async fn put(
     }
     let Some(done) = wrote.last else {
         // An empty body that finishes nothing: answer with what the upload holds.
-        let t = target.clone();
-        return match tokio::task::spawn_blocking(move || upload::progress(&t)).await {
-            Ok(Ok(p)) => axum::Json(UploadAnswer {
-                path: shown,
-                root: target.root.display().to_string(),
-                bytes: 0,
-                received: p.received,
-                complete: false,
-                sha256: None,
-            })
-            .into_response(),
-            Ok(Err(e)) => refusal(&e),
-            Err(e) => refusal(&StagingError::Io {
-                op: "inspecting",
-                path: shown,
-                reason: e.to_string(),
-            }),
-        };
+        return holding(target, shown).await;
     };
     audit(
         &state,
@@ -486,4 +365,198 @@ async fn put(
         sha256: done.sha256,
     })
     .into_response()
+}
+
+/// The upload admitted on its claim (on a blocking thread): the file size, upload state,
+/// directories and quotas checked with the declared length. Returns the claim and the
+/// stale entries removed in passing.
+async fn admit_claim(
+    state: &Arc<AppState>,
+    target: &Target,
+    limits: StagingLimits,
+    plan: Plan,
+    claim: Claim,
+) -> Result<(Claim, Vec<String>), StagingError> {
+    let (st, t) = (state.clone(), target.clone());
+    let checked = tokio::task::spawn_blocking(move || {
+        let r = upload::admit(&st.staging, &limits, &t, plan, &claim);
+        r.map(|cleared| (claim, cleared))
+    })
+    .await;
+    checked.unwrap_or_else(|e| {
+        Err(StagingError::Io {
+            op: "admitting an upload to",
+            path: target.display(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+/// A claim refused, as the staging error the request is answered with.
+fn claim_refused(refused: ClaimRefused, who: &str, shown: &str) -> StagingError {
+    match refused {
+        ClaimRefused::Busy { client } => {
+            let by = if client == who {
+                " (another request of this client)"
+            } else {
+                " (another client)"
+            };
+            StagingError::UploadReceiving {
+                path: shown.to_string(),
+                by: by.into(),
+            }
+        }
+        ClaimRefused::TooMany { max } => StagingError::TooManyUploads {
+            client: who.to_string(),
+            max,
+        },
+    }
+}
+
+/// The writer: a blocking thread taking pieces in order, so that the disk write of one
+/// piece overlaps the receiving of the next. It holds the claim: the file stays this
+/// request's until its last piece is written, even if the connection went first.
+/// Memory per request: three pieces at most (one filling, one queued, one written).
+struct Writer {
+    state: Arc<AppState>,
+    target: Target,
+    limits: StagingLimits,
+    stale: Duration,
+    claim: Claim,
+    /// Where the next piece goes.
+    offset: u64,
+    /// Whether the next piece restarts the upload.
+    truncate: bool,
+}
+
+impl Writer {
+    /// Writes every piece `rx` brings; on a refusal, the error and the bytes stored.
+    fn run(mut self, rx: Receiver<Piece>) -> Result<Wrote, (StagingError, u64)> {
+        let mut wrote = Wrote::default();
+        while let Ok(piece) = rx.recv() {
+            let len = piece.data.len() as u64;
+            let chunk = Chunk {
+                offset: self.offset,
+                data: piece.data,
+                truncate: self.truncate,
+                finish: piece.finish,
+            };
+            let w = upload::write_piece(
+                &self.state.staging,
+                &self.limits,
+                self.stale,
+                &self.target,
+                chunk,
+                &self.claim,
+            )
+            .map_err(|e| (e, wrote.stored))?;
+            self.offset += len;
+            wrote.stored += len;
+            self.truncate = false;
+            wrote.expired.extend(w.expired.iter().cloned());
+            wrote.last = Some(w);
+        }
+        drop(self.claim);
+        Ok(wrote)
+    }
+}
+
+/// Hands a piece to the writer; false when the writer stopped (its error is the answer).
+async fn hand(tx: &SyncSender<Piece>, piece: Piece) -> bool {
+    let tx = tx.clone();
+    matches!(
+        tokio::task::spawn_blocking(move || tx.send(piece)).await,
+        Ok(Ok(()))
+    )
+}
+
+/// What reading a body left: the last, partial piece, and why it ended early if it did.
+struct Received {
+    buf: Vec<u8>,
+    broken: Option<String>,
+    /// Whether it ended for bringing too little in a span (answered 408).
+    stalled: bool,
+}
+
+/// Reads the body in pieces of [`PIECE`] handed to the writer, until it ends, breaks,
+/// stalls, or the writer stops.
+async fn receive(mut body: BodyDataStream, progress: Progress, tx: &SyncSender<Piece>) -> Received {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut broken: Option<String> = None;
+    let mut stalled = false;
+    // Progress, not silence, keeps a request alive: each span of `upload_stall_secs` must
+    // bring `upload_min_bytes`, so a byte every few seconds cannot hold the request's
+    // place, file and promise (issue 46).
+    let mut span_end = tokio::time::Instant::now() + progress.span;
+    let mut span_bytes = 0u64;
+    'body: loop {
+        let next = tokio::time::timeout_at(span_end, body.next()).await;
+        if next.is_err() || tokio::time::Instant::now() >= span_end {
+            if span_bytes < progress.min_bytes {
+                stalled = true;
+                broken = Some(format!(
+                    "the body brought {span_bytes} bytes in {} s, fewer than the {} required \
+                     (staging.upload_min_bytes per staging.upload_stall_secs)",
+                    progress.span.as_secs(),
+                    progress.min_bytes
+                ));
+                break;
+            }
+            span_end = tokio::time::Instant::now() + progress.span;
+            span_bytes = 0;
+        }
+        let Ok(next) = next else { continue };
+        match next {
+            Some(Ok(mut bytes)) => {
+                span_bytes = span_bytes.saturating_add(bytes.len() as u64);
+                while !bytes.is_empty() {
+                    if buf.capacity() == 0 {
+                        buf.reserve_exact(PIECE);
+                    }
+                    let take = (PIECE - buf.len()).min(bytes.len());
+                    buf.extend_from_slice(&bytes.split_to(take));
+                    if buf.len() == PIECE {
+                        let data = std::mem::take(&mut buf);
+                        if !hand(tx, Piece { data, finish: None }).await {
+                            break 'body;
+                        }
+                    }
+                }
+            }
+            Some(Err(e)) => {
+                // The client went away or sent a broken body: what arrived is kept in the
+                // temporary file for a later PUT at the offset GET reports.
+                broken = Some(e.to_string());
+                break;
+            }
+            None => break,
+        }
+    }
+    Received {
+        buf,
+        broken,
+        stalled,
+    }
+}
+
+/// The answer to an empty body that finishes nothing: what the upload holds.
+async fn holding(target: Target, shown: String) -> Response {
+    let t = target.clone();
+    match tokio::task::spawn_blocking(move || upload::progress(&t)).await {
+        Ok(Ok(p)) => axum::Json(UploadAnswer {
+            path: shown,
+            root: target.root.display().to_string(),
+            bytes: 0,
+            received: p.received,
+            complete: false,
+            sha256: None,
+        })
+        .into_response(),
+        Ok(Err(e)) => refusal(&e),
+        Err(e) => refusal(&StagingError::Io {
+            op: "inspecting",
+            path: shown,
+            reason: e.to_string(),
+        }),
+    }
 }

@@ -6,6 +6,10 @@
 //! and nothing but the tool list imports a tool (`tool_files_import_no_other_tool`). The
 //! graph reader (which paths make an edge, how re-exports are followed, what counts as
 //! test code) is `tests/modgraph/mod.rs`; both checks are tested below on made-up crates.
+//! Across every crate's production code, no function is longer than 150 lines and none
+//! allows `clippy::too_many_arguments` (`no_production_function_is_over_150_lines`,
+//! `no_too_many_arguments_allowance`): a long function is split along its ideas, and many
+//! arguments become the type that holds them.
 
 use crate::modgraph;
 
@@ -353,5 +357,150 @@ fn the_binary_importing_a_tool_is_found_and_a_stale_exception_fails() {
     assert!(
         errors[1].contains("lab/gone.rs no longer imports `power`"),
         "{errors:#?}"
+    );
+}
+
+// No production function over 150 lines, and no `too_many_arguments` allowance: a long
+// function is split along its ideas, and a function with many arguments takes the type
+// that holds them (as the flash's phases take `flash::run::context::Run`).
+
+/// The longest a production function may be, from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 150;
+
+/// `code` (literals already blanked) with every `#[cfg(test)]` item blanked, newlines
+/// kept, so that line numbers still match the file.
+fn blank_test_items(code: &str) -> String {
+    let mut out = code.as_bytes().to_vec();
+    let mut i = 0;
+    while let Some(at) = code[i..].find("#[cfg(test)]") {
+        let start = i + at;
+        let end = item_end(code.as_bytes(), start + "#[cfg(test)]".len());
+        for c in &mut out[start..end] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+        i = end;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every function with a body in `src` longer than `max` lines: (name, first line, lines).
+/// Comments, literals and test items do not count.
+fn long_functions(src: &str, max: usize) -> Vec<(String, usize, usize)> {
+    static FN: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)").unwrap());
+    let code = blank_test_items(&blank_literals(src));
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    for m in FN.captures_iter(&code) {
+        let (whole, name) = (m.get(0).unwrap(), &m[1]);
+        // The body's `{` after the signature; a `;` first is a declaration without one.
+        let mut depth = 0i32;
+        let mut body = None;
+        for (k, &c) in bytes.iter().enumerate().skip(whole.end()) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'{' if depth == 0 => {
+                    body = Some(k);
+                    break;
+                }
+                b';' if depth == 0 => break,
+                _ => {}
+            }
+        }
+        let Some(body) = body else { continue };
+        let end = item_end(bytes, body);
+        let lines = code[whole.start()..end].matches('\n').count() + 1;
+        if lines > max {
+            let line = code[..whole.start()].matches('\n').count() + 1;
+            out.push((name.to_string(), line, lines));
+        }
+    }
+    out
+}
+
+/// Every production source file of the server (`src/` and `crates/*/src`), relative to
+/// the repository, with its text; unit-test files (`tests.rs`, `*_tests.rs`) left out.
+fn production_files() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for src in crate_sources(Path::new(REPO)) {
+        let mut stack = vec![src];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                let name = p
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if name.ends_with(".rs")
+                    && name != "tests.rs"
+                    && !name.ends_with("_tests.rs")
+                {
+                    let rel = p.strip_prefix(REPO).unwrap_or(&p).display().to_string();
+                    out.push((rel, std::fs::read_to_string(&p).unwrap_or_default()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_production_function_is_over_150_lines() {
+    let files = production_files();
+    assert!(
+        files.len() > 300,
+        "the sources were not read: {}",
+        files.len()
+    );
+    let mut long = Vec::new();
+    for (file, text) in &files {
+        for (name, line, lines) in long_functions(text, MAX_FN_LINES) {
+            long.push(format!("{file}:{line}: fn {name} is {lines} lines"));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "production functions over {MAX_FN_LINES} lines (split them along their ideas):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn no_too_many_arguments_allowance() {
+    let found: Vec<String> = production_files()
+        .iter()
+        .filter(|(_, text)| blank_literals(text).contains("too_many_arguments"))
+        .map(|(file, _)| file.clone())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "`clippy::too_many_arguments` allowed in {found:?}: give the function the type \
+         that holds its arguments instead"
+    );
+}
+
+#[test]
+fn a_long_function_is_found_and_test_code_and_comments_are_not() {
+    let body = |n: usize| "    let x = 1;\n".repeat(n);
+    let src = format!(
+        "/// fn in a comment {{\nfn short() {{\n{}}}\n\npub(crate) async fn long<T: Fn()>(a: [u8; 4]) -> u8 {{\n    let s = \"}}\";\n{}    0\n}}\n\ntrait T {{\n    fn declared(&self);\n}}\n\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+        body(148),
+        body(150),
+        body(200),
+    );
+    let found = long_functions(&src, MAX_FN_LINES);
+    assert_eq!(found, [("long".to_string(), 153, 154)], "{found:?}");
+    // Exactly at the limit is allowed: `short` is 150 lines.
+    assert!(
+        long_functions(&src, 149)
+            .iter()
+            .any(|(n, _, l)| n == "short" && *l == 150)
     );
 }

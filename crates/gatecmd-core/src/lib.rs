@@ -9,6 +9,8 @@
 //! - `identity`: who is calling, once the transport authenticated them.
 //! - `metrics`: Prometheus metrics, the recording side: the counters and histograms and
 //!   the one call per event that updates them.
+//! - `named`: `named_enum!`, an enum of words declared once with their stable names, its
+//!   list of every variant and its names derived from that one list.
 //! - `output`: a child's terminal output turned into text an agent can read.
 //! - `refusal`: why a tool said no, as a value (a stable reason and the message), and the
 //!   refusals several tool families share (`refusal::common`).
@@ -20,6 +22,7 @@ pub mod beneath;
 pub mod events;
 pub mod identity;
 pub mod metrics;
+pub mod named;
 pub mod output;
 pub mod refusal;
 pub mod sanitizer;

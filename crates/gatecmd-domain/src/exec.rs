@@ -242,52 +242,7 @@ impl Executor {
             .await
             .map_err(|_| ExecError::ShuttingDown)?;
         let limits = self.limits();
-        let mut cmd = Command::new(&spec.binary);
-        cmd.args(&spec.args)
-            .env_clear()
-            .env("PATH", CHILD_PATH)
-            .env("LANG", "C.UTF-8")
-            .envs(umockdev_env().iter().map(|(k, v)| (k, v)))
-            .envs(&spec.env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if spec.live_output {
-            let preload = umockdev_env()
-                .iter()
-                .find(|(k, _)| k == "LD_PRELOAD")
-                .map(|(_, v)| v.as_str());
-            cmd.envs(live_output_env(preload));
-        }
-        if spec.isolation.is_none() && spec.inherit.is_empty() {
-            // A fixed, documented directory: a relative name in an argument never reaches
-            // the server's own working directory. (Here std can still use posix_spawn,
-            // which changes directory inside glibc.)
-            cmd.current_dir(CHILD_DIR);
-        } else {
-            // This child is forked and runs our code before exec: raw syscalls only. A libc
-            // `chdir` may be interposed (umockdev's preload wraps it with a lock another
-            // thread may have held at the fork: the child then never execs).
-            let fds: Vec<RawFd> = spec.inherit.iter().map(|f| f.as_raw_fd()).collect();
-            // SAFETY: chdir(2) on a static string and fcntl(2) on descriptors that stay
-            // open in the parent until the spawn returns (the Arcs live in `spec`):
-            // async-signal-safe, no allocation, no lock.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::syscall(libc::SYS_chdir, c"/".as_ptr()) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    for &fd in &fds {
-                        if libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFD, 0) == -1 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                    }
-                    Ok(())
-                })
-            };
-        }
+        let mut cmd = command(spec);
         let report = match &spec.isolation {
             Some(setup) => {
                 let (read, write) =
@@ -401,6 +356,60 @@ impl Executor {
             stopped,
         })
     }
+}
+
+/// The child's command: `spec`'s argv and environment (nothing of the server's but
+/// umockdev's two variables), no stdin, piped output, its own process group, and its
+/// working directory ([`CHILD_DIR`], or `/` set by raw syscalls after the fork when
+/// descriptors are inherited or an isolation applies).
+fn command(spec: &Spec) -> Command {
+    let mut cmd = Command::new(&spec.binary);
+    cmd.args(&spec.args)
+        .env_clear()
+        .env("PATH", CHILD_PATH)
+        .env("LANG", "C.UTF-8")
+        .envs(umockdev_env().iter().map(|(k, v)| (k, v)))
+        .envs(&spec.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if spec.live_output {
+        let preload = umockdev_env()
+            .iter()
+            .find(|(k, _)| k == "LD_PRELOAD")
+            .map(|(_, v)| v.as_str());
+        cmd.envs(live_output_env(preload));
+    }
+    if spec.isolation.is_none() && spec.inherit.is_empty() {
+        // A fixed, documented directory: a relative name in an argument never reaches
+        // the server's own working directory. (Here std can still use posix_spawn,
+        // which changes directory inside glibc.)
+        cmd.current_dir(CHILD_DIR);
+    } else {
+        // This child is forked and runs our code before exec: raw syscalls only. A libc
+        // `chdir` may be interposed (umockdev's preload wraps it with a lock another
+        // thread may have held at the fork: the child then never execs).
+        let fds: Vec<RawFd> = spec.inherit.iter().map(|f| f.as_raw_fd()).collect();
+        // SAFETY: chdir(2) on a static string and fcntl(2) on descriptors that stay
+        // open in the parent until the spawn returns (the Arcs live in `spec`):
+        // async-signal-safe, no allocation, no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::syscall(libc::SYS_chdir, c"/".as_ptr()) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for &fd in &fds {
+                    if libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            })
+        };
+    }
+    cmd
 }
 
 /// The umockdev variables a child inherits when the server itself runs under umockdev's

@@ -15,7 +15,7 @@ use crate::image::Image;
 use crate::image::check::stream_fault;
 use crate::journal::{Geometry, Journal, State};
 use crate::progress::{Control, Phase};
-use crate::report::{FlashReport, WriteReport};
+use crate::report::{FlashReport, VerifyReport, WriteReport};
 use crate::target::BlockTarget;
 use crate::units::{human, human_bin};
 use crate::verify::{Probe, Written, probe, read_chunk, verify, write_pieces};
@@ -78,28 +78,7 @@ pub fn flash(
     ctl: &mut Control,
 ) -> Result<FlashReport, FlashError> {
     let bs = target.block_size() as u64;
-    if opts.chunk_size < bs
-        || !opts.chunk_size.is_multiple_of(bs)
-        || opts.chunk_size > MAX_CHUNK_SIZE
-    {
-        return Err(FlashError::InvalidOption {
-            what: "chunk size",
-            reason: format!(
-                "{} bytes; it must be a multiple of the board's {bs}-byte blocks, up to {}",
-                opts.chunk_size,
-                human_bin(MAX_CHUNK_SIZE)
-            ),
-        });
-    }
-    let align = image.alignment();
-    if align > 1 && !align.is_multiple_of(bs) {
-        return Err(FlashError::InvalidOption {
-            what: "image block size",
-            reason: format!(
-                "the image's blocks are {align} bytes, not a multiple of the board's {bs}-byte blocks: convert it (img2simg -b 4096, bmaptool create)"
-            ),
-        });
-    }
+    check_options(opts, image, bs)?;
     let capacity = target.capacity_blocks().saturating_mul(bs);
     let room = capacity.saturating_sub(opts.start_lba.saturating_mul(bs));
     let check = if image.needs_check() || image.check_report().is_some() {
@@ -149,73 +128,14 @@ pub fn flash(
     journal.flush()?;
 
     let verify_report = if opts.verify {
-        let key = journal.key().clone();
-        let (mut report, bad) = verify(
+        Some(verify_phase(
             target,
-            opts.start_lba,
+            image,
+            opts,
             &written,
-            &key,
+            &mut journal,
             ctl,
-            opts.reads_unsound_from_lba,
-        )
-        .inspect_err(|_| {
-            let _ = journal.flush();
-        })?;
-        let t_probe = Instant::now();
-        let unsound = match bad.first() {
-            None => None,
-            Some(&(first, first_len)) => {
-                // A bad write, or a loader whose reads do not show what it wrote? The
-                // chunk's bytes again (the image streamed to it), then the probe.
-                let lba = opts.start_lba + first / bs;
-                let data = chunk_at(image, opts, bs, &key, first, first_len, ctl)?;
-                let found = probe(target, lba, &data).map_err(|e| FlashError::Read {
-                    phase: Phase::Verify,
-                    lba,
-                    len: first_len,
-                    reason: e.to_string(),
-                    written: "the image was written whole; a chunk read back wrong and the check of the loader's reads could not finish: flash the same image again".into(),
-                })?;
-                match found {
-                    Probe::Genuine => {
-                        for &(offset, _) in &bad {
-                            journal.forget(offset);
-                        }
-                        journal.flush()?;
-                        return Err(FlashError::VerifyMismatch {
-                            count: bad.len(),
-                            first_lba: lba,
-                            first_len,
-                            chunks: bad,
-                        });
-                    }
-                    Probe::Unsound { from_lba, fill } => Some((from_lba, fill)),
-                }
-            }
-        };
-        if let Some((from_lba, fill)) = unsound {
-            // What lies wholly below the limit was read back equal; the probe read the
-            // first bad chunk's blocks below it back exactly; the rest is unverified.
-            let below = |&(off, len, _): &crate::verify::Written| {
-                let start = opts.start_lba + off / bs;
-                let end = start + len / bs;
-                end.min(from_lba).saturating_sub(start) * bs
-            };
-            let total: u64 = written.iter().map(|w| w.1).sum();
-            report.verified_bytes = written.iter().map(below).sum();
-            report.unverified_bytes = total - report.verified_bytes;
-            report.reads_unsound_from_lba = Some(from_lba);
-            report.limit_found_now = true;
-            report.fill = fill;
-            report.secs += t_probe.elapsed().as_secs_f64();
-        }
-        journal.set_state(if report.unverified_bytes == 0 {
-            State::Verified
-        } else {
-            State::Written
-        });
-        journal.flush()?;
-        Some(report)
+        )?)
     } else {
         None
     };
@@ -229,6 +149,115 @@ pub fn flash(
         verify: verify_report,
         journal: journal.path().to_path_buf(),
     })
+}
+
+/// Refuses a chunk size the board's blocks do not divide (or above the largest), and an
+/// image whose blocks they do not divide.
+fn check_options(opts: &FlashOptions, image: &Image, bs: u64) -> Result<(), FlashError> {
+    if opts.chunk_size < bs
+        || !opts.chunk_size.is_multiple_of(bs)
+        || opts.chunk_size > MAX_CHUNK_SIZE
+    {
+        return Err(FlashError::InvalidOption {
+            what: "chunk size",
+            reason: format!(
+                "{} bytes; it must be a multiple of the board's {bs}-byte blocks, up to {}",
+                opts.chunk_size,
+                human_bin(MAX_CHUNK_SIZE)
+            ),
+        });
+    }
+    let align = image.alignment();
+    if align > 1 && !align.is_multiple_of(bs) {
+        return Err(FlashError::InvalidOption {
+            what: "image block size",
+            reason: format!(
+                "the image's blocks are {align} bytes, not a multiple of the board's {bs}-byte blocks: convert it (img2simg -b 4096, bmaptool create)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The verification: everything written read back and compared; a chunk that reads back
+/// wrong is probed (a bad write, or a loader whose reads do not show what it wrote?), and
+/// the journal's state says what the board now holds.
+fn verify_phase(
+    target: &mut dyn BlockTarget,
+    image: &Image,
+    opts: &FlashOptions,
+    written: &[Written],
+    journal: &mut Journal,
+    ctl: &mut Control,
+) -> Result<VerifyReport, FlashError> {
+    let bs = target.block_size() as u64;
+    let key = journal.key().clone();
+    let (mut report, bad) = verify(
+        target,
+        opts.start_lba,
+        written,
+        &key,
+        ctl,
+        opts.reads_unsound_from_lba,
+    )
+    .inspect_err(|_| {
+        let _ = journal.flush();
+    })?;
+    let t_probe = Instant::now();
+    let unsound = match bad.first() {
+        None => None,
+        Some(&(first, first_len)) => {
+            // A bad write, or a loader whose reads do not show what it wrote? The
+            // chunk's bytes again (the image streamed to it), then the probe.
+            let lba = opts.start_lba + first / bs;
+            let data = chunk_at(image, opts, bs, &key, first, first_len, ctl)?;
+            let found = probe(target, lba, &data).map_err(|e| FlashError::Read {
+                phase: Phase::Verify,
+                lba,
+                len: first_len,
+                reason: e.to_string(),
+                written: "the image was written whole; a chunk read back wrong and the check of the loader's reads could not finish: flash the same image again".into(),
+            })?;
+            match found {
+                Probe::Genuine => {
+                    for &(offset, _) in &bad {
+                        journal.forget(offset);
+                    }
+                    journal.flush()?;
+                    return Err(FlashError::VerifyMismatch {
+                        count: bad.len(),
+                        first_lba: lba,
+                        first_len,
+                        chunks: bad,
+                    });
+                }
+                Probe::Unsound { from_lba, fill } => Some((from_lba, fill)),
+            }
+        }
+    };
+    if let Some((from_lba, fill)) = unsound {
+        // What lies wholly below the limit was read back equal; the probe read the
+        // first bad chunk's blocks below it back exactly; the rest is unverified.
+        let below = |&(off, len, _): &crate::verify::Written| {
+            let start = opts.start_lba + off / bs;
+            let end = start + len / bs;
+            end.min(from_lba).saturating_sub(start) * bs
+        };
+        let total: u64 = written.iter().map(|w| w.1).sum();
+        report.verified_bytes = written.iter().map(below).sum();
+        report.unverified_bytes = total - report.verified_bytes;
+        report.reads_unsound_from_lba = Some(from_lba);
+        report.limit_found_now = true;
+        report.fill = fill;
+        report.secs += t_probe.elapsed().as_secs_f64();
+    }
+    journal.set_state(if report.unverified_bytes == 0 {
+        State::Verified
+    } else {
+        State::Written
+    });
+    journal.flush()?;
+    Ok(report)
 }
 
 /// The bytes of the chunk at image offset `offset` (streamed again from the image's start:
@@ -345,6 +374,49 @@ fn cancelled_write(
     }
 }
 
+/// The next chunk from the decoding thread (`None`: it is done), waited for in slices
+/// between looks at the cancel flag (`Err`: cancelled while waiting).
+fn receive(rx: &Receiver<Fed>, ctl: &Control) -> Result<Option<Fed>, ()> {
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(fed) => return Ok(Some(fed)),
+            Err(RecvTimeoutError::Timeout) if ctl.cancelled() => return Err(()),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(None),
+        }
+    }
+}
+
+/// The `len` bytes the board holds at `lba`, read into `scratch` (allocated, one chunk
+/// large, at the first read: most flashes never read back), for a resume to compare.
+fn read_back<'s>(
+    target: &mut dyn BlockTarget,
+    scratch: &'s mut Vec<u8>,
+    opts: &FlashOptions,
+    lba: u64,
+    len: u64,
+    bytes_written: u64,
+) -> Result<&'s [u8], FlashError> {
+    if (scratch.len() as u64) < len {
+        *scratch = vec![0u8; opts.chunk_size as usize];
+    }
+    let held = &mut scratch[..len as usize];
+    read_chunk(target, lba, held).map_err(|e| FlashError::Read {
+        phase: Phase::Write,
+        lba,
+        len,
+        reason: e.to_string(),
+        written: format!(
+            "{}; the journal keeps what was written: flash the same image again to resume",
+            written_note(bytes_written)
+        ),
+    })?;
+    Ok(held)
+}
+
+/// The write phase: each chunk from the decoding thread skipped (the board holds it, as
+/// the journal says and a read-back shows), finished (a cut write's first bytes still
+/// there), or written and journalled.
 fn consume(
     target: &mut dyn BlockTarget,
     rx: Receiver<Fed>,
@@ -375,15 +447,8 @@ fn consume(
             return Err(cancelled_write(done, &r, mapped, after_last, journal));
         }
         let tw = Instant::now();
-        let fed = loop {
-            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
-                Ok(fed) => break Some(fed),
-                Err(RecvTimeoutError::Timeout) if ctl.cancelled() => {
-                    return Err(cancelled_write(done, &r, mapped, after_last, journal));
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break None,
-            }
+        let Ok(fed) = receive(&rx, ctl) else {
+            return Err(cancelled_write(done, &r, mapped, after_last, journal));
         };
         let Some(fed) = fed else {
             break;
@@ -413,22 +478,9 @@ fn consume(
             .is_none_or(|l| lba + len / bs <= l);
         if opts.resume && readable && journal.lists(chunk.offset, len, &chunk.hash) {
             let tc = Instant::now();
-            if scratch.len() < len as usize {
-                scratch = vec![0u8; opts.chunk_size as usize];
-            }
-            let held = &mut scratch[..len as usize];
-            read_chunk(target, lba, held).map_err(|e| FlashError::Read {
-                phase: Phase::Write,
-                lba,
-                len,
-                reason: e.to_string(),
-                written: format!(
-                    "{}; the journal keeps what was written: flash the same image again to resume",
-                    written_note(r.bytes_written)
-                ),
-            })?;
+            let held = read_back(target, &mut scratch, opts, lba, len, r.bytes_written)?;
             // Equal bytes, not an equal hash: the journal only said it was worth a look.
-            let same = *held == *chunk.data();
+            let same = held == chunk.data();
             r.compare_secs += tc.elapsed().as_secs_f64();
             if same {
                 r.chunks_skipped += 1;
@@ -449,22 +501,9 @@ fn consume(
             && key.hash(&chunk.data()[..plen as usize]) == phash
         {
             let tc = Instant::now();
-            if scratch.len() < len as usize {
-                scratch = vec![0u8; opts.chunk_size as usize];
-            }
-            let held = &mut scratch[..plen as usize];
-            read_chunk(target, lba, held).map_err(|e| FlashError::Read {
-                phase: Phase::Write,
-                lba,
-                len: plen,
-                reason: e.to_string(),
-                written: format!(
-                    "{}; the journal keeps what was written: flash the same image again to resume",
-                    written_note(r.bytes_written)
-                ),
-            })?;
+            let held = read_back(target, &mut scratch, opts, lba, plen, r.bytes_written)?;
             r.compare_secs += tc.elapsed().as_secs_f64();
-            if *held == chunk.data()[..plen as usize] {
+            if held == &chunk.data()[..plen as usize] {
                 from = plen as usize;
                 r.bytes_skipped += plen;
             }

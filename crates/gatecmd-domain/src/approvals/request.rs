@@ -55,43 +55,22 @@ pub struct NewRequest {
     pub job: Option<String>,
 }
 
-/// How a request ended. Serialised in snake_case; part of the interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Approved,
-    Denied,
-    /// Nobody decided within `approve.timeout_secs`.
-    Expired,
-    /// The requester went away or cancelled before a decision.
-    Withdrawn,
-    /// The lease the request was made under ended.
-    LeaseEnded,
-    /// A `by: requester` request nobody can answer (no person answers for the client).
-    Unavailable,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Approved => "approved",
-            Outcome::Denied => "denied",
-            Outcome::Expired => "expired",
-            Outcome::Withdrawn => "withdrawn",
-            Outcome::LeaseEnded => "lease_ended",
-            Outcome::Unavailable => "unavailable",
-        }
+gatecmd_core::named_enum! {
+    /// How a request ended. Serialised in snake_case; part of the interface.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Outcome {
+        Approved => "approved",
+        Denied => "denied",
+        /// Nobody decided within `approve.timeout_secs`.
+        Expired => "expired",
+        /// The requester went away or cancelled before a decision.
+        Withdrawn => "withdrawn",
+        /// The lease the request was made under ended.
+        LeaseEnded => "lease_ended",
+        /// A `by: requester` request nobody can answer (no person answers for the client).
+        Unavailable => "unavailable",
     }
-
-    /// Every outcome (metrics labels).
-    pub const ALL: &'static [Outcome] = &[
-        Outcome::Approved,
-        Outcome::Denied,
-        Outcome::Expired,
-        Outcome::Withdrawn,
-        Outcome::LeaseEnded,
-        Outcome::Unavailable,
-    ];
 }
 
 /// How an approver's decision reached gatecmd: what it proves is the credential behind
@@ -219,4 +198,17 @@ pub struct RequestView {
     pub job: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_serialised_by_its_name() {
+        assert_eq!(Outcome::ALL.len(), 6);
+        for &o in Outcome::ALL {
+            assert_eq!(serde_json::to_value(o).ok(), Some(o.as_str().into()));
+        }
+    }
 }

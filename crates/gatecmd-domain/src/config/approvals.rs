@@ -49,47 +49,25 @@ pub(crate) enum RawApprovers {
     Names(Vec<String>),
 }
 
-/// A built-in tool whose calls a rule may hold for approval. Only tools whose call is
-/// gated are accepted by the validator, so a rule is never silently ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GatedTool {
-    PowerBoard,
-    BootBoard,
-    FlashBoard,
-    /// Text typed into a board's console.
-    ConsoleWrite,
-    /// A command line at a board's shell.
-    BoardRun,
-    /// A command at a board's U-Boot prompt.
-    UbootRun,
+gatecmd_core::named_enum! {
+    /// A built-in tool whose calls a rule may hold for approval, with its name as a rule
+    /// writes it. Only tools whose call is gated are accepted by the validator, so a rule
+    /// is never silently ignored.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum GatedTool {
+        PowerBoard => "power_board",
+        BootBoard => "boot_board",
+        FlashBoard => "flash_board",
+        /// Text typed into a board's console.
+        ConsoleWrite => "console_write",
+        /// A command line at a board's shell.
+        BoardRun => "board_run",
+        /// A command at a board's U-Boot prompt.
+        UbootRun => "uboot_run",
+    }
 }
 
 impl GatedTool {
-    /// Every tool a rule may name, with its name as written.
-    pub const ALL: &'static [(GatedTool, &'static str)] = &[
-        (GatedTool::PowerBoard, "power_board"),
-        (GatedTool::BootBoard, "boot_board"),
-        (GatedTool::FlashBoard, "flash_board"),
-        (GatedTool::ConsoleWrite, "console_write"),
-        (GatedTool::BoardRun, "board_run"),
-        (GatedTool::UbootRun, "uboot_run"),
-    ];
-
-    pub fn parse(name: &str) -> Option<GatedTool> {
-        Self::ALL.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GatedTool::PowerBoard => "power_board",
-            GatedTool::BootBoard => "boot_board",
-            GatedTool::FlashBoard => "flash_board",
-            GatedTool::ConsoleWrite => "console_write",
-            GatedTool::BoardRun => "board_run",
-            GatedTool::UbootRun => "uboot_run",
-        }
-    }
-
     /// The actions a rule's `action` may name for this tool (none: the tool does one
     /// thing, and a rule on it takes no `action`).
     pub fn actions(self) -> &'static [&'static str] {

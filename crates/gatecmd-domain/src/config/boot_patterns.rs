@@ -8,71 +8,39 @@ use regex::{Regex, RegexSet, RegexSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A boot stage, in the order a boot goes through them.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    /// The first loader: a Rockchip DDR blob's banner or U-Boot SPL's.
-    Spl,
-    /// TF-A's BL31.
-    Atf,
-    /// OP-TEE OS.
-    Optee,
-    /// U-Boot proper.
-    Uboot,
-    /// The Linux kernel.
-    Kernel,
-    /// Android's first-stage init.
-    AndroidInit,
-    /// The first user-space process (systemd, busybox init, /sbin/init).
-    Init,
-    /// Android's zygote started.
-    AndroidZygote,
-    /// Android said it finished booting.
-    AndroidBootCompleted,
-    /// A login prompt.
-    Login,
-    /// A shell prompt.
-    Shell,
+gatecmd_core::named_enum! {
+    /// A boot stage, in the order a boot goes through them.
+    #[derive(
+        Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    )]
+    #[serde(rename_all = "snake_case")]
+    pub enum Stage {
+        /// The first loader: a Rockchip DDR blob's banner or U-Boot SPL's.
+        Spl => "spl",
+        /// TF-A's BL31.
+        Atf => "atf",
+        /// OP-TEE OS.
+        Optee => "optee",
+        /// U-Boot proper.
+        Uboot => "uboot",
+        /// The Linux kernel.
+        Kernel => "kernel",
+        /// Android's first-stage init.
+        AndroidInit => "android_init",
+        /// The first user-space process (systemd, busybox init, /sbin/init).
+        Init => "init",
+        /// Android's zygote started.
+        AndroidZygote => "android_zygote",
+        /// Android said it finished booting.
+        AndroidBootCompleted => "android_boot_completed",
+        /// A login prompt.
+        Login => "login",
+        /// A shell prompt.
+        Shell => "shell",
+    }
 }
 
 impl Stage {
-    pub const ALL: [Stage; 11] = [
-        Stage::Spl,
-        Stage::Atf,
-        Stage::Optee,
-        Stage::Uboot,
-        Stage::Kernel,
-        Stage::AndroidInit,
-        Stage::Init,
-        Stage::AndroidZygote,
-        Stage::AndroidBootCompleted,
-        Stage::Login,
-        Stage::Shell,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stage::Spl => "spl",
-            Stage::Atf => "atf",
-            Stage::Optee => "optee",
-            Stage::Uboot => "uboot",
-            Stage::Kernel => "kernel",
-            Stage::AndroidInit => "android_init",
-            Stage::Init => "init",
-            Stage::AndroidZygote => "android_zygote",
-            Stage::AndroidBootCompleted => "android_boot_completed",
-            Stage::Login => "login",
-            Stage::Shell => "shell",
-        }
-    }
-
-    pub fn named(s: &str) -> Option<Stage> {
-        Stage::ALL.into_iter().find(|w| w.as_str() == s)
-    }
-
     /// A firmware stage: seeing it again after it or a later stage means the board
     /// started over.
     pub fn is_firmware(self) -> bool {
@@ -365,6 +333,16 @@ impl Patterns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_stage_is_serialised_by_its_name_in_boot_order() {
+        let names: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(names.len(), 11);
+        assert!(Stage::ALL.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+        for &s in Stage::ALL {
+            assert_eq!(serde_json::to_value(s).ok(), Some(s.as_str().into()));
+        }
+    }
 
     fn words(p: &Patterns, line: &str) -> Vec<Word> {
         let mut v = Vec::new();

@@ -9,7 +9,9 @@
 //! # Layout
 //!
 //! - `step`: the steps, named once; a step's record; the events a running flash reports.
-//! - `run`: the orchestration, step by step.
+//! - `run`: the orchestration: one driver over a file per phase (image, rockusb, loader,
+//!   flash info, write and verify, usbplug re-entry, boot, finish), each over the flash's
+//!   context and the typed result of the phase before.
 //! - `device`: the board's USB port as the registry sees it, and the wait for rockusb.
 //! - `input`: an input file opened beneath the file roots.
 //! - `hash`: an input file's SHA-256, taken beside the flash.

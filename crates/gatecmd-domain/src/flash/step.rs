@@ -4,68 +4,49 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// One step of `flash_board`, in the order they run. Serialised in snake_case; part of
-/// the interface (docs/TOOLS.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    /// The request checked (policy, lease, files opened beneath the roots) and the job
-    /// started: from the call's arrival to the flash's first step.
-    Accept,
-    /// The image (and bmap) read and checked before the board is touched: a bmap that
-    /// does not match, a damaged compressed file, are refused here.
-    CheckImage,
-    /// The board's `power.maskrom` action (button held, reset, or power on into MaskROM).
-    Maskrom,
-    /// The rockusb device awaited at the board's USB port.
-    AwaitRockusb,
-    /// The loader sent to the mask ROM (0x471/0x472); never cancelled half-way.
-    DownloadBoot,
-    /// The board awaited in Loader mode at the same port.
-    AwaitLoader,
-    /// The loader asked for the flash's id and size.
-    FlashInfo,
-    /// The image written (journalled chunks the board still holds are skipped), from the
-    /// engine's start (its journal opened) to the last chunk.
-    Write,
-    /// Everything written read back and compared, chunk by chunk (keyed XXH3-128), as far
-    /// as the loader's reads are sound (a chunk that reads back wrong is probed).
-    Verify,
-    /// A loader that stalled or failed a large transfer brought back: `power.maskrom`, the
-    /// loader sent again, the flash going on at the default transfer size (the outcome
-    /// remembered by the loader's SHA-256).
-    Recover,
-    /// A packed loader's reads were unsound past some LBA: `power.maskrom`, the board's
-    /// DDR + usbplug pair sent, and the whole image verified (resumed from the journal)
-    /// through the usbplug's rockusb.
-    Usbplug,
-    /// The board reset to boot from its flash.
-    Reset,
-    /// The console awaited for `wait_for`.
-    AwaitConsole,
-    /// The wait, at the end, for the input files' SHA-256 taken beside the flash (what
-    /// of it the flash did not hide).
-    HashFiles,
-}
-
-impl Step {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Accept => "accept",
-            Step::CheckImage => "check_image",
-            Step::Maskrom => "maskrom",
-            Step::AwaitRockusb => "await_rockusb",
-            Step::DownloadBoot => "download_boot",
-            Step::AwaitLoader => "await_loader",
-            Step::FlashInfo => "flash_info",
-            Step::Write => "write",
-            Step::Verify => "verify",
-            Step::Recover => "recover",
-            Step::Usbplug => "usbplug",
-            Step::Reset => "reset",
-            Step::AwaitConsole => "await_console",
-            Step::HashFiles => "hash_files",
-        }
+gatecmd_core::named_enum! {
+    /// One step of `flash_board`, in the order they run. Serialised in snake_case; part of
+    /// the interface (docs/TOOLS.md).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Step {
+        /// The request checked (policy, lease, files opened beneath the roots) and the job
+        /// started: from the call's arrival to the flash's first step.
+        Accept => "accept",
+        /// The image (and bmap) read and checked before the board is touched: a bmap that
+        /// does not match, a damaged compressed file, are refused here.
+        CheckImage => "check_image",
+        /// The board's `power.maskrom` action (button held, reset, or power on into MaskROM).
+        Maskrom => "maskrom",
+        /// The rockusb device awaited at the board's USB port.
+        AwaitRockusb => "await_rockusb",
+        /// The loader sent to the mask ROM (0x471/0x472); never cancelled half-way.
+        DownloadBoot => "download_boot",
+        /// The board awaited in Loader mode at the same port.
+        AwaitLoader => "await_loader",
+        /// The loader asked for the flash's id and size.
+        FlashInfo => "flash_info",
+        /// The image written (journalled chunks the board still holds are skipped), from the
+        /// engine's start (its journal opened) to the last chunk.
+        Write => "write",
+        /// Everything written read back and compared, chunk by chunk (keyed XXH3-128), as far
+        /// as the loader's reads are sound (a chunk that reads back wrong is probed).
+        Verify => "verify",
+        /// A loader that stalled or failed a large transfer brought back: `power.maskrom`, the
+        /// loader sent again, the flash going on at the default transfer size (the outcome
+        /// remembered by the loader's SHA-256).
+        Recover => "recover",
+        /// A packed loader's reads were unsound past some LBA: `power.maskrom`, the board's
+        /// DDR + usbplug pair sent, and the whole image verified (resumed from the journal)
+        /// through the usbplug's rockusb.
+        Usbplug => "usbplug",
+        /// The board reset to boot from its flash.
+        Reset => "reset",
+        /// The console awaited for `wait_for`.
+        AwaitConsole => "await_console",
+        /// The wait, at the end, for the input files' SHA-256 taken beside the flash (what
+        /// of it the flash did not hide).
+        HashFiles => "hash_files",
     }
 }
 
@@ -167,5 +148,14 @@ mod tests {
         let p: Vec<f64> = seq.iter().map(Bytes::overall_percent).collect();
         assert_eq!(p, vec![0.0, 5.0, 45.0, 85.0, 100.0]);
         assert!(b(Step::Write, 50).line().contains("(45%)"));
+    }
+
+    #[test]
+    fn every_step_is_serialised_by_its_name() {
+        assert_eq!(Step::ALL.len(), 14);
+        for &s in Step::ALL {
+            assert_eq!(serde_json::to_value(s).ok(), Some(s.as_str().into()));
+            assert_eq!(Step::named(s.as_str()), Some(s));
+        }
     }
 }

@@ -288,8 +288,18 @@ fn write_as(
             let covered = claim.is_some_and(|c| !start && c.promised() >= len);
             let reserved =
                 (!covered).then(|| staging.streams.reserved_in(&t.root, claim.map(Claim::key)));
-            let (dir, file, counted) =
-                store(&root, dir, t, &names, limits, &chunk, existing, reserved)?;
+            let (dir, file, counted) = store(
+                &root,
+                dir,
+                t,
+                &names,
+                limits,
+                Piece {
+                    chunk: &chunk,
+                    existing,
+                    reserved,
+                },
+            )?;
             if let Some(claim) = claim {
                 claim.wrote(len);
                 // Counted afresh: the stream's next window, from what is left after this
@@ -494,23 +504,33 @@ fn existing_upload(
     }
 }
 
+/// What [`store`] writes: the chunk, the size of the unfinished upload it continues or
+/// restarts, and the bytes promised to other streams into the root (see [`store`]).
+struct Piece<'a> {
+    chunk: &'a Chunk,
+    existing: Option<u64>,
+    reserved: Option<u64>,
+}
+
 /// The directory bound, the quota check and the write, as one step under the root's lock:
 /// the missing directories and the temporary file are created only once the bound and
 /// both quotas allow them. `reserved`: bytes promised to other streams into the root, or
 /// `None` when the chunk is a stream's piece within its own promise (no new entry, its
 /// bytes already counted by every other write): then the root is not counted again.
 /// Returns the root's usage as counted before the write, when it was counted.
-#[allow(clippy::too_many_arguments)] // one caller (`write_as`): its context, unpacked
 fn store(
     root: &Dir,
     dir: Option<Dir>,
     t: &Target,
     names: &Names<'_>,
     limits: &StagingLimits,
-    chunk: &Chunk,
-    existing: Option<u64>,
-    reserved: Option<u64>,
+    piece: Piece<'_>,
 ) -> Result<(Dir, File, Option<quota::Usage>), StagingError> {
+    let Piece {
+        chunk,
+        existing,
+        reserved,
+    } = piece;
     let start = chunk.offset == 0;
     let missing = match &dir {
         Some(_) => 0,

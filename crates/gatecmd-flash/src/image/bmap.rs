@@ -216,54 +216,9 @@ impl Bmap {
         use quick_xml::events::Event;
         let mut reader = quick_xml::Reader::from_str(text);
         reader.config_mut().check_end_names = true;
-        let not_xml = |reader: &quick_xml::Reader<&[u8]>, e: quick_xml::Error| {
-            invalid(format!(
-                "not XML at line {}: {e}",
-                line_at(text, reader.error_position() as usize)
-            ))
-        };
+        let not_xml = |reader: &quick_xml::Reader<&[u8]>, e| not_xml(text, reader, e);
         // The root first: a file that is not a bmap is refused before the rest is read.
-        let (version, named, empty) = loop {
-            let at = reader.buffer_position() as usize;
-            let (e, empty) = match reader.read_event().map_err(|e| not_xml(&reader, e))? {
-                Event::Decl(_) | Event::Comment(_) | Event::PI(_) => continue,
-                Event::Text(t) if t.trim().is_empty() => continue,
-                Event::DocType(_) => {
-                    return Err(invalid(format!(
-                        "a DOCTYPE at line {} (bmaptool writes none)",
-                        line_at(text, at)
-                    )));
-                }
-                Event::Start(e) => (e, false),
-                Event::Empty(e) => (e, true),
-                Event::Eof => return Err(invalid("not XML: no root element")),
-                _ => {
-                    return Err(invalid(format!(
-                        "not XML: text before the root element at line {}",
-                        line_at(text, at)
-                    )));
-                }
-            };
-            let name = e.name().0;
-            if name != "bmap" {
-                return Err(invalid(format!(
-                    "the root element is <{}>, expected <bmap>",
-                    clip(name)
-                )));
-            }
-            let version = attribute(&e, "version", at, text)?
-                .ok_or_else(|| invalid("<bmap> has no version attribute"))?
-                .trim()
-                .to_string();
-            let (major, minor) = parse_version(&version)?;
-            if major > 2 {
-                return Err(invalid(format!(
-                    "format version {version} is newer than this engine reads (1.0-1.4, 2.x)"
-                )));
-            }
-            // BmapCopy.py: 1.4 and 2.x name their checksum type; 1.0-1.3 are SHA-1.
-            break (version, major >= 2 || (major == 1 && minor >= 4), empty);
-        };
+        let (version, named, empty) = read_root(&mut reader, text)?;
         if empty {
             return Err(invalid("no <ImageSize> element"));
         }
@@ -289,36 +244,8 @@ impl Bmap {
             };
             if let Some(e) = start {
                 elements += 1;
-                if elements > MAX_BMAP_ELEMENTS {
-                    return Err(BmapError::Limit {
-                        what: format!("more than {MAX_BMAP_ELEMENTS} elements"),
-                        limit: MAX_BMAP_ELEMENTS.to_string(),
-                    });
-                }
                 let depth = open.len() + 1;
-                if depth > MAX_BMAP_DEPTH {
-                    return Err(BmapError::Limit {
-                        what: format!(
-                            "elements nested more than {MAX_BMAP_DEPTH} deep (line {})",
-                            line_at(text, at)
-                        ),
-                        limit: format!("{MAX_BMAP_DEPTH} levels"),
-                    });
-                }
-                let n = e
-                    .attributes()
-                    .with_checks(false)
-                    .take(MAX_BMAP_ATTRIBUTES + 1)
-                    .count();
-                if n > MAX_BMAP_ATTRIBUTES {
-                    return Err(BmapError::Limit {
-                        what: format!(
-                            "an element with more than {MAX_BMAP_ATTRIBUTES} attributes (line {})",
-                            line_at(text, at)
-                        ),
-                        limit: MAX_BMAP_ATTRIBUTES.to_string(),
-                    });
-                }
+                within_bounds(e, elements, depth, at, text)?;
                 let name = e.name().0;
                 if depth == 1 {
                     return Err(invalid(format!(
@@ -384,6 +311,105 @@ impl Bmap {
         }
         build(text, version, named, fields, ranges)
     }
+}
+
+/// A reader's error, as a refusal naming the line.
+fn not_xml(text: &str, reader: &quick_xml::Reader<&[u8]>, e: quick_xml::Error) -> BmapError {
+    invalid(format!(
+        "not XML at line {}: {e}",
+        line_at(text, reader.error_position() as usize)
+    ))
+}
+
+/// The root element, read before anything else: `<bmap version="…">` of a version this
+/// engine reads. Returns the version, whether it names its checksum type (1.4 and 2.x),
+/// and whether the root is empty.
+fn read_root(
+    reader: &mut quick_xml::Reader<&[u8]>,
+    text: &str,
+) -> Result<(String, bool, bool), BmapError> {
+    use quick_xml::events::Event;
+    loop {
+        let at = reader.buffer_position() as usize;
+        let (e, empty) = match reader.read_event().map_err(|e| not_xml(text, reader, e))? {
+            Event::Decl(_) | Event::Comment(_) | Event::PI(_) => continue,
+            Event::Text(t) if t.trim().is_empty() => continue,
+            Event::DocType(_) => {
+                return Err(invalid(format!(
+                    "a DOCTYPE at line {} (bmaptool writes none)",
+                    line_at(text, at)
+                )));
+            }
+            Event::Start(e) => (e, false),
+            Event::Empty(e) => (e, true),
+            Event::Eof => return Err(invalid("not XML: no root element")),
+            _ => {
+                return Err(invalid(format!(
+                    "not XML: text before the root element at line {}",
+                    line_at(text, at)
+                )));
+            }
+        };
+        let name = e.name().0;
+        if name != "bmap" {
+            return Err(invalid(format!(
+                "the root element is <{}>, expected <bmap>",
+                clip(name)
+            )));
+        }
+        let version = attribute(&e, "version", at, text)?
+            .ok_or_else(|| invalid("<bmap> has no version attribute"))?
+            .trim()
+            .to_string();
+        let (major, minor) = parse_version(&version)?;
+        if major > 2 {
+            return Err(invalid(format!(
+                "format version {version} is newer than this engine reads (1.0-1.4, 2.x)"
+            )));
+        }
+        // BmapCopy.py: 1.4 and 2.x name their checksum type; 1.0-1.3 are SHA-1.
+        return Ok((version, major >= 2 || (major == 1 && minor >= 4), empty));
+    }
+}
+
+/// The bounds on an element start: the `elements`-th element, `depth` deep.
+fn within_bounds(
+    e: &quick_xml::events::BytesStart<'_>,
+    elements: usize,
+    depth: usize,
+    at: usize,
+    text: &str,
+) -> Result<(), BmapError> {
+    if elements > MAX_BMAP_ELEMENTS {
+        return Err(BmapError::Limit {
+            what: format!("more than {MAX_BMAP_ELEMENTS} elements"),
+            limit: MAX_BMAP_ELEMENTS.to_string(),
+        });
+    }
+    if depth > MAX_BMAP_DEPTH {
+        return Err(BmapError::Limit {
+            what: format!(
+                "elements nested more than {MAX_BMAP_DEPTH} deep (line {})",
+                line_at(text, at)
+            ),
+            limit: format!("{MAX_BMAP_DEPTH} levels"),
+        });
+    }
+    let n = e
+        .attributes()
+        .with_checks(false)
+        .take(MAX_BMAP_ATTRIBUTES + 1)
+        .count();
+    if n > MAX_BMAP_ATTRIBUTES {
+        return Err(BmapError::Limit {
+            what: format!(
+                "an element with more than {MAX_BMAP_ATTRIBUTES} attributes (line {})",
+                line_at(text, at)
+            ),
+            limit: MAX_BMAP_ATTRIBUTES.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The children of `<bmap>` whose text is read.

@@ -104,16 +104,13 @@ pub(crate) fn run(
     ctl: &mut Control,
 ) -> Result<Checked, FlashError> {
     let consumed = Arc::new(AtomicU64::new(0));
-    let r = run_counted(
+    let source = Source {
         file,
         compression,
         layout,
-        bmap,
         file_size,
-        limit,
-        ctl,
-        &consumed,
-    );
+    };
+    let r = run_counted(&source, bmap, limit, ctl, &consumed);
     // A decoder stopped by the flag inside a read fails as a read: it was the stop.
     match r {
         Err(e) if ctl.cancelled() && !matches!(e, FlashError::Cancelled { .. }) => {
@@ -124,17 +121,42 @@ pub(crate) fn run(
     }
 }
 
-#[allow(clippy::too_many_arguments)] // run's arguments and its byte counter
-fn run_counted(
-    file: &Arc<File>,
+/// The file the pre-pass reads, and what it holds.
+struct Source<'a> {
+    file: &'a Arc<File>,
     compression: Compression,
     layout: Layout,
-    bmap: Option<&Bmap>,
+    /// The file's length.
     file_size: u64,
+}
+
+impl Source<'_> {
+    /// The file decompressed as it is read, its bytes counted in `consumed`.
+    fn decoded(&self, consumed: &Arc<AtomicU64>, ctl: &Control) -> Result<Decoded, FlashError> {
+        Decoded::counted(
+            self.file.clone(),
+            self.compression,
+            Some(consumed.clone()),
+            ctl.shared_flag(),
+        )
+        .map_err(|e| decompress(self.compression, 0, e))
+    }
+}
+
+/// [`run`], counting the file's bytes read in `consumed`.
+fn run_counted(
+    source: &Source<'_>,
+    bmap: Option<&Bmap>,
     limit: &SizeLimit,
     ctl: &mut Control,
     consumed: &Arc<AtomicU64>,
 ) -> Result<Checked, FlashError> {
+    let Source {
+        file,
+        compression,
+        layout,
+        file_size,
+    } = *source;
     let t0 = Instant::now();
     if let Some(b) = bmap {
         limit.declared("its bmap's <ImageSize>", b.image_size)?;
@@ -151,13 +173,7 @@ fn run_counted(
         }
         (Some(b), _, _) => {
             // Compressed: decompress it all, hashing the ranges on the way.
-            let mut d = Decoded::counted(
-                file.clone(),
-                compression,
-                Some(consumed.clone()),
-                ctl.shared_flag(),
-            )
-            .map_err(|e| decompress(compression, 0, e))?;
+            let mut d = source.decoded(consumed, ctl)?;
             ctl.report(Phase::Check, 0, file_size);
             for (r, (start, end)) in b.ranges.iter().zip(b.byte_ranges()) {
                 // The gap before the range, dropped a buffer at a time between looks at
@@ -213,13 +229,7 @@ fn run_counted(
             (b.image_size, b.mapped_bytes(), None, d.out)
         }
         (None, _, Layout::Raw) => {
-            let mut d = Decoded::counted(
-                file.clone(),
-                compression,
-                Some(consumed.clone()),
-                ctl.shared_flag(),
-            )
-            .map_err(|e| decompress(compression, 0, e))?;
+            let mut d = source.decoded(consumed, ctl)?;
             ctl.report(Phase::Check, 0, file_size);
             drain(
                 &mut d,
@@ -233,13 +243,7 @@ fn run_counted(
             (d.out, d.out, None, d.out)
         }
         (None, _, Layout::AndroidSparse) => {
-            let d = Decoded::counted(
-                file.clone(),
-                compression,
-                Some(consumed.clone()),
-                ctl.shared_flag(),
-            )
-            .map_err(|e| decompress(compression, 0, e))?;
+            let d = source.decoded(consumed, ctl)?;
             ctl.report(Phase::Check, 0, file_size);
             let mut r =
                 SparseReader::new(d).map_err(|e| stream_fault(sparse_err(compression, e), 0))?;

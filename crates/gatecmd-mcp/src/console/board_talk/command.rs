@@ -24,9 +24,10 @@ use gatecmd_domain::approvals::NewRequest;
 use gatecmd_domain::audit::{
     BoardCommandRecord, CommandOutcome, CommandRan, Prompt, RefusedDetail,
 };
-use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
+use gatecmd_domain::config::{BoardConfig, Gated, GatedTool, approval_rule};
+use gatecmd_domain::console::Console;
 use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
-use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
+use gatecmd_domain::console::shell::{Marker, Prompts, Seen, command_problem};
 use gatecmd_domain::console::uboot;
 use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::state::AppState;
@@ -151,21 +152,10 @@ pub async fn run(
         }));
         refusal(r)
     };
-    if let Some(why) = command_problem(&req.command, MAX_COMMAND_BYTES) {
-        let control = req.command.chars().any(char::is_control);
-        return refuse(TalkRefusal::BadCommand { why, control }.into());
-    }
-    if let Some(e) = req.login.as_ref().and_then(CallerLogin::problem) {
-        return refuse(e.into());
-    }
-    let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
-    if secs == 0 || secs > MAX_TIMEOUT_SECS {
-        let e = TalkRefusal::TimeoutOutOfRange {
-            given: secs,
-            max: MAX_TIMEOUT_SECS,
-        };
-        return refuse(e.into());
-    }
+    let secs = match checked_secs(&req) {
+        Ok(secs) => secs,
+        Err(r) => return refuse(r),
+    };
     let config = state.config();
     let take = || {
         take_board(
@@ -234,66 +224,13 @@ pub async fn run(
         cancel,
     };
     let prompts = &leased.prompts;
-    // Where is the board? A newline tells.
-    let seen = match session::probe(&console, prompts, &first).await {
-        Ok(s) => s,
-        Err(e) => return refuse(talk_refusal(&req.board, e)),
-    };
-    let mut logged_in = false;
-    let seen = match (at, seen) {
-        (At::Shell, Seen::Login) => {
-            let Some(who_logs_in) = login_as(&leased.board, req.login.as_ref()) else {
-                let e = TalkRefusal::LoginNeeded {
-                    board: req.board.clone(),
-                };
-                return refuse(e.into());
-            };
-            match session::login(&console, prompts, Some(who_logs_in), &first).await {
-                Ok(s) => {
-                    logged_in = true;
-                    s
-                }
-                Err(e) => return refuse(talk_refusal(&req.board, e)),
-            }
-        }
-        (At::Shell, Seen::Shell(p)) => Seen::Shell(p),
-        (At::Uboot, Seen::Uboot) => Seen::Uboot,
-        (_, other) => {
-            let next = match at {
-                At::Shell => "board_run needs a shell: boot_board {to: \"shell\"} boots the system",
-                At::Uboot => {
-                    "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there"
-                }
-            };
-            let e = TalkRefusal::WrongState {
-                board: req.board.clone(),
-                shows: other.describe().to_string(),
-                next,
-            };
-            return refuse(e.into());
-        }
-    };
+    let (seen, logged_in) =
+        match reach_prompt(at, &console, &leased.board, prompts, &req, &first).await {
+            Ok(r) => r,
+            Err(r) => return refuse(r),
+        };
     let wait = Wait { deadline, cancel };
-    let ran = match at {
-        At::Shell => {
-            let marker = Marker::random();
-            let seen_prompt = match &seen {
-                Seen::Shell(p) => Some(p.clone()),
-                _ => None,
-            };
-            let shell_re = prompts.shell.clone();
-            let m = marker.clone();
-            let cut = move |region: &[u8]| m.output(region, &shell_re, seen_prompt.as_deref());
-            let frame = Frame {
-                typed: format!("{}\n{}\n", req.command, marker.status_line()),
-                marker: &marker,
-                cut: &cut,
-                prompt_ends: None,
-            };
-            session::run_framed(&console, prompts, frame, MAX_OUTPUT_BYTES, &wait).await
-        }
-        At::Uboot => uboot::run(&console, prompts, &req.command, MAX_OUTPUT_BYTES, &wait).await,
-    };
+    let ran = type_line(at, &console, prompts, &seen, &req.command, &wait).await;
     drop(leased.guard);
     let (ran, stopped): (Ran, Option<Box<Stopped>>) = match ran {
         Ok(r) => (r, None),
@@ -307,20 +244,9 @@ pub async fn run(
         logged_in,
         truncated: ran.truncated,
         output_cursor: ran.output_cursor,
-        timed_out: matches!(
-            stopped.as_deref(),
-            Some(Stopped {
-                why: TalkError::Timeout { .. },
-                ..
-            })
-        ),
-        cancelled: matches!(
-            stopped.as_deref(),
-            Some(Stopped {
-                why: TalkError::Cancelled { .. },
-                ..
-            })
-        ),
+        timed_out: (stopped.as_deref()).is_some_and(|s| matches!(s.why, TalkError::Timeout { .. })),
+        cancelled: (stopped.as_deref())
+            .is_some_and(|s| matches!(s.why, TalkError::Cancelled { .. })),
         output: ran.output,
     };
     let sha256 = hex::encode(Sha256::digest(result.output.as_bytes()));
@@ -338,11 +264,88 @@ pub async fn run(
     } else {
         CommandOutcome::Ran(ran)
     });
-    let head = match (&stopped, result.exit_code) {
+    answer(at, &req.board, &result, stopped.as_deref())
+}
+
+/// The request's own checks (the command line, the login, the time limit): the time limit
+/// in seconds, or the refusal.
+fn checked_secs(req: &BoardRunRequest) -> Result<u64, Refusal> {
+    if let Some(why) = command_problem(&req.command, MAX_COMMAND_BYTES) {
+        let control = req.command.chars().any(char::is_control);
+        return Err(TalkRefusal::BadCommand { why, control }.into());
+    }
+    if let Some(e) = req.login.as_ref().and_then(CallerLogin::problem) {
+        return Err(e.into());
+    }
+    let secs = req.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if secs == 0 || secs > MAX_TIMEOUT_SECS {
+        let e = TalkRefusal::TimeoutOutOfRange {
+            given: secs,
+            max: MAX_TIMEOUT_SECS,
+        };
+        return Err(e.into());
+    }
+    Ok(secs)
+}
+
+/// The refusal of a board at another prompt than the tool's.
+fn wrong_state(at: At, board: &str, other: &Seen) -> Refusal {
+    let next = match at {
+        At::Shell => "board_run needs a shell: boot_board {to: \"shell\"} boots the system",
+        At::Uboot => "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there",
+    };
+    TalkRefusal::WrongState {
+        board: board.to_string(),
+        shows: other.describe().to_string(),
+        next,
+    }
+    .into()
+}
+
+/// The command line typed at the prompt `seen` and its output read: framed by a marker
+/// and its exit status at a shell, as U-Boot takes it at U-Boot's prompt.
+async fn type_line(
+    at: At,
+    console: &Console,
+    prompts: &Prompts,
+    seen: &Seen,
+    command: &str,
+    wait: &Wait<'_>,
+) -> Result<Ran, Box<Stopped>> {
+    match at {
+        At::Shell => {
+            let marker = Marker::random();
+            let seen_prompt = match &seen {
+                Seen::Shell(p) => Some(p.clone()),
+                _ => None,
+            };
+            let shell_re = prompts.shell.clone();
+            let m = marker.clone();
+            let cut = move |region: &[u8]| m.output(region, &shell_re, seen_prompt.as_deref());
+            let frame = Frame {
+                typed: format!("{}\n{}\n", command, marker.status_line()),
+                marker: &marker,
+                cut: &cut,
+                prompt_ends: None,
+            };
+            session::run_framed(console, prompts, frame, MAX_OUTPUT_BYTES, wait).await
+        }
+        At::Uboot => uboot::run(console, prompts, command, MAX_OUTPUT_BYTES, wait).await,
+    }
+}
+
+/// The call's answer: a head line (the exit code, or why it stopped), the output.
+fn answer(
+    at: At,
+    board: &str,
+    result: &BoardRunResult,
+    stopped: Option<&Stopped>,
+) -> CallToolResult {
+    let head = match (stopped, result.exit_code) {
         (Some(s), _) => format!(
             "{} {}: {}; Ctrl-C sent, {}",
             at.tool(),
-            req.board,
+            board,
             s.why,
             if s.prompt_back {
                 "the prompt is back"
@@ -350,13 +353,13 @@ pub async fn run(
                 "no prompt came back after it (console_read shows the board)"
             }
         ),
-        (None, Some(code)) => format!("{} {}: exit {code}", at.tool(), req.board),
-        (None, None) => format!("{} {}: done (no exit status)", at.tool(), req.board),
+        (None, Some(code)) => format!("{} {}: exit {code}", at.tool(), board),
+        (None, None) => format!("{} {}: done (no exit status)", at.tool(), board),
     };
     let text = format!(
         "{head}, {} ms{}{}\n{}",
         result.duration_ms,
-        if logged_in { ", logged in" } else { "" },
+        if result.logged_in { ", logged in" } else { "" },
         if result.truncated {
             ", output truncated"
         } else {
@@ -365,8 +368,40 @@ pub async fn run(
         result.output
     );
     if stopped.is_some() || result.exit_code.is_some_and(|c| c != 0) {
-        structured_error(&result, text)
+        structured_error(result, text)
     } else {
-        structured(&result, text)
+        structured(result, text)
+    }
+}
+
+/// The board's prompt reached: where it is (a newline tells), logging in at a shell's
+/// login prompt. Returns the prompt seen and whether this call logged in.
+async fn reach_prompt(
+    at: At,
+    console: &Console,
+    board: &BoardConfig,
+    prompts: &Prompts,
+    req: &BoardRunRequest,
+    first: &Wait<'_>,
+) -> Result<(Seen, bool), Refusal> {
+    let seen = session::probe(console, prompts, first)
+        .await
+        .map_err(|e| talk_refusal(&req.board, e))?;
+    match (at, seen) {
+        (At::Shell, Seen::Login) => {
+            let Some(who_logs_in) = login_as(board, req.login.as_ref()) else {
+                return Err(TalkRefusal::LoginNeeded {
+                    board: req.board.clone(),
+                }
+                .into());
+            };
+            let seen = session::login(console, prompts, Some(who_logs_in), first)
+                .await
+                .map_err(|e| talk_refusal(&req.board, e))?;
+            Ok((seen, true))
+        }
+        (At::Shell, Seen::Shell(p)) => Ok((Seen::Shell(p), false)),
+        (At::Uboot, Seen::Uboot) => Ok((Seen::Uboot, false)),
+        (_, other) => Err(wrong_state(at, &req.board, &other)),
     }
 }
