@@ -19,13 +19,13 @@ fn check_isolation(config: &Config) -> Option<Result<String, String>> {
     }
     let roots = config.isolation.roots();
     Some(match gatecmd_domain::exec::probe_isolation(&roots) {
-        Ok(gatecmd_domain::isolation::Privilege::Root) => Ok(format!(
+        Ok(gatecmd_domain::exec::isolation::Privilege::Root) => Ok(format!(
             "isolation: OK for {} (root: a mount namespace per command; views of {} and {})",
             names.join(", "),
             roots.listing().display(),
             roots.usbfs().display()
         )),
-        Ok(gatecmd_domain::isolation::Privilege::UserNamespace) => Ok(format!(
+        Ok(gatecmd_domain::exec::isolation::Privilege::UserNamespace) => Ok(format!(
             "isolation: OK for {} (unprivileged: a user + mount namespace per command; views of {} and {})",
             names.join(", "),
             roots.listing().display(),

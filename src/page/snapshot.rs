@@ -15,7 +15,7 @@ use super::assets::secured;
 use super::{Page, Viewer, denied};
 use crate::transport::conn_limits::ConnTicket;
 use gatecmd_domain::audit::Decision;
-use gatecmd_domain::running::RunningCommand;
+use gatecmd_domain::jobs::running::RunningCommand;
 use gatecmd_mcp::views::BoardView;
 use gatecmd_mcp::views::DeviceView;
 
@@ -36,7 +36,7 @@ pub struct Snapshot {
     pub devices: Vec<DeviceView>,
     pub boards: Vec<BoardView>,
     /// Each board's latest boot (boards with a console and a boot), without transcript.
-    pub boots: Vec<gatecmd_domain::boots::BootSummary>,
+    pub boots: Vec<gatecmd_domain::boards::boot_reports::BootSummary>,
     pub locks: Vec<LockRow>,
     /// Keys in use beyond `leases.max_listed`, not in `locks`.
     pub locks_omitted: usize,

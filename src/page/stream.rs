@@ -51,7 +51,7 @@ pub(super) async fn events(State(p): State<Arc<Page>>, req: Request) -> Response
     // against the shared cap, so an admin can always open the page (issue 22).
     let share = match p.state.quotas.take(
         &viewer.client,
-        gatecmd_domain::quotas::Kind::PageStreams,
+        gatecmd_domain::limits::quotas::Kind::PageStreams,
         1,
         page.max_streams_per_client,
     ) {
@@ -244,14 +244,14 @@ struct Stream {
     /// Snapshots at least [`MIN_GAP`] apart (the first at once).
     throttle: Throttle,
     /// The shared slot (none for an admin) and the client's share, both given back on drop.
-    _slot: (Option<StreamSlot>, gatecmd_domain::quotas::Ticket),
+    _slot: (Option<StreamSlot>, gatecmd_domain::limits::quotas::Ticket),
 }
 
 impl Stream {
     fn new(
         page: Arc<Page>,
         viewer: Viewer,
-        slot: (Option<StreamSlot>, gatecmd_domain::quotas::Ticket),
+        slot: (Option<StreamSlot>, gatecmd_domain::limits::quotas::Ticket),
     ) -> Stream {
         Stream {
             sources: Sources::new(&page),

@@ -21,7 +21,7 @@ use futures::StreamExt;
 
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
-use gatecmd_domain::quotas::{Full, Kind};
+use gatecmd_domain::limits::quotas::{Full, Kind};
 use gatecmd_domain::state::AppState;
 
 /// Counts the request's answer in its client's share until the body is done.

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gatecmd_domain::exec::isolation::{IsolationError, Plan, Privilege, Roots};
 use gatecmd_domain::exec::{Executor, Spec};
-use gatecmd_domain::isolation::{IsolationError, Plan, Privilege, Roots};
 use tokio_util::sync::CancellationToken;
 
 use crate::harness;

@@ -9,7 +9,8 @@
 //! Across every crate's production code, no function is longer than 150 lines and none
 //! allows `clippy::too_many_arguments` (`no_production_function_is_over_150_lines`,
 //! `no_too_many_arguments_allowance`): a long function is split along its ideas, and many
-//! arguments become the type that holds them.
+//! arguments become the type that holds them. gatecmd-domain declares at most 15
+//! top-level modules, rooms a newcomer can name (`the_domain_has_at_most_15_rooms`).
 
 use crate::modgraph;
 
@@ -503,4 +504,43 @@ fn a_long_function_is_found_and_test_code_and_comments_are_not() {
             .iter()
             .any(|(n, _, l)| n == "short" && *l == 150)
     );
+}
+
+// The domain's rooms: few enough top-level modules that a newcomer can name them all.
+
+/// The most top-level modules gatecmd-domain may declare.
+const MAX_DOMAIN_ROOMS: usize = 15;
+
+/// The modules a `lib.rs` declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`), test
+/// modules left out.
+fn declared_modules(lib: &str) -> Vec<String> {
+    let re =
+        regex::Regex::new(r"(?m)^\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;")
+            .unwrap();
+    let code = blank_test_items(&blank_literals(lib));
+    re.captures_iter(&code).map(|c| c[1].to_string()).collect()
+}
+
+#[test]
+fn the_domain_has_at_most_15_rooms() {
+    let lib = std::fs::read_to_string(Path::new(REPO).join("crates/gatecmd-domain/src/lib.rs"))
+        .unwrap_or_default();
+    let rooms = declared_modules(&lib);
+    assert!(
+        rooms.len() >= 5,
+        "gatecmd-domain's lib.rs was not read: {rooms:?}"
+    );
+    assert!(
+        rooms.len() <= MAX_DOMAIN_ROOMS,
+        "gatecmd-domain declares {} top-level modules (at most {MAX_DOMAIN_ROOMS}: group them \
+         into rooms a newcomer can name):\n{}",
+        rooms.len(),
+        rooms.join("\n")
+    );
+}
+
+#[test]
+fn declared_modules_are_read_and_test_modules_are_not() {
+    let lib = "//! mod in_doc;\npub mod a;\nmod b;\npub(crate) mod c;\n#[cfg(test)]\nmod tests;\n";
+    assert_eq!(declared_modules(lib), ["a", "b", "c"]);
 }

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use gatecmd_domain::boots::{Boots, Trigger};
+use gatecmd_domain::boards::boot_reports::{Boots, Trigger};
 use gatecmd_domain::config::Config;
 
 const FIRMWARE: &str = include_str!("../../../tests/fixtures/boots/firmware.log");

@@ -4,6 +4,15 @@
 //! The child is the leader of a new process group, so signals reach its grandchildren
 //! too. A [`GroupGuard`] kills the group when the run ends for any reason — including the
 //! caller dropping the future — so no child outlives its request.
+//!
+//! Beside the executor: `capture` (what a running child prints, read into capped captures
+//! and, when someone watches, into lines), `progress` (the percentage a command's output
+//! line reports, from its `progress:` regex) and `isolation` (an isolated command's mount
+//! namespace, in which the USB view holds only its board).
+
+pub mod capture;
+pub mod isolation;
+pub mod progress;
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -18,10 +27,10 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{CHUNK_QUEUE, Lines, finish_reader, spawn_reader};
-pub use crate::capture::{LineTap, StreamKind};
-use crate::isolation::{self, IsolationError, Privilege, Roots, Setup};
-use crate::permits::Permits;
+use crate::exec::capture::{CHUNK_QUEUE, Lines, finish_reader, spawn_reader};
+pub use crate::exec::capture::{LineTap, StreamKind};
+use crate::exec::isolation::{IsolationError, Privilege, Roots, Setup};
+use crate::limits::permits::Permits;
 
 /// The working directory every child starts in.
 pub const CHILD_DIR: &str = "/";

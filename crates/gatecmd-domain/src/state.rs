@@ -15,8 +15,8 @@ use dashmap::DashMap;
 use crate::audit::Audit;
 use crate::config::Config;
 use crate::exec::{ExecLimits, Executor};
+use crate::limits::permits::{Permit, Permits};
 use crate::locks::{LockManager, LockSettings};
-use crate::permits::{Permit, Permits};
 use gatecmd_devices::Registry;
 
 pub use leased_boards::stranded_leases;
@@ -45,9 +45,9 @@ pub struct AppState {
     /// Board serial consoles (src/console/): capture, reading, writing.
     pub consoles: crate::console::Consoles,
     /// Boot reports, fed by the consoles and started by the power actions (src/boots/).
-    pub boots: crate::boots::Boots,
+    pub boots: crate::boards::boot_reports::Boots,
     /// Commands running now, for the bench page (src/running.rs).
-    pub running: crate::running::Running,
+    pub running: crate::jobs::running::Running,
     /// What the `/metrics` scrape reads beyond this state (the open sessions).
     pub metrics: gatecmd_core::metrics::Probes,
     /// Commands that outlive their call (src/jobs/).
@@ -55,7 +55,7 @@ pub struct AppState {
     /// Requests waiting for an approver's yes, and the last decisions (src/approvals/).
     pub approvals: crate::approvals::Approvals,
     /// Per-client shares of subscriptions, streams, unread answers, waiting reads.
-    pub quotas: crate::quotas::Quotas,
+    pub quotas: crate::limits::quotas::Quotas,
 }
 
 /// What a reload applied, and what it could not.
@@ -96,7 +96,7 @@ impl AppState {
             crate::boards::consoles::access(locks.clone()),
         );
         // Every captured byte also goes to the boot reports, from the first one on.
-        let boots = crate::boots::Boots::new(config.boots);
+        let boots = crate::boards::boot_reports::Boots::new(config.boots);
         boots.configure(&config);
         let tap = boots.clone();
         consoles.set_tap(std::sync::Arc::new(move |board: &str, bytes: &[u8]| {

@@ -7,8 +7,11 @@
 //! - `matching`: a `match` and whether a board (with the device at its port) satisfies it.
 //! - `queue`: FIFO across boards for match waiters.
 //! - `boot`: `boot_board`'s plan from where a board is to the state asked for.
+//! - `boot_reports`: one record per power-on or console-seen boot, with the stages and
+//!   faults its console showed, a bounded transcript and an outcome (`boot_report`).
 
 pub mod boot;
+pub mod boot_reports;
 pub mod consoles;
 mod matching;
 mod queue;

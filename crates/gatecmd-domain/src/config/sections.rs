@@ -223,8 +223,8 @@ settings! {
 
 impl IsolationSettings {
     /// The roots as the isolation module takes them.
-    pub fn roots(&self) -> crate::isolation::Roots {
-        crate::isolation::Roots {
+    pub fn roots(&self) -> crate::exec::isolation::Roots {
+        crate::exec::isolation::Roots {
             sysfs: self.sysfs_root.clone(),
             devfs: self.devfs_root.clone(),
         }

@@ -101,7 +101,7 @@ struct Shared {
     port: Mutex<Option<Arc<AsyncFd<File>>>>,
     /// One writer at a time, so two writes never interleave on the wire.
     writer: tokio::sync::Mutex<()>,
-    /// Sees every appended byte, in order (the boot reports, `crate::boots`).
+    /// Sees every appended byte, in order (the boot reports, `crate::boards::boot_reports`).
     tap: Option<Tap>,
 }
 

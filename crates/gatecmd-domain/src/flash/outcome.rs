@@ -58,7 +58,7 @@ pub struct Flashed {
     /// The report of the boot the reset started, as it stood when the call ended
     /// (boot_report has its transcript; docs/BOARDS.md "Boot reports").
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub boot: Option<crate::boots::BootSummary>,
+    pub boot: Option<crate::boards::boot_reports::BootSummary>,
     pub took_ms: u64,
 }
 

@@ -9,9 +9,12 @@
 //! `jobs.keep_finished_secs` ([`expiry`]); running ones are bounded by the client's
 //! command slots (`limits.max_concurrent_per_client`), so the table cannot grow without
 //! bound whatever a client sends.
+//!
+//! `running`: the commands running now (jobs and calls alike), for the bench page.
 
 pub mod expiry;
 pub mod job;
+pub mod running;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use gatecmd_core::output::strip_ansi;
 use gatecmd_core::throttle::{TEN_PER_SECOND, Throttle};
-pub use gatecmd_domain::progress::parse_percent;
+pub use gatecmd_domain::exec::progress::parse_percent;
 
 /// Minimum time between two progress notifications.
 pub const MIN_INTERVAL: Duration = TEN_PER_SECOND;

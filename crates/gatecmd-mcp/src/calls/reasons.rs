@@ -7,7 +7,7 @@ use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_core::sanitizer;
 use gatecmd_core::sanitizer::FileArgError;
 use gatecmd_domain::config::Config;
-use gatecmd_domain::isolation::IsolationError;
+use gatecmd_domain::exec::isolation::IsolationError;
 use gatecmd_domain::locks::LockError;
 use gatecmd_domain::staging::StagingError;
 

@@ -7,7 +7,7 @@ use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::UnknownBoard;
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_domain::console::{Console, Consoles, NoLease, ReadError, WriteError};
-use gatecmd_domain::quotas::Full;
+use gatecmd_domain::limits::quotas::Full;
 
 /// Why `console_read` or `console_write` (or the console resource) said no.
 #[derive(Debug, thiserror::Error)]

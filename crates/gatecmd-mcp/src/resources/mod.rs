@@ -334,7 +334,8 @@ fn read_boots(
     crate::console::console_access::readable(&state.consoles, &boards, who, board)
         .map_err(|e| refused(uri, e.into()))?;
     // No such boot (none yet, or no longer kept) is not found, with what there is.
-    let lookup = |e: gatecmd_domain::boots::BootLookup| not_found(uri, &e.to_string());
+    let lookup =
+        |e: gatecmd_domain::boards::boot_reports::BootLookup| not_found(uri, &e.to_string());
     match n {
         None => {
             let boots = state.boots.list(board).unwrap_or_default();
@@ -406,7 +407,7 @@ impl Change {
     }
 
     /// A boot started, or its outcome changed.
-    pub fn from_boot(c: &gatecmd_domain::boots::BootChange) -> Change {
+    pub fn from_boot(c: &gatecmd_domain::boards::boot_reports::BootChange) -> Change {
         Change {
             updated: vec![boots_uri(&c.board), boot_uri(&c.board, c.boot)],
             list_changed: false,

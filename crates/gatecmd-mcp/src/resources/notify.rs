@@ -31,8 +31,8 @@ pub struct Changes {
     config: broadcast::Receiver<()>,
     consoles: broadcast::Receiver<String>,
     jobs: broadcast::Receiver<gatecmd_domain::jobs::JobId>,
-    /// New boots and changed outcomes (gatecmd-domain's `boots`).
-    boots: broadcast::Receiver<gatecmd_domain::boots::BootChange>,
+    /// New boots and changed outcomes (gatecmd-domain's `boards::boot_reports`).
+    boots: broadcast::Receiver<gatecmd_domain::boards::boot_reports::BootChange>,
     /// Moves when an approval request is made or decided.
     approvals: tokio::sync::watch::Receiver<u64>,
     /// When the change last returned came off the stream (for the delivery lag metric).

@@ -16,7 +16,7 @@ use rmcp::ErrorData as McpError;
 use crate::resources::{self, BOARD_PREFIX, CONSOLE_SUFFIX, DEVICE_PREFIX};
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_devices::DeviceId;
-use gatecmd_domain::quotas::{Full, Kind, Ticket};
+use gatecmd_domain::limits::quotas::{Full, Kind, Ticket};
 use gatecmd_domain::state::AppState;
 
 /// Longest subscribable URI, in bytes (the longest real one is a board name's console).

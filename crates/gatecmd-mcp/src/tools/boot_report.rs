@@ -1,4 +1,4 @@
-//! `boot_report {board, boot?}`: one boot of a board as gatecmd-domain's `boots` recorded
+//! `boot_report {board, boot?}`: one boot of a board as gatecmd-domain's `boards::boot_reports` recorded
 //! it (trigger, start, stages and faults with their times, outcome, transcript); the
 //! board's holder reads it, and `admin` clients, as for `console_read`.
 
@@ -15,7 +15,7 @@ use crate::console::console_access::{ConsoleError, readable};
 use crate::handler::{GatecmdServer, answers_at_once};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::{Classified, RefusalReason};
-use gatecmd_domain::boots::{BootLookup, BootReport};
+use gatecmd_domain::boards::boot_reports::{BootLookup, BootReport};
 use gatecmd_domain::state::AppState;
 
 /// Arguments of `boot_report`.

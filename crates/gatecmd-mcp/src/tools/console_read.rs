@@ -159,7 +159,7 @@ pub async fn read_for(
         let cap = state.config().limits.max_waiting_reads_per_client;
         match state.quotas.take(
             &who.name,
-            gatecmd_domain::quotas::Kind::WaitingReads,
+            gatecmd_domain::limits::quotas::Kind::WaitingReads,
             1,
             cap,
         ) {

@@ -1,7 +1,7 @@
 //! An isolated command's view of its board (docs/ISOLATION.md), in words for people: what
 //! `execute_command`'s results, dry runs and stored job answers show.
 
-use gatecmd_domain::isolation::{Privilege, View};
+use gatecmd_domain::exec::isolation::{Privilege, View};
 
 /// The isolated view, for people (dry runs and results).
 pub fn render_view(v: &View) -> String {

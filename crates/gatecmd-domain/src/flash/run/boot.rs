@@ -8,7 +8,7 @@ use regex::Regex;
 
 use super::context::{Run, StepResult, blocking};
 use crate::boards::PowerState;
-use crate::boots::{BootSummary, Trigger};
+use crate::boards::boot_reports::{BootSummary, Trigger};
 use crate::console::Console;
 use crate::console::session::{TalkError, Wait, watch};
 use crate::flash::device;

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{BootOutcome, BootRecord, BootStep, PowerVia};
 use crate::boards::PowerState;
 use crate::boards::boot::{Now, Step, Target, Unreachable, plan};
-use crate::boots::{BootSummary, Trigger};
+use crate::boards::boot_reports::{BootSummary, Trigger};
 use crate::config::power::{SpecError, action_spec, switch_spec};
 use crate::config::{BoardConfig, Config};
 use crate::console::session::{self, TalkError, Wait};

@@ -7,7 +7,7 @@ use gatecmd_core::metrics;
 use super::hold::Call;
 use super::prepare::Prepared;
 use super::refused::Refused;
-use crate::isolation::{Plan, Privilege, View};
+use crate::exec::isolation::{Plan, Privilege, View};
 
 /// What a dry run shows beyond the prepared call.
 pub struct DryRun {

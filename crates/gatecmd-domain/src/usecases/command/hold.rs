@@ -16,10 +16,10 @@ use super::prepare::Prepared;
 use super::refused::Refused;
 use crate::audit;
 use crate::exec::Spec;
-use crate::isolation::{Plan, Privilege, View};
+use crate::exec::isolation::{Plan, Privilege, View};
+use crate::jobs::running::{NewRun, RunGuard};
+use crate::limits::permits::Permit;
 use crate::locks::{ClientName, CommandGuard, CommandLockRequest, LeaseId, SessionId};
-use crate::permits::Permit;
-use crate::running::{NewRun, RunGuard};
 use crate::state::AppState;
 
 /// One command call: who asks, under which session and lease, and what its refusals are

@@ -147,7 +147,7 @@ pub(super) async fn run_job<A: Answer>(ran: Ran, job: Arc<Job>) {
         let mut on_line = |kind: StreamKind, line: &str| {
             job.push_line(kind == StreamKind::Stderr, line);
             if let Some(re) = &progress
-                && let Some(p) = crate::progress::parse_percent(re, line)
+                && let Some(p) = crate::exec::progress::parse_percent(re, line)
                 && job.set_progress(p)
             {
                 state.jobs.changed(&job.id);

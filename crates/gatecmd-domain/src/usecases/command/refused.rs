@@ -8,7 +8,7 @@ use gatecmd_devices::DeviceError;
 
 use crate::config::{Config, power_boards_of};
 use crate::exec::ExecError;
-use crate::isolation::IsolationError;
+use crate::exec::isolation::IsolationError;
 use crate::locks::LockError;
 
 /// Why a command call was refused; nothing ran.

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::prepare::Prepared;
 use super::run::Finished;
+use crate::exec::isolation::View;
 use crate::exec::{Outcome, StopReason};
-use crate::isolation::View;
 
 /// A command call's run.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]

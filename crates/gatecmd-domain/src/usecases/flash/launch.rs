@@ -13,8 +13,8 @@ use super::prepare::Prepared;
 use super::request::Ask;
 use crate::audit::{self, Ended, FlashOutcome, FlashRecord, JobRecord, StepMs};
 use crate::flash::{Event, Events, Failed, FlashFailure, Flashed, Inputs, Step, StepRecord};
+use crate::jobs::running::NewRun;
 use crate::jobs::{Job, JobEnd, JobSpec, JobState, Origin, Transfer};
-use crate::running::NewRun;
 use crate::state::AppState;
 
 /// A sink of progress lines, callable from any thread.

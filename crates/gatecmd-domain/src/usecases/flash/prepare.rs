@@ -16,7 +16,7 @@ use super::request::{Ask, Files, PairNames, Refused};
 use crate::audit::{FlashOutcome, FlashRecord};
 use crate::config::{BoardConfig, Config, Gated, GatedTool, approval_rule};
 use crate::flash::{Known, OpenFile, Pair, Step};
-use crate::permits::Permit;
+use crate::limits::permits::Permit;
 use crate::state::AppState;
 use crate::usecases::take::{Caller, TakeError, Taken, take_leased_board};
 

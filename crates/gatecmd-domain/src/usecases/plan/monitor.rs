@@ -1,6 +1,6 @@
 //! The plan's console monitor (LAVA's monitors): every complete line the console captures
 //! while the plan runs, matched against the board's boot patterns — the boot report's own
-//! fault detection (`crate::boots::patterns`), so a board's `console.boot_patterns` count
+//! fault detection (`crate::boards::boot_reports::patterns`), so a board's `console.boot_patterns` count
 //! here too — and the plan's `fail_on` regexes. `kernel_panic`, `oops` and `bug` are the
 //! boot report's fault words; a firmware banner (SPL, TF-A, OP-TEE, U-Boot) while a plan
 //! runs is `reset`, as a boot report says of a banner after a later stage. The echo of
@@ -10,7 +10,7 @@
 use regex::Regex;
 
 use super::verdict::Fault;
-use crate::boots::patterns::{FaultKind, Patterns, Prompts, Word};
+use crate::boards::boot_reports::patterns::{FaultKind, Patterns, Prompts, Word};
 use crate::config::ShellConfig;
 use crate::console::Console;
 use gatecmd_core::output::clean;

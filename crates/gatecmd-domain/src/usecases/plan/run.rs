@@ -19,8 +19,8 @@ use super::prepare::{Ask, Prepared};
 use super::verdict::{Fault, StepResult, Verdict, plan_verdict};
 use super::watched::{Board, Halt, one_step};
 use crate::audit::{JobRecord, PlanRecord};
+use crate::jobs::running::{NewRun, RunGuard};
 use crate::jobs::{Job, JobEnd, JobSpec, JobState, Origin};
-use crate::running::{NewRun, RunGuard};
 use crate::state::AppState;
 use crate::usecases::flash::Answer;
 

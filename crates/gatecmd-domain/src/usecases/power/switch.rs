@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{PowerOutcome, PowerRecord};
 use crate::boards::PowerState;
-use crate::boots::Trigger;
+use crate::boards::boot_reports::Trigger;
 use crate::config::power::{SpecError, switch_spec};
 use crate::config::{BoardConfig, Config};
 use crate::exec::Spec;

@@ -73,7 +73,7 @@ pub struct BootResult {
     pub steps: Vec<String>,
     /// The report of the boot this call's power-on started (boot_report has its transcript).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub boot: Option<gatecmd_domain::boots::BootSummary>,
+    pub boot: Option<gatecmd_domain::boards::boot_reports::BootSummary>,
 }
 
 #[tool_router(router = boot_board_router, vis = "pub(crate)")]

@@ -6,7 +6,7 @@ use crate::calls::power_refusal::PowerError;
 use crate::console::board_talk::{TalkRefusal, talk_refusal};
 use gatecmd_core::refusal::{Classified, Refusal, RefusalReason};
 use gatecmd_domain::boards::boot::Unreachable;
-use gatecmd_domain::boots::{BootSummary, FaultKind};
+use gatecmd_domain::boards::boot_reports::{BootSummary, FaultKind};
 use gatecmd_domain::exec::ExecError;
 use gatecmd_domain::power_run::PowerFailure;
 use gatecmd_domain::usecases::boot::BootError;

@@ -2,14 +2,14 @@
 
 use super::*;
 
-const FIRMWARE: &str = include_str!("../../../../tests/fixtures/boots/firmware.log");
-const KERNEL: &str = include_str!("../../../../tests/fixtures/boots/kernel.log");
-const USERSPACE: &str = include_str!("../../../../tests/fixtures/boots/userspace.log");
-const LOGIN: &str = include_str!("../../../../tests/fixtures/boots/login.log");
-const PANIC: &str = include_str!("../../../../tests/fixtures/boots/panic.log");
-const OOPS: &str = include_str!("../../../../tests/fixtures/boots/oops.log");
-const NO_KERNEL: &str = include_str!("../../../../tests/fixtures/boots/no_kernel.log");
-const UBOOT_PROMPT: &str = include_str!("../../../../tests/fixtures/boots/uboot_prompt.log");
+const FIRMWARE: &str = include_str!("../../../../../tests/fixtures/boots/firmware.log");
+const KERNEL: &str = include_str!("../../../../../tests/fixtures/boots/kernel.log");
+const USERSPACE: &str = include_str!("../../../../../tests/fixtures/boots/userspace.log");
+const LOGIN: &str = include_str!("../../../../../tests/fixtures/boots/login.log");
+const PANIC: &str = include_str!("../../../../../tests/fixtures/boots/panic.log");
+const OOPS: &str = include_str!("../../../../../tests/fixtures/boots/oops.log");
+const NO_KERNEL: &str = include_str!("../../../../../tests/fixtures/boots/no_kernel.log");
+const UBOOT_PROMPT: &str = include_str!("../../../../../tests/fixtures/boots/uboot_prompt.log");
 
 fn boots(yaml_extra: &str) -> Boots {
     let text = format!(

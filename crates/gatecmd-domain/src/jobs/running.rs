@@ -186,7 +186,7 @@ impl RunGuard {
     /// the line reported one (the `LineTap::Latest` contract).
     pub fn offer(&self, line: &str) -> bool {
         let Some(re) = &self.regex else { return false };
-        let Some(p) = crate::progress::parse_percent(re, line) else {
+        let Some(p) = crate::exec::progress::parse_percent(re, line) else {
             return false;
         };
         let raised = {
