@@ -25,11 +25,12 @@ use gatecmd_domain::audit::{
     BoardCommandRecord, CommandOutcome, CommandRan, Prompt, RefusedDetail,
 };
 use gatecmd_domain::config::{Gated, GatedTool, approval_rule};
-use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
-use gatecmd_domain::console::shell::{Marker, Seen, command_problem};
+use gatecmd_domain::console::session::{self, Ran, Stopped, TalkError, Wait};
+use gatecmd_domain::console::shell::{Seen, command_problem};
 use gatecmd_domain::console::uboot;
 use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::shell_line::{self, NotRun};
 
 /// Default and longest `timeout_secs` of one command.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
@@ -234,65 +235,52 @@ pub async fn run(
         cancel,
     };
     let prompts = &leased.prompts;
-    // Where is the board? A newline tells.
-    let seen = match session::probe(&console, prompts, &first).await {
-        Ok(s) => s,
-        Err(e) => return refuse(talk_refusal(&req.board, e)),
+    let wait = Wait { deadline, cancel };
+    let wrong_state = |shows: &str| -> Refusal {
+        let next = match at {
+            At::Shell => "board_run needs a shell: boot_board {to: \"shell\"} boots the system",
+            At::Uboot => "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there",
+        };
+        TalkRefusal::WrongState {
+            board: req.board.clone(),
+            shows: shows.to_string(),
+            next,
+        }
+        .into()
     };
-    let mut logged_in = false;
-    let seen = match (at, seen) {
-        (At::Shell, Seen::Login) => {
-            let Some(who_logs_in) = login_as(&leased.board, req.login.as_ref()) else {
-                let e = TalkRefusal::LoginNeeded {
-                    board: req.board.clone(),
-                };
-                return refuse(e.into());
+    let (ran, logged_in) = match at {
+        // The probe, the login and the framed line: the domain's (`usecases::shell_line`).
+        At::Shell => {
+            let line = shell_line::Line {
+                console: &console,
+                prompts,
+                login: login_as(&leased.board, req.login.as_ref()),
+                line: &req.command,
+                cap: MAX_OUTPUT_BYTES,
+                first: &first,
+                wait: &wait,
             };
-            match session::login(&console, prompts, Some(who_logs_in), &first).await {
-                Ok(s) => {
-                    logged_in = true;
-                    s
+            match shell_line::run(line).await {
+                Ok(typed) => (typed.ran, typed.logged_in),
+                Err(NotRun::Talk(TalkError::NoLogin { .. })) => {
+                    let e = TalkRefusal::LoginNeeded {
+                        board: req.board.clone(),
+                    };
+                    return refuse(e.into());
                 }
-                Err(e) => return refuse(talk_refusal(&req.board, e)),
+                Err(NotRun::Talk(e)) => return refuse(talk_refusal(&req.board, e)),
+                Err(NotRun::NotAtShell(shows)) => return refuse(wrong_state(shows)),
             }
         }
-        (At::Shell, Seen::Shell(p)) => Seen::Shell(p),
-        (At::Uboot, Seen::Uboot) => Seen::Uboot,
-        (_, other) => {
-            let next = match at {
-                At::Shell => "board_run needs a shell: boot_board {to: \"shell\"} boots the system",
-                At::Uboot => {
-                    "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there"
-                }
-            };
-            let e = TalkRefusal::WrongState {
-                board: req.board.clone(),
-                shows: other.describe().to_string(),
-                next,
-            };
-            return refuse(e.into());
-        }
-    };
-    let wait = Wait { deadline, cancel };
-    let ran = match at {
-        At::Shell => {
-            let marker = Marker::random();
-            let seen_prompt = match &seen {
-                Seen::Shell(p) => Some(p.clone()),
-                _ => None,
-            };
-            let shell_re = prompts.shell.clone();
-            let m = marker.clone();
-            let cut = move |region: &[u8]| m.output(region, &shell_re, seen_prompt.as_deref());
-            let frame = Frame {
-                typed: format!("{}\n{}\n", req.command, marker.status_line()),
-                marker: &marker,
-                cut: &cut,
-                prompt_ends: None,
-            };
-            session::run_framed(&console, prompts, frame, MAX_OUTPUT_BYTES, &wait).await
-        }
-        At::Uboot => uboot::run(&console, prompts, &req.command, MAX_OUTPUT_BYTES, &wait).await,
+        // Where is the board? A newline tells.
+        At::Uboot => match session::probe(&console, prompts, &first).await {
+            Ok(Seen::Uboot) => (
+                uboot::run(&console, prompts, &req.command, MAX_OUTPUT_BYTES, &wait).await,
+                false,
+            ),
+            Ok(other) => return refuse(wrong_state(other.describe())),
+            Err(e) => return refuse(talk_refusal(&req.board, e)),
+        },
     };
     drop(leased.guard);
     let (ran, stopped): (Ran, Option<Box<Stopped>>) = match ran {
