@@ -13,6 +13,9 @@
 //! - **Bounded.** Past [`MAX_QUEUED`] lines waiting (a disk slower than the callers), the
 //!   caller drains the queue itself, as the writer was synchronous before: memory stays
 //!   bounded and a flood slows its own callers, not the host.
+//! - **Not in the caller's time.** The thread runs under `SCHED_BATCH`: woken by a push, it
+//!   does not preempt the caller on a busy core (docs/PERFORMANCE.md, "Signing off the
+//!   request path").
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -57,7 +60,10 @@ impl<S: Sink> Writer<S> {
         let for_thread = inner.clone();
         let thread = std::thread::Builder::new()
             .name("gatecmd-audit".into())
-            .spawn(move || for_thread.run())
+            .spawn(move || {
+                batch_policy();
+                for_thread.run()
+            })
             .map_err(|e| tracing::warn!(error = %e, "audit log: no writer thread; callers write their own lines"))
             .ok();
         Writer { inner, thread }
@@ -124,6 +130,19 @@ impl<S: Sink> Inner<S> {
             };
             sink.write_line(&line);
         }
+    }
+}
+
+/// `SCHED_BATCH` for the calling thread (the writer): woken by a push, it does not preempt
+/// the caller that pushed (which would put the signature back on the request's time when
+/// every core is busy); it runs when a core is free or at the caller's next wait. A failure
+/// leaves the normal policy.
+fn batch_policy() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets the calling thread's scheduling policy (pid 0); `param` outlives the call.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "audit log: the writer thread keeps the normal scheduling policy");
     }
 }
 
