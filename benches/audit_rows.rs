@@ -1,7 +1,9 @@
 //! The audit log's rows (issue 50, docs/PERFORMANCE.md "Signed audit log"): records per
 //! second written through `Audit::record` with the chain and signature (as gatecmd runs)
 //! and without (`Audit::open_unsigned`, the baseline), one thread writing the typical
-//! `execute_finished`-sized record; and `gatecmd audit verify`'s rate over what was written.
+//! `execute_finished`-sized record, timed to the last line written (`flush`); the caller's
+//! own time in `Audit::record` with the queue empty (the writer thread seals, issue 50
+//! "Signing off the request path"); and `gatecmd audit verify`'s rate over what was written.
 
 use std::time::{Duration, Instant};
 
@@ -51,6 +53,8 @@ fn write(z: &Sizes, signed: bool) -> (Row, Option<(tempfile::TempDir, Duration)>
     for i in 0..n {
         audit.record(&record(i));
     }
+    // Every line written: the writer thread's work is in the figure.
+    audit.flush();
     let took = t.elapsed();
     let label = if signed {
         "audit records written, chained and signed (1 thread)"
@@ -61,13 +65,49 @@ fn write(z: &Sizes, signed: bool) -> (Row, Option<(tempfile::TempDir, Duration)>
     (row, signed.then_some((dir, took)))
 }
 
-/// The rows: unsigned, signed, and the difference per record; verify's rate.
+/// What a caller waits for in `Audit::record` (a request's cost), the queue empty each
+/// time (drained outside the timed part), median and p99.
+fn caller(z: &Sizes, signed: bool) -> Row {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = AuditSettings::default();
+    let audit = if signed {
+        Audit::open(dir.path(), &s)
+    } else {
+        Audit::open_unsigned(dir.path(), &s)
+    }
+    .expect("open");
+    let n = if z.calls < 100 { 200 } else { 5_000 };
+    let mut took = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        audit.record(&record(i));
+        took.push(t.elapsed());
+        audit.flush();
+    }
+    took.sort();
+    let at = |p: f64| took[((n as f64 * p) as usize).min(n - 1)];
+    Row {
+        figure: if signed {
+            "  the caller's time in record(), signed (the writer thread seals)"
+        } else {
+            "  the caller's time in record(), unsigned baseline"
+        }
+        .to_string(),
+        median: format!("{:.1} µs", at(0.5).as_secs_f64() * 1e6),
+        p99: format!("{:.1} µs", at(0.99).as_secs_f64() * 1e6),
+        samples: n,
+        target: String::new(),
+        verdict: String::new(),
+    }
+}
+
+/// The rows: unsigned, signed, the caller's share of a signed record; verify's rate.
 pub fn rows(z: &Sizes) -> Vec<Row> {
     // Warm the page cache and the allocator once.
     let _ = write(z, false);
     let (unsigned, _) = write(z, false);
     let (signed, kept) = write(z, true);
-    let mut rows = vec![unsigned, signed];
+    let mut rows = vec![unsigned, signed, caller(z, false), caller(z, true)];
     let Some((dir, _)) = kept else { return rows };
     let key = Signer::load_or_create(dir.path()).expect("key").public();
     let files = verify::with_rotated(&dir.path().join(FILE_NAME));

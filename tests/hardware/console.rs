@@ -290,7 +290,9 @@ async fn reading_and_writing_need_the_board_lease() {
         "not_configured"
     );
 
-    // The audit log has length and SHA-256 of each write, never the text.
+    // The audit log has length and SHA-256 of each write, never the text (every line
+    // enqueued written first: the writer thread writes them, docs/AUDIT.md "Writing").
+    audit.flush();
     let log = std::fs::read_to_string(state_dir.path().join("audit.log")).expect("audit log");
     let writes: Vec<Value> = log
         .lines()

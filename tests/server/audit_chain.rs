@@ -251,6 +251,101 @@ async fn the_servers_log_verifies_and_each_tampering_is_named_by_its_line() {
     assert!(why.contains(":1:"), "{why}");
 }
 
+/// Records from many threads, handed to the writer thread (docs/AUDIT.md "Writing"), and
+/// then the log's stop (its last handle dropped): every record is in the files, once, each
+/// thread's in its own order, and the chain verifies across the rotations the burst caused.
+#[test]
+fn a_burst_of_records_then_a_stop_leaves_every_record_in_a_verifying_chain() {
+    use gatecmd_domain::audit::{Audit, FILE_NAME, verify};
+    use gatecmd_domain::config::AuditSettings;
+    let dir = tempfile::tempdir().expect("tmp");
+    let settings = AuditSettings {
+        max_bytes: 64 * 1024,
+        keep: 100,
+        ..AuditSettings::default()
+    };
+    let audit = Audit::open(dir.path(), &settings).expect("open");
+    let (threads, each) = (4, 500);
+    let writers: Vec<_> = (0..threads)
+        .map(|t| {
+            let audit = audit.clone();
+            std::thread::spawn(move || {
+                for n in 0..each {
+                    audit.record(&json!({"event": "burst", "t": t, "n": n}));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    drop(audit);
+    let key = Signer::load_or_create(dir.path()).expect("key").public();
+    let files = verify::with_rotated(&dir.path().join(FILE_NAME));
+    assert!(files.len() > 2, "the burst rotated: {files:?}");
+    let checked = verify::verify(&files, &key)
+        .unwrap_or_else(|b| panic!("{}:{}: {}", b.file.display(), b.line, b.why));
+    assert_eq!(checked.records, threads * each);
+    let mut next = vec![0; threads as usize];
+    for f in &files {
+        for l in lines(f) {
+            let v: serde_json::Value = serde_json::from_str(&l).expect("json");
+            let t = v["t"].as_u64().expect("t") as usize;
+            assert_eq!(v["n"].as_u64(), Some(next[t]), "thread {t}'s order");
+            next[t] += 1;
+        }
+    }
+    assert_eq!(next, vec![each; threads as usize], "every record once");
+}
+
+/// The same through the real server: concurrent `execute_command` calls, SIGTERM right
+/// after the last answer, and the log holds every call's two records and verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_then_sigterm_leave_every_record_in_a_verifying_log() {
+    let mut s = Server::start(&config());
+    let (sessions, calls) = (4, 25);
+    let mut tasks = Vec::new();
+    for k in 0..sessions {
+        let url = s.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = connect(&url, Some(TOKEN_A), Era::Modern)
+                .await
+                .expect("connect");
+            for i in 0..calls {
+                let r = call(
+                    &c,
+                    "execute_command",
+                    json!({"command": "say", "args": [format!("s{k}c{i}")]}),
+                )
+                .await;
+                assert!(!is_error(&r), "{}", text(&r));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("session");
+    }
+    stop(&mut s);
+    let state = s.path("state");
+    let o = gatecmd(&[
+        "audit",
+        "verify",
+        "--state-dir",
+        state.to_str().expect("utf8"),
+    ]);
+    assert!(o.status.success(), "{}", out(&o));
+    let mut finished = std::collections::BTreeSet::new();
+    for f in gatecmd_domain::audit::verify::with_rotated(&state.join("audit.log")) {
+        for l in lines(&f) {
+            let v: serde_json::Value = serde_json::from_str(&l).expect("json");
+            if v["event"] == "execute_finished" {
+                finished.insert(v["argv"][1].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    assert_eq!(finished.len(), sessions * calls, "{finished:?}");
+}
+
 /// A flash-enabled board whose power actions are `nap`s, an `ops` approver, and a rule
 /// that holds every flash for ops's yes.
 fn flash_config() -> String {

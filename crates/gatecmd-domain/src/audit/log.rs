@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use super::bound;
 use super::chain::{self, CHAIN_BYTES, GENESIS, KeyError, Signer};
 use super::refusals::{Admit, RefusalClass, Refusals};
+use super::writer::{Sink, Writer};
 use crate::config::AuditSettings;
 
 /// The file name inside the state directory.
@@ -76,15 +77,12 @@ pub enum AuditError {
 
 /// A cheap-to-clone handle to the audit log (or to nothing, when auditing is off).
 ///
-/// Writes are synchronous under a `std::sync::Mutex`, on purpose:
-/// - the critical section is one `write(2)` of one line (plus, rarely, a few renames), with
-///   no `.await`, so a tokio mutex would only add overhead;
-/// - a writer task fed by a channel would keep records in user space after `record`
-///   returned, and a `SIGKILL` would lose them; here a returned `record` means the line is
-///   in the kernel;
-/// - one writer at a time also keeps lines whole and in order across rotations.
-///
-/// Serializing and bounding a record (hashing a cut argument) happen before the lock.
+/// A caller serializes and bounds its record (hashing a cut argument) and enqueues the
+/// line; the writer thread (`writer`) seals it (`prev`, `sig`) and writes it under the
+/// log's `std::sync::Mutex`, in enqueue order, with one `write(2)` per line. So a signature
+/// costs the caller nothing; [`Audit::flush`] (the server's stop) returns once every line
+/// enqueued before it is written and synced, and a `SIGKILL` can lose only the lines still
+/// queued at that instant (docs/AUDIT.md "Writing").
 #[derive(Clone)]
 pub struct Audit {
     inner: Option<Arc<Shared>>,
@@ -93,7 +91,9 @@ pub struct Audit {
 }
 
 struct Shared {
-    log: Mutex<Log>,
+    /// Takes the lines to `log` off the callers' path.
+    writer: Writer<Log>,
+    log: Arc<Mutex<Log>>,
     /// `min(max_record_bytes, max_bytes)`, read without the lock.
     record_limit: AtomicUsize,
     /// Bytes a record gives up to the chain's `prev` and `sig` (0 when unsigned).
@@ -199,8 +199,10 @@ impl Audit {
             claim: None,
         };
         log.retain();
+        let log = Arc::new(Mutex::new(log));
         let shared = Arc::new(Shared {
-            log: Mutex::new(log),
+            writer: Writer::start(log.clone()),
+            log,
             record_limit: AtomicUsize::new(record_limit(settings)),
             chain_bytes,
             wake: Arc::new(Notify::new()),
@@ -275,9 +277,7 @@ impl Audit {
                 return;
             }
         };
-        let mut log = lock(&s.log);
-        log.close_windows(Instant::now(), false);
-        log.write(&line);
+        s.writer.push(line);
     }
 
     /// Appends a refusal of `class` from `client`: in full for the first
@@ -310,10 +310,12 @@ impl Audit {
         }
     }
 
-    /// Writes the summaries of every open refusal window and syncs the file to disk; for
-    /// shutdown (a `SIGKILL` loses only the counts of windows still open).
+    /// Writes every line enqueued so far and the summaries of every open refusal window,
+    /// and syncs the file to disk; for shutdown (a `SIGKILL` loses only the counts of
+    /// windows still open and the lines still queued).
     pub fn flush(&self) {
         if let Some(s) = &self.inner {
+            s.writer.drain();
             lock(&s.log).flush();
         }
     }
@@ -591,6 +593,15 @@ impl Log {
     }
 }
 
+impl Sink for Log {
+    /// The writer thread's one line: the windows closed by now first, as a caller's line
+    /// used to do.
+    fn write_line(&mut self, line: &[u8]) {
+        self.close_windows(Instant::now(), false);
+        self.write(line);
+    }
+}
+
 impl Drop for Log {
     /// The last handle is gone: the open windows' counts are written, not lost.
     fn drop(&mut self) {
@@ -632,6 +643,7 @@ mod tests {
         let audit = Audit::open(&state, &AuditSettings::default()).expect("open");
         audit.record(&serde_json::json!({"event": "a", "n": 1}));
         audit.clone().record(&serde_json::json!({"event": "b"}));
+        audit.flush();
         let path = state.join(FILE_NAME);
         let got = lines(&path);
         assert_eq!(got.len(), 2);
@@ -650,6 +662,7 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         let audit = Audit::open(dir.path(), &AuditSettings::default()).expect("open");
         audit.record(&serde_json::json!({"event": "new"}));
+        audit.flush();
         let got = lines(&path);
         assert_eq!(got[0]["event"], "old");
         assert_eq!(got[1]["event"], "new");
@@ -665,6 +678,7 @@ mod tests {
         for n in 0..10 {
             audit.record(&serde_json::json!({"event": "x", "n": n}));
         }
+        audit.flush();
         let base = dir.path().join(FILE_NAME);
         let cur = lines(&base);
         let one = lines(&dir.path().join("audit.log.1"));
@@ -692,6 +706,7 @@ mod tests {
         let audit = Audit::open(dir.path(), &settings(10, 1)).expect("open");
         audit.record(&serde_json::json!({"event": "long", "pad": "x".repeat(100)}));
         audit.record(&serde_json::json!({"event": "next"}));
+        audit.flush();
         assert_eq!(lines(&dir.path().join("audit.log.1"))[0]["event"], "long");
         assert_eq!(lines(&dir.path().join(FILE_NAME))[0]["event"], "next");
     }
@@ -707,8 +722,10 @@ mod tests {
         for n in 0..6 {
             audit.record(&serde_json::json!({"event": "x", "n": n}));
         }
+        audit.flush();
         std::fs::remove_dir_all(&blocker).expect("rmdir");
         audit.record(&serde_json::json!({"event": "x", "n": 6}));
+        audit.flush();
         let mut all: Vec<i64> = Vec::new();
         for name in ["audit.log.2", "audit.log.1", FILE_NAME] {
             all.extend(
@@ -816,6 +833,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let audit = Audit::open(dir.path(), &AuditSettings::default()).expect("open");
         audit.record(&"just a string");
+        audit.flush();
         assert!(lines(&dir.path().join(FILE_NAME)).is_empty());
     }
 

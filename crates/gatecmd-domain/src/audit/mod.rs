@@ -4,9 +4,10 @@
 //! Every `execute_command` decision (refused with its reason, allowed and started, and how
 //! it ended) and every lock event becomes one line. The file is owner-only (0600), opened
 //! with `O_APPEND`, and each record is written with a single `write_all` of the whole line
-//! straight to the kernel (no user-space buffer). So once [`Audit::record`] returns, the
-//! line survives a crash of gatecmd (even `SIGKILL`); a crash can at worst cut the one line
-//! being written at that instant. There is no `fsync` per line (milliseconds per call on a
+//! straight to the kernel (no user-space buffer) by the log's writer thread, microseconds
+//! after [`Audit::record`] enqueued it; [`Audit::flush`] (the server's stop) waits for every
+//! line enqueued. A `SIGKILL` loses at most the lines still queued, and can cut the one
+//! line being written at that instant. There is no `fsync` per line (milliseconds per call on a
 //! slow disk); the file is synced at each rotation and at shutdown.
 //!
 //! What keeps one client from pushing the others' records out of retention:
@@ -21,6 +22,8 @@
 //! - `chain`: every line ends in `prev` (the hash of the line before, across rotation and
 //!   restarts) and `sig` (ed25519 by the host's key, `<state_dir>/audit.key`, over the line
 //!   without `sig`), added under the log's lock as the line is written;
+//! - `writer`: the thread that seals and writes the lines callers enqueue, in their order,
+//!   so that signing is off the request path;
 //! - `verify`: a log and its rotated files checked line by line (`gatecmd audit verify`);
 //! - `evidence`: a job's lines in one sealed bundle that verifies offline
 //!   (`gatecmd evidence`).
@@ -46,6 +49,7 @@ mod records;
 mod refusals;
 mod server;
 pub mod verify;
+mod writer;
 
 pub use approvals::ApprovalRecord;
 pub use boards::{

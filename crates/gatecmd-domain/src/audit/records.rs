@@ -355,6 +355,7 @@ mod tests {
             stderr_bytes: 0,
         });
         RunTrail::start(&audit, call.clone(), RunStart::default()).failed("no such file");
+        audit.flush();
         let got = lines(&dir.path().join(FILE_NAME));
         assert_eq!(got[0]["event"], "execute_refused");
         assert_eq!(got[0]["client"], "vm-a");

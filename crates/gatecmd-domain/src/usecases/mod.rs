@@ -27,6 +27,8 @@
 //! - `plan`: running a test plan on a leased board (`run_test_plan`): the plan checked,
 //!   the board taken as `board_run` takes it, each step run at its shell as a job with the
 //!   console watched for faults, the verdicts audited under the job's id, a JUnit report.
+//! - `shell_line`: one command line at a leased board's shell, the probe, login and
+//!   framed run that `board_run` and a test plan's steps share.
 //! - `power`: `power::switch`, a board switched under its caller's lease (`power_board`,
 //!   the labgrid power port), through the one power runner (`crate::power_run`, below the
 //!   use cases: the flash's orchestration runs it too); `power::on_release`, a board
@@ -44,5 +46,6 @@ pub mod job;
 pub mod lease;
 pub mod plan;
 pub mod power;
+pub mod shell_line;
 pub mod take;
 pub mod unlock;

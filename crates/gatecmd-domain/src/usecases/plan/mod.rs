@@ -9,9 +9,9 @@
 //!
 //! - `format`: the plan as written (YAML or JSON) and as checked (bounds, regexes).
 //! - `prepare`: the call checked and the board taken (with the approval, if a rule holds).
-//! - `step`: one command line at the board's shell, as `board_run` runs it.
 //! - `monitor`: the console's lines matched against the boot report's faults and `fail_on`.
-//! - `watched`: one step run while the console is watched, and judged.
+//! - `watched`: one step run while the console is watched (its command line through
+//!   `usecases::shell_line`, as `board_run` runs one), and judged.
 //! - `verdict`: the verdict words, a step's result, a fault, the plan's verdict.
 //! - `junit`: the JUnit XML report.
 //! - `run`: the job: started, each step run and audited, ended with the surface's answer.
@@ -21,7 +21,6 @@ mod junit;
 mod monitor;
 mod prepare;
 mod run;
-mod step;
 mod verdict;
 mod watched;
 

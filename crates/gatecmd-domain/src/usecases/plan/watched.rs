@@ -1,5 +1,5 @@
 //! One step run at the board's shell while the console is watched, and judged: the
-//! command line through `step::run_line` under the step's and the plan's deadlines and the
+//! command line through `usecases::shell_line` (as `board_run` runs it) under the step's and the plan's deadlines and the
 //! job's cancel, every console append scanned by the monitor meanwhile (a fault stops the
 //! step with Ctrl-C), then the verdict from the exit code, `expect` and what stopped it.
 
@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::format::Step;
 use super::monitor::Monitor;
-use super::step::{self, Outcome};
 use super::verdict::{Fault, StepResult, Verdict};
 use crate::config::LoginConfig;
 use crate::console::Console;
-use crate::console::session::{TalkError, Wait};
+use crate::console::session::{LoginAs, TalkError, Wait};
 use crate::console::shell::Prompts;
+use crate::usecases::shell_line::{self, Line};
 
 /// Most raw bytes of one step's output read from the console (as `board_run`'s answer);
 /// `expect` is matched against all of it.
@@ -55,14 +55,15 @@ pub(super) async fn one_step(
     };
     let mut faults = Vec::new();
     let outcome = {
-        let fut = step::run_line(
-            b.console,
-            b.prompts,
-            b.login,
-            &s.run,
-            MAX_RAW_OUTPUT_BYTES,
-            &wait,
-        );
+        let fut = shell_line::run(Line {
+            console: b.console,
+            prompts: b.prompts,
+            login: b.login.map(LoginAs::Configured),
+            line: &s.run,
+            cap: MAX_RAW_OUTPUT_BYTES,
+            first: &wait,
+            wait: &wait,
+        });
         tokio::pin!(fut);
         let mut appended = b.console.subscribe();
         let mut watching = true;
@@ -97,14 +98,16 @@ pub(super) async fn one_step(
     let cancelled = b.cancel.is_cancelled();
     let plan_out = b.deadline <= step_deadline && Instant::now() >= b.deadline;
     let halt = match outcome {
-        Outcome::Ran(ran) => {
+        Ok(shell_line::Typed { ran: Ok(ran), .. }) => {
             r.exit_code = ran.exit_code;
             r.output = ran.output;
             r.output_truncated = ran.truncated;
             (r.verdict, r.message) = judge(s, r.exit_code, &r.output);
             None
         }
-        Outcome::Stopped(stopped) => {
+        Ok(shell_line::Typed {
+            ran: Err(stopped), ..
+        }) => {
             r.output = stopped.partial.output.clone();
             r.output_truncated = stopped.partial.truncated;
             let back = if stopped.prompt_back {
@@ -125,7 +128,7 @@ pub(super) async fn one_step(
             });
             stop_reason(cancelled, plan_out)
         }
-        Outcome::NotRun(why) => {
+        Err(why) => {
             r.message = Some(format!("not run: {why}"));
             stop_reason(cancelled, plan_out)
         }

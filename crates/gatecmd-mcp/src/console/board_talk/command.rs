@@ -26,11 +26,12 @@ use gatecmd_domain::audit::{
 };
 use gatecmd_domain::config::{BoardConfig, Gated, GatedTool, approval_rule};
 use gatecmd_domain::console::Console;
-use gatecmd_domain::console::session::{self, Frame, Ran, Stopped, TalkError, Wait};
-use gatecmd_domain::console::shell::{Marker, Prompts, Seen, command_problem};
+use gatecmd_domain::console::session::{self, Ran, Stopped, TalkError, Wait};
+use gatecmd_domain::console::shell::{Prompts, Seen, command_problem};
 use gatecmd_domain::console::uboot;
 use gatecmd_domain::locks::SessionId;
 use gatecmd_domain::state::AppState;
+use gatecmd_domain::usecases::shell_line::{self, NotRun};
 
 /// Default and longest `timeout_secs` of one command.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
@@ -224,13 +225,12 @@ pub async fn run(
         cancel,
     };
     let prompts = &leased.prompts;
-    let (seen, logged_in) =
-        match reach_prompt(at, &console, &leased.board, prompts, &req, &first).await {
-            Ok(r) => r,
-            Err(r) => return refuse(r),
-        };
     let wait = Wait { deadline, cancel };
-    let ran = type_line(at, &console, prompts, &seen, &req.command, &wait).await;
+    let talked = talk(at, &console, &leased.board, prompts, &req, &first, &wait).await;
+    let (ran, logged_in) = match talked {
+        Ok(t) => t,
+        Err(r) => return refuse(r),
+    };
     drop(leased.guard);
     let (ran, stopped): (Ran, Option<Box<Stopped>>) = match ran {
         Ok(r) => (r, None),
@@ -289,48 +289,62 @@ fn checked_secs(req: &BoardRunRequest) -> Result<u64, Refusal> {
 }
 
 /// The refusal of a board at another prompt than the tool's.
-fn wrong_state(at: At, board: &str, other: &Seen) -> Refusal {
+fn wrong_state(at: At, board: &str, shows: &str) -> Refusal {
     let next = match at {
         At::Shell => "board_run needs a shell: boot_board {to: \"shell\"} boots the system",
         At::Uboot => "uboot_run needs U-Boot's prompt: boot_board {to: \"uboot\"} stops there",
     };
     TalkRefusal::WrongState {
         board: board.to_string(),
-        shows: other.describe().to_string(),
+        shows: shows.to_string(),
         next,
     }
     .into()
 }
 
-/// The command line typed at the prompt `seen` and its output read: framed by a marker
-/// and its exit status at a shell, as U-Boot takes it at U-Boot's prompt.
-async fn type_line(
+/// The command line run at the tool's prompt: at a shell, the probe, the login and the
+/// framed line of the domain (`usecases::shell_line`, a test plan's steps run the same);
+/// at U-Boot's prompt, as U-Boot takes it. The output (or why it stopped) and whether
+/// this call logged in, or the refusal of a board elsewhere.
+async fn talk(
     at: At,
     console: &Console,
+    board: &BoardConfig,
     prompts: &Prompts,
-    seen: &Seen,
-    command: &str,
+    req: &BoardRunRequest,
+    first: &Wait<'_>,
     wait: &Wait<'_>,
-) -> Result<Ran, Box<Stopped>> {
+) -> Result<(Result<Ran, Box<Stopped>>, bool), Refusal> {
     match at {
         At::Shell => {
-            let marker = Marker::random();
-            let seen_prompt = match &seen {
-                Seen::Shell(p) => Some(p.clone()),
-                _ => None,
+            let line = shell_line::Line {
+                console,
+                prompts,
+                login: login_as(board, req.login.as_ref()),
+                line: &req.command,
+                cap: MAX_OUTPUT_BYTES,
+                first,
+                wait,
             };
-            let shell_re = prompts.shell.clone();
-            let m = marker.clone();
-            let cut = move |region: &[u8]| m.output(region, &shell_re, seen_prompt.as_deref());
-            let frame = Frame {
-                typed: format!("{}\n{}\n", command, marker.status_line()),
-                marker: &marker,
-                cut: &cut,
-                prompt_ends: None,
-            };
-            session::run_framed(console, prompts, frame, MAX_OUTPUT_BYTES, wait).await
+            match shell_line::run(line).await {
+                Ok(typed) => Ok((typed.ran, typed.logged_in)),
+                Err(NotRun::Talk(TalkError::NoLogin { .. })) => Err(TalkRefusal::LoginNeeded {
+                    board: req.board.clone(),
+                }
+                .into()),
+                Err(NotRun::Talk(e)) => Err(talk_refusal(&req.board, e)),
+                Err(NotRun::NotAtShell(shows)) => Err(wrong_state(at, &req.board, shows)),
+            }
         }
-        At::Uboot => uboot::run(console, prompts, command, MAX_OUTPUT_BYTES, wait).await,
+        // Where is the board? A newline tells.
+        At::Uboot => match session::probe(console, prompts, first).await {
+            Ok(Seen::Uboot) => Ok((
+                uboot::run(console, prompts, &req.command, MAX_OUTPUT_BYTES, wait).await,
+                false,
+            )),
+            Ok(other) => Err(wrong_state(at, &req.board, other.describe())),
+            Err(e) => Err(talk_refusal(&req.board, e)),
+        },
     }
 }
 
@@ -371,37 +385,5 @@ fn answer(
         structured_error(result, text)
     } else {
         structured(result, text)
-    }
-}
-
-/// The board's prompt reached: where it is (a newline tells), logging in at a shell's
-/// login prompt. Returns the prompt seen and whether this call logged in.
-async fn reach_prompt(
-    at: At,
-    console: &Console,
-    board: &BoardConfig,
-    prompts: &Prompts,
-    req: &BoardRunRequest,
-    first: &Wait<'_>,
-) -> Result<(Seen, bool), Refusal> {
-    let seen = session::probe(console, prompts, first)
-        .await
-        .map_err(|e| talk_refusal(&req.board, e))?;
-    match (at, seen) {
-        (At::Shell, Seen::Login) => {
-            let Some(who_logs_in) = login_as(board, req.login.as_ref()) else {
-                return Err(TalkRefusal::LoginNeeded {
-                    board: req.board.clone(),
-                }
-                .into());
-            };
-            let seen = session::login(console, prompts, Some(who_logs_in), first)
-                .await
-                .map_err(|e| talk_refusal(&req.board, e))?;
-            Ok((seen, true))
-        }
-        (At::Shell, Seen::Shell(p)) => Ok((Seen::Shell(p), false)),
-        (At::Uboot, Seen::Uboot) => Ok((Seen::Uboot, false)),
-        (_, other) => Err(wrong_state(at, &req.board, &other)),
     }
 }
