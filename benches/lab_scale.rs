@@ -7,8 +7,10 @@
 //! 8 s and releases it (those that must queue arrive 100 ms apart, all before the first
 //! release): allocation time (arrival to lease) of those served at once and of
 //! those that queued, whether the queued ones were served in arrival order, and each
-//! host's memory after. Bounded: every call is bounded by the peer link, the whole run by
-//! a 300 s limit.
+//! host's memory after. With the repository's `.venv` (labgrid 26), one real
+//! `labgrid-coordinator` serves the lab: every host is its exporter (`labgrid.coordinator`),
+//! and its CPU time and memory over the lock phase are measured. Bounded: every call is
+//! bounded by the peer link, the whole run by a 300 s limit.
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +49,13 @@ fn peer_token(i: usize) -> String {
 
 /// Host `i`'s configuration: its agents, every other host as a peer client, its boards, and
 /// (`peers`) every other host as its peer.
-fn host_yaml(i: usize, hosts: usize, agents: usize, urls: Option<&[String]>) -> String {
+fn host_yaml(
+    i: usize,
+    hosts: usize,
+    agents: usize,
+    urls: Option<&[String]>,
+    coordinator: Option<&str>,
+) -> String {
     let conns = env_usize("GATECMD_LAB_CONNS", 64);
     let mut y =
         format!("limits:\n  max_concurrent_per_client: 4\n  max_connections: {conns}\nclients:\n");
@@ -71,8 +79,14 @@ fn host_yaml(i: usize, hosts: usize, agents: usize, urls: Option<&[String]>) -> 
             b + 1
         ));
     }
+    if urls.is_some() || coordinator.is_some() {
+        y.push_str("labgrid:\n");
+    }
+    if let Some(address) = coordinator {
+        y.push_str(&format!("  coordinator: {address}\n  name: {}\n", host(i)));
+    }
     if let Some(urls) = urls {
-        y.push_str("labgrid:\n  peers:\n");
+        y.push_str("  peers:\n");
         for j in (0..hosts).filter(|&j| j != i) {
             y.push_str(&format!(
                 "    - {{name: {}, url: \"{}\", token: {}}}\n",
@@ -83,6 +97,75 @@ fn host_yaml(i: usize, hosts: usize, agents: usize, urls: Option<&[String]>) -> 
         }
     }
     y
+}
+
+/// The lab's labgrid coordinator (`.venv/bin/labgrid-coordinator` on a free loopback port),
+/// when the repository's venv has it; killed when dropped.
+struct Coordinator {
+    child: std::process::Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Coordinator {
+    fn start() -> Option<Coordinator> {
+        let exe =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/labgrid-coordinator");
+        if !exe.exists() {
+            eprintln!(
+                "lab-scale: no {} (scripts/venv.sh makes it): no coordinator",
+                exe.display()
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .ok()?;
+        let address = format!("127.0.0.1:{port}");
+        let dir = tempfile::tempdir().ok()?;
+        let child = std::process::Command::new(exe)
+            .args(["-l", &address])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let up = eventually(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(&address).is_ok()
+        });
+        up.then_some(Coordinator {
+            child,
+            address,
+            _dir: dir,
+        })
+    }
+
+    /// Its CPU time so far (user + system), from /proc.
+    fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command's name: utime and stime are the 12th and 13th.
+        let ticks: u64 = (stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or(""))
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|t| t.parse::<u64>().ok())
+            .sum();
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|&h| h > 0)
+            .unwrap_or(100) as u64;
+        Duration::from_millis(ticks * 1000 / hz)
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// One agent's lab lock: arrival, lease, release.
@@ -127,14 +210,16 @@ pub async fn rows() -> Vec<Row> {
     let agents = env_usize("GATECMD_LAB_AGENTS", 200).clamp(1, 400);
     let per_host = agents.div_ceil(hosts);
     let t_start = Instant::now();
+    let coordinator = Coordinator::start();
+    let address = coordinator.as_ref().map(|c| c.address.as_str());
     let servers: Vec<Server> = (0..hosts)
-        .map(|i| serve(&host_yaml(i, hosts, per_host, None), &[]))
+        .map(|i| serve(&host_yaml(i, hosts, per_host, None, address), &[]))
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
     for (i, s) in servers.iter().enumerate() {
         std::fs::write(
             s.path("config.yaml"),
-            host_yaml(i, hosts, per_host, Some(&urls)),
+            host_yaml(i, hosts, per_host, Some(&urls), address),
         )
         .expect("rewrite config");
         s.signal(nix::sys::signal::Signal::SIGHUP);
@@ -171,6 +256,7 @@ pub async fn rows() -> Vec<Row> {
     ));
 
     let start = Instant::now() + Duration::from_millis(500);
+    let cpu_before = coordinator.as_ref().map(Coordinator::cpu);
     let tasks: Vec<_> = (0..agents)
         .map(|n| {
             let (i, k) = (n % hosts, n / hosts);
@@ -191,6 +277,11 @@ pub async fn rows() -> Vec<Row> {
     for s in done.into_iter().flatten().flatten() {
         served.push(s);
     }
+    let phase = start.elapsed();
+    let coordinator_cpu = coordinator
+        .as_ref()
+        .zip(cpu_before)
+        .map(|(c, before)| (c.cpu().saturating_sub(before), rss_kib(c.child.id())));
     // A board still held once every agent released its own was leased to a waiter that had
     // been served elsewhere and left (until the lease's expiry).
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -281,6 +372,32 @@ pub async fn rows() -> Vec<Row> {
         target: String::new(),
         verdict: String::new(),
     });
+    rows.push(match coordinator_cpu {
+        Some((cpu, rss)) => Row {
+            figure: format!(
+                "labgrid coordinator, {hosts} exporters x {BOARDS} boards: CPU over the lock phase ({:.1} s); RSS",
+                phase.as_secs_f64()
+            ),
+            median: format!(
+                "{:.2} s ({:.1} % of a core)",
+                cpu.as_secs_f64(),
+                100.0 * cpu.as_secs_f64() / phase.as_secs_f64().max(0.001)
+            ),
+            p99: format!("{rss} KiB"),
+            samples: 1,
+            target: String::new(),
+            verdict: String::new(),
+        },
+        None => Row {
+            figure: "labgrid coordinator: not run (no .venv/bin/labgrid-coordinator)".into(),
+            median: String::new(),
+            p99: String::new(),
+            samples: 0,
+            target: String::new(),
+            verdict: String::new(),
+        },
+    });
     drop(servers);
+    drop(coordinator);
     rows
 }
