@@ -115,7 +115,7 @@ async fn an_agent_logs_in_with_its_own_user_or_is_told_how() {
         "{v}"
     );
 
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(
         audit.contains("\"reason\":\"login_needed\""),
         "the refusal is audited:\n{audit}"

@@ -94,7 +94,7 @@ async fn a_board_is_switched_to_its_on_release_state_when_its_lease_ends() {
     // keep (the default): nothing.
     let l = lease("kept", None).await;
     call(&a, "unlock_device", json!({"lease": l})).await;
-    let audit = || std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = || crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(eventually(Duration::from_secs(10), || audit()
         .lines()
         .filter(|l| l.contains("\"event\":\"on_release\""))
@@ -231,7 +231,7 @@ async fn gatecmd_leases_lists_and_an_admin_ends_a_lease() {
         "{:?}",
         log()
     );
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(
         audit
             .lines()

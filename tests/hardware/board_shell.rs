@@ -178,7 +178,7 @@ async fn board_run_logs_in_and_returns_exact_output_and_exit_codes() {
     assert_eq!(r2["refusal"]["reason"], "device_busy", "{r2}");
 
     // Audited: command line, exit code, output length and SHA-256.
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     let line = audit
         .lines()
         .find(|l| l.contains("\"event\":\"board_run\"") && l.contains("hello world"))

@@ -568,7 +568,7 @@ async fn power_cycle_unplugs_and_replugs_the_board() {
         body.contains("uhubctl") && body.contains("rock5b-1"),
         "{body}"
     );
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("\"event\":\"power_board\""), "{audit}");
 }
 

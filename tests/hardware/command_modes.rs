@@ -147,7 +147,7 @@ async fn modes_and_loaders_are_used_for_commands() {
     assert_eq!(v["exit_code"], 0, "{v}");
     assert!(v.get("mode_hint").is_none(), "{v}");
     assert_eq!(ran(), "wl\nul\ndb\n");
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     let locks: Vec<&str> = audit
         .lines()
         .filter(|l| l.contains("\"event\":\"lock\"") && l.contains("rk db"))

@@ -293,7 +293,7 @@ async fn reading_and_writing_need_the_board_lease() {
     // The audit log has length and SHA-256 of each write, never the text (every line
     // enqueued written first: the writer thread writes them, docs/AUDIT.md "Writing").
     audit.flush();
-    let log = std::fs::read_to_string(state_dir.path().join("audit.log")).expect("audit log");
+    let log = crate::harness::settled_audit(state_dir.path().join("audit.log")).expect("audit log");
     let writes: Vec<Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -505,7 +505,7 @@ async fn the_console_tools_are_served_over_http() {
     )
     .await;
     assert_eq!(harness::structured(&r)["refusal"]["reason"], "not_found");
-    let log = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log");
+    let log = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit.log");
     let line: Value = log
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

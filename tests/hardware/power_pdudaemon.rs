@@ -212,7 +212,7 @@ async fn power_board_drives_a_pdu_through_pdudaemon() {
         "3 on\n3 off\n3 off\n3 on\n",
         "nothing else switched"
     );
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("\"event\":\"power_board\""), "{audit}");
 
     // `gatecmd check` shows the command line each board's switch runs.

@@ -508,3 +508,23 @@ pub async fn task_rpc(s: &Server, token: &str, method: &str, params: Value) -> V
         .or_else(|| serde_json::from_str(&text).ok());
     msg.unwrap_or_else(|| panic!("{method}: no answer in {text:?}"))
 }
+
+/// The audit log's text once its writer has caught up. gatecmd writes each line a moment
+/// after the call that made it, on its writer thread (docs/AUDIT.md, "Writing"): a reader
+/// right after an answer waits until the file has stopped growing for 50 ms (at most 5 s).
+#[allow(dead_code)] // not every test binary reads an audit log
+pub fn settled_audit(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    let path = path.as_ref();
+    let size = || std::fs::metadata(path).map(|m| m.len()).ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut last = size();
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = size();
+        if now.is_some() && now == last {
+            break;
+        }
+        last = now;
+    }
+    std::fs::read_to_string(path)
+}

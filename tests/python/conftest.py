@@ -207,3 +207,26 @@ async def connect(url: str, token: str, mode: str, **kwargs):
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs) as client:
             yield client
+
+
+def settled_text(path: Path, quiet: float = 0.05, within: float = 5.0) -> str:
+    """The audit log's text once gatecmd's writer has caught up: it writes each line a
+    moment after the call that made it, on its writer thread (docs/AUDIT.md, "Writing"), so
+    a reader right after an answer waits until the file stops growing for `quiet` seconds."""
+    import time
+
+    def size() -> int | None:
+        try:
+            return path.stat().st_size
+        except FileNotFoundError:
+            return None
+
+    deadline = time.monotonic() + within
+    last = size()
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = size()
+        if now is not None and now == last:
+            break
+        last = now
+    return path.read_text()

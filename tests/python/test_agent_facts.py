@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import TOKEN_A, Server, connect
+from conftest import TOKEN_A, Server, connect, settled_text
 
 PASSWORD = "pw-4711"
 
@@ -188,7 +188,7 @@ async def test_an_agent_acts_on_what_gatecmd_knows(bench):
         assert "maskrom" in v["mode_hint"], v
         assert 'args: ["db", "{loader}"]' in v["mode_hint"] and "flash_board" in v["mode_hint"], v
 
-        audit = (s.dir / "state" / "audit.log").read_text()
+        audit = settled_text(s.dir / "state" / "audit.log")
         assert PASSWORD not in audit, "the agent's password reached the audit log"
         assert PASSWORD not in "\n".join(s.log), "the agent's password reached the log"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import Server, connect
+from conftest import Server, connect, settled_text
 
 pytestmark = pytest.mark.anyio
 
@@ -189,7 +189,7 @@ async def test_denied_is_refused_with_the_note_and_nothing_ran(bench):
         assert refusal["reason"] == "approval_denied"
         assert "board b1 is being debugged" in refusal["message"] and "ops" in refusal["message"]
     assert ran(bench) == ""
-    log = (bench.dir / "state" / "audit.log").read_text()
+    log = settled_text(bench.dir / "state" / "audit.log")
     decided = [json.loads(line) for line in log.splitlines() if '"approval_decided"' in line]
     assert decided and decided[-1]["outcome"] == "denied" and decided[-1]["by"] == "ops"
     assert decided[-1]["note"] == "board b1 is being debugged"
@@ -526,7 +526,7 @@ async def test_the_host_cli_decides_with_an_approvers_token(bench):
         end = await agent.call_tool("wait_job", {"job": r.structured_content["job"], "timeout_secs": 10})
         assert "not today" in end.structured_content["stop_reason"]
     assert ran(bench) == "ran ef\n"
-    log = (bench.dir / "state" / "audit.log").read_text()
+    log = settled_text(bench.dir / "state" / "audit.log")
     assert OPS not in log and AGENT not in log, "a token reached the audit log"
     # `gatecmd check` shows the rules as they will apply.
     check = subprocess.run(
@@ -639,7 +639,7 @@ async def test_by_requester_is_decided_by_the_person_on_the_page_not_by_the_agen
             while req["id"] not in completed:
                 await anyio.sleep(0.05)
     assert ran(bench) == "ran ef\n"
-    log = (bench.dir / "state" / "audit.log").read_text()
+    log = settled_text(bench.dir / "state" / "audit.log")
     [decided] = [
         json.loads(line) for line in log.splitlines() if '"approval_decided"' in line and req["id"] in line
     ]
@@ -973,7 +973,7 @@ async def test_a_board_rule_holds_the_console_tools_until_the_yes(console_bench)
         assert r.is_error is not True, r
         assert r.structured_content["exit_code"] == 0, r.structured_content
         assert b"mmc erase 0 100" in board.seen()[len(typed_before) :]
-    log = (bench.dir / "state" / "audit.log").read_text()
+    log = settled_text(bench.dir / "state" / "audit.log")
     decided = [json.loads(line) for line in log.splitlines() if '"approval_decided"' in line]
     assert [(d["what"].split(":")[0], d["outcome"]) for d in decided] == [
         ("console_write b1", "approved"),

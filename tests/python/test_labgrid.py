@@ -22,7 +22,7 @@ import mcp_types as types
 import pexpect
 import pytest
 
-from conftest import TOKEN_A, Server, connect
+from conftest import TOKEN_A, Server, connect, settled_text
 from conftest import Testbed as UmockdevBed
 
 pytestmark = pytest.mark.anyio
@@ -171,7 +171,7 @@ class Bench:
 
     def audit(self) -> list[dict]:
         path = self.dir / "state" / "audit.log"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in settled_text(path).splitlines() if line.strip()]
 
     def stop(self) -> None:
         self.server.stop()

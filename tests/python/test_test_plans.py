@@ -21,7 +21,7 @@ import json
 import anyio
 import pytest
 
-from conftest import TOKEN_A, TOKEN_B, Server, connect
+from conftest import TOKEN_A, TOKEN_B, Server, connect, settled_text
 
 PS1 = r"\[\e]0;\u@\h: \w\a\]\[\033[01;32m\]\u@\h\[\033[00m\]:\[\033[01;34m\]\w\[\033[00m\]\$ "
 
@@ -227,6 +227,6 @@ async def test_a_board_run_rule_holds_a_plan_until_the_yes(gated_board):
         v = answers["approved"].structured_content
         assert v["verdict"] == "pass", v
         assert [x["output"] for x in v["steps"]] == ["first\n", "second\n"]
-    log = (s.dir / "state" / "audit.log").read_text()
+    log = settled_text(s.dir / "state" / "audit.log")
     started = [json.loads(line) for line in log.splitlines() if '"test_plan_started"' in line]
     assert len(started) == 1, started  # the denied plan never started

@@ -38,7 +38,7 @@ commands:
 }
 
 fn read_log(s: &Server) -> (String, Vec<Value>) {
-    let raw = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log exists");
+    let raw = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit.log exists");
     let lines = raw
         .lines()
         .map(|l| {

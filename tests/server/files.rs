@@ -171,7 +171,7 @@ async fn a_64_mib_image_is_uploaded_in_chunks_verified_and_used_by_a_command() {
     );
     assert!(log.contains("action=\"remove\""), "{log}");
     // The same decisions are in the audit log, one JSON line each.
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).expect("audit log");
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit log");
     let finalize = audit
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

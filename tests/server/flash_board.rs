@@ -151,7 +151,7 @@ async fn policy_lease_and_files_are_checked_before_anything_runs() {
     )
     .await;
     assert_eq!(refusal(&r).0, "invalid_request");
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(
         audit
             .lines()
@@ -519,7 +519,7 @@ async fn a_flash_waits_for_its_approver_and_writes_only_the_bytes_approved() {
     assert_eq!(v["steps"][0]["step"], "accept", "{v}");
     assert_eq!(v["steps"][1]["step"], "check_image", "{v}");
     assert_eq!(v["state"], "failed", "{v}");
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(audit.contains("changed_since_approval"), "{audit}");
 }
 

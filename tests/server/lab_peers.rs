@@ -208,7 +208,7 @@ async fn an_agent_uses_a_board_of_another_host_through_its_own() {
     assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
     assert!(text(&r).contains("bench-9"), "{}", text(&r));
 
-    let audit = std::fs::read_to_string(s2.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s2.path("state/audit.log")).unwrap_or_default();
     assert!(
         audit.contains("bench-1/vm-a"),
         "bench-2's audit names HOST/CLIENT: {audit}"
@@ -540,7 +540,7 @@ async fn a_remote_flash_runs_as_a_job_of_the_boards_host_followed_from_the_agent
     )
     .await;
     assert_eq!(refusal_reason(&r), "not_found", "{r:?}");
-    let audit = std::fs::read_to_string(s2.path("state/audit.log")).unwrap_or_default();
+    let audit = crate::harness::settled_audit(s2.path("state/audit.log")).unwrap_or_default();
     assert!(
         audit
             .lines()

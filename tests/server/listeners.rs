@@ -151,7 +151,7 @@ async fn a_tokenless_loopback_client_gets_nothing_from_any_listener() {
         assert_eq!(status, 409, "{method}: {text}");
         assert!(text.contains("not held through labgrid"), "{text}");
     }
-    let audit = std::fs::read_to_string(s.path("state/audit.log")).expect("audit");
+    let audit = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit");
     assert!(
         audit.contains("\"labgrid_console_refused\"")
             && audit.contains("\"labgrid_power_refused\""),

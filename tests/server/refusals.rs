@@ -102,7 +102,7 @@ async fn refused(c: &Client, tool: &str, args: Value, reason: &str) -> String {
 
 /// The `execute_refused` audit line for `command`, the last one.
 fn audited(s: &Server, command: &str) -> Value {
-    let raw = std::fs::read_to_string(s.path("state/audit.log")).expect("audit.log");
+    let raw = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit.log");
     raw.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .rfind(|v| v["event"] == "execute_refused" && v["command"] == command)
@@ -161,7 +161,8 @@ async fn a_symlinked_file_argument_is_symlink() {
     for arg in ["escape", "etc/hostname"] {
         let msg = exec_refused(&b, json!({"command": "image", "args": [arg]}), "symlink").await;
         assert!(msg.contains("symbolic link"), "{arg}: {msg}");
-        let raw = std::fs::read_to_string(b.server.path("state/audit.log")).expect("audit.log");
+        let raw =
+            crate::harness::settled_audit(b.server.path("state/audit.log")).expect("audit.log");
         assert!(
             !raw.lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -59,7 +59,7 @@ async fn command_names(url: &str) -> Vec<String> {
 }
 
 fn audit_events(s: &Server) -> Vec<Value> {
-    std::fs::read_to_string(s.path("state/audit.log"))
+    crate::harness::settled_audit(s.path("state/audit.log"))
         .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str(l).expect("whole JSON line"))

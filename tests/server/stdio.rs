@@ -34,7 +34,8 @@ async fn stdio_serves_the_same_tools() {
         .expect("call");
     assert_eq!(harness::structured(&r)["stdout"], json!("via stdio\n"));
     client.cancel().await.expect("close");
-    let audit = std::fs::read_to_string(dir.path().join("state/audit.log")).expect("audit log");
+    let audit =
+        crate::harness::settled_audit(dir.path().join("state/audit.log")).expect("audit log");
     assert!(
         audit.contains("\"client\":\"stdio\"") && audit.contains("execute_finished"),
         "{audit}"

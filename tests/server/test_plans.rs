@@ -126,7 +126,7 @@ async fn a_passing_plan_reports_each_step_with_junit_and_audits_under_its_job() 
     );
 
     // Every record of the first run names its job: the start, each step, the verdict.
-    let log = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let log = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     let mine: Vec<Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -307,7 +307,7 @@ async fn another_client_is_refused_and_a_background_plan_is_a_job() {
         text(&r)
     );
     // Nothing ran: no plan started on the board.
-    let log = std::fs::read_to_string(s.path("state/audit.log")).unwrap_or_default();
+    let log = crate::harness::settled_audit(s.path("state/audit.log")).unwrap_or_default();
     assert!(!log.contains("test_plan_started"), "{log}");
     assert!(log.contains("test_plan_refused"));
 

@@ -171,7 +171,7 @@ async fn a_file_streams_into_the_root_and_an_interrupted_upload_goes_on() {
     assert!(!s.path("x.img").exists());
 
     // Audited: the finished uploads with their size and hash.
-    let log = std::fs::read_to_string(s.path("state/audit.log")).expect("audit");
+    let log = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit");
     assert!(
         log.lines()
             .any(|l| l.contains("\"finalize\"") && l.contains(&hex_sha(&image))),
@@ -377,7 +377,7 @@ async fn stalled_uploads_are_refused_from_their_headers_and_hold_no_memory() {
     let image = data(1000, 3);
     let ok = eventually_put(&s, "path=after.img&final=true", &image).await;
     assert_eq!(ok.0, 200, "{}", ok.1);
-    let log = std::fs::read_to_string(s.path("state/audit.log")).expect("audit");
+    let log = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit");
     let refusals = log
         .lines()
         .filter(|l| l.contains("\"upload\"") && l.contains("\"refused\""))
@@ -495,7 +495,7 @@ async fn a_reserved_name_cannot_become_a_directory_that_blocks_uploads() {
         std::fs::read(s.path("images/disk.img")).expect("file"),
         image
     );
-    let log = std::fs::read_to_string(s.path("state/audit.log")).expect("audit");
+    let log = crate::harness::settled_audit(s.path("state/audit.log")).expect("audit");
     assert!(
         log.lines()
             .any(|l| l.contains("\"expire\"") && l.contains(".disk.img.gatecmd-upload")),
