@@ -36,7 +36,9 @@
 //! - `unlock`: ending a lease by its id: the holder's own, or anyone's by an `admin`
 //!   client (`unlock_device`, `gatecmd leases end`, the bench page's release).
 //! - `take`: taking a leased board (lookup, lease check and key, once, on one
-//!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`.
+//!   configuration snapshot) for `board_run`, `uboot_run`, `boot_board` and `flash_board`;
+//!   with the client's command slot first (`take_with_slot`) for the job-backed calls,
+//!   `flash_board` and `run_test_plan`.
 
 pub mod approval;
 pub mod boot;

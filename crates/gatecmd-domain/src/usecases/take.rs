@@ -10,6 +10,7 @@ use gatecmd_core::refusal::common::LeaseMissing;
 
 use crate::config::{BoardConfig, Config};
 use crate::console::Console;
+use crate::limits::permits::Permit;
 use crate::locks::{
     ClientName, CommandGuard, CommandLockRequest, LeaseId, LockError, LockKey, Retake, SessionId,
 };
@@ -42,6 +43,47 @@ pub struct Caller<'a> {
     pub session: Option<SessionId>,
     pub lease: Option<&'a str>,
     pub tool: &'a str,
+}
+
+/// Why a call that runs as a job (`flash_board`, `run_test_plan`) got neither its command
+/// slot nor its board; each words it as its own refusal.
+#[derive(Debug)]
+pub enum SlotTakeError {
+    /// The client's command slots are all taken (`limits.max_concurrent_per_client`).
+    TooManyRunning {
+        max: usize,
+    },
+    /// No board of that name: the boards there are.
+    UnknownBoard {
+        known: Vec<String>,
+    },
+    Lease(LeaseMissing),
+    Lock(LockError),
+}
+
+/// One of the client's command slots (a job counts as a command), then `board` taken for
+/// `caller` as [`take_leased_board`] takes it: what a job-backed call holds for its run.
+pub async fn take_with_slot(
+    state: &AppState,
+    config: &Config,
+    caller: Caller<'_>,
+    board: &str,
+) -> Result<(Permit, Taken), SlotTakeError> {
+    let Some(slot) = state.client_slot(caller.client) else {
+        return Err(SlotTakeError::TooManyRunning {
+            max: config.limits.max_concurrent_per_client,
+        });
+    };
+    let taken = take_leased_board(state, config, caller, board)
+        .await
+        .map_err(|e| match e {
+            TakeError::UnknownBoard => SlotTakeError::UnknownBoard {
+                known: config.board_names(),
+            },
+            TakeError::Lease(e) => SlotTakeError::Lease(e),
+            TakeError::Lock(e) => SlotTakeError::Lock(e),
+        })?;
+    Ok((slot, taken))
 }
 
 /// Takes `board` for `caller` on `config` (the snapshot the whole call uses).

@@ -18,7 +18,7 @@ use crate::config::{BoardConfig, Config, Gated, GatedTool, approval_rule};
 use crate::flash::{Known, OpenFile, Pair, Step};
 use crate::limits::permits::Permit;
 use crate::state::AppState;
-use crate::usecases::take::{Caller, TakeError, Taken, take_leased_board};
+use crate::usecases::take::{Caller, Taken, take_with_slot};
 
 /// Default limit of one flash, everything included.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 1800;
@@ -197,26 +197,13 @@ async fn take(
     ask: &Ask,
     needs_console: bool,
 ) -> Result<(Permit, Taken), Refused> {
-    let Some(slot) = state.client_slot(&ask.client) else {
-        return Err(Refused::TooManyRunning {
-            max: config.limits.max_concurrent_per_client,
-        });
-    };
     let caller = Caller {
         client: &ask.client,
         session: ask.session.clone(),
         lease: ask.lease.as_deref(),
         tool: ask.tool,
     };
-    let taken = take_leased_board(state, config, caller, &ask.board)
-        .await
-        .map_err(|e| match e {
-            TakeError::UnknownBoard => Refused::UnknownBoard {
-                known: config.board_names(),
-            },
-            TakeError::Lease(e) => Refused::Lease(e),
-            TakeError::Lock(e) => Refused::Lock(e),
-        })?;
+    let (slot, taken) = take_with_slot(state, config, caller, &ask.board).await?;
     if needs_console && taken.console.is_none() {
         return Err(Refused::NoConsole);
     }

@@ -9,6 +9,7 @@ use gatecmd_core::sanitizer::FileArgError;
 
 use crate::flash::{OpenFile, Pair};
 use crate::locks::{LockError, SessionId};
+use crate::usecases::take::SlotTakeError;
 
 /// A flash request as the use case reads it (the surface's arguments, and who asks).
 pub struct Ask {
@@ -116,5 +117,16 @@ impl Files {
             .chain(self.bmap.as_ref())
             .chain(self.loader.as_ref())
             .chain(self.usbplug.iter().flat_map(|p| [&p.ddr, &p.usbplug]))
+    }
+}
+
+impl From<SlotTakeError> for Refused {
+    fn from(e: SlotTakeError) -> Self {
+        match e {
+            SlotTakeError::TooManyRunning { max } => Refused::TooManyRunning { max },
+            SlotTakeError::UnknownBoard { known } => Refused::UnknownBoard { known },
+            SlotTakeError::Lease(e) => Refused::Lease(e),
+            SlotTakeError::Lock(e) => Refused::Lock(e),
+        }
     }
 }

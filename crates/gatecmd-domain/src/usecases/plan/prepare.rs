@@ -21,7 +21,7 @@ use crate::limits::permits::Permit;
 use crate::locks::{LeaseId, LockError, SessionId};
 use crate::state::AppState;
 use crate::usecases::flash::Approve;
-use crate::usecases::take::{Caller, TakeError, Taken, take_leased_board};
+use crate::usecases::take::{Caller, SlotTakeError, Taken, take_with_slot};
 
 /// A plan run's default and longest limit, every step included.
 pub const DEFAULT_PLAN_SECS: u64 = 600;
@@ -244,29 +244,27 @@ async fn take(
     config: &Config,
     ask: &Ask,
 ) -> Result<(Permit, Taken, Prompts), Refused> {
-    let Some(slot) = state.client_slot(&ask.client) else {
-        return Err(Refused::TooManyRunning {
-            max: config.limits.max_concurrent_per_client,
-        });
-    };
     let caller = Caller {
         client: &ask.client,
         session: ask.session.clone(),
         lease: ask.lease.as_deref(),
         tool: ask.tool,
     };
-    let taken = take_leased_board(state, config, caller, &ask.board)
-        .await
-        .map_err(|e| match e {
-            TakeError::UnknownBoard => Refused::UnknownBoard {
-                known: config.board_names(),
-            },
-            TakeError::Lease(e) => Refused::Lease(e),
-            TakeError::Lock(e) => Refused::Lock(e),
-        })?;
+    let (slot, taken) = take_with_slot(state, config, caller, &ask.board).await?;
     if taken.console.is_none() {
         return Err(Refused::NoConsole);
     }
     let prompts = Prompts::new(&taken.board.shell).map_err(Refused::BadPrompts)?;
     Ok((slot, taken, prompts))
+}
+
+impl From<SlotTakeError> for Refused {
+    fn from(e: SlotTakeError) -> Self {
+        match e {
+            SlotTakeError::TooManyRunning { max } => Refused::TooManyRunning { max },
+            SlotTakeError::UnknownBoard { known } => Refused::UnknownBoard { known },
+            SlotTakeError::Lease(e) => Refused::Lease(e),
+            SlotTakeError::Lock(e) => Refused::Lock(e),
+        }
+    }
 }
