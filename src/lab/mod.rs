@@ -7,6 +7,8 @@
 //! - `names`: place and user names from labgrid, checked or cleaned and bounded.
 //! - `mirror`: agent leases mirrored as place acquisitions (`EXPORTER/gatecmd:CLIENT`).
 //! - `session`: one connection: the exporter stream and the place updates.
+//! - `directory_feed`: the coordinator's resource and place updates written into the lab's
+//!   directory (`gatecmd_domain::lab`), where the lab-wide tools find boards.
 //! - `admission`: who may use a board's ports: a person of `labgrid.people` who acquired
 //!   its place, from one of their listed accounts (the peer's socket owner, from the
 //!   kernel), checked per byte and per switch.
@@ -21,6 +23,7 @@
 
 mod admission;
 mod console;
+mod directory_feed;
 mod error;
 mod holds;
 mod mirror;
@@ -177,6 +180,7 @@ async fn connect_loop(lab: Arc<Lab>, shutdown: CancellationToken) {
             }) => e,
             _ = shutdown.cancelled() => return,
         };
+        lab.state.lab.down(&lab.settings.coordinator, &ended.why);
         if ended.registered {
             lock(&lab.lost_since).get_or_insert_with(Instant::now);
             tracing::warn!(why = %ended.why, "labgrid: coordinator lost; reconnecting (local leases work meanwhile)");

@@ -75,6 +75,14 @@ pub fn all(
             if let Some(why) = &busy {
                 extra.insert("held_by".into(), MapValue::text(why));
             }
+            // The board's tags, so that the other hosts of the lab find it by tag at the
+            // coordinator (`directory_feed`; labgrid-client shows them too).
+            for (k, v) in &board.tags {
+                extra.insert(
+                    format!("{}{k}", super::directory_feed::TAG_PREFIX),
+                    MapValue::text(v),
+                );
+            }
             let r = Resource {
                 path: Some(ResourcePath {
                     exporter_name: None,

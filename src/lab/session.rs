@@ -1,6 +1,7 @@
 //! One connection to the coordinator: the exporter stream (register every board's
 //! resources, answer set-acquired requests, publish changes) and a client stream beside it
-//! (place updates: who acquired a place, and places no longer acquired). Returns when
+//! (place updates: who acquired a place, and places no longer acquired; and every
+//! exporter's resources and places for the lab's directory). Returns when
 //! either stream ends; `mod.rs` reconnects.
 
 use super::error::LabError;
@@ -14,7 +15,7 @@ use super::proto::{
     ExporterInMessage, ExporterOut, ExporterOutMessage, ExporterResponse, Resource, SetAcquired,
     StartupDone, Subscribe, SubscribeKind, Sync, Update, open_stream,
 };
-use super::{Lab, mirror};
+use super::{Lab, directory_feed, mirror};
 use gatecmd_domain::audit::{LabgridEvent, PlaceChange};
 
 /// How long to wait for the coordinator's TCP and HTTP/2 handshake.
@@ -81,6 +82,11 @@ async fn session(
             is_unsubscribe: None,
             kind: Some(SubscribeKind::AllPlaces(true)),
         }),
+        // Every exporter's resources: the lab's directory (`directory_feed`).
+        ClientIn::Subscribe(Subscribe {
+            is_unsubscribe: None,
+            kind: Some(SubscribeKind::AllResources(true)),
+        }),
         ClientIn::Sync(Sync { id: FIRST_SYNC }),
     ] {
         cl_tx
@@ -89,6 +95,7 @@ async fn session(
     }
     let mut places =
         open_stream::<_, ClientOutMessage>(&channel, cl_rx, CLIENT_STREAM, "client").await?;
+    lab.state.lab.listing(&lab.settings.coordinator);
 
     let mut published: HashMap<(String, String), Resource> = HashMap::new();
     lab.mirrors.new_session();
@@ -130,6 +137,10 @@ async fn session(
             msg = places.message() => {
                 let msg = msg.map_err(|e| LabError::Stream { which: "client", message: e.message().to_string() })?;
                 let Some(msg) = msg else { return Ok(()) };
+                directory_feed::feed(&lab.state.lab, &msg);
+                if msg.sync.as_ref().is_some_and(|s| s.id == FIRST_SYNC) {
+                    lab.state.lab.listed();
+                }
                 place_updates(lab, msg, &mut first_listing);
                 publish(lab, &ex_tx, &mut published)?;
             }

@@ -177,3 +177,123 @@ async def test_a_remote_agent_holds_the_labgrid_place_as_host_slash_client(tmp_p
         zero.stop()
         b.close()
         c.stop()
+
+
+def directory_host(tmp, coordinator, name: str, clients: str, boards: str, peers: str = "") -> Server:
+    """A gatecmd host that is an exporter of `coordinator` as `name`, with `boards`."""
+    import test_labgrid as lg
+
+    d = tmp / name
+    d.mkdir()
+    text = (
+        f"clients:\n{clients}{boards}"
+        f"labgrid:\n  coordinator: \"{coordinator.address}\"\n  name: {name}\n  proxy_required: false\n{lg.PEOPLE}{peers}"
+    )
+    s = Server(d, config=text)
+    lg.wait_until(lambda: any(f"labgrid exporter {name} registered" in line for line in s.log), 15, f"{name} registered")
+    return s
+
+
+async def lab_view(a, pred, what: str, timeout: float = 10):
+    """list_boards {scope: "lab"} until `pred` holds of its answer (bounded)."""
+    deadline = anyio.current_time() + timeout
+    while True:
+        _, v = await call(a, "list_boards", scope="lab")
+        if pred(v):
+            return v
+        if anyio.current_time() > deadline:
+            pytest.fail(f"timed out waiting for {what}: {v}")
+        await anyio.sleep(0.1)
+
+
+@pytest.mark.anyio
+async def test_the_coordinator_is_where_the_labs_boards_are_found(tmp_path):
+    """Three exporters of one real coordinator: bench-1 (the agent's, peer of bench-2 only),
+    bench-2 and bench-3. The agent finds bench-3's board through the coordinator though its
+    host cannot reach it; a person's acquisition at the coordinator blocks the lab lock; with
+    the coordinator gone, the lab lock says why it cannot and local allocation goes on."""
+    import test_labgrid as lg
+
+    (tmp_path / "coord").mkdir()
+    c = lg.Coordinator(tmp_path / "coord")
+    pty = os.openpty()
+    hosts = []
+    try:
+        (tmp_path / "power").mkdir()
+        peer_client = f"  - {{name: vm-c, token: {TOKEN_B}}}\n  - {{name: bench-1, token: {PEER}, peer: true}}\n"
+        two = directory_host(tmp_path, c, "bench-2", peer_client, board(tmp_path / "power", "b2", pty[1]))
+        hosts.append(two)
+        hosts.append(
+            directory_host(
+                tmp_path, c, "bench-3", peer_client, "boards:\n  - {name: b3, usb: \"1-7\", tags: {soc: rk3568}}\n"
+            )
+        )
+        one = directory_host(
+            tmp_path,
+            c,
+            "bench-1",
+            f"  - {{name: vm-a, token: {TOKEN_A}}}\n",
+            "boards:\n  - {name: b1, usb: \"1-9\", tags: {soc: rk3399}}\n",
+            f"  peers:\n    - {{name: bench-2, url: \"{two.url}\", token: {PEER}}}\n",
+        )
+        hosts.append(one)
+        lg.make_place(c, "p2", exporter="bench-2", board="b2", tags={"room": "lab-a"})
+        async with connect(one.url, TOKEN_A, "auto") as a:
+            names = lambda v: {b["name"]: b for b in v["boards"]}  # noqa: E731
+            v = await lab_view(
+                a,
+                lambda v: "bench-3/b3" in names(v) and names(v).get("bench-2/b2", {}).get("labgrid", {}).get("place"),
+                "bench-3's board and bench-2's place in the directory",
+            )
+            assert v["directory"]["up"] is True and v["directory"]["coordinator"] == c.address, v
+            b2, b3 = names(v)["bench-2/b2"], names(v)["bench-3/b3"]
+            assert b2["in_directory"] is True and b2["reachable"] is True, b2
+            assert b2["labgrid"]["place_tags"] == {"room": "lab-a"}, b2
+            # bench-3 is listed by the coordinator, with its tags, but bench-1 has no peer entry
+            # for it: its board is found, not reachable, and the host's error says why.
+            assert (b3["reachable"], b3["tags"]) == (False, {"soc": "rk3568"}), b3
+            h3 = next(h for h in v["hosts"] if h["host"] == "bench-3")
+            assert h3["reachable"] is False and "no labgrid.peers entry for bench-3" in h3["error"], h3
+
+            # A person's acquisition of bench-2's place blocks the lab lock.
+            c.client("acquire", place="p2")
+            lg.wait_until(lambda: lg.acquired_by(c, "p2") == f"desk/{lg.USER}", 10, "the person's acquisition")
+            v = await lab_view(
+                a,
+                lambda v: names(v)["bench-2/b2"].get("labgrid", {}).get("taken", {}).get("by") == "place",
+                "the acquisition in the directory",
+            )
+            assert names(v)["bench-2/b2"]["labgrid"]["taken"]["acquired_by"] == f"desk/{lg.USER}", v
+            r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
+            assert v["refusal"]["reason"] == "device_busy", v
+            c.client("release", place="p2")
+            r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab", wait_secs=10)
+            assert r.is_error is not True, r
+            assert v["board"] == "bench-2/b2", v
+            r, _ = await call(a, "unlock_device", lease=v["lease_id"])
+            assert r.is_error is not True, r
+
+            # The coordinator goes away: the lab lock says why it cannot, at once; this host's
+            # own boards are allocated as ever, and a host named directly still answers.
+            c.stop()
+            v = await lab_view(a, lambda v: v["directory"]["up"] is False, "the directory marked down")
+            assert v["directory"]["error"], v
+            assert names(v)["bench-2/b2"]["reachable"] is True, v
+            t0 = anyio.current_time()
+            r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab", wait_secs=30)
+            assert anyio.current_time() - t0 < 5, "refused at once, not after the wait"
+            assert v["refusal"]["reason"] == "coordinator_unreachable", v
+            assert c.address in v["refusal"]["message"] and "lock_board {match} without scope" in v["refusal"]["message"], v
+            r, v = await call(a, "lock_board", match={"soc": "rk3399"}, scope="lab")
+            assert r.is_error is not True and v["board"] == "b1", v
+            r, v2 = await call(a, "lock_board", board="bench-2/b2")
+            assert r.is_error is not True and v2["board"] == "bench-2/b2", v2
+            for lease in [v["lease_id"], v2["lease_id"]]:
+                r, _ = await call(a, "unlock_device", lease=lease)
+                assert r.is_error is not True, r
+    finally:
+        for s in hosts:
+            s.stop()
+        c.stop()
+        for fd in pty:
+            os.close(fd)

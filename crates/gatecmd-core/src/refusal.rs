@@ -151,6 +151,10 @@ reasons! {
         /// The lab host that has the board (a `HOST/BOARD` name, `scope: "lab"`) did not
         /// answer in time or refused this host's peer token; the message names the host.
         HostUnreachable => "host_unreachable",
+        /// A lab-wide allocation (`lock_board {scope: "lab"}`) found no free board here and
+        /// cannot look at the rest of the lab: the lab's labgrid coordinator, where its boards,
+        /// acquisitions and reservations are listed, is not reachable from this host.
+        CoordinatorUnreachable => "coordinator_unreachable",
     }
 }
 

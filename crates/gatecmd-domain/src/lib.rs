@@ -33,6 +33,8 @@
 //! - `jobs`: commands that outlive their call, per client, with bounded retention. Inside
 //!   it:
 //!   - `running`: the commands running now, for the bench page.
+//! - `lab`: the lab beyond this host as the labgrid coordinator lists it: every exporter's
+//!   gatecmd boards and the places over them (`lab::directory`), for the lab-wide tools.
 //! - `limits`: what a client or the server may hold at once:
 //!   - `permits`: a counting semaphore that a reload can resize (children, client slots).
 //!   - `quotas`: per-client shares of what a client holds open (subscriptions, streams,
@@ -53,6 +55,7 @@ pub mod console;
 pub mod exec;
 pub mod flash;
 pub mod jobs;
+pub mod lab;
 pub mod limits;
 pub mod locks;
 pub mod power_run;

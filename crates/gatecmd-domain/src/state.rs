@@ -56,6 +56,8 @@ pub struct AppState {
     pub approvals: crate::approvals::Approvals,
     /// Per-client shares of subscriptions, streams, unread answers, waiting reads.
     pub quotas: crate::limits::quotas::Quotas,
+    /// The lab's boards and places as the labgrid coordinator lists them (src/lab/).
+    pub lab: crate::lab::Directory,
 }
 
 /// What a reload applied, and what it could not.
@@ -126,6 +128,7 @@ impl AppState {
             jobs: crate::jobs::Jobs::new(config_jobs),
             approvals: Default::default(),
             quotas: Default::default(),
+            lab: Default::default(),
         })
     }
 

@@ -1,34 +1,20 @@
 //! `list_boards {scope: "lab"}`: this host's boards and every peer's, asked of all peers
-//! at once, each within [`LIST_TIMEOUT`](super::peer_link::LIST_TIMEOUT). A remote board
+//! at once, joined to the coordinator's listing (`directory`), each within [`LIST_TIMEOUT`](super::peer_link::LIST_TIMEOUT). A remote board
 //! is named `HOST/BOARD` with `host` and `reachable`; a host that does not answer is listed
 //! in `hosts` with its error, and its boards as last seen (if ever), `reachable: false`.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::hosts::HostView;
 use super::names::qualify;
 use super::peer_link::{self, LIST_TIMEOUT};
 use crate::views::boards_view;
 use gatecmd_domain::config::LabPeer;
 use gatecmd_domain::state::AppState;
-
-/// A host of the lab as `list_boards {scope: "lab"}` found it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct HostView {
-    /// The host's exporter name (`labgrid.name` here, `labgrid.peers[].name` for a peer).
-    pub host: String,
-    /// Whether it answered now.
-    pub reachable: bool,
-    /// Why not, when it did not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// How many boards it has (as last seen when it did not answer).
-    pub boards: usize,
-}
 
 /// The lab's boards: each as `list_boards` shows it, plus `host` (and, for a remote one,
 /// its qualified `name` and `reachable`), and each host's state.
@@ -36,6 +22,10 @@ pub struct HostView {
 pub struct LabBoards {
     pub boards: Vec<Value>,
     pub hosts: Vec<HostView>,
+    /// The lab's coordinator as this host sees it (whether its listing is current), when
+    /// this host has one (`labgrid.coordinator`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directory: Option<gatecmd_domain::lab::DirectoryStatus>,
 }
 
 /// The last board list each peer gave, for showing its boards when it stops answering.
@@ -118,7 +108,14 @@ pub async fn lab_boards(state: &AppState, caller: &str) -> LabBoards {
         boards.extend(found);
         hosts.push(view);
     }
-    LabBoards { boards, hosts }
+    let here = this_host(state);
+    super::directory::join(state, &here, &mut boards, &mut hosts);
+    let directory = state.config().labgrid.as_ref().map(|_| state.lab.status());
+    LabBoards {
+        boards,
+        hosts,
+        directory,
+    }
 }
 
 /// A peer's boards, qualified, or why it did not answer (the refusal's message).
@@ -165,6 +162,18 @@ async fn peer_boards(peer: &LabPeer, caller: &str) -> Result<Vec<Value>, String>
 pub async fn list(state: &AppState, caller: &str) -> rmcp::model::CallToolResult {
     let lab = lab_boards(state, caller).await;
     let mut text = String::new();
+    if let Some(d) = &lab.directory {
+        match &d.error {
+            None => text.push_str(&format!(
+                "directory: coordinator {} (current)\n",
+                d.coordinator
+            )),
+            Some(e) => text.push_str(&format!(
+                "directory: coordinator {} NOT REACHABLE ({e}); its boards as last listed\n",
+                d.coordinator
+            )),
+        }
+    }
     for h in &lab.hosts {
         match &h.error {
             None => text.push_str(&format!("host {}: {} board(s)\n", h.host, h.boards)),

@@ -65,6 +65,9 @@ where
     if !matches!(reason.as_deref(), Some("device_busy" | "not_found")) {
         return here;
     }
+    if let Some(down) = directory_down(state, &message(&here)) {
+        return down;
+    }
     let mut why = vec![format!("{}: {}", this_host(state), message(&here))];
     let survey = super::queue::survey(state, &ask).await;
     why.extend(survey.others);
@@ -89,7 +92,16 @@ where
         }
     }
     if ask.wait_secs > 0 {
-        return super::queue::wait_lab(state, &ask, survey.ahead, deadline, ct, &local).await;
+        return super::queue::wait_lab(
+            state,
+            &ask,
+            survey.ahead,
+            &survey.matching,
+            deadline,
+            ct,
+            &local,
+        )
+        .await;
     }
     refusal(Refusal::new(
         RefusalReason::DeviceBusy,
@@ -98,6 +110,30 @@ where
             why.join("; ")
         ),
     ))
+}
+
+/// The refusal of a lab allocation when this host has a coordinator and cannot read its
+/// listing now: where the lab's boards, people's acquisitions and reservations are found
+/// is not known, so no board of another host is taken (docs/DECISIONS.md). `here` is this
+/// host's own refusal.
+fn directory_down(state: &AppState, here: &str) -> Option<CallToolResult> {
+    state.config().labgrid.as_ref()?;
+    let d = state.lab.status();
+    if d.up {
+        return None;
+    }
+    let since = d
+        .stale_secs
+        .map(|s| format!(" for {s} s"))
+        .unwrap_or_default();
+    Some(refusal(Refusal::new(
+        RefusalReason::CoordinatorUnreachable,
+        format!(
+            "no matching board is free on this host ({here}), and the lab's labgrid coordinator {} is not reachable{since} ({}): the lab's boards, people's acquisitions and reservations are listed there, so no board of another host is allocated until it is back. Use lock_board {{match}} without scope for this host's boards (wait_secs to queue), lock_board {{board: \"HOST/BOARD\"}} to ask one host directly, or list_boards {{scope: \"lab\"}} to see the boards as last listed.",
+            d.coordinator,
+            d.error.unwrap_or_default()
+        ),
+    )))
 }
 
 /// `lock_board {board: "HOST/BOARD"}`: that peer's `lock_board`, waiting there.

@@ -6,6 +6,8 @@
 //! - `peer_link`: one tool call on a peer, as its `peer: true` client acting for an agent,
 //!   bounded in time and bytes; its failures (`host_unreachable`).
 //! - `boards`: `list_boards {scope: "lab"}`, every host's boards, asked of all peers at once.
+//! - `directory`: the coordinator's listing of the lab's boards joined to the peers' answers.
+//! - `hosts`: a host of the lab as `list_boards {scope: "lab"}` shows it.
 //! - `lock`: `lock_board {scope: "lab"}`, a matching board here first, else on a peer.
 //! - `queue`: its wait, queued on every host at once (first come, first served lab-wide).
 //! - `forward`: a board tool on `HOST/BOARD` (`HOST/LEASE`, `HOST/JOB`) sent to that host.
@@ -16,8 +18,10 @@
 
 pub mod answers;
 pub mod boards;
+pub mod directory;
 pub mod flash;
 pub mod forward;
+pub mod hosts;
 pub mod jobs;
 pub mod lock;
 pub mod names;

@@ -35,12 +35,14 @@ use gatecmd_domain::state::AppState;
 type Answer = (LabPeer, Result<CallToolResult, PeerError>);
 type Racing = FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send + 'static>>>;
 
-/// Queues on every host until `deadline`; the first lease granted, with `host` and
+/// Queues on this host and every peer of `queue_on` (those with a board the match may
+/// take) until `deadline`; the first lease granted, with `host` and
 /// `queued_ahead` (each host's queue when the waiter arrived).
 pub async fn wait_lab<F, Fut>(
     state: &AppState,
     ask: &LabAsk<'_>,
     ahead: BTreeMap<String, usize>,
+    queue_on: &[LabPeer],
     deadline: Instant,
     ct: &CancellationToken,
     local: &F,
@@ -55,7 +57,7 @@ where
         .as_secs()
         .max(1);
     let mut racing: Racing = FuturesUnordered::new();
-    for peer in state.config().lab_peers.iter().cloned() {
+    for peer in queue_on.iter().cloned() {
         let mut args = ask.args.clone();
         args["wait_secs"] = secs.into();
         let agent = ask.who.name.clone();
@@ -175,6 +177,9 @@ pub struct Survey {
     pub ahead: BTreeMap<String, usize>,
     /// Why each other peer is not worth a try (its boards held, or it did not answer).
     pub others: Vec<String>,
+    /// The peers with any board the match may take, free or not, in `labgrid.peers`
+    /// order: those a waiter queues on (a host without one could never serve it).
+    pub matching: Vec<LabPeer>,
 }
 
 /// Looks at the lab for `ask`'s match. A board "may take" it when none of its listed tags
@@ -193,12 +198,14 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
             })
     };
     let mut open: Vec<&str> = Vec::new();
+    let mut any: Vec<&str> = Vec::new();
     let mut ahead = BTreeMap::new();
     let mut held: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for b in lab.boards.iter().filter(|b| may_take(b)) {
         let Some(host) = b.get("host").and_then(Value::as_str) else {
             continue;
         };
+        any.push(host);
         let waiting = b.get("match_waiting").and_then(Value::as_u64).unwrap_or(0) as usize;
         let n = ahead.entry(host.to_string()).or_insert(0);
         *n = (*n).max(waiting);
@@ -220,6 +227,10 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
             open.push(host);
         }
     }
+    let matching = (state.config().lab_peers.iter())
+        .filter(|p| any.contains(&p.name.as_str()))
+        .cloned()
+        .collect();
     let (candidates, not): (Vec<LabPeer>, Vec<LabPeer>) = state
         .config()
         .lab_peers
@@ -248,5 +259,6 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
         candidates,
         ahead,
         others,
+        matching,
     }
 }
