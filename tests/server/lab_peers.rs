@@ -485,6 +485,35 @@ async fn a_remote_flash_runs_as_a_job_of_the_boards_host_followed_from_the_agent
     let a = connect(&s1.url, Some(TOKEN_A), Era::Modern)
         .await
         .expect("a");
+    // A board another client holds there is refused before any byte is sent.
+    let c = connect(&s2.url, Some(TOKEN_B), Era::Modern)
+        .await
+        .expect("c");
+    let r = call(&c, "lock_board", json!({"board": "b2"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let theirs = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img"}),
+    )
+    .await;
+    assert_eq!(refusal_reason(&r), "device_busy", "{r:?}");
+    assert!(
+        text(&r).contains("nothing was sent") && text(&r).contains("vm-c"),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        !s2.path("lab/local/vm-a/disk.img").exists(),
+        "no transfer for a refused flash"
+    );
+    let r = call(&c, "unlock_device", json!({"lease": theirs})).await;
+    assert!(!is_error(&r), "{r:?}");
+
     let r = call(&a, "lock_board", json!({"board": "bench-2/b2"})).await;
     assert!(!is_error(&r), "{r:?}");
     let lease = structured(&r)["lease_id"]

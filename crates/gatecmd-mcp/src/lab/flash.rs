@@ -96,6 +96,7 @@ async fn start(
         agent: &who.name,
         what,
     };
+    precheck(&peer, &who.name, host, board).await?;
     let mut args = req.args.clone();
     args["board"] = board.into();
     args["image"] = push(state, &peer, &send("image"), req.image).await?.into();
@@ -113,6 +114,53 @@ async fn start(
     let limit = PEER_GRACE + Duration::from_secs(flash_secs(req));
     let started = peer_link::call(&peer, Some(&who.name), "flash_board", args, limit).await?;
     Ok((peer, started))
+}
+
+/// What the board's host shows the agent before any byte is sent: a flash it would refuse
+/// at once (flashing off for this agent there, the board another's) costs no transfer.
+/// The board's host still decides when the flash is asked (this is one look, not a hold).
+async fn precheck(peer: &LabPeer, agent: &str, host: &str, board: &str) -> Result<(), Refusal> {
+    let list = peer_link::call(
+        peer,
+        Some(agent),
+        "list_boards",
+        json!({}),
+        peer_link::LIST_TIMEOUT,
+    )
+    .await?;
+    let Some(b) = (list.structured_content.as_ref())
+        .and_then(|v| v.get("boards"))
+        .and_then(Value::as_array)
+        .and_then(|bs| {
+            bs.iter()
+                .find(|b| b.get("name").and_then(Value::as_str) == Some(board))
+        })
+    else {
+        // Unknown there: the peer's own flash_board says so, with its words.
+        return Ok(());
+    };
+    if b.pointer("/flash/enabled") == Some(&Value::Bool(false)) {
+        return Err(Refusal::new(
+            RefusalReason::NotConfigured,
+            format!(
+                "flash_board is not enabled for board {host}/{board} for you on lab host {host} (its flash settings); nothing was sent. list_boards {{scope: \"lab\"}} shows each board's flash.enabled"
+            ),
+        ));
+    }
+    // The peer names the agent `PEER-CLIENT/AGENT` after the client this host is there,
+    // which need not be this host's own name (`local` without a coordinator): a holder
+    // that may be this agent is left to the peer to judge.
+    if let Some(holder) = b.pointer("/lock/holder").and_then(Value::as_str)
+        && !holder.ends_with(&format!("/{agent}"))
+    {
+        return Err(Refusal::new(
+            RefusalReason::DeviceBusy,
+            format!(
+                "board {host}/{board} is held by {holder} on lab host {host}; nothing was sent. lock_board {{board: \"{host}/{board}\", wait_secs: 60}} queues for it"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn flash_secs(req: &RemoteFlash<'_>) -> u64 {
