@@ -180,7 +180,10 @@ async fn connect_loop(lab: Arc<Lab>, shutdown: CancellationToken) {
             }) => e,
             _ = shutdown.cancelled() => return,
         };
-        lab.state.lab.down(&lab.settings.coordinator, &ended.why);
+        lab.state
+            .lab
+            .directory
+            .down(&lab.settings.coordinator, &ended.why);
         if ended.registered {
             lock(&lab.lost_since).get_or_insert_with(Instant::now);
             tracing::warn!(why = %ended.why, "labgrid: coordinator lost; reconnecting (local leases work meanwhile)");

@@ -95,7 +95,7 @@ async fn session(
     }
     let mut places =
         open_stream::<_, ClientOutMessage>(&channel, cl_rx, CLIENT_STREAM, "client").await?;
-    lab.state.lab.listing(&lab.settings.coordinator);
+    lab.state.lab.directory.listing(&lab.settings.coordinator);
 
     let mut published: HashMap<(String, String), Resource> = HashMap::new();
     lab.mirrors.new_session();
@@ -137,9 +137,9 @@ async fn session(
             msg = places.message() => {
                 let msg = msg.map_err(|e| LabError::Stream { which: "client", message: e.message().to_string() })?;
                 let Some(msg) = msg else { return Ok(()) };
-                directory_feed::feed(&lab.state.lab, &msg);
+                directory_feed::feed(&lab.state.lab.directory, &msg);
                 if msg.sync.as_ref().is_some_and(|s| s.id == FIRST_SYNC) {
-                    lab.state.lab.listed();
+                    lab.state.lab.directory.listed();
                 }
                 place_updates(lab, msg, &mut first_listing);
                 publish(lab, &ex_tx, &mut published)?;

@@ -129,6 +129,9 @@ pub fn admit(
     if let Some(ticket) = req.extensions().get::<ConnTicket>() {
         ticket.authenticated();
     }
+    if let Some(w) = crate::transport::lab_waits::lab_wait(req, &identity) {
+        req.extensions_mut().insert(w);
+    }
     req.extensions_mut().insert(identity);
     Ok(())
 }

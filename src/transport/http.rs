@@ -102,6 +102,10 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
             crate::transport::metrics::PATH,
             axum::routing::get(crate::transport::metrics::scrape).with_state(state.clone()),
         )
+        .route(
+            crate::transport::lab_waits::PATH,
+            axum::routing::delete(crate::transport::lab_waits::withdraw).with_state(state.clone()),
+        )
         // Inside the guard: a refused request never reaches rmcp or these layers.
         .layer(axum::middleware::from_fn(
             crate::transport::json_answer::prefer_json,

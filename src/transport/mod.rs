@@ -10,6 +10,8 @@
 //! - `body_limit`: `limits.max_request_body_bytes` enforced with the value in force.
 //! - `metrics`: the `/metrics` scrape: gauges read from the state, the exposition formats.
 //! - `json_answer`: a POST answered within two seconds goes out as one JSON body, not SSE.
+//! - `lab_waits`: `DELETE /lab/waits/ID`, another host withdrawing its agent's lab wait
+//!   queued here, and the wait's headers read into the request.
 //! - `on_behalf`: a `peer: true` client acting for its host's agent (`Gatecmd-On-Behalf-Of`),
 //!   as `HOST/CLIENT`.
 //! - `open_answers`: answers not yet read, bounded per client.
@@ -26,6 +28,7 @@ pub mod conn_limits;
 pub mod gate;
 pub mod http;
 pub mod json_answer;
+pub mod lab_waits;
 pub mod metrics;
 pub mod on_behalf;
 pub mod open_answers;

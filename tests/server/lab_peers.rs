@@ -831,3 +831,163 @@ async fn a_reload_adds_and_removes_a_peer() {
     let l = call(&a, "list_boards", json!({"scope": "lab"})).await;
     assert_eq!(lab_names(&l), ["b1"]);
 }
+
+/// A peer's raw `lock_board {match, wait_secs}` for `agent`, naming a lab wait `id` that
+/// arrived `ago_ms` ago at its host: the answer's JSON-RPC result (as text).
+fn raw_lab_wait(
+    url: &str,
+    agent: &'static str,
+    id: &'static str,
+    ago_ms: i64,
+) -> tokio::task::JoinHandle<String> {
+    let url = url.to_string();
+    tokio::spawn(async move {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "lock_board", "arguments": {"match": {"soc": "rk3588"}, "wait_secs": 30},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}});
+        let r = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {PEER_TOKEN}"))
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "lock_board")
+            .header("gatecmd-on-behalf-of", agent)
+            .header("gatecmd-lab-wait", id)
+            .header("gatecmd-lab-arrival", (now - ago_ms).to_string())
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("http");
+        r.text().await.unwrap_or_default()
+    })
+}
+
+/// The JSON-RPC message of an answer body: one JSON document, or an SSE stream's last
+/// `data:` line that parses.
+fn answer_of(body: &str) -> Value {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .next_back()
+        .or_else(|| serde_json::from_str(body).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// `DELETE /lab/waits/ID` as `token` acting for `agent`: the HTTP status.
+async fn withdraw_as(url: &str, token: &str, agent: &str, id: &str) -> u16 {
+    let base = url.trim_end_matches("mcp");
+    reqwest::Client::new()
+        .delete(format!("{base}lab/waits/{id}"))
+        .header("authorization", format!("Bearer {token}"))
+        .header("gatecmd-on-behalf-of", agent)
+        .send()
+        .await
+        .expect("http")
+        .status()
+        .as_u16()
+}
+
+/// Issue 49: a lab waiter is queued on every host by when it arrived at its own host, not
+/// by when its entry reached the board's host; and its host withdraws it from a queue once
+/// it is served elsewhere. On bench-2, vm-c queues first; then an entry of bench-1's
+/// vm-a that arrived there 2 s earlier: the freed board goes to vm-a. A second lab waiter
+/// (vm-b) is withdrawn by its own client only (`DELETE /lab/waits/ID`: vm-c's token and
+/// another agent's name find nothing), and the next board freed goes to vm-c.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_waiters_queue_by_their_arrival_and_are_withdrawn_once_served() {
+    let two = format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_C}}}\n  - {{name: vm-y, token: {TOKEN_Y}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\nboards:\n  - name: b2\n    usb: \"1-2\"\n    tags: {{soc: rk3588}}\n"
+    );
+    let s2 = Server::start(&two);
+    let y = connect(&s2.url, Some(TOKEN_Y), Era::Modern)
+        .await
+        .expect("y");
+    let r = call(&y, "lock_board", json!({"board": "b2"})).await;
+    let ly = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+
+    let c = queue_for(
+        &s2.url,
+        TOKEN_C,
+        json!({"match": {"soc": "rk3588"}, "wait_secs": 30}),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let a = raw_lab_wait(&s2.url, "vm-a", "wait-of-vm-a", 2000);
+    let b = raw_lab_wait(&s2.url, "vm-b", "wait-of-vm-b", 1000);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Only the peer acting for the waiter withdraws it.
+    assert_eq!(
+        withdraw_as(&s2.url, TOKEN_C, "vm-b", "wait-of-vm-b").await,
+        403,
+        "vm-c is no peer"
+    );
+    assert_eq!(
+        withdraw_as(&s2.url, PEER_TOKEN, "vm-x", "wait-of-vm-b").await,
+        404,
+        "another agent's wait"
+    );
+
+    let r = call(&y, "unlock_device", json!({"lease": ly})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let got_a = tokio::time::timeout(Duration::from_secs(15), a)
+        .await
+        .expect("a served")
+        .expect("task");
+    assert!(
+        got_a.contains("bench-1/vm-a") && got_a.contains("lease_id"),
+        "vm-a arrived first: {got_a}"
+    );
+    assert!(
+        !c.is_finished(),
+        "vm-c queued here first but arrived after vm-a and vm-b"
+    );
+
+    // vm-b was served elsewhere: its host withdraws it here, and the board freed next
+    // goes straight to vm-c.
+    assert_eq!(
+        withdraw_as(&s2.url, PEER_TOKEN, "vm-b", "wait-of-vm-b").await,
+        204
+    );
+    let got_b = tokio::time::timeout(Duration::from_secs(15), b)
+        .await
+        .expect("b ended")
+        .expect("task");
+    assert!(got_b.contains("cancelled"), "withdrawn: {got_b}");
+    assert_eq!(
+        withdraw_as(&s2.url, PEER_TOKEN, "vm-b", "wait-of-vm-b").await,
+        404,
+        "gone"
+    );
+    // vm-a's lease there ends by its own host's unlock_device, through the peer link.
+    let lease_a = answer_of(&got_a)["result"]["structuredContent"]["lease_id"]
+        .as_str()
+        .expect("vm-a's lease id")
+        .to_string();
+    let s1 = Server::start(&format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"{}\", token: {PEER_TOKEN}}}\n",
+        s2.url
+    ));
+    let a_client = connect(&s1.url, Some(TOKEN_A), Era::Modern)
+        .await
+        .expect("a");
+    let r = call(
+        &a_client,
+        "unlock_device",
+        json!({"lease": format!("bench-2/{lease_a}")}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let (vc, _) = got(c).await;
+    assert_eq!(vc["board"], "b2", "{vc}");
+}

@@ -56,8 +56,9 @@ pub struct AppState {
     pub approvals: crate::approvals::Approvals,
     /// Per-client shares of subscriptions, streams, unread answers, waiting reads.
     pub quotas: crate::limits::quotas::Quotas,
-    /// The lab's boards and places as the labgrid coordinator lists them (src/lab/).
-    pub lab: crate::lab::Directory,
+    /// The lab beyond this host: its directory (from the labgrid coordinator) and the
+    /// lab waiters of other hosts queued here (withdrawable).
+    pub lab: crate::lab::Lab,
 }
 
 /// What a reload applied, and what it could not.

@@ -3,6 +3,11 @@
 //! waiter may try only the boards that no earlier waiter could also take. A freed board
 //! therefore goes to the oldest waiter that wants it, and two waiters never race for one
 //! board. Waiters for disjoint sets of boards do not hold each other up.
+//!
+//! "Arrival" is a time, not only a turn: a waiter of this host arrives when it joins; a lab
+//! waiter another host queued here arrives when it reached its own host
+//! (`crate::lab::waits`, believed within a few seconds), so two lab waiters are ordered
+//! alike on every host whichever of their entries reached this one first.
 
 use std::sync::Mutex;
 
@@ -22,8 +27,8 @@ pub struct MatchQueue {
 #[derive(Default)]
 struct Inner {
     next: u64,
-    /// In arrival order: (ticket, client, boards it could take now).
-    entries: Vec<(u64, String, Vec<String>)>,
+    /// In arrival order: (ticket, client, boards it could take now, arrival in Unix ms).
+    entries: Vec<(u64, String, Vec<String>, i64)>,
 }
 
 /// Why a request could not join the queue.
@@ -58,6 +63,19 @@ impl MatchQueue {
         candidates: Vec<String>,
         max_per_client: usize,
     ) -> Result<QueueTicket<'_>, QueueFull> {
+        self.join_at(client, candidates, max_per_client, None)
+    }
+
+    /// Joins the queue as arrived at `arrived_ms` (Unix ms; `None`: now), behind everyone
+    /// who arrived at that time or before, ahead of those who arrived after.
+    pub fn join_at(
+        &self,
+        client: &str,
+        candidates: Vec<String>,
+        max_per_client: usize,
+        arrived_ms: Option<i64>,
+    ) -> Result<QueueTicket<'_>, QueueFull> {
+        let at = arrived_ms.map_or_else(crate::lab::waits::now_ms, crate::lab::waits::believed);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if inner.entries.len() >= MAX_MATCH_WAITERS {
             return Err(QueueFull::Total {
@@ -75,7 +93,10 @@ impl MatchQueue {
         }
         inner.next += 1;
         let id = inner.next;
-        inner.entries.push((id, client.to_string(), candidates));
+        let pos = inner.entries.partition_point(|e| e.3 <= at);
+        inner
+            .entries
+            .insert(pos, (id, client.to_string(), candidates, at));
         Ok(QueueTicket { queue: self, id })
     }
 
@@ -160,6 +181,33 @@ mod tests {
         assert_eq!(q.len(), 1);
         drop(b);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_lab_waiter_that_arrived_earlier_elsewhere_is_ahead_of_a_later_local_one() {
+        let q = MatchQueue::default();
+        let now = crate::lab::waits::now_ms();
+        let local = q.join("local", names(&["b1"]), 8).unwrap();
+        // Arrived at its own host 300 ms ago; its entry reached this host just now.
+        let lab = q
+            .join_at("bench-1/vm-a", names(&["b1"]), 8, Some(now - 300))
+            .unwrap();
+        assert_eq!(lab.mine(names(&["b1"])), names(&["b1"]));
+        assert!(
+            local.mine(names(&["b1"])).is_empty(),
+            "the local waiter came later"
+        );
+        // A claimed arrival far in the past counts as MAX_SKEW ago, not earlier.
+        let liar = q.join_at("bench-2/x", names(&["b1"]), 8, Some(0)).unwrap();
+        assert_eq!(liar.mine(names(&["b1"])), names(&["b1"]));
+        drop(liar);
+        let late = q
+            .join_at("bench-3/y", names(&["b1"]), 8, Some(now + 60_000))
+            .unwrap();
+        assert!(
+            late.mine(names(&["b1"])).is_empty(),
+            "the future counts as now"
+        );
     }
 
     #[test]

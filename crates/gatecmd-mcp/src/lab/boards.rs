@@ -110,7 +110,11 @@ pub async fn lab_boards(state: &AppState, caller: &str) -> LabBoards {
     }
     let here = this_host(state);
     super::directory::join(state, &here, &mut boards, &mut hosts);
-    let directory = state.config().labgrid.as_ref().map(|_| state.lab.status());
+    let directory = state
+        .config()
+        .labgrid
+        .as_ref()
+        .map(|_| state.lab.directory.status());
     LabBoards {
         boards,
         hosts,

@@ -20,8 +20,8 @@ pub fn join(state: &AppState, here: &str, boards: &mut Vec<Value>, hosts: &mut V
     if state.config().labgrid.is_none() {
         return;
     }
-    let listed = state.lab.boards();
-    let up = state.lab.status().up;
+    let listed = state.lab.directory.boards();
+    let up = state.lab.directory.status().up;
     for b in boards.iter_mut() {
         let host = b.get("host").and_then(Value::as_str).unwrap_or_default();
         if host == here {

@@ -118,7 +118,7 @@ where
 /// host's own refusal.
 fn directory_down(state: &AppState, here: &str) -> Option<CallToolResult> {
     state.config().labgrid.as_ref()?;
-    let d = state.lab.status();
+    let d = state.lab.directory.status();
     if d.up {
         return None;
     }

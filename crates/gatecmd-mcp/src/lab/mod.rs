@@ -14,6 +14,8 @@
 //! - `flash`: `flash_board` on `HOST/BOARD`, a job there followed from here.
 //! - `upload`: a file of this host sent to a peer's staging (a remote flash's image).
 //! - `jobs`: a peer's job named `HOST/JOB` in its answers.
+//! - `queued_here`: a lab waiter another host queued here, by its arrival there, and
+//!   registered so that host can withdraw it.
 //! - `scope`: the `scope` argument (`host`, the default, or `lab`).
 
 pub mod answers;
@@ -27,5 +29,6 @@ pub mod lock;
 pub mod names;
 pub mod peer_link;
 pub mod queue;
+pub mod queued_here;
 pub mod scope;
 pub mod upload;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use gatecmd_core::refusal::{Classified, RefusalReason};
 use gatecmd_domain::config::LabPeer;
+use gatecmd_domain::lab::LabWait;
 
 /// How long a peer may take beyond the call's own wait to end its answer before it counts
 /// as unreachable.
@@ -22,6 +23,13 @@ pub const PEER_GRACE: Duration = Duration::from_secs(10);
 pub const HEADERS_WITHIN: Duration = Duration::from_secs(8);
 /// How long `list_boards {scope: "lab"}` waits for each host.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a withdrawal of a lab wait may take (it is best effort: a wait not withdrawn
+/// is still ended when it is granted, by a release).
+pub const WITHDRAW_WITHIN: Duration = Duration::from_secs(3);
+/// The headers naming a lab wait and its arrival (the receiving side's
+/// `transport::lab_waits`).
+const LAB_WAIT: &str = "gatecmd-lab-wait";
+const LAB_ARRIVAL: &str = "gatecmd-lab-arrival";
 /// Most bytes of one peer answer read (a `console_read` or `board_run` answer is far less).
 const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 /// The header a peer names its agent in (the receiving side's `transport::on_behalf`).
@@ -99,6 +107,20 @@ pub async fn call(
     args: Value,
     limit: Duration,
 ) -> Result<CallToolResult, PeerError> {
+    call_queued(peer, agent, tool, args, limit, None).await
+}
+
+/// [`call`] for a lab waiter: the request names the wait (`Gatecmd-Lab-Wait`) and when
+/// the agent arrived (`Gatecmd-Lab-Arrival`), so that the peer queues it by that arrival
+/// and lets this host withdraw it ([`withdraw`]).
+pub async fn call_queued(
+    peer: &LabPeer,
+    agent: Option<&str>,
+    tool: &str,
+    args: Value,
+    limit: Duration,
+    wait: Option<&LabWait>,
+) -> Result<CallToolResult, PeerError> {
     let token = peer.token.read().map_err(|why| PeerError::Token {
         host: peer.name.clone(),
         why,
@@ -107,7 +129,7 @@ pub async fn call(
         host: peer.name.clone(),
         why,
     };
-    match tokio::time::timeout(limit, exchange(peer, &token, agent, tool, args)).await {
+    match tokio::time::timeout(limit, exchange(peer, &token, agent, tool, args, wait)).await {
         Ok(r) => r,
         Err(_) => Err(unreachable(format!(
             "no answer within {} s",
@@ -122,6 +144,7 @@ async fn exchange(
     agent: Option<&str>,
     tool: &str,
     args: Value,
+    wait: Option<&LabWait>,
 ) -> Result<CallToolResult, PeerError> {
     let unreachable = |why: String| PeerError::Unreachable {
         host: peer.name.clone(),
@@ -148,6 +171,11 @@ async fn exchange(
         .header("mcp-name", tool);
     if let Some(a) = agent {
         req = req.header(ON_BEHALF_OF, a);
+    }
+    if let Some(w) = wait {
+        req = req
+            .header(LAB_WAIT, &w.id)
+            .header(LAB_ARRIVAL, w.arrived_ms.to_string());
     }
     // A gatecmd answers every POST's headers within about 2 s (a slower call streams), so
     // a peer that sends none in time has stopped, whatever the call's own wait.
@@ -198,6 +226,32 @@ async fn exchange(
         "it answered with an error: {}",
         gatecmd_core::output::one_line(message, 200)
     )))
+}
+
+/// Withdraws the lab wait `wait` this host queued on `peer` for `agent`
+/// (`DELETE /lab/waits/ID`), within [`WITHDRAW_WITHIN`]: whether the peer still had it.
+pub async fn withdraw(peer: &LabPeer, agent: &str, wait: &LabWait) -> Result<bool, PeerError> {
+    let unreachable = |why: String| PeerError::Unreachable {
+        host: peer.name.clone(),
+        why,
+    };
+    let token = peer.token.read().map_err(|why| PeerError::Token {
+        host: peer.name.clone(),
+        why,
+    })?;
+    let url = reqwest::Url::parse(&peer.url)
+        .and_then(|u| u.join(&format!("lab/waits/{}", wait.id)))
+        .map_err(|e| unreachable(format!("its url: {e}")))?;
+    let sent = client()
+        .delete(url)
+        .header("authorization", format!("Bearer {token}"))
+        .header(ON_BEHALF_OF, agent)
+        .send();
+    let resp = tokio::time::timeout(WITHDRAW_WITHIN, sent)
+        .await
+        .map_err(|_| unreachable(format!("no answer within {} s", WITHDRAW_WITHIN.as_secs())))?
+        .map_err(|e| unreachable(cause(&e)))?;
+    Ok(resp.status() == reqwest::StatusCode::NO_CONTENT)
 }
 
 /// One JSON body, or the last `data:` of an SSE stream that carries an `id`.

@@ -29,6 +29,7 @@ use super::peer_link::{self, PEER_GRACE, PeerError};
 use crate::calls::answer::refusal;
 use gatecmd_core::refusal::{Refusal, RefusalReason};
 use gatecmd_domain::config::LabPeer;
+use gatecmd_domain::lab::LabWait;
 use gatecmd_domain::state::AppState;
 
 /// One peer's answer.
@@ -57,13 +58,20 @@ where
         .as_secs()
         .max(1);
     let mut racing: Racing = FuturesUnordered::new();
+    // One wait, named alike on every host, arriving now: each host queues it by this
+    // arrival, and it is withdrawn from the others once served (`withdraw_rest`).
+    let wait = LabWait::now();
+    let mut pending: Vec<LabPeer> = queue_on.to_vec();
     for peer in queue_on.iter().cloned() {
         let mut args = ask.args.clone();
         args["wait_secs"] = secs.into();
         let agent = ask.who.name.clone();
+        let wait = wait.clone();
         racing.push(Box::pin(async move {
             let limit = PEER_GRACE + Duration::from_secs(secs);
-            let r = peer_link::call(&peer, Some(&agent), "lock_board", args, limit).await;
+            let r =
+                peer_link::call_queued(&peer, Some(&agent), "lock_board", args, limit, Some(&wait))
+                    .await;
             (peer, r)
         }));
     }
@@ -76,6 +84,7 @@ where
             r = &mut mine, if !mine_done => {
                 mine_done = true;
                 if r.is_error != Some(true) {
+                    withdraw_rest(pending, ask.who.name.clone(), wait);
                     drain(racing, ask.who.name.clone());
                     return with_queue(with_host(r, &here, None), &ahead);
                 }
@@ -83,8 +92,10 @@ where
             }
             n = racing.next(), if !racing.is_empty() => {
                 let Some((peer, r)) = n else { continue };
+                pending.retain(|p| p.name != peer.name);
                 match r {
                     Ok(r) if r.is_error != Some(true) => {
+                        withdraw_rest(pending, ask.who.name.clone(), wait);
                         // This host's own wait ends here (`mine` is dropped: its queue guard
                         // leaves the queue or gives back a key handed over meanwhile).
                         drain(racing, ask.who.name.clone());
@@ -96,6 +107,7 @@ where
                 }
             }
             _ = ct.cancelled() => {
+                withdraw_rest(pending, ask.who.name.clone(), wait);
                 drain(racing, ask.who.name.clone());
                 return refusal(Refusal::new(
                     RefusalReason::Cancelled,
@@ -114,6 +126,22 @@ where
             why.join("; ")
         ),
     ))
+}
+
+/// Withdraws the served (or cancelled) waiter's wait from every host still holding it, at
+/// once and in the background (each within `peer_link::WITHDRAW_WITHIN`): the board such a
+/// host frees next goes to its next waiter at once. A host that grants the wait before
+/// the withdrawal reaches it is answered by `drain`'s release.
+fn withdraw_rest(pending: Vec<LabPeer>, agent: String, wait: LabWait) {
+    if pending.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        let each = pending
+            .iter()
+            .map(|p| peer_link::withdraw(p, &agent, &wait));
+        futures::future::join_all(each).await;
+    });
 }
 
 /// The other hosts' waits of a served (or cancelled) waiter, followed to their end in the

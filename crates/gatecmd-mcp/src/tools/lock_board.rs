@@ -24,7 +24,9 @@ use gatecmd_domain::boards::{BoardMatch, QueueFull};
 use gatecmd_domain::locks::{LockError, MAX_WAIT_SECS, SessionId};
 use gatecmd_domain::state::AppState;
 use gatecmd_domain::usecases::lease::Ask;
-use gatecmd_domain::usecases::lease::board::{Hold, LeaseError, Leased, Which, lease_board};
+use gatecmd_domain::usecases::lease::board::{
+    Hold, LeaseError, Leased, Which, lease_board_arrived,
+};
 
 /// Arguments of `lock_board`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -204,7 +206,16 @@ pub async fn lock(
         note: req.note.as_deref(),
         wait,
     };
-    match lease_board(state, &ask, which, &ctx.ct).await {
+    // A lab waiter of another host: queued by its arrival there, withdrawable by it.
+    let lab_wait = crate::lab::queued_here::lab_wait(ctx).filter(|_| !wait.is_zero());
+    let registered =
+        match crate::lab::queued_here::register(state, &who.name, lab_wait.as_ref(), &ctx.ct) {
+            Ok(r) => r,
+            Err(e) => return refusal(e),
+        };
+    let ct = registered.as_ref().map_or(&ctx.ct, |r| &r.token);
+    let arrived = lab_wait.map(|w| w.arrived_ms);
+    match lease_board_arrived(state, &ask, which, ct, arrived).await {
         Ok(leased) => answer(leased),
         Err(e) => refusal(LockBoardError::from(e).into()),
     }

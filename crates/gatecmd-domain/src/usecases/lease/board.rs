@@ -77,6 +77,19 @@ pub async fn lease_board(
     which: Which<'_>,
     cancel: &CancellationToken,
 ) -> Result<Leased, LeaseError> {
+    lease_board_arrived(state, ask, which, cancel, None).await
+}
+
+/// [`lease_board`] for a waiter that arrived at `arrived_ms` (Unix ms) on another host of
+/// the lab: a match request queues here by that arrival (`boards::queue`), not by when its
+/// entry reached this host. `None`: it arrives now.
+pub async fn lease_board_arrived(
+    state: &AppState,
+    ask: &Ask<'_>,
+    which: Which<'_>,
+    cancel: &CancellationToken,
+    arrived_ms: Option<i64>,
+) -> Result<Leased, LeaseError> {
     let config = state.config();
     let (board, info) = match which {
         Which::Named(name) => {
@@ -105,7 +118,7 @@ pub async fn lease_board(
                 });
             }
             tokio::select! {
-                r = by_match(state, ask, m) => r?,
+                r = by_match(state, ask, m, arrived_ms) => r?,
                 _ = cancel.cancelled() => return Err(LeaseError::Cancelled),
             }
         }
@@ -146,6 +159,7 @@ async fn by_match(
     state: &AppState,
     ask: &Ask<'_>,
     m: &BoardMatch,
+    arrived_ms: Option<i64>,
 ) -> Result<(BoardConfig, LeaseInfo), LeaseError> {
     let deadline = Instant::now() + ask.wait;
     let max_waiters = state.locks.settings().max_waiters_per_client;
@@ -155,7 +169,7 @@ async fn by_match(
     let ticket = state
         .boards
         .queue
-        .join(ask.client, wanted, max_waiters.max(1))
+        .join_at(ask.client, wanted, max_waiters.max(1), arrived_ms)
         .map_err(LeaseError::QueueFull)?;
     loop {
         // Subscribed before looking, so that a change in between wakes the wait below.
