@@ -33,8 +33,9 @@
 //! - `jobs`: commands that outlive their call, per client, with bounded retention. Inside
 //!   it:
 //!   - `running`: the commands running now, for the bench page.
-//! - `lab`: the lab beyond this host as the labgrid coordinator lists it: every exporter's
-//!   gatecmd boards and the places over them (`lab::directory`), for the lab-wide tools.
+//! - `lab`: the lab beyond this host: every exporter's gatecmd boards and the places over
+//!   them as the labgrid coordinator lists them (`lab::directory`), for the lab-wide tools;
+//!   other hosts' lab waiters queued here, withdrawable (`lab::waits`).
 //! - `limits`: what a client or the server may hold at once:
 //!   - `permits`: a counting semaphore that a reload can resize (children, client slots).
 //!   - `quotas`: per-client shares of what a client holds open (subscriptions, streams,
