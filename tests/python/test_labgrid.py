@@ -459,3 +459,78 @@ async def test_a_reservation_goes_to_the_host_whose_board_no_agent_holds(tmp_pat
         b1.close()
         b2.close()
         c.stop()
+
+
+def reserve(c: Coordinator, *filters: str, env: dict[str, str] | None = None) -> str:
+    """`labgrid-client reserve --shell FILTER…` as a person runs it; its token."""
+    out = c.client("reserve", "--shell", *filters, env=env).stdout
+    return out.strip().removeprefix("export LG_TOKEN=")
+
+
+async def refused_for_the_reservation(b: Bench, wants: str, timeout: float = 10) -> str:
+    """The agent's `lock_board`, repeated until it is refused `device_busy` with `wants` in
+    its message (the reservation's owner is looked up in one round trip; a lease taken
+    meanwhile is let go and the hold follows): the message."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await lock_board(b.server.url)
+        if not r.is_error:
+            await unlock(b.server.url, r.structured_content["lease_id"])
+        elif wants in text(r):
+            assert r.structured_content["refusal"]["reason"] == "device_busy", r.structured_content
+            return text(r)
+        if time.monotonic() > deadline:
+            pytest.fail(f"the agent was not refused for the reservation within {timeout} s: {text(r)}")
+        await anyio.sleep(0.1)
+
+
+async def test_a_listed_persons_reservation_blocks_agents_until_it_ends(lab):
+    c, b = lab
+    make_place(c, "p1")
+    token = reserve(c, "name=p1")
+    # Allocated, not acquired: the board is the place's already, and the agent is told
+    # whose reservation it is, what frees it and what to call.
+    reserved = f"labgrid place p1 reserved for desk/{USER} (reservation {token})"
+    msg = await refused_for_the_reservation(b, reserved)
+    assert "labgrid:p1" in msg and "frees when the reservation is cancelled or expires" in msg, msg
+    assert 'lock_board {board: "rock5b-1", wait_secs: …}' in msg, msg
+    # The person acquires the reserved place: the same hold, now theirs.
+    c.client("acquire", place="p1")
+    assert acquired_by(c, "p1") == f"desk/{USER}"
+    await refused_for_the_reservation(b, f"acquired by desk/{USER} (reservation {token})")
+    # Released while the reservation stands: the board stays the reservation's.
+    c.client("release", place="p1")
+    await refused_for_the_reservation(b, reserved)
+    listed = c.client("reservations").stdout
+    assert f"Reservation '{token}'" in listed and "state: allocated" in listed, listed
+    # Cancelled: the board frees, and a waiting agent gets it.
+    c.client("cancel-reservation", token)
+    r = await lock_board(b.server.url, wait_secs=10)
+    assert not r.is_error, text(r)
+    await unlock(b.server.url, r.structured_content["lease_id"])
+    events = [e for e in b.audit() if e.get("event", "").startswith("labgrid_reservation_")]
+    assert [(e["event"], e["place"], e["token"], e["owner"]) for e in events] == [
+        ("labgrid_reservation_hold", "p1", token, f"desk/{USER}"),
+        ("labgrid_reservation_ended", "p1", token, f"desk/{USER}"),
+    ], events
+    assert "cancelled or expired" in events[-1]["why"], events
+
+
+async def test_an_unlisted_owners_reservation_does_not_block_agents(lab):
+    c, b = lab
+    make_place(c, "p1", tags={"soc": "rk3588"})
+    token = reserve(c, "soc=rk3588", env={"LG_USERNAME": "mallory"})
+
+    def refusal():
+        return [e for e in b.audit() if e.get("event") == "labgrid_reservation_refused"]
+
+    # gatecmd saw the reservation and its owner, and took nothing for it.
+    seen = wait_until(refusal, 10, "the reservation's refusal in the audit")
+    assert [(e["place"], e["token"], e["owner"], e["retrying"]) for e in seen] == [
+        ("p1", token, "desk/mallory", False)
+    ], seen
+    assert "not named in labgrid.people" in seen[0]["why"], seen
+    r = await lock_board(b.server.url)
+    assert not r.is_error, text(r)
+    await unlock(b.server.url, r.structured_content["lease_id"])
+    c.client("cancel-reservation", token, env={"LG_USERNAME": "mallory"})
