@@ -390,7 +390,7 @@ impl Holds {
     pub fn unreserve_where(
         &self,
         state: &AppState,
-        stale: impl Fn(&Hold, &Reserved) -> bool,
+        stale: impl Fn(&str, &Hold, &Reserved) -> bool,
     ) -> Vec<(String, Hold)> {
         let max = state.locks.settings().max_note_bytes;
         let (ended, kept) = self.with(|m| {
@@ -398,7 +398,7 @@ impl Holds {
             let mut kept = Vec::new();
             let boards: Vec<String> = m
                 .iter()
-                .filter(|(_, h)| h.reserved.as_ref().is_some_and(|r| stale(h, r)))
+                .filter(|(b, h)| h.reserved.as_ref().is_some_and(|r| stale(b, h, r)))
                 .map(|(b, _)| b.clone())
                 .collect();
             for b in boards {
@@ -601,10 +601,10 @@ mod tests {
         // Another reservation's end changes nothing; this one's frees the board.
         assert!(
             holds
-                .unreserve_where(&state, |_, r| r.token == "T9")
+                .unreserve_where(&state, |_, _, r| r.token == "T9")
                 .is_empty()
         );
-        let ended = holds.unreserve_where(&state, |_, r| r.token == "T1");
+        let ended = holds.unreserve_where(&state, |_, _, r| r.token == "T1");
         assert_eq!(ended.len(), 1);
         assert_eq!(ended[0].1.reserved, Some(alice("T1")));
         assert_eq!(holder(&state, "b1", true), Holder::Free);
@@ -626,7 +626,7 @@ mod tests {
             .acquire(&state, "b1", "usb", "p1", Some("desk/alice".into()))
             .await
             .expect("acquired");
-        assert!(holds.unreserve_where(&state, |_, _| true).is_empty());
+        assert!(holds.unreserve_where(&state, |_, _, _| true).is_empty());
         assert_eq!(
             note(&state).as_deref(),
             Some("labgrid place p1 acquired by desk/alice")

@@ -138,12 +138,14 @@ impl Reservations {
         self.with(|i| i.listed)
     }
 
-    /// Place → token of every reserved place (of a board here).
-    pub fn tokens(&self) -> HashMap<String, String> {
+    /// Place → (token, board) of every reserved place of a board here, or of `only` that
+    /// place.
+    pub fn tokens(&self, only: Option<&str>) -> HashMap<String, (String, String)> {
         self.with(|i| {
             i.places
                 .iter()
-                .map(|(p, e)| (p.clone(), e.token.clone()))
+                .filter(|(p, _)| only.is_none_or(|o| o == p.as_str()))
+                .map(|(p, e)| (p.clone(), (e.token.clone(), e.board.clone())))
                 .collect()
         })
     }
@@ -240,17 +242,21 @@ impl Reservations {
 
 impl Lab {
     /// Holds whose reservation the coordinator no longer gives their place (cancelled,
-    /// expired, the place deleted or its reservation another): ended unless the place is
-    /// acquired, which keeps it as an acquisition. Nothing before the session's first
-    /// listing.
-    pub(super) fn reservations_ended(&self) {
+    /// expired, the place deleted, its reservation another or its board another): ended
+    /// unless the place is acquired, which keeps it as an acquisition. Only `place`'s
+    /// holds when given (a place update: cheap with many places); nothing before the
+    /// session's first listing.
+    pub(super) fn reservations_ended(&self, place: Option<&str>) {
         if !self.reservations.is_listed() {
             return;
         }
-        let tokens = self.reservations.tokens();
-        let ended = self
-            .holds
-            .unreserve_where(&self.state, |h, r| tokens.get(&h.place) != Some(&r.token));
+        let tokens = self.reservations.tokens(place);
+        let ended = self.holds.unreserve_where(&self.state, |board, h, r| {
+            place.is_none_or(|p| p == h.place)
+                && tokens
+                    .get(&h.place)
+                    .is_none_or(|(token, on)| *token != r.token || on != board)
+        });
         self.report_released(
             ended,
             "the reservation was cancelled or expired (the coordinator no longer gives it the place)",
@@ -273,7 +279,7 @@ impl Lab {
         if !self.reservations.is_listed() {
             return;
         }
-        self.reservations_ended();
+        self.reservations_ended(None);
         for w in self.reservations.wanted() {
             let held = self
                 .holds

@@ -211,13 +211,13 @@ fn place_updates(
                 }
                 lab.reservations
                     .set_place(&lab.state, &lab.settings.name, &p);
-                lab.reservations_ended();
+                lab.reservations_ended(Some(&p.name));
                 lab.place_update(&p.name, p.acquired.as_deref());
                 lab.mirrors.set_place(p);
             }
             Some(Update::DelPlace(name)) => {
                 lab.reservations.del_place(&name);
-                lab.reservations_ended();
+                lab.reservations_ended(Some(&name));
                 lab.place_update(&name, None);
                 lab.mirrors.del_place(&name);
             }
@@ -228,7 +228,7 @@ fn place_updates(
         && let Some(seen) = first_listing.take()
     {
         lab.reservations.listed(|p| seen.contains_key(p));
-        lab.reservations_ended();
+        lab.reservations_ended(None);
         lab.release_unlisted(&seen);
         lab.mirrors.listed();
     }

@@ -534,3 +534,38 @@ async def test_an_unlisted_owners_reservation_does_not_block_agents(lab):
     assert not r.is_error, text(r)
     await unlock(b.server.url, r.structured_content["lease_id"])
     c.client("cancel-reservation", token, env={"LG_USERNAME": "mallory"})
+
+
+async def test_a_reservation_takes_the_board_once_the_agent_holding_it_lets_go(lab):
+    """A reservation allocated while an agent holds the board (its place was not mirrored:
+    here the person released the place to a queued agent, and labgrid allocated the place
+    to the waiting reservation in the same step) takes the board once the agent lets go."""
+    c, b = lab
+    make_place(c, "p1")
+    c.client("acquire", place="p1")
+    async with anyio.create_task_group() as tg:
+        got = {}
+
+        async def queued():
+            got["r"] = await lock_board(b.server.url, wait_secs=20)
+
+        tg.start_soon(queued)
+        await anyio.sleep(0.5)
+        token = reserve(c, "name=p1")  # waiting: the place is acquired
+        c.client("release", place="p1")
+    r = got["r"]
+    assert not r.is_error, text(r)
+
+    def refusal():
+        return [e for e in b.audit() if e.get("event") == "labgrid_reservation_refused"]
+
+    seen = wait_until(refusal, 10, "the reservation's refusal while the agent holds the board")
+    assert [(e["token"], e["retrying"]) for e in seen] == [(token, True)], seen
+    assert "leased by MCP client vm-a" in seen[0]["why"], seen
+    await unlock(b.server.url, r.structured_content["lease_id"])
+    await refused_for_the_reservation(b, f"reserved for desk/{USER} (reservation {token})", timeout=5)
+    assert [e["event"] for e in b.audit() if e.get("event", "").startswith("labgrid_reservation_")] == [
+        "labgrid_reservation_refused",
+        "labgrid_reservation_hold",
+    ]
+    c.client("cancel-reservation", token)
