@@ -569,3 +569,24 @@ async def test_a_reservation_takes_the_board_once_the_agent_holding_it_lets_go(l
         "labgrid_reservation_hold",
     ]
     c.client("cancel-reservation", token)
+
+
+async def test_a_reservation_hold_is_taken_again_after_a_gatecmd_restart_and_ends_with_the_coordinator(lab):
+    c, b = lab
+    make_place(c, "p1")
+    token = reserve(c, "name=p1")
+    reserved = f"reserved for desk/{USER} (reservation {token})"
+    await refused_for_the_reservation(b, reserved)
+    # gatecmd restarts without leases: its first listing shows the place reserved.
+    b.stop()
+    b.start()
+    await refused_for_the_reservation(b, reserved)
+    # The coordinator lost: held for labgrid.hold_secs, then released like any hold.
+    c.stop()
+    lost = time.monotonic()
+    r = await lock_board(b.server.url, wait_secs=HOLD_SECS + 5)
+    assert not r.is_error, text(r)
+    assert time.monotonic() - lost >= HOLD_SECS - 0.5
+    ended = [e for e in b.audit() if e.get("event") == "labgrid_reservation_ended"]
+    assert [(e["token"], "unreachable" in e["why"]) for e in ended] == [(token, True)], ended
+    await unlock(b.server.url, r.structured_content["lease_id"])
