@@ -352,3 +352,82 @@ impl Lab {
 pub fn labels(r: &Reserved) -> (String, String) {
     (token_label(&r.token), user_label(&r.owner))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::proto::ResourceMatch;
+    use gatecmd_domain::config::Config;
+
+    fn place(name: &str, group: &str, reservation: Option<&str>) -> Place {
+        Place {
+            name: name.into(),
+            matches: vec![ResourceMatch {
+                exporter: "bench-1".into(),
+                group: group.into(),
+                cls: "*".into(),
+                ..ResourceMatch::default()
+            }],
+            reservation: reservation.map(Into::into),
+            ..Place::default()
+        }
+    }
+
+    fn reservation(token: &str, owner: &str) -> Reservation {
+        Reservation {
+            token: token.into(),
+            owner: owner.into(),
+            state: 1,
+        }
+    }
+
+    /// Only a reserved place of one board here is kept; its owner comes from a lookup,
+    /// which starts only while one is unknown; an operator's release drops the token.
+    #[tokio::test]
+    async fn a_reserved_place_of_a_board_here_is_wanted_once_its_owner_is_known() {
+        let text = "boards:\n  - name: b1\n    usb: \"1-2\"\n";
+        let state = AppState::new(Config::parse(text, "t.yaml").expect("config"));
+        let r = Reservations::default();
+        r.set_place(&state, "bench-1", &place("p1", "b1", Some("T1")));
+        // Not a board here, a wildcard, no reservation, an empty one: nothing kept.
+        r.set_place(&state, "bench-1", &place("p2", "b9", Some("T2")));
+        r.set_place(&state, "bench-1", &place("p3", "b*", Some("T3")));
+        r.set_place(&state, "bench-1", &place("p4", "b1", None));
+        r.set_place(&state, "bench-1", &place("p5", "b1", Some("")));
+        assert_eq!(r.tokens(None).len(), 1);
+        assert!(r.wanted().is_empty(), "the owner is not known yet");
+        // One lookup at a time (not polled here: nothing is sent).
+        let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
+        assert!(r.lookup(&channel).is_some());
+        assert!(r.lookup(&channel).is_none(), "one runs");
+        r.found(&Ok(vec![
+            reservation("T1", "desk/alice"),
+            reservation("T8", "desk/bob"),
+        ]));
+        let p1 = Wanted {
+            place: "p1".into(),
+            board: "b1".into(),
+            reserved: Reserved {
+                token: "T1".into(),
+                owner: "desk/alice".into(),
+            },
+        };
+        assert_eq!(r.wanted(), std::slice::from_ref(&p1));
+        assert!(r.lookup(&channel).is_none(), "no owner unknown");
+        // The first listing of a session keeps only the places it listed.
+        r.new_session();
+        assert!(!r.is_listed());
+        r.listed(|p| p == "p1");
+        assert!(r.is_listed());
+        assert_eq!(r.wanted(), [p1]);
+        // Reported once; an operator's release stands for that token.
+        assert!(r.first_report("p1", "T1") && !r.first_report("p1", "T1"));
+        r.drop_token("T1");
+        assert!(r.wanted().is_empty());
+        // The reservation gone: nothing kept.
+        r.set_place(&state, "bench-1", &place("p1", "b1", None));
+        assert!(r.tokens(None).is_empty());
+        r.listed(|_| false);
+        assert!(r.tokens(Some("p1")).is_empty());
+    }
+}
