@@ -113,9 +113,12 @@ impl Lab {
         if self.settings.people.is_empty() {
             return Err(PortRefusal::NobodyListed);
         }
+        // A hold only a reservation stands for (no resource acquired yet) opens nothing:
+        // labgrid gives the ports to whoever acquired the place.
         let hold = self
             .holds
             .get(board)
+            .filter(|h| !h.resources.is_empty())
             .ok_or_else(|| PortRefusal::NotAcquired(board.to_string()))?;
         let who = peer_user(peer, local)
             .map_err(|e| PortRefusal::Lookup(e.to_string()))?
@@ -133,13 +136,17 @@ impl Lab {
     }
 
     /// Whether an admitted connection may still act: the same hold (same lease, still the
-    /// board's lease in the lock table), acquired by a listed person, and the connection's
+    /// board's lease in the lock table), still acquired (a place released while its
+    /// reservation keeps the board is not), by a listed person, and the connection's
     /// account one of theirs. Checked before every byte that crosses the port in either
     /// direction and before every switch.
     pub(super) fn still_admitted(&self, a: &Admitted) -> Result<(), PortRefusal> {
         let ended = || PortRefusal::HoldEnded(a.board.clone());
         let now = self.holds.get(&a.board).ok_or_else(ended)?;
-        if now.lease != a.hold.lease || !self.lease_is_current(&a.board, &now.lease) {
+        if now.lease != a.hold.lease
+            || now.resources.is_empty()
+            || !self.lease_is_current(&a.board, &now.lease)
+        {
             return Err(ended());
         }
         let Some(by) = now.user.as_deref() else {

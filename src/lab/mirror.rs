@@ -114,8 +114,9 @@ fn literal(pattern: &str) -> bool {
 
 /// The board whose resources here are the only ones `place` can match: every match names
 /// this exporter and one configured board literally (fnmatch patterns in the exporter or
-/// group could match another exporter's resources, so such places are not mirrored).
-fn board_of(state: &AppState, exporter: &str, place: &Place) -> Option<String> {
+/// group could match another exporter's resources, so such places are not mirrored, and
+/// their reservations take no board: `reservations.rs`).
+pub(super) fn board_of(state: &AppState, exporter: &str, place: &Place) -> Option<String> {
     let first = place.matches.first()?;
     let board = first.group.clone();
     let only_here = place
@@ -167,6 +168,7 @@ impl Mirrors {
                         lease: m.lease.clone(),
                         resources: m.resources.clone(),
                         user: None,
+                        reserved: None,
                         // Shown only (resources.rs); never in the holds table.
                         since: std::time::Instant::now(),
                     },
@@ -366,28 +368,31 @@ pub fn start(call: Call, coordinator: String, exporter: String, channel: Channel
                     placename: place.clone(),
                     fromuser: user.clone(),
                 };
-                timed("release", unary(channel, RELEASE_PLACE, req)).await
+                timed("release", unary::<_, Empty>(channel, RELEASE_PLACE, req))
+                    .await
+                    .map(|_| ())
             }
         };
         Outcome { call, result }
     })
 }
 
-async fn unary<M: prost::Message + Send + Sync + 'static>(
-    channel: Channel,
-    path: &'static str,
-    req: M,
-) -> Result<(), LabError> {
+/// One unary call of the coordinator's (`path`), its answer decoded as `R`.
+pub(super) async fn unary<M, R>(channel: Channel, path: &'static str, req: M) -> Result<R, LabError>
+where
+    M: prost::Message + Send + Sync + 'static,
+    R: prost::Message + Default + Send + 'static,
+{
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.map_err(LabError::Coordinator)?;
-    let codec = tonic_prost::ProstCodec::<M, Empty>::default();
+    let codec = tonic_prost::ProstCodec::<M, R>::default();
     grpc.unary(
         tonic::Request::new(req),
         PathAndQuery::from_static(path),
         codec,
     )
     .await
-    .map(|_| ())
+    .map(tonic::Response::into_inner)
     .map_err(|e| LabError::Call(e.message().to_string()))
 }
 
@@ -427,14 +432,15 @@ async fn acquire(coordinator: &str, place: &str, user: &str) -> Result<(), LabEr
             }
         }
     }
-    let result = unary(
+    let result = unary::<_, Empty>(
         channel,
         ACQUIRE_PLACE,
         AcquirePlaceRequest {
             placename: place.to_string(),
         },
     )
-    .await;
+    .await
+    .map(|_| ());
     drop(tx);
     result
 }

@@ -6,6 +6,9 @@
 //! - `holds`: the place ↔ lease bridge (holder `labgrid:<place>`).
 //! - `names`: place and user names from labgrid, checked or cleaned and bounded.
 //! - `mirror`: agent leases mirrored as place acquisitions (`EXPORTER/gatecmd:CLIENT`).
+//! - `reservations`: a listed person's reservation allocated to a place of a board here
+//!   holds the board (as `labgrid:<place>`) until it is cancelled or expires; its owner
+//!   from the coordinator's `GetReservations`.
 //! - `session`: one connection: the exporter stream and the place updates.
 //! - `directory_feed`: the coordinator's resource and place updates written into the lab's
 //!   directory (`gatecmd_domain::lab`), where the lab-wide tools find boards.
@@ -31,6 +34,7 @@ mod names;
 pub mod peers;
 mod power;
 mod proto;
+mod reservations;
 mod resources;
 mod session;
 
@@ -62,6 +66,7 @@ pub(crate) struct Lab {
     ports: resources::Ports,
     holds: holds::Holds,
     mirrors: mirror::Mirrors,
+    reservations: reservations::Reservations,
     /// Place → `HOST/USER` who acquired it, from the coordinator's place updates.
     users: Mutex<HashMap<String, String>>,
     /// Since when the coordinator is lost (`None` while a session is registered).
@@ -124,6 +129,7 @@ pub async fn start(state: Arc<AppState>, shutdown: CancellationToken) -> Result<
         ports,
         holds: holds::Holds::default(),
         mirrors: mirror::Mirrors::default(),
+        reservations: reservations::Reservations::default(),
         users: Mutex::new(HashMap::new()),
         lost_since: Mutex::new(Some(Instant::now())),
     });
@@ -184,6 +190,8 @@ async fn connect_loop(lab: Arc<Lab>, shutdown: CancellationToken) {
             .lab
             .directory
             .down(&lab.settings.coordinator, &ended.why);
+        // Reservations are taken or ended again only once the next session lists places.
+        lab.reservations.new_session();
         if ended.registered {
             lock(&lab.lost_since).get_or_insert_with(Instant::now);
             tracing::warn!(why = %ended.why, "labgrid: coordinator lost; reconnecting (local leases work meanwhile)");
@@ -241,15 +249,29 @@ impl Lab {
         });
     }
 
+    /// Holds ended: each audited as a place's (`labgrid_hold_released`, when acquired or
+    /// not reserved) and as a reservation's (`labgrid_reservation_ended`, when reserved).
     fn report_released(&self, ended: Vec<(String, holds::Hold)>, why: &str) {
         for (board, h) in ended {
             tracing::info!(board = %board, place = %h.place, why, "labgrid: board released");
-            self.audit(LabgridEvent::HoldReleased {
-                board: &board,
-                place: &h.place,
-                user: h.user.as_deref(),
-                why,
-            });
+            if h.reserved.is_none() || !h.resources.is_empty() {
+                self.audit(LabgridEvent::HoldReleased {
+                    board: &board,
+                    place: &h.place,
+                    user: h.user.as_deref(),
+                    why,
+                });
+            }
+            if let Some(r) = &h.reserved {
+                let (token, owner) = reservations::labels(r);
+                self.audit(LabgridEvent::ReservationEnded {
+                    board: &board,
+                    place: &h.place,
+                    token: &token,
+                    owner: &owner,
+                    why,
+                });
+            }
         }
     }
 
@@ -261,6 +283,8 @@ impl Lab {
     /// acquired by someone `labgrid.people` does not name gives up the board it was
     /// holding (its set-acquired arrives before its acquirer is known): the acquisition
     /// is not honoured, and the operator's log and audit line say so, naming the acquirer.
+    /// A hold a reservation still stands for stays either way (`reservations.rs` ends it
+    /// with the reservation; the caller has brought the reservations up to date first).
     fn place_update(&self, place: &str, acquired: Option<&str>) {
         match acquired {
             // No board is ever held for such a place (`names::valid_place`).
@@ -282,9 +306,9 @@ impl Lab {
                 if self.serves(user) {
                     self.holds.set_user(&self.state, place, user);
                 } else {
-                    let ended = self
-                        .holds
-                        .release_where(&self.state, |_, h| h.place == place);
+                    let ended = self.holds.release_where(&self.state, |_, h| {
+                        h.place == place && h.reserved.is_none()
+                    });
                     self.report_not_served(ended, user);
                 }
             }
@@ -292,7 +316,7 @@ impl Lab {
                 lock(&self.users).remove(place);
                 let ended = self
                     .holds
-                    .release_where(&self.state, |_, h| h.place == place);
+                    .release_where(&self.state, |_, h| h.place == place && h.reserved.is_none());
                 self.report_released(ended, "the place is no longer acquired at the coordinator");
             }
         }
@@ -327,16 +351,24 @@ impl Lab {
 
     /// After the first place listing of a session: holds of places the coordinator does
     /// not list as acquired (it restarted, or they were released while gatecmd was away).
+    /// Holds of places it lists reserved stay (`reservations_ended`, called first, has
+    /// ended the reservations it no longer lists).
     fn release_unlisted(&self, seen: &HashMap<String, Option<String>>) {
         let ended = self.holds.release_where(&self.state, |_, h| {
-            seen.get(&h.place).is_none_or(|a| a.is_none())
+            h.reserved.is_none() && seen.get(&h.place).is_none_or(|a| a.is_none())
         });
         self.report_released(ended, "the coordinator does not list the place as acquired");
     }
 
-    /// Holds whose lease ended on gatecmd's side.
+    /// Holds whose lease ended on gatecmd's side. A reservation's is not taken again (the
+    /// operator's release stands until the reservation ends).
     fn forget_lost(&self) {
         let lost = self.holds.forget_lost(&self.state);
+        for (_, h) in &lost {
+            if let Some(r) = &h.reserved {
+                self.reservations.drop_token(&r.token);
+            }
+        }
         self.report_released(
             lost,
             "its gatecmd lease ended (expired or released by an operator)",

@@ -27,6 +27,16 @@ pub fn user_label(raw: &str) -> String {
     if clean.is_empty() { "?".into() } else { clean }
 }
 
+/// Longest reservation token shown to others, in characters (labgrid's are 10).
+pub const MAX_TOKEN_CHARS: usize = 32;
+
+/// A reservation token as others are shown it: one clean line of at most
+/// [`MAX_TOKEN_CHARS`].
+pub fn token_label(raw: &str) -> String {
+    let clean = one_line(raw, MAX_TOKEN_CHARS);
+    if clean.is_empty() { "?".into() } else { clean }
+}
+
 /// A note cut to `max` bytes at a character boundary (the lease settings' note limit).
 pub fn bounded(mut note: String, max: usize) -> String {
     note.truncate(floor_char_boundary(&note, max));
@@ -50,5 +60,9 @@ mod tests {
         assert_eq!(label.chars().count(), MAX_USER_CHARS);
         assert!(!label.contains('\x1b') && !label.contains('\n'));
         assert_eq!(bounded("é".repeat(10), 5), "éé");
+        assert_eq!(token_label("ABC123"), "ABC123");
+        let token = token_label(&format!("T\x1b[2J\n{}", "9".repeat(100)));
+        assert_eq!(token.chars().count(), MAX_TOKEN_CHARS);
+        assert!(!token.contains('\x1b') && !token.contains('\n'));
     }
 }

@@ -1,8 +1,9 @@
 //! The labgrid coordinator messages gatecmd uses, written by hand as prost derives from
 //! labgrid 26's `labgrid/remote/proto/labgrid-coordinator.proto` (package `labgrid`):
 //! field numbers and types are the wire contract, so each one is the .proto's. Only the
-//! exporter stream, the client stream's place updates and the place acquire/release
-//! calls (agent leases mirrored, `mirror.rs`) are here.
+//! exporter stream, the client stream's place updates, the place acquire/release calls
+//! (agent leases mirrored, `mirror.rs`) and the reservation list (whose reservation a
+//! place's token is, `reservations.rs`) are here.
 
 use std::collections::HashMap;
 
@@ -282,7 +283,36 @@ pub struct ReleasePlaceRequest {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Empty {}
 
-/// An mpsc receiver as the outbound stream of a gRPC streaming call.
+/// `/labgrid.Coordinator/GetReservations`: every reservation the coordinator has (who
+/// owns a place's reservation token: `reservations.rs`).
+pub const GET_RESERVATIONS: &str = "/labgrid.Coordinator/GetReservations";
+
+/// `GetReservationsRequest`: empty.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetReservationsRequest {}
+
+/// `GetReservationsResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetReservationsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub reservations: Vec<Reservation>,
+}
+
+/// `Reservation` (the fields gatecmd reads; filters, allocations and times are skipped).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Reservation {
+    /// The labgrid client name (`HOST/USER`) that made it: the only one that may acquire
+    /// the place it is allocated.
+    #[prost(string, tag = "1")]
+    pub owner: String,
+    /// What a place's `reservation` field carries.
+    #[prost(string, tag = "2")]
+    pub token: String,
+    /// labgrid's `ReservationState`: 0 waiting, 1 allocated, 2 acquired, 3 expired, 4 invalid.
+    #[prost(int32, tag = "3")]
+    pub state: i32,
+}
+
 /// Opens one of the coordinator's bidirectional streams (`path`, e.g. `EXPORTER_STREAM`):
 /// `rx` feeds gatecmd's side; the answer is the coordinator's. `which` names the stream in
 /// the error when the coordinator refuses it.
@@ -314,6 +344,7 @@ where
     Ok(answer.into_inner())
 }
 
+/// An mpsc receiver as the outbound stream of a gRPC streaming call.
 pub fn stream_of<T: Send + 'static>(
     rx: tokio::sync::mpsc::Receiver<T>,
 ) -> impl futures::Stream<Item = T> + Send + 'static {
@@ -352,5 +383,30 @@ mod tests {
         r.params.insert("port".into(), MapValue::uint(4000));
         let back = Resource::decode(&r.encode_to_vec()[..]).expect("round trip");
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_reservation_list_names_each_token_s_owner() {
+        // labgrid's own encoding (python protobuf 7) of GetReservationsResponse with one
+        // Reservation(owner="desk/alice", token="ABC123", state=1, filters={"main":
+        // Filter({"name": "p1"})}, allocations={"main": "p1"}, created=1.5, timeout=2.5):
+        // the fields not declared here are skipped.
+        let bytes = [
+            0x0a, 0x4a, 0x0a, 0x0a, 0x64, 0x65, 0x73, 0x6b, 0x2f, 0x61, 0x6c, 0x69, 0x63, 0x65,
+            0x12, 0x06, 0x41, 0x42, 0x43, 0x31, 0x32, 0x33, 0x18, 0x01, 0x2a, 0x14, 0x0a, 0x04,
+            0x6d, 0x61, 0x69, 0x6e, 0x12, 0x0c, 0x0a, 0x0a, 0x0a, 0x04, 0x6e, 0x61, 0x6d, 0x65,
+            0x12, 0x02, 0x70, 0x31, 0x32, 0x0a, 0x0a, 0x04, 0x6d, 0x61, 0x69, 0x6e, 0x12, 0x02,
+            0x70, 0x31, 0x39, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x41, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x04, 0x40,
+        ];
+        let msg = GetReservationsResponse::decode(&bytes[..]).expect("decodes");
+        assert_eq!(
+            msg.reservations,
+            [Reservation {
+                owner: "desk/alice".into(),
+                token: "ABC123".into(),
+                state: 1,
+            }]
+        );
     }
 }

@@ -15,7 +15,7 @@ use super::proto::{
     ExporterInMessage, ExporterOut, ExporterOutMessage, ExporterResponse, Resource, SetAcquired,
     StartupDone, Subscribe, SubscribeKind, Sync, Update, open_stream,
 };
-use super::{Lab, directory_feed, mirror};
+use super::{Lab, directory_feed, mirror, reservations};
 use gatecmd_domain::audit::{LabgridEvent, PlaceChange};
 
 /// How long to wait for the coordinator's TCP and HTTP/2 handshake.
@@ -103,6 +103,8 @@ async fn session(
     // Mirror calls (mirror.rs) run beside the loop: an acquire waits for the coordinator,
     // which waits for this loop's answers on the exporter stream.
     let mut calls = futures::stream::FuturesUnordered::<mirror::CallFuture>::new();
+    // Reservation owner lookups (reservations.rs), beside the loop for the same reason.
+    let mut lookups = futures::stream::FuturesUnordered::<reservations::LookupFuture>::new();
     let mut on_registered = Some(on_registered);
     // Places seen acquired in the first listing; holds of any other place are stale.
     let mut first_listing: Option<HashMap<String, Option<String>>> = Some(HashMap::new());
@@ -114,6 +116,7 @@ async fn session(
         for c in lab.mirrors.plan(&lab.state, &lab.settings.name) {
             calls.push(lab.start_call(c, &channel));
         }
+        lookups.extend(lab.reservations.lookup(&channel));
         tokio::select! {
             msg = exporter.message() => {
                 let msg = msg.map_err(|e| LabError::Stream { which: "exporter", message: e.message().to_string() })?;
@@ -151,6 +154,10 @@ async fn session(
                 }
                 publish(lab, &ex_tx, &mut published)?;
             }
+            Some(found) = futures::StreamExt::next(&mut lookups), if !lookups.is_empty() => {
+                lab.reservations_found(found).await;
+                publish(lab, &ex_tx, &mut published)?;
+            }
             ev = locks.recv() => {
                 if let Err(gatecmd_core::events::RecvError::Closed) = ev {
                     return Err(LabError::Stopped("lock manager"));
@@ -167,6 +174,7 @@ async fn session(
                 ticks += 1;
                 lab.forget_lost();
                 lab.release_unnamed();
+                lab.reservations_apply().await;
                 // Leases live max_ttl: renewed three times per max_ttl (at most every minute).
                 let every = (lab.state.locks.settings().max_ttl.as_secs() / 3).clamp(1, 60);
                 if ticks.is_multiple_of(every) { lab.holds.renew_all(&lab.state); }
@@ -195,8 +203,10 @@ async fn connect(lab: &Lab) -> Result<tonic::transport::Channel, LabError> {
         })
 }
 
-/// The places the coordinator lists or updates, mirrored; at the end of the first listing,
-/// holds of places it did not list as acquired are released.
+/// The places the coordinator lists or updates, mirrored; their reservations noted (a
+/// reservation gone ends its hold before the acquisition is looked at, so that a release
+/// of a still-reserved place keeps the board); at the end of the first listing, holds of
+/// places it did not list as acquired or reserved are released.
 fn place_updates(
     lab: &Lab,
     msg: ClientOutMessage,
@@ -210,10 +220,15 @@ fn place_updates(
                 if let Some(seen) = first_listing.as_mut() {
                     seen.insert(p.name.clone(), p.acquired.clone());
                 }
+                lab.reservations
+                    .set_place(&lab.state, &lab.settings.name, &p);
+                lab.reservations_ended(Some(&p.name));
                 lab.place_update(&p.name, p.acquired.as_deref());
                 lab.mirrors.set_place(p);
             }
             Some(Update::DelPlace(name)) => {
+                lab.reservations.del_place(&name);
+                lab.reservations_ended(Some(&name));
                 lab.place_update(&name, None);
                 lab.mirrors.del_place(&name);
             }
@@ -223,6 +238,8 @@ fn place_updates(
     if msg.sync.is_some_and(|s| s.id == FIRST_SYNC)
         && let Some(seen) = first_listing.take()
     {
+        lab.reservations.listed(|p| seen.contains_key(p));
+        lab.reservations_ended(None);
         lab.release_unlisted(&seen);
         lab.mirrors.listed();
     }

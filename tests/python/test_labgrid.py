@@ -459,3 +459,134 @@ async def test_a_reservation_goes_to_the_host_whose_board_no_agent_holds(tmp_pat
         b1.close()
         b2.close()
         c.stop()
+
+
+def reserve(c: Coordinator, *filters: str, env: dict[str, str] | None = None) -> str:
+    """`labgrid-client reserve --shell FILTER…` as a person runs it; its token."""
+    out = c.client("reserve", "--shell", *filters, env=env).stdout
+    return out.strip().removeprefix("export LG_TOKEN=")
+
+
+async def refused_for_the_reservation(b: Bench, wants: str, timeout: float = 10) -> str:
+    """The agent's `lock_board`, repeated until it is refused `device_busy` with `wants` in
+    its message (the reservation's owner is looked up in one round trip; a lease taken
+    meanwhile is let go and the hold follows): the message."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await lock_board(b.server.url)
+        if not r.is_error:
+            await unlock(b.server.url, r.structured_content["lease_id"])
+        elif wants in text(r):
+            assert r.structured_content["refusal"]["reason"] == "device_busy", r.structured_content
+            return text(r)
+        if time.monotonic() > deadline:
+            pytest.fail(f"the agent was not refused for the reservation within {timeout} s: {text(r)}")
+        await anyio.sleep(0.1)
+
+
+async def test_a_listed_persons_reservation_blocks_agents_until_it_ends(lab):
+    c, b = lab
+    make_place(c, "p1")
+    token = reserve(c, "name=p1")
+    # Allocated, not acquired: the board is the place's already, and the agent is told
+    # whose reservation it is, what frees it and what to call.
+    reserved = f"labgrid place p1 reserved for desk/{USER} (reservation {token})"
+    msg = await refused_for_the_reservation(b, reserved)
+    assert "labgrid:p1" in msg and "frees when the reservation is cancelled or expires" in msg, msg
+    assert 'lock_board {board: "rock5b-1", wait_secs: …}' in msg, msg
+    # The person acquires the reserved place: the same hold, now theirs.
+    c.client("acquire", place="p1")
+    assert acquired_by(c, "p1") == f"desk/{USER}"
+    await refused_for_the_reservation(b, f"acquired by desk/{USER} (reservation {token})")
+    # Released while the reservation stands: the board stays the reservation's.
+    c.client("release", place="p1")
+    await refused_for_the_reservation(b, reserved)
+    listed = c.client("reservations").stdout
+    assert f"Reservation '{token}'" in listed and "state: allocated" in listed, listed
+    # Cancelled: the board frees, and a waiting agent gets it.
+    c.client("cancel-reservation", token)
+    r = await lock_board(b.server.url, wait_secs=10)
+    assert not r.is_error, text(r)
+    await unlock(b.server.url, r.structured_content["lease_id"])
+    events = [e for e in b.audit() if e.get("event", "").startswith("labgrid_reservation_")]
+    assert [(e["event"], e["place"], e["token"], e["owner"]) for e in events] == [
+        ("labgrid_reservation_hold", "p1", token, f"desk/{USER}"),
+        ("labgrid_reservation_ended", "p1", token, f"desk/{USER}"),
+    ], events
+    assert "cancelled or expired" in events[-1]["why"], events
+
+
+async def test_an_unlisted_owners_reservation_does_not_block_agents(lab):
+    c, b = lab
+    make_place(c, "p1", tags={"soc": "rk3588"})
+    token = reserve(c, "soc=rk3588", env={"LG_USERNAME": "mallory"})
+
+    def refusal():
+        return [e for e in b.audit() if e.get("event") == "labgrid_reservation_refused"]
+
+    # gatecmd saw the reservation and its owner, and took nothing for it.
+    seen = wait_until(refusal, 10, "the reservation's refusal in the audit")
+    assert [(e["place"], e["token"], e["owner"], e["retrying"]) for e in seen] == [
+        ("p1", token, "desk/mallory", False)
+    ], seen
+    assert "not named in labgrid.people" in seen[0]["why"], seen
+    r = await lock_board(b.server.url)
+    assert not r.is_error, text(r)
+    await unlock(b.server.url, r.structured_content["lease_id"])
+    c.client("cancel-reservation", token, env={"LG_USERNAME": "mallory"})
+
+
+async def test_a_reservation_takes_the_board_once_the_agent_holding_it_lets_go(lab):
+    """A reservation allocated while an agent holds the board (its place was not mirrored:
+    here the person released the place to a queued agent, and labgrid allocated the place
+    to the waiting reservation in the same step) takes the board once the agent lets go."""
+    c, b = lab
+    make_place(c, "p1")
+    c.client("acquire", place="p1")
+    async with anyio.create_task_group() as tg:
+        got = {}
+
+        async def queued():
+            got["r"] = await lock_board(b.server.url, wait_secs=20)
+
+        tg.start_soon(queued)
+        await anyio.sleep(0.5)
+        token = reserve(c, "name=p1")  # waiting: the place is acquired
+        c.client("release", place="p1")
+    r = got["r"]
+    assert not r.is_error, text(r)
+
+    def refusal():
+        return [e for e in b.audit() if e.get("event") == "labgrid_reservation_refused"]
+
+    seen = wait_until(refusal, 10, "the reservation's refusal while the agent holds the board")
+    assert [(e["token"], e["retrying"]) for e in seen] == [(token, True)], seen
+    assert "leased by MCP client vm-a" in seen[0]["why"], seen
+    await unlock(b.server.url, r.structured_content["lease_id"])
+    await refused_for_the_reservation(b, f"reserved for desk/{USER} (reservation {token})", timeout=5)
+    assert [e["event"] for e in b.audit() if e.get("event", "").startswith("labgrid_reservation_")] == [
+        "labgrid_reservation_refused",
+        "labgrid_reservation_hold",
+    ]
+    c.client("cancel-reservation", token)
+
+
+async def test_a_reservation_hold_is_taken_again_after_a_gatecmd_restart_and_ends_with_the_coordinator(lab):
+    c, b = lab
+    make_place(c, "p1")
+    token = reserve(c, "name=p1")
+    reserved = f"reserved for desk/{USER} (reservation {token})"
+    await refused_for_the_reservation(b, reserved)
+    # gatecmd restarts without leases: its first listing shows the place reserved.
+    b.stop()
+    b.start()
+    await refused_for_the_reservation(b, reserved)
+    # The coordinator lost: held for labgrid.hold_secs, then released like any hold.
+    c.stop()
+    lost = time.monotonic()
+    r = await lock_board(b.server.url, wait_secs=HOLD_SECS + 5)
+    assert not r.is_error, text(r)
+    assert time.monotonic() - lost >= HOLD_SECS - 0.5
+    ended = [e for e in b.audit() if e.get("event") == "labgrid_reservation_ended"]
+    assert [(e["token"], "unreachable" in e["why"]) for e in ended] == [(token, True)], ended
+    await unlock(b.server.url, r.structured_content["lease_id"])

@@ -61,6 +61,36 @@ pub enum LabgridEvent<'a> {
         user: Option<&'a str>,
         why: &'a str,
     },
+    /// A person's labgrid reservation allocated to a place took the place's board
+    /// (holder `labgrid:<place>`) before the person acquired it.
+    #[serde(rename = "labgrid_reservation_hold")]
+    ReservationHold {
+        board: &'a str,
+        place: &'a str,
+        token: &'a str,
+        owner: &'a str,
+    },
+    /// A reservation allocated to a place of this exporter took no board: its owner is not
+    /// named in `labgrid.people`, or the board is held (`retrying`: taken once it frees).
+    #[serde(rename = "labgrid_reservation_refused")]
+    ReservationRefused {
+        board: &'a str,
+        place: &'a str,
+        token: &'a str,
+        owner: &'a str,
+        why: &'a str,
+        retrying: bool,
+    },
+    /// A reservation's hold ended (the reservation cancelled or expired, the place no longer
+    /// listed, the coordinator gone for `hold_secs`, the lease ended on gatecmd's side).
+    #[serde(rename = "labgrid_reservation_ended")]
+    ReservationEnded {
+        board: &'a str,
+        place: &'a str,
+        token: &'a str,
+        owner: &'a str,
+        why: &'a str,
+    },
     /// A connection to a board's console port ended.
     #[serde(rename = "labgrid_console")]
     Console {
@@ -145,6 +175,18 @@ mod tests {
             }),
             json!({"event": "labgrid_mirror_release", "exporter": "bench", "place": "p",
                 "as": "h/u", "why": "w", "ok": true, "reason": null})
+        );
+        assert_eq!(
+            v(LabgridEvent::ReservationRefused {
+                board: "b1",
+                place: "p1",
+                token: "T1",
+                owner: "desk/bob",
+                why: "w",
+                retrying: false,
+            }),
+            json!({"event": "labgrid_reservation_refused", "exporter": "bench", "board": "b1",
+                "place": "p1", "token": "T1", "owner": "desk/bob", "why": "w", "retrying": false})
         );
         assert_eq!(
             v(LabgridEvent::Registered {
