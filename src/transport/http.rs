@@ -106,6 +106,10 @@ pub fn router(state: Arc<AppState>, gate: Arc<Gate>, shutdown: CancellationToken
             crate::transport::lab_waits::PATH,
             axum::routing::delete(crate::transport::lab_waits::withdraw).with_state(state.clone()),
         )
+        .route(
+            crate::transport::lab_waits::CLAIM_PATH,
+            axum::routing::post(crate::transport::lab_waits::claim).with_state(state.clone()),
+        )
         // Inside the guard: a refused request never reaches rmcp or these layers.
         .layer(axum::middleware::from_fn(
             crate::transport::json_answer::prefer_json,

@@ -991,3 +991,94 @@ async fn lab_waiters_queue_by_their_arrival_and_are_withdrawn_once_served() {
     let (vc, _) = got(c).await;
     assert_eq!(vc["board"], "b2", "{vc}");
 }
+
+const PEER2_TOKEN: &str = "token-of-bench-2-as-a-peer-4567";
+
+/// `POST /lab/waits/ID/claim` as `token`: the HTTP status.
+async fn claim_as(url: &str, token: &str, id: &str) -> u16 {
+    let base = url.trim_end_matches("mcp");
+    reqwest::Client::new()
+        .post(format!("{base}lab/waits/{id}/claim"))
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .expect("http")
+        .status()
+        .as_u16()
+}
+
+/// Issue 49: a host that frees a board for a lab waiter of another host asks that host
+/// first whether the waiter still wants it. bench-2 (a peer of bench-1 both ways) holds a
+/// wait of bench-1's vm-a that bench-1 no longer has open: when b2 frees, bench-1 answers
+/// the claim no, bench-2 ends the lease at once, the wait is answered "served elsewhere",
+/// and b2 goes to bench-2's own waiter. Only a peer client may claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_freed_for_a_served_lab_waiter_goes_to_the_next_after_one_claim() {
+    let s1 = Server::start(&format!(
+        "clients:\n  - {{name: vm-a, token: {TOKEN_A}}}\n  - {{name: bench-2, token: {PEER2_TOKEN}, peer: true}}\nlabgrid:\n  peers:\n    - {{name: bench-2, url: \"http://127.0.0.1:9/mcp\", token: {PEER_TOKEN}}}\n"
+    ));
+    let s2 = Server::start(&format!(
+        "clients:\n  - {{name: vm-c, token: {TOKEN_C}}}\n  - {{name: vm-y, token: {TOKEN_Y}}}\n  - {{name: bench-1, token: {PEER_TOKEN}, peer: true}}\nlabgrid:\n  peers:\n    - {{name: bench-1, url: \"{}\", token: {PEER2_TOKEN}}}\nboards:\n  - name: b2\n    usb: \"1-2\"\n    tags: {{soc: rk3588}}\n",
+        s1.url
+    ));
+    assert_eq!(
+        claim_as(&s1.url, TOKEN_A, "no-such-wait").await,
+        403,
+        "vm-a is no peer"
+    );
+    assert_eq!(claim_as(&s1.url, PEER2_TOKEN, "no-such-wait").await, 404);
+
+    let y = connect(&s2.url, Some(TOKEN_Y), Era::Modern)
+        .await
+        .expect("y");
+    let r = call(&y, "lock_board", json!({"board": "b2"})).await;
+    let ly = structured(&r)["lease_id"]
+        .as_str()
+        .expect("lease")
+        .to_string();
+    let a = raw_lab_wait(&s2.url, "vm-a", "wait-bench-1-closed", 1000);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let c = queue_for(
+        &s2.url,
+        TOKEN_C,
+        json!({"match": {"soc": "rk3588"}, "wait_secs": 30}),
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let r = call(&y, "unlock_device", json!({"lease": ly})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let got_a = tokio::time::timeout(Duration::from_secs(15), a)
+        .await
+        .expect("a answered")
+        .expect("task");
+    let v = answer_of(&got_a);
+    assert_eq!(
+        v["result"]["structuredContent"]["refusal"]["reason"], "cancelled",
+        "{got_a}"
+    );
+    assert!(got_a.contains("served elsewhere"), "{got_a}");
+    let (vc, _) = got(c).await;
+    assert_eq!(vc["board"], "b2", "the next waiter: {vc}");
+    let audit = crate::harness::settled_audit(s2.path("state/audit.log")).unwrap_or_default();
+    // At most one lease to vm-a (taken and given back during the claim), then vm-c's.
+    let b2: Vec<(String, String)> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "lock" && v["key"] == "board:b2")
+        .map(|v| {
+            (
+                v["client"].as_str().unwrap_or_default().to_string(),
+                v["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let taken_by_a = b2
+        .iter()
+        .filter(|(c, k)| c == "bench-1/vm-a" && k == "taken")
+        .count();
+    assert!(taken_by_a <= 1, "{b2:?}");
+    assert_eq!(
+        b2.last().map(|(c, k)| (c.as_str(), k.as_str())),
+        Some(("vm-c", "taken")),
+        "{b2:?}"
+    );
+}

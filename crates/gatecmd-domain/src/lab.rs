@@ -7,7 +7,10 @@
 //! - `waits`: the lab waiters another host queued here (`lock_board {match, wait_secs}`
 //!   for its agent, sent with their lab-wide arrival time), so that the other host can
 //!   withdraw one the moment its agent is served elsewhere.
+//! - `claims`: this host's own agents' lab waits as the other hosts ask about them: the
+//!   first host that frees a board for one is told yes, the others no at once.
 
+pub mod claims;
 pub mod directory;
 pub mod waits;
 
@@ -19,4 +22,5 @@ pub use waits::{LabWait, Waits};
 pub struct Lab {
     pub directory: Directory,
     pub waits: Waits,
+    pub claims: claims::Claims,
 }

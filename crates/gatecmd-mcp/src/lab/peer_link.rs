@@ -254,6 +254,40 @@ pub async fn withdraw(peer: &LabPeer, agent: &str, wait: &LabWait) -> Result<boo
     Ok(resp.status() == reqwest::StatusCode::NO_CONTENT)
 }
 
+/// Asks `peer`, the own host of a lab waiter this host is about to give a board, whether
+/// the waiter `id` still wants it (`POST /lab/waits/ID/claim` as this host's peer client
+/// there), within [`WITHDRAW_WITHIN`]: `Ok(true)` yes, `Ok(false)` no (served, claimed by
+/// another host, or ended), an error when it could not be asked.
+pub async fn claim(peer: &LabPeer, id: &str) -> Result<bool, PeerError> {
+    let unreachable = |why: String| PeerError::Unreachable {
+        host: peer.name.clone(),
+        why,
+    };
+    let token = peer.token.read().map_err(|why| PeerError::Token {
+        host: peer.name.clone(),
+        why,
+    })?;
+    let url = reqwest::Url::parse(&peer.url)
+        .and_then(|u| u.join(&format!("lab/waits/{id}/claim")))
+        .map_err(|e| unreachable(format!("its url: {e}")))?;
+    let sent = client()
+        .post(url)
+        .header("authorization", format!("Bearer {token}"))
+        .send();
+    let resp = tokio::time::timeout(WITHDRAW_WITHIN, sent)
+        .await
+        .map_err(|_| unreachable(format!("no answer within {} s", WITHDRAW_WITHIN.as_secs())))?
+        .map_err(|e| unreachable(cause(&e)))?;
+    match resp.status() {
+        reqwest::StatusCode::OK => Ok(true),
+        reqwest::StatusCode::CONFLICT | reqwest::StatusCode::NOT_FOUND => Ok(false),
+        s => Err(unreachable(format!(
+            "its claim answer was HTTP {}",
+            s.as_u16()
+        ))),
+    }
+}
+
 /// One JSON body, or the last `data:` of an SSE stream that carries an `id`.
 fn answer_message(text: &str) -> Option<Value> {
     text.lines()

@@ -61,6 +61,14 @@ where
     // One wait, named alike on every host, arriving now: each host queues it by this
     // arrival, and it is withdrawn from the others once served (`withdraw_rest`).
     let wait = LabWait::now();
+    // Open for the other hosts' claims: the first host to free a board for it is told
+    // yes, the others no (`gatecmd_domain::lab::claims`).
+    let open = state.lab.claims.open(&wait.id);
+    let served = || {
+        if let Some(o) = &open {
+            o.served();
+        }
+    };
     let mut pending: Vec<LabPeer> = queue_on.to_vec();
     for peer in queue_on.iter().cloned() {
         let mut args = ask.args.clone();
@@ -84,6 +92,7 @@ where
             r = &mut mine, if !mine_done => {
                 mine_done = true;
                 if r.is_error != Some(true) {
+                    served();
                     withdraw_rest(pending, ask.who.name.clone(), wait);
                     drain(racing, ask.who.name.clone());
                     return with_queue(with_host(r, &here, None), &ahead);
@@ -95,6 +104,7 @@ where
                 pending.retain(|p| p.name != peer.name);
                 match r {
                     Ok(r) if r.is_error != Some(true) => {
+                        served();
                         withdraw_rest(pending, ask.who.name.clone(), wait);
                         // This host's own wait ends here (`mine` is dropped: its queue guard
                         // leaves the queue or gives back a key handed over meanwhile).

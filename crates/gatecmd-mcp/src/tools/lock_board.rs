@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::calls::answer::{refusal, structured};
 use crate::calls::reasons::lock_reason;
 use crate::handler::{GatecmdServer, session_id};
+use crate::lab::queued_here::{lab_wait, register, settle};
 use gatecmd_core::identity::ClientIdentity;
 use gatecmd_core::refusal::common::{UnknownBoard, WaitTooLong};
 use gatecmd_core::refusal::{Classified, RefusalReason};
@@ -206,18 +207,19 @@ pub async fn lock(
         note: req.note.as_deref(),
         wait,
     };
-    // A lab waiter of another host: queued by its arrival there, withdrawable by it.
-    let lab_wait = crate::lab::queued_here::lab_wait(ctx).filter(|_| !wait.is_zero());
-    let registered =
-        match crate::lab::queued_here::register(state, &who.name, lab_wait.as_ref(), &ctx.ct) {
-            Ok(r) => r,
-            Err(e) => return refusal(e),
-        };
+    let lab_wait = lab_wait(ctx).filter(|_| !wait.is_zero());
+    let registered = match register(state, &who.name, lab_wait.as_ref(), &ctx.ct) {
+        Ok(r) => r,
+        Err(e) => return refusal(e),
+    };
     let ct = registered.as_ref().map_or(&ctx.ct, |r| &r.token);
-    let arrived = lab_wait.map(|w| w.arrived_ms);
-    match lease_board_arrived(state, &ask, which, ct, arrived).await {
-        Ok(leased) => answer(leased),
-        Err(e) => refusal(LockBoardError::from(e).into()),
+    let arrived = lab_wait.as_ref().map(|w| w.arrived_ms);
+    let leased = lease_board_arrived(state, &ask, which, ct, arrived).await;
+    match leased.map_err(|e| LockBoardError::from(e).into()) {
+        Ok(l) => settle(state, who, lab_wait.as_ref(), l)
+            .await
+            .map_or_else(refusal, answer),
+        Err(r) => refusal(r),
     }
 }
 
