@@ -56,9 +56,13 @@ fn host_yaml(
     urls: Option<&[String]>,
     coordinator: Option<&str>,
 ) -> String {
-    let conns = env_usize("GATECMD_LAB_CONNS", 64);
-    let mut y =
-        format!("limits:\n  max_concurrent_per_client: 4\n  max_connections: {conns}\nclients:\n");
+    let conns = env_usize("GATECMD_LAB_CONNS", 256);
+    // Every host and agent of this lab shares one address (loopback); in a lab each host
+    // has its own, so the per-address cap on connections not yet authenticated (32, for
+    // NAT guests that all arrive as 127.0.0.1) is raised to the total cap here.
+    let mut y = format!(
+        "limits:\n  max_concurrent_per_client: 4\n  max_connections: {conns}\n  max_unauthenticated_connections: {conns}\n  max_unauthenticated_per_peer: {conns}\nclients:\n"
+    );
     for k in 0..agents {
         y.push_str(&format!(
             "  - {{name: agent-{k:03}, token: {}}}\n",
