@@ -576,6 +576,45 @@ async fn a_remote_flash_runs_as_a_job_of_the_boards_host_followed_from_the_agent
             .any(|l| l.contains("bench-1/vm-a") && l.contains("flash")),
         "{audit}"
     );
+
+    // The same image again: bench-2 holds it byte for byte, so nothing is sent (its
+    // stat_file and this host's read agree on the SHA-256), and the flash runs on it.
+    let finalized = |audit: &str| {
+        audit
+            .lines()
+            .filter(|l| l.contains("\"action\":\"finalize\"") && l.contains("disk.img"))
+            .count()
+    };
+    let before = finalized(&audit);
+    assert_eq!(before, 1, "{audit}");
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img", "bmap": "disk.bmap", "lease": lease, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let again = structured(&r)["job"].as_str().expect("job").to_string();
+    let w = wait_remote_job(&a, &again, 30).await;
+    assert_eq!(w["result"]["failure"]["step"], "check_image", "{w}");
+    let audit = crate::harness::settled_audit(s2.path("state/audit.log")).unwrap_or_default();
+    assert_eq!(finalized(&audit), before, "not sent again: {audit}");
+    // A changed image of the same name and size is sent.
+    let mut changed = image.clone();
+    changed[0] ^= 0xff;
+    std::fs::write(s1.path("disk.img"), &changed).expect("image");
+    let r = call(
+        &a,
+        "flash_board",
+        json!({"board": "bench-2/b2", "image": "disk.img", "lease": lease, "background": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read(&sent).ok().as_deref(),
+        Some(&changed[..]),
+        "the changed image replaced the old one"
+    );
 }
 
 /// Issue 49: a foreground remote flash answers with the flash's own result (here its

@@ -16,6 +16,7 @@
 //! - `jobs`: a peer's job named `HOST/JOB` in its answers.
 //! - `queued_here`: a lab waiter another host queued here, by its arrival there, and
 //!   registered so that host can withdraw it.
+//! - `same_file`: a file the board's host holds already, byte for byte (not sent again).
 //! - `scope`: the `scope` argument (`host`, the default, or `lab`).
 
 pub mod answers;
@@ -30,5 +31,6 @@ pub mod names;
 pub mod peer_link;
 pub mod queue;
 pub mod queued_here;
+pub mod same_file;
 pub mod scope;
 pub mod upload;

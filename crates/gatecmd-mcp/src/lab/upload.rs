@@ -6,7 +6,8 @@
 //! each bounded in time; the peer's answer names the file there.
 //!
 //! The file lands at `lab/<this host>/<agent>/<file name>` beneath the peer's first file
-//! root (the same name again replaces it).
+//! root (the same name again replaces it); a file the peer holds there already, byte for
+//! byte, is not sent again (`same_file`).
 
 use std::time::Duration;
 
@@ -61,6 +62,9 @@ pub async fn push(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let there = format!("lab/{}/{}/{name}", from.here, from.agent);
+    if let Some(path) = super::same_file::on_peer(peer, from.agent, &there, size, &mut file).await {
+        return Ok(path);
+    }
     let mut offset = 0u64;
     let mut piece = vec![0u8; PIECE_BYTES];
     loop {
