@@ -254,6 +254,10 @@ async def test_the_coordinator_is_where_the_labs_boards_are_found(tmp_path):
             assert (b3["reachable"], b3["tags"]) == (False, {"soc": "rk3568"}), b3
             h3 = next(h for h in v["hosts"] if h["host"] == "bench-3")
             assert h3["reachable"] is False and "no labgrid.peers entry for bench-3" in h3["error"], h3
+            # A lab lock for bench-3's tag says which host has one and why it cannot be had.
+            r, v = await call(a, "lock_board", match={"soc": "rk3568"}, scope="lab")
+            assert v["refusal"]["reason"] == "device_busy", v
+            assert "bench-3: no labgrid.peers entry for bench-3" in v["refusal"]["message"], v
 
             # A person's acquisition of bench-2's place blocks the lab lock.
             c.client("acquire", place="p2")

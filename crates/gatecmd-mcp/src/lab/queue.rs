@@ -226,15 +226,15 @@ pub struct Survey {
 pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
     let lab = super::boards::lab_boards(state, &ask.who.name).await;
     let wanted = ask.args.get("match").and_then(Value::as_object);
-    let may_take = |b: &Value| {
+    let fits = |b: &Value| {
         let tags = b.get("tags").and_then(Value::as_object);
-        b.get("reachable") == Some(&Value::Bool(true))
-            && wanted.is_none_or(|m| {
-                m.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "family" | "mode" | "attached"))
-                    .all(|(k, v)| tags.and_then(|t| t.get(k)).is_none_or(|t| t == v))
-            })
+        wanted.is_none_or(|m| {
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "family" | "mode" | "attached"))
+                .all(|(k, v)| tags.and_then(|t| t.get(k)).is_none_or(|t| t == v))
+        })
     };
+    let may_take = |b: &Value| b.get("reachable") == Some(&Value::Bool(true)) && fits(b);
     let mut open: Vec<&str> = Vec::new();
     let mut any: Vec<&str> = Vec::new();
     let mut ahead = BTreeMap::new();
@@ -275,6 +275,26 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
         .iter()
         .cloned()
         .partition(|p| open.contains(&p.name.as_str()));
+    // Hosts the coordinator lists with a board the match may take that this host cannot
+    // reach (no `labgrid.peers` entry): said, so that the agent knows why not.
+    let unpeered = lab.hosts.iter().filter(|h| {
+        h.host != this_host(state)
+            && !state.config().lab_peers.iter().any(|p| p.name == h.host)
+            && lab
+                .boards
+                .iter()
+                .any(|b| b.get("host").and_then(Value::as_str) == Some(h.host.as_str()) && fits(b))
+    });
+    let unpeered: Vec<String> = unpeered
+        .map(|h| {
+            let line = format!(
+                "{}: {}",
+                h.host,
+                h.error.as_deref().unwrap_or("not reachable")
+            );
+            gatecmd_core::output::one_line(&line, 300)
+        })
+        .collect();
     let others = not
         .iter()
         .map(|p| {
@@ -292,6 +312,7 @@ pub async fn survey(state: &AppState, ask: &LabAsk<'_>) -> Survey {
             // As each host's own refusal in `lock`, one line of at most 300 characters.
             gatecmd_core::output::one_line(&line, 300)
         })
+        .chain(unpeered)
         .collect();
     Survey {
         candidates,
