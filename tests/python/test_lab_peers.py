@@ -210,8 +210,9 @@ async def lab_view(a, pred, what: str, timeout: float = 10):
 async def test_the_coordinator_is_where_the_labs_boards_are_found(tmp_path):
     """Three exporters of one real coordinator: bench-1 (the agent's, peer of bench-2 only),
     bench-2 and bench-3. The agent finds bench-3's board through the coordinator though its
-    host cannot reach it; a person's acquisition at the coordinator blocks the lab lock; with
-    the coordinator gone, the lab lock says why it cannot and local allocation goes on."""
+    host cannot reach it; a person's acquisition, and a person's reservation not yet
+    acquired, of bench-2's place block the lab lock of bench-1's agent; with the coordinator
+    gone, the lab lock says why it cannot and local allocation goes on."""
     import test_labgrid as lg
 
     (tmp_path / "coord").mkdir()
@@ -274,6 +275,30 @@ async def test_the_coordinator_is_where_the_labs_boards_are_found(tmp_path):
             r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab", wait_secs=10)
             assert r.is_error is not True, r
             assert v["board"] == "bench-2/b2", v
+            r, _ = await call(a, "unlock_device", lease=v["lease_id"])
+            assert r.is_error is not True, r
+
+            # A person's reservation of bench-2's place, not acquired: the agent of bench-1
+            # is refused the board, and the directory says it is reserved; cancelled, it is free.
+            token = lg.reserve(c, "name=p2")
+            v = await lab_view(
+                a,
+                lambda v: names(v)["bench-2/b2"].get("labgrid", {}).get("taken", {}).get("by") == "reserved",
+                "the reservation in the directory",
+            )
+            assert names(v)["bench-2/b2"]["labgrid"]["taken"]["reservation"] == token, v
+            deadline = anyio.current_time() + 10
+            while True:
+                r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
+                if r.is_error or anyio.current_time() > deadline:
+                    break
+                await call(a, "unlock_device", lease=v["lease_id"])  # taken before the hold showed
+                await anyio.sleep(0.1)
+            assert v["refusal"]["reason"] == "device_busy", v
+            assert f"reserved for desk/{lg.USER}" in v["refusal"]["message"], v
+            c.client("cancel-reservation", token)
+            r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab", wait_secs=10)
+            assert r.is_error is not True and v["board"] == "bench-2/b2", v
             r, _ = await call(a, "unlock_device", lease=v["lease_id"])
             assert r.is_error is not True, r
 
