@@ -74,12 +74,20 @@ where
         let mut args = ask.args.clone();
         args["wait_secs"] = secs.into();
         let agent = ask.who.name.clone();
-        let wait = wait.clone();
+        // Named only when it is open for claims here: a host that asked about a wait this
+        // host does not know would be told no, and never give the waiter a board.
+        let wait = open.is_some().then(|| wait.clone());
         racing.push(Box::pin(async move {
             let limit = PEER_GRACE + Duration::from_secs(secs);
-            let r =
-                peer_link::call_queued(&peer, Some(&agent), "lock_board", args, limit, Some(&wait))
-                    .await;
+            let r = peer_link::call_queued(
+                &peer,
+                Some(&agent),
+                "lock_board",
+                args,
+                limit,
+                wait.as_ref(),
+            )
+            .await;
             (peer, r)
         }));
     }
