@@ -74,6 +74,27 @@ pub struct Reserved {
 pub const UNNAMED_HOLD: Duration = Duration::from_secs(5);
 
 impl Hold {
+    /// A hold for `place` not yet leased (its lease is taken by `Holds::take`); refused for
+    /// a place name no board is ever held for (`names::valid_place`).
+    fn fresh(
+        place: &str,
+        resources: BTreeSet<String>,
+        user: Option<String>,
+        reserved: Option<Reserved>,
+    ) -> Result<Hold, HoldError> {
+        if !super::names::valid_place(place) {
+            return Err(HoldError::PlaceName);
+        }
+        Ok(Hold {
+            place: place.to_string(),
+            lease: LeaseId(String::new()),
+            resources,
+            user,
+            since: Instant::now(),
+            reserved,
+        })
+    }
+
     /// The lease note others read when they find the board busy: the user as a clean,
     /// short label, the whole within the lease settings' `max_note_bytes`.
     pub fn note(&self, max_bytes: usize) -> String {
@@ -196,17 +217,7 @@ impl Holds {
             }
             return Ok(None);
         }
-        if !super::names::valid_place(place) {
-            return Err(HoldError::PlaceName);
-        }
-        let hold = Hold {
-            place: place.to_string(),
-            lease: LeaseId(String::new()),
-            resources: BTreeSet::from([resource.to_string()]),
-            user,
-            since: Instant::now(),
-            reserved: None,
-        };
+        let hold = Hold::fresh(place, BTreeSet::from([resource.to_string()]), user, None)?;
         self.take(state, board, hold).await.map(Some)
     }
 
@@ -240,17 +251,7 @@ impl Holds {
                 .renew_outside(&h.lease, &holder_of(place), Some(h.note(max)));
             return Ok(h);
         }
-        if !super::names::valid_place(place) {
-            return Err(HoldError::PlaceName);
-        }
-        let hold = Hold {
-            place: place.to_string(),
-            lease: LeaseId(String::new()),
-            resources: BTreeSet::new(),
-            user: None,
-            since: Instant::now(),
-            reserved: Some(reserved),
-        };
+        let hold = Hold::fresh(place, BTreeSet::new(), None, Some(reserved))?;
         self.take(state, board, hold).await
     }
 

@@ -109,6 +109,18 @@ async def test_an_agent_leases_here_first_then_on_the_other_hosts(lab, mode):
         assert all(b["lock"].get("holder") is None for b in v["boards"]), v
 
 
+async def refused_lab_lock(a, timeout: float = 10) -> dict:
+    """`lock_board {match: rk3588, scope: "lab"}` until it is refused (a hold being taken
+    elsewhere shows within moments; a lease taken before it showed is given back)."""
+    deadline = anyio.current_time() + timeout
+    while True:
+        r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
+        if r.is_error or anyio.current_time() > deadline:
+            return v
+        await call(a, "unlock_device", lease=v["lease_id"])
+        await anyio.sleep(0.1)
+
+
 class PeeredBench:
     """test_labgrid's bench-1 (an exporter of a real labgrid 26 coordinator) with a peer
     client for bench-0, the agent's host."""
@@ -147,13 +159,7 @@ async def test_a_remote_agent_holds_the_labgrid_place_as_host_slash_client(tmp_p
             # A person's labgrid acquisition blocks the agents of every host.
             c.client("acquire", place="p1")
             lg.wait_until(lambda: lg.acquired_by(c, "p1") == f"desk/{lg.USER}", 10, "the person's acquisition")
-            deadline = anyio.current_time() + 10
-            while True:
-                r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
-                if r.is_error or anyio.current_time() > deadline:
-                    break
-                await call(a, "unlock_device", lease=v["lease_id"])  # taken before the hold showed
-                await anyio.sleep(0.1)
+            v = await refused_lab_lock(a)
             assert v["refusal"]["reason"] == "device_busy", v
             assert f"desk/{lg.USER}" in v["refusal"]["message"], v
             c.client("release", place="p1")
@@ -287,13 +293,7 @@ async def test_the_coordinator_is_where_the_labs_boards_are_found(tmp_path):
                 "the reservation in the directory",
             )
             assert names(v)["bench-2/b2"]["labgrid"]["taken"]["reservation"] == token, v
-            deadline = anyio.current_time() + 10
-            while True:
-                r, v = await call(a, "lock_board", match={"soc": "rk3588"}, scope="lab")
-                if r.is_error or anyio.current_time() > deadline:
-                    break
-                await call(a, "unlock_device", lease=v["lease_id"])  # taken before the hold showed
-                await anyio.sleep(0.1)
+            v = await refused_lab_lock(a)
             assert v["refusal"]["reason"] == "device_busy", v
             assert f"reserved for desk/{lg.USER}" in v["refusal"]["message"], v
             c.client("cancel-reservation", token)

@@ -224,26 +224,40 @@ async fn an_agent_uses_a_board_of_another_host_through_its_own() {
     assert!(!is_error(&r), "bench-2's own client has it now: {r:?}");
 }
 
-/// A POST with `Gatecmd-On-Behalf-Of` and `token`: the HTTP status.
-async fn act_for(url: &str, token: &str) -> u16 {
+/// A stateless `tools/call` POST of `tool` with `args`, as `token` acting for `agent`, with
+/// `extra` headers: what a peer host sends (`peer_link`), written out.
+async fn peer_post(
+    url: &str,
+    token: &str,
+    agent: &str,
+    tool: &str,
+    args: Value,
+    extra: &[(&str, String)],
+) -> reqwest::Response {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "list_boards", "arguments": {},
+        "name": tool, "arguments": args,
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientCapabilities": {},
                   "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}});
-    reqwest::Client::new()
+    let mut req = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("authorization", format!("Bearer {token}"))
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
-        .header("mcp-name", "list_boards")
-        .header("gatecmd-on-behalf-of", "vm-a")
-        .body(body.to_string())
-        .send()
+        .header("mcp-name", tool)
+        .header("gatecmd-on-behalf-of", agent);
+    for (k, v) in extra {
+        req = req.header(*k, v);
+    }
+    req.body(body.to_string()).send().await.expect("http")
+}
+
+/// A POST with `Gatecmd-On-Behalf-Of` and `token`: the HTTP status.
+async fn act_for(url: &str, token: &str) -> u16 {
+    peer_post(url, token, "vm-a", "list_boards", json!({}), &[])
         .await
-        .expect("http")
         .status()
         .as_u16()
 }
@@ -885,26 +899,12 @@ fn raw_lab_wait(
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "lock_board", "arguments": {"match": {"soc": "rk3588"}, "wait_secs": 30},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {},
-                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}});
-        let r = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("authorization", format!("Bearer {PEER_TOKEN}"))
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "lock_board")
-            .header("gatecmd-on-behalf-of", agent)
-            .header("gatecmd-lab-wait", id)
-            .header("gatecmd-lab-arrival", (now - ago_ms).to_string())
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("http");
+        let args = json!({"match": {"soc": "rk3588"}, "wait_secs": 30});
+        let extra = [
+            ("gatecmd-lab-wait", id.to_string()),
+            ("gatecmd-lab-arrival", (now - ago_ms).to_string()),
+        ];
+        let r = peer_post(&url, PEER_TOKEN, agent, "lock_board", args, &extra).await;
         r.text().await.unwrap_or_default()
     })
 }

@@ -17,6 +17,8 @@
 //! - `queued_here`: a lab waiter another host queued here, by its arrival there, and
 //!   registered so that host can withdraw it.
 //! - `same_file`: a file the board's host holds already, byte for byte (not sent again).
+//! - `wait_link`: another host's lab wait routes: withdrawing this host's agent's wait
+//!   there, claiming a waiter of that host for a board freed here.
 //! - `scope`: the `scope` argument (`host`, the default, or `lab`).
 
 pub mod answers;
@@ -34,3 +36,4 @@ pub mod queued_here;
 pub mod same_file;
 pub mod scope;
 pub mod upload;
+pub mod wait_link;

@@ -23,11 +23,8 @@ pub const PEER_GRACE: Duration = Duration::from_secs(10);
 pub const HEADERS_WITHIN: Duration = Duration::from_secs(8);
 /// How long `list_boards {scope: "lab"}` waits for each host.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a withdrawal of a lab wait may take (it is best effort: a wait not withdrawn
-/// is still ended when it is granted, by a release).
-pub const WITHDRAW_WITHIN: Duration = Duration::from_secs(3);
 /// The headers naming a lab wait and its arrival (the receiving side's
-/// `transport::lab_waits`).
+/// `transport::lab_waits`; the wait's own routes are `wait_link`'s).
 const LAB_WAIT: &str = "gatecmd-lab-wait";
 const LAB_ARRIVAL: &str = "gatecmd-lab-arrival";
 /// Most bytes of one peer answer read (a `console_read` or `board_run` answer is far less).
@@ -228,66 +225,6 @@ async fn exchange(
     )))
 }
 
-/// Withdraws the lab wait `wait` this host queued on `peer` for `agent`
-/// (`DELETE /lab/waits/ID`), within [`WITHDRAW_WITHIN`]: whether the peer still had it.
-pub async fn withdraw(peer: &LabPeer, agent: &str, wait: &LabWait) -> Result<bool, PeerError> {
-    let unreachable = |why: String| PeerError::Unreachable {
-        host: peer.name.clone(),
-        why,
-    };
-    let token = peer.token.read().map_err(|why| PeerError::Token {
-        host: peer.name.clone(),
-        why,
-    })?;
-    let url = reqwest::Url::parse(&peer.url)
-        .and_then(|u| u.join(&format!("lab/waits/{}", wait.id)))
-        .map_err(|e| unreachable(format!("its url: {e}")))?;
-    let sent = client()
-        .delete(url)
-        .header("authorization", format!("Bearer {token}"))
-        .header(ON_BEHALF_OF, agent)
-        .send();
-    let resp = tokio::time::timeout(WITHDRAW_WITHIN, sent)
-        .await
-        .map_err(|_| unreachable(format!("no answer within {} s", WITHDRAW_WITHIN.as_secs())))?
-        .map_err(|e| unreachable(cause(&e)))?;
-    Ok(resp.status() == reqwest::StatusCode::NO_CONTENT)
-}
-
-/// Asks `peer`, the own host of a lab waiter this host is about to give a board, whether
-/// the waiter `id` still wants it (`POST /lab/waits/ID/claim` as this host's peer client
-/// there), within [`WITHDRAW_WITHIN`]: `Ok(true)` yes, `Ok(false)` no (served, claimed by
-/// another host, or ended), an error when it could not be asked.
-pub async fn claim(peer: &LabPeer, id: &str) -> Result<bool, PeerError> {
-    let unreachable = |why: String| PeerError::Unreachable {
-        host: peer.name.clone(),
-        why,
-    };
-    let token = peer.token.read().map_err(|why| PeerError::Token {
-        host: peer.name.clone(),
-        why,
-    })?;
-    let url = reqwest::Url::parse(&peer.url)
-        .and_then(|u| u.join(&format!("lab/waits/{id}/claim")))
-        .map_err(|e| unreachable(format!("its url: {e}")))?;
-    let sent = client()
-        .post(url)
-        .header("authorization", format!("Bearer {token}"))
-        .send();
-    let resp = tokio::time::timeout(WITHDRAW_WITHIN, sent)
-        .await
-        .map_err(|_| unreachable(format!("no answer within {} s", WITHDRAW_WITHIN.as_secs())))?
-        .map_err(|e| unreachable(cause(&e)))?;
-    match resp.status() {
-        reqwest::StatusCode::OK => Ok(true),
-        reqwest::StatusCode::CONFLICT | reqwest::StatusCode::NOT_FOUND => Ok(false),
-        s => Err(unreachable(format!(
-            "its claim answer was HTTP {}",
-            s.as_u16()
-        ))),
-    }
-}
-
 /// One JSON body, or the last `data:` of an SSE stream that carries an `id`.
 fn answer_message(text: &str) -> Option<Value> {
     text.lines()
@@ -299,7 +236,7 @@ fn answer_message(text: &str) -> Option<Value> {
 
 /// A reqwest error's cause, one line, without the URL's query (there is none) or a token
 /// (never in the URL).
-fn cause(e: &reqwest::Error) -> String {
+pub(super) fn cause(e: &reqwest::Error) -> String {
     let mut s = if e.is_connect() {
         "cannot connect".to_string()
     } else if e.is_timeout() {

@@ -147,7 +147,7 @@ where
 }
 
 /// Withdraws the served (or cancelled) waiter's wait from every host still holding it, at
-/// once and in the background (each within `peer_link::WITHDRAW_WITHIN`): the board such a
+/// once and in the background (each within `wait_link::WAIT_LINK_WITHIN`): the board such a
 /// host frees next goes to its next waiter at once. A host that grants the wait before
 /// the withdrawal reaches it is answered by `drain`'s release.
 fn withdraw_rest(pending: Vec<LabPeer>, agent: String, wait: LabWait) {
@@ -157,7 +157,7 @@ fn withdraw_rest(pending: Vec<LabPeer>, agent: String, wait: LabWait) {
     tokio::spawn(async move {
         let each = pending
             .iter()
-            .map(|p| peer_link::withdraw(p, &agent, &wait));
+            .map(|p| super::wait_link::withdraw(p, &agent, &wait));
         futures::future::join_all(each).await;
     });
 }

@@ -61,7 +61,7 @@ pub async fn settle(
     let Some(peer) = gatecmd_domain::config::peer(&state.config().lab_peers, host).cloned() else {
         return Ok(leased);
     };
-    match super::peer_link::claim(&peer, &w.id).await {
+    match super::wait_link::claim(&peer, &w.id).await {
         Ok(false) => {
             let _ = end_lease(state, who, &leased.info.lease_id, None);
             Err(Refusal::new(
